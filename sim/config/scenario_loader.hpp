@@ -1,0 +1,32 @@
+// The only layer that knows YAML. Reads scenario, model and node files exactly as
+// docs/scenario-format.md specifies and returns plain, fully resolved structs.
+// Every error is a core::InputError: "file:line:col: key.path: expected X, found Y".
+#pragma once
+
+#include "spec/model_spec.hpp"
+#include "spec/node_spec.hpp"
+#include "spec/scenario_spec.hpp"
+
+#include <string>
+#include <vector>
+
+namespace zerosim::config {
+
+struct LoadOptions {
+  std::vector<std::string> sets;   ///< "--set K=V" overrides, dotted paths, applied in order
+  /// Folder holding models/ and topologies/ for names (not paths). Empty: the folder above the
+  /// scenario file's folder, then the current directory, then ZEROSIM_DATA_DIR (the source tree).
+  std::string data_dir;
+};
+
+spec::Scenario load_scenario(const std::string& path, const LoadOptions& options = {});
+spec::ModelSpec load_model(const std::string& path);
+spec::NodeSpec load_node(const std::string& path);
+
+/// The resolved scenario as YAML (every default and "auto" written out), for --out.
+std::string resolved_yaml(const spec::Scenario& s);
+
+/// `zerosim describe [model|node|scenario]`: the schema with units and defaults.
+std::string describe(const std::string& what);
+
+} // namespace zerosim::config

@@ -1,0 +1,66 @@
+#include "core/text.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+namespace zerosim::core {
+
+int edit_distance(std::string_view a, std::string_view b)
+{
+  std::vector<int> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j)
+    row[j] = static_cast<int>(j);
+  for (size_t i = 1; i <= a.size(); ++i) {
+    int diag = row[0];
+    row[0] = static_cast<int>(i);
+    for (size_t j = 1; j <= b.size(); ++j) {
+      int up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates)
+{
+  std::string best;
+  int best_d = 1 << 30;
+  for (const auto& c : candidates) {
+    int d = edit_distance(word, c);
+    if (d < best_d) { // first of equals wins: candidates come in a fixed order, so this is deterministic
+      best_d = d;
+      best = c;
+    }
+  }
+  int limit = std::max<int>(1, static_cast<int>(word.size()) / 3);
+  return best_d <= limit ? best : std::string();
+}
+
+std::string format_gib(std::int64_t bytes)
+{
+  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (std::fabs(v) >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[64];
+  if (u == 0)
+    std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
+  else
+    std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
+  return buf;
+}
+
+std::string format_bytes(std::int64_t bytes)
+{
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%.2f GB (%s)", static_cast<double>(bytes) / 1e9, format_gib(bytes).c_str());
+  return buf;
+}
+
+} // namespace zerosim::core

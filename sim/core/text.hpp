@@ -1,0 +1,24 @@
+// Small text helpers shared by the layers: edit distance for did-you-mean, byte formatting.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace zerosim::core {
+
+/// Levenshtein distance (insert, delete, substitute, each cost 1).
+int edit_distance(std::string_view a, std::string_view b);
+
+/// The candidate closest to `word` if it is close enough to be a likely typo
+/// (distance <= max(1, len/3)), else "".
+std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates);
+
+/// "68.98 GB (64.24 GiB)" style for people: decimal GB with two decimals and binary GiB.
+std::string format_bytes(std::int64_t bytes);
+
+/// "64.24 GiB" (binary units, two decimals; B, KiB, MiB, GiB, TiB).
+std::string format_gib(std::int64_t bytes);
+
+} // namespace zerosim::core

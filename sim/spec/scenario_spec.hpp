@@ -1,0 +1,178 @@
+// The fully resolved scenario: every default applied, every cross-field rule checked.
+// Produced by config::load_scenario, consumed by workload, schedule, memory and report.
+#pragma once
+
+#include "spec/model_spec.hpp"
+#include "spec/node_spec.hpp"
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace zerosim::spec {
+
+enum class Precision { BF16, FP16, AMP_BF16, AMP_FP16, FP32 };
+enum class Checkpointing { NONE, FULL, SELECTIVE };
+enum class Optimizer { ADAMW, ADAM, SGD };
+enum class Mode { TRAIN, INFERENCE };
+enum class Framework { DEEPSPEED, FSDP, DDP };
+enum class Dtype { FP32, FP16, BF16 };
+
+/// Bytes of one element of `d`.
+inline int dtype_bytes(Dtype d) { return d == Dtype::FP32 ? 4 : 2; }
+
+struct TrainingSpec {
+  int seq_len = 0;
+  int micro_batch = 1;        ///< per GPU
+  int grad_accum = 1;         ///< resolved: global_batch / (micro_batch * dp) when global_batch was given
+  std::int64_t global_batch = 0;   ///< resolved: micro_batch * grad_accum * dp
+  bool global_batch_given = false; ///< which of the two the user gave (the other follows in a sweep)
+  Precision precision = Precision::BF16;
+  Checkpointing activation_checkpointing = Checkpointing::NONE;
+  bool flash_attention = true;
+  Optimizer optimizer = Optimizer::ADAMW;
+  Mode mode = Mode::TRAIN;
+  std::optional<double> total_tokens;
+};
+
+struct InferenceSpec {
+  int batch = 1;
+  int prompt_tokens = 0;
+  int generate_tokens = 0;
+};
+
+enum class OffloadDevice { NONE, CPU, NVME };
+
+/// zero_optimization.offload_optimizer (zero-schedule.md §3.6, §6.1, §7, §11).
+struct OffloadOptimizerSpec {
+  OffloadDevice device = OffloadDevice::NONE;
+  std::string nvme_path;
+  int buffer_count = 4;
+  bool pin_memory = true;        ///< 0.19: true; 0.16: false
+  bool pipeline_read = false;
+  bool pipeline_write = false;
+  bool fast_init = false;
+  double ratio = 1.0;            ///< Twin-Flow: fraction of sub-groups stepped on the CPU (stage 3)
+  bool super_offload = false;
+  double cpuadam_cores_perc = 0.8;
+};
+
+/// zero_optimization.offload_param (zero-schedule.md §6.2, §8, §11).
+struct OffloadParamSpec {
+  OffloadDevice device = OffloadDevice::NONE;
+  std::string nvme_path;
+  int buffer_count = 5;
+  std::int64_t buffer_size = 100'000'000;   ///< elements
+  std::int64_t max_in_cpu = 1'000'000'000;  ///< elements
+  bool pin_memory = true;        ///< 0.19: true; 0.16: false
+};
+
+/// The `aio` block (zero-schedule.md §7, §11).
+struct AioSpec {
+  std::int64_t block_size = 1'048'576;
+  int queue_depth = 8;
+  int intra_op_parallelism = 1;
+  bool single_submit = false;
+  bool overlap_events = true;
+  bool use_gds = false;
+};
+
+/// zero_optimization, with DeepSpeed's code defaults (zero-schedule.md §11).
+struct ZeroSpec {
+  int stage = 0;
+  bool contiguous_gradients = true;
+  bool reduce_scatter = true;
+  std::int64_t reduce_bucket_size = 500'000'000;       ///< B_r, elements
+  bool use_multi_rank_bucket_allreduce = true;
+  std::int64_t allgather_bucket_size = 500'000'000;    ///< ignored by DeepSpeed with all_gather_into_tensor (§1.4)
+  bool overlap_comm = false;                           ///< resolved: true for stage 3, false otherwise, unless given
+  std::int64_t sub_group_size = 1'000'000'000;         ///< S_g, elements
+  std::int64_t stage3_prefetch_bucket_size = 50'000'000;       ///< B_p, elements
+  std::int64_t stage3_param_persistence_threshold = 100'000;   ///< elements
+  std::int64_t stage3_model_persistence_threshold = std::numeric_limits<std::int64_t>::max();
+  std::int64_t stage3_max_live_parameters = 1'000'000'000;
+  std::int64_t stage3_max_reuse_distance = 1'000'000'000;
+  std::int64_t stage3_module_granularity_threshold = 0;
+  bool stage3_use_all_reduce_for_fetch_params = false;
+  bool stage3_allgather_sequential = false;
+  bool round_robin_gradients = false;
+  OffloadOptimizerSpec offload_optimizer;
+  OffloadParamSpec offload_param;
+};
+
+/// DeepSpeed's activation_checkpointing block (partition/offload of checkpoints).
+struct DsActivationCheckpointingSpec {
+  bool partition_activations = false;
+  bool cpu_checkpointing = false;
+  bool contiguous_memory_optimization = false;
+  std::optional<int> number_checkpoints;
+  bool synchronize_checkpoint_boundary = false;
+  bool profile = false;
+};
+
+/// The DeepSpeed block, resolved for `deepspeed_version`.
+struct DeepSpeedSpec {
+  ZeroSpec zero;
+  AioSpec aio;
+  Dtype communication_data_type = Dtype::BF16;   ///< resolved: model dtype unless given (§1.3)
+  Dtype grad_accum_dtype = Dtype::BF16;          ///< resolved: model dtype unless given (§1.3)
+  double gradient_clipping = 1.0;                ///< 0.19: 1.0; 0.16: 0.0
+  bool prescale_gradients = false;
+  double gradient_predivide_factor = 1.0;
+  DsActivationCheckpointingSpec activation_checkpointing;
+};
+
+enum class FsdpSharding { FULL_SHARD, SHARD_GRAD_OP, HYBRID_SHARD, NO_SHARD };
+enum class BackwardPrefetch { BACKWARD_PRE, BACKWARD_POST, NONE };
+
+/// PyTorch FSDP (defaults are PyTorch's; see docs/fsdp.md once issue 4 lands).
+struct FsdpSpec {
+  FsdpSharding sharding_strategy = FsdpSharding::FULL_SHARD;
+  std::optional<Dtype> param_dtype;    ///< mixed_precision.param_dtype; unset = the training precision
+  std::optional<Dtype> reduce_dtype;   ///< mixed_precision.reduce_dtype; unset = param dtype
+  BackwardPrefetch backward_prefetch = BackwardPrefetch::BACKWARD_PRE;
+  bool forward_prefetch = false;
+  bool limit_all_gathers = true;
+  std::optional<bool> reshard_after_forward;   ///< FSDP2; unset = follows sharding_strategy
+  bool cpu_offload = false;
+  std::string wrap = "block";                  ///< one unit per transformer block
+};
+
+/// PyTorch DistributedDataParallel.
+struct DdpSpec {
+  double bucket_cap_mb = 25;
+};
+
+/// A figure a real run of the scenario gave (for comparison; never used in prediction).
+struct MeasuredSpec {
+  std::optional<double> step_time_s;
+  std::optional<double> tflops_per_gpu;
+  std::string tflops_definition;        ///< "model" | "hardware"
+  std::optional<std::int64_t> peak_memory_bytes;
+  std::string source;
+};
+
+struct Scenario {
+  std::string name;
+  std::string file;                     ///< the scenario file as given (for messages)
+  ModelSpec model;
+  ClusterSpec cluster;
+  TrainingSpec training;
+  InferenceSpec inference;
+  std::optional<double> price_per_gpu_hour;
+  std::string deepspeed_version = "0.19";   ///< "0.19" | "0.16"
+  Framework framework = Framework::DEEPSPEED;
+  DeepSpeedSpec deepspeed;
+  FsdpSpec fsdp;
+  DdpSpec ddp;
+  std::vector<std::pair<std::string, std::vector<std::string>>> sweep;  ///< dotted key -> values (as written)
+  MeasuredSpec measured;
+  std::vector<std::string> warnings;    ///< keys recognised but not modelled, keys ignored
+
+  int dp() const { return cluster.total_gpus(); }   ///< no tensor/pipeline parallelism yet
+};
+
+} // namespace zerosim::spec

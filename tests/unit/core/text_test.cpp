@@ -1,0 +1,30 @@
+#include "core/text.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace zerosim::core;
+
+TEST_SUITE("core")
+{
+  TEST_CASE("text: edit distance counts single-character edits")
+  {
+    CHECK(edit_distance("kitten", "sitting") == 3); // the textbook example: k->s, e->i, +g
+    CHECK(edit_distance("", "abc") == 3);
+    CHECK(edit_distance("stage", "stage") == 0);
+  }
+
+  TEST_CASE("text: did-you-mean proposes only close candidates")
+  {
+    std::vector<std::string> keys = {"layers", "hidden", "heads", "kv_heads", "vocab"};
+    CHECK(did_you_mean("hiden", keys) == "hidden");
+    CHECK(did_you_mean("kv_head", keys) == "kv_heads");
+    CHECK(did_you_mean("temperature", keys) == "");
+  }
+
+  TEST_CASE("text: bytes format in binary units")
+  {
+    CHECK(format_gib(512) == "512 B");
+    CHECK(format_gib(3 * 1024LL * 1024 * 1024) == "3.00 GiB");
+    CHECK(format_bytes(80LL * 1000 * 1000 * 1000) == "80.00 GB (74.51 GiB)"); // 80e9 / 2^30 = 74.505...
+  }
+}
