@@ -1,0 +1,164 @@
+// Analysis of a layer's dataflow graph: kept, transient and moved bytes. docs/workload.md §4-§5.
+#include "workload/op_graph.hpp"
+
+#include "core/error.hpp"
+
+#include <algorithm>
+#include <utility>
+
+namespace zerosim::workload::detail {
+
+int OpGraph::add_tensor(std::string name, std::int64_t numel, int elem_bytes, bool has_grad)
+{
+  tensors_.push_back(TensorDef{std::move(name), numel, elem_bytes, has_grad});
+  return static_cast<int>(tensors_.size()) - 1;
+}
+
+std::int64_t OpGraph::bytes_of(const std::vector<bool>& set) const
+{
+  std::int64_t total = 0;
+  for (std::size_t t = 0; t < tensors_.size(); ++t)
+    if (set[t])
+      total += tensors_[t].bytes();
+  return total;
+}
+
+GraphResult OpGraph::analyse(GraphMode mode) const
+{
+  const std::size_t n_tensors = tensors_.size();
+  const int n_ops = static_cast<int>(ops_.size());
+  if (input_ < 0 || output_ < 0)
+    throw core::InternalError("workload: layer graph without input/output tensor");
+  const auto idx = [](int t) { return static_cast<std::size_t>(t); };
+  const bool inference = mode == GraphMode::INFERENCE;
+
+  // Everything autograd would save (plus what the caller holds): the kept set without checkpointing.
+  std::vector<bool> saved_all(n_tensors, false);
+  for (const OpDef& o : ops_)
+    for (int t : o.saved)
+      saved_all[idx(t)] = true;
+  for (int t : held_)
+    saved_all[idx(t)] = true;
+
+  // The kept set of the mode.
+  std::vector<bool> kept(n_tensors, false);
+  switch (mode) {
+  case GraphMode::INFERENCE:
+    break;
+  case GraphMode::TRAIN:
+    kept = saved_all;
+    break;
+  case GraphMode::TRAIN_FULL:
+    // torch.utils.checkpoint / Megatron's checkpoint keep the checkpointed function's input only.
+    kept[idx(input_)] = true;
+    break;
+  case GraphMode::TRAIN_SELECTIVE: {
+    // Korthikanti et al. 2022 §5: the recomputed region (the attention core) keeps its inputs;
+    // every other op saves as usual.
+    std::vector<bool> made_inside(n_tensors, false);
+    for (const OpDef& o : ops_)
+      if (o.op.selective_recompute)
+        for (int t : o.outputs)
+          made_inside[idx(t)] = true;
+    for (const OpDef& o : ops_) {
+      if (o.op.selective_recompute) {
+        for (int t : o.inputs)
+          if (!made_inside[idx(t)])
+            kept[idx(t)] = true;
+      } else {
+        for (int t : o.saved)
+          kept[idx(t)] = true;
+      }
+    }
+    for (int t : held_)
+      kept[idx(t)] = true;
+    break;
+  }
+  }
+
+  GraphResult r;
+  r.kept_bytes = bytes_of(kept);
+
+  // Saved tensors not kept are rebuilt by the recomputation during this layer's backward.
+  if (mode == GraphMode::TRAIN_FULL || mode == GraphMode::TRAIN_SELECTIVE) {
+    std::vector<bool> rebuilt(n_tensors, false);
+    for (std::size_t t = 0; t < n_tensors; ++t)
+      rebuilt[t] = saved_all[t] && !kept[t];
+    r.recomputed_bytes = bytes_of(rebuilt);
+  }
+
+  // Gradient temporaries: while an op's backward runs, the gradients of its outputs and of its
+  // inputs are alive together; the largest such pair bounds the activation-gradient working set.
+  if (!inference) {
+    for (const OpDef& o : ops_) {
+      std::vector<int> touched = o.inputs;
+      touched.insert(touched.end(), o.outputs.begin(), o.outputs.end());
+      std::sort(touched.begin(), touched.end());
+      touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+      std::int64_t grads = 0;
+      for (int t : touched)
+        if (tensors_[idx(t)].has_grad)
+          grads += tensors_[idx(t)].bytes();
+      r.gradient_working_bytes = std::max(r.gradient_working_bytes, grads);
+    }
+    r.backward_working_bytes = r.recomputed_bytes + r.gradient_working_bytes;
+  }
+
+  // Forward transient: liveness over the op sequence. A tensor lives from the op writing it to the
+  // last op reading it (the layer output to the end); at each op the live tensors that are not kept
+  // are transient. Tensors nobody reads again (a mask under checkpointing) die with their op.
+  std::vector<int> produced(n_tensors, n_ops);
+  std::vector<int> last_use(n_tensors, -1);
+  produced[idx(input_)] = -1;
+  for (int i = 0; i < n_ops; ++i) {
+    for (int t : ops_[static_cast<std::size_t>(i)].outputs)
+      produced[idx(t)] = std::min(produced[idx(t)], i);
+    for (int t : ops_[static_cast<std::size_t>(i)].inputs)
+      last_use[idx(t)] = std::max(last_use[idx(t)], i);
+  }
+  for (std::size_t t = 0; t < n_tensors; ++t)
+    if (produced[t] == n_ops) // written by no op: an external input (token ids, labels)
+      produced[t] = -1;
+  last_use[idx(output_)] = n_ops;
+  for (int i = 0; i < n_ops; ++i) {
+    std::int64_t live = 0;
+    for (std::size_t t = 0; t < n_tensors; ++t) {
+      const int end = std::max(last_use[t], produced[t]);
+      if (!kept[t] && produced[t] <= i && i <= end)
+        live += tensors_[t].bytes();
+    }
+    r.forward_working_bytes = std::max(r.forward_working_bytes, live);
+  }
+
+  // HBM bytes of every op (docs/workload.md §5).
+  r.ops.reserve(ops_.size());
+  for (const OpDef& o : ops_) {
+    Op op = o.op;
+    std::int64_t in = 0, out = 0, dy = 0, dx = 0, saved = 0;
+    for (int t : o.inputs) {
+      in += tensors_[idx(t)].bytes();
+      if (tensors_[idx(t)].has_grad)
+        dx += tensors_[idx(t)].bytes();
+    }
+    for (int t : o.outputs) {
+      out += tensors_[idx(t)].bytes();
+      if (tensors_[idx(t)].has_grad)
+        dy += tensors_[idx(t)].bytes();
+    }
+    for (int t : o.saved)
+      saved += tensors_[idx(t)].bytes();
+    op.fwd_bytes = static_cast<double>(in + out + o.weight_read_fwd);
+    if (o.rule == BytesRule::GEMM)
+      op.bwd_bytes = 2.0 * op.fwd_bytes;
+    else
+      op.bwd_bytes = static_cast<double>(dy + saved + dx + o.weight_read_bwd + o.weight_grad_write);
+    if (inference) {
+      op.bwd_flops = 0;
+      op.bwd_bytes = 0;
+    }
+    r.ops.push_back(std::move(op));
+  }
+  return r;
+}
+
+} // namespace zerosim::workload::detail
