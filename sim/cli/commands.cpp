@@ -1,1 +1,233 @@
-// placeholder while the component is written
+#include "cli/commands.hpp"
+
+#include "config/scenario_loader.hpp"
+#include "core/error.hpp"
+#include "core/json.hpp"
+#include "memory/estimator.hpp"
+#include "memory/memory_model.hpp"
+#include "report/estimator_report.hpp"
+#include "report/memory_report.hpp"
+#include "workload/transformer.hpp"
+
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+namespace zerosim::cli {
+
+namespace {
+
+const char* USAGE = R"(usage:
+  zerosim memory SCENARIO [--set K=V]... [--json] [--out DIR]
+        peak memory per GPU, host and NVMe from the schedule's allocation events (issue order),
+        the fit verdict per tier and, when it does not fit, the ladder's answer
+  zerosim memory --estimator --params N [--largest-layer N] --gpus-per-node G --nodes M
+        [--offload-optimizer] [--offload-param] [--stage 2|3] [--json]
+        DeepSpeed's estimate_zero{2,3}_model_states_mem_needs, to the letter (model states only)
+  zerosim describe [model|node|scenario]
+        the schema of each file kind, with units and defaults
+  zerosim --version | --help
+
+Exit status: 0 done (a scenario that does not fit is a result), 1 partly failed,
+2 bad input, 3 internal error.
+)";
+
+/// Command-line problems are bad input too (exit 2).
+[[noreturn]] void usage_error(const std::string& what)
+{
+  throw core::InputError("zerosim: " + what + " (see 'zerosim --help')");
+}
+
+std::int64_t parse_count(const std::string& flag, const std::string& text)
+{
+  // DeepSpeed-style element counts are accepted: 7e9, 6.7e9, 68976648192.
+  double v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || !(v > 0) || v > 9.2e18 ||
+      v != static_cast<double>(static_cast<std::int64_t>(v)))
+    usage_error(flag + ": expected a positive whole number (e.g. 7e9), found \"" + text + "\"");
+  return static_cast<std::int64_t>(v);
+}
+
+struct Args {
+  std::vector<std::string> positional;
+  std::vector<std::string> sets;
+  bool json = false;
+  bool estimator = false;
+  std::optional<std::string> out_dir;
+  std::optional<std::string> params, largest_layer, gpus_per_node, nodes, stage;
+  bool offload_optimizer = false, offload_param = false;
+};
+
+Args parse_args(const std::vector<std::string>& args, size_t first)
+{
+  Args a;
+  auto value = [&](size_t& i) -> std::string {
+    if (i + 1 >= args.size())
+      usage_error(args[i] + ": a value is expected after it");
+    return args[++i];
+  };
+  for (size_t i = first; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--json")
+      a.json = true;
+    else if (arg == "--set")
+      a.sets.push_back(value(i));
+    else if (arg.rfind("--set=", 0) == 0)
+      a.sets.push_back(arg.substr(6));
+    else if (arg == "--out")
+      a.out_dir = value(i);
+    else if (arg == "--estimator")
+      a.estimator = true;
+    else if (arg == "--params")
+      a.params = value(i);
+    else if (arg == "--largest-layer")
+      a.largest_layer = value(i);
+    else if (arg == "--gpus-per-node")
+      a.gpus_per_node = value(i);
+    else if (arg == "--nodes")
+      a.nodes = value(i);
+    else if (arg == "--stage")
+      a.stage = value(i);
+    else if (arg == "--offload-optimizer")
+      a.offload_optimizer = true;
+    else if (arg == "--offload-param")
+      a.offload_param = true;
+    else if (arg.size() > 1 && arg[0] == '-')
+      usage_error("unknown option '" + arg + "'");
+    else
+      a.positional.push_back(arg);
+  }
+  return a;
+}
+
+void write_file(const std::filesystem::path& path, const std::string& text)
+{
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+  if (!f)
+    throw core::InputError("zerosim: --out: cannot write " + path.string());
+}
+
+int memory_estimator(const Args& a, std::ostream& out)
+{
+  if (!a.positional.empty())
+    usage_error("memory --estimator takes no scenario (found '" + a.positional.front() + "')");
+  if (!a.params)
+    usage_error("memory --estimator: --params N is required");
+  if (!a.gpus_per_node || !a.nodes)
+    usage_error("memory --estimator: --gpus-per-node G and --nodes M are required");
+  memory::EstimatorQuery q;
+  q.total_params = parse_count("--params", *a.params);
+  q.gpus_per_node = static_cast<int>(parse_count("--gpus-per-node", *a.gpus_per_node));
+  q.nodes = static_cast<int>(parse_count("--nodes", *a.nodes));
+  q.stage = 3;
+  if (a.stage) {
+    if (*a.stage != "2" && *a.stage != "3")
+      usage_error("--stage: expected 2 or 3 (DeepSpeed has estimators for these two), found \"" + *a.stage + "\"");
+    q.stage = *a.stage == "2" ? 2 : 3;
+  }
+  if (q.stage == 3 && !a.largest_layer)
+    usage_error("memory --estimator --stage 3: --largest-layer N is required (DeepSpeed's largest_layer_params)");
+  if (q.stage == 2 && a.largest_layer)
+    usage_error("--largest-layer: not an input of DeepSpeed's ZeRO-2 estimator");
+  if (q.stage == 2 && a.offload_param)
+    usage_error("--offload-param: ZeRO-2 has no parameter offload");
+  if (a.largest_layer)
+    q.largest_layer_params = parse_count("--largest-layer", *a.largest_layer);
+  q.offload_optimizer = a.offload_optimizer;
+  q.offload_param = a.offload_param;
+  if (q.offload_param && !q.offload_optimizer)
+    usage_error("--offload-param: DeepSpeed's estimator has parameter offload only together with --offload-optimizer");
+  auto rows = memory::estimate_rows(q);
+  if (a.json)
+    out << report::estimator_json(q, rows).dump() << "\n";
+  else
+    out << report::estimator_table(q, rows);
+  return 0;
+}
+
+int memory_command(const Args& a, std::ostream& out)
+{
+  if (a.estimator)
+    return memory_estimator(a, out);
+  if (a.positional.size() != 1)
+    usage_error("memory: expected one SCENARIO file");
+  config::LoadOptions opts;
+  opts.sets = a.sets;
+  spec::Scenario s = config::load_scenario(a.positional.front(), opts);
+  const std::int64_t params = workload::count_params(s.model);
+  memory::MemoryReport r = memory::analyze_memory(s);
+  std::vector<memory::LadderStep> ladder;
+  if (!r.fits)
+    ladder = memory::climb_ladder(s);
+  core::Json j = report::memory_json(s, params, r, ladder);
+  if (a.json)
+    out << j.dump() << "\n";
+  else
+    out << report::memory_table(s, params, r, ladder);
+  if (a.out_dir) {
+    std::filesystem::path dir(*a.out_dir);
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec)
+      throw core::InputError("zerosim: --out: cannot create " + dir.string() + ": " + ec.message());
+    write_file(dir / "summary.json", j.dump() + "\n");
+    write_file(dir / "scenario.resolved.yaml", config::resolved_yaml(s));
+  }
+  return 0;
+}
+
+int describe_command(const Args& a, std::ostream& out)
+{
+  if (a.positional.size() > 1)
+    usage_error("describe: expected at most one of model, node, scenario");
+  const std::string what = a.positional.empty() ? "" : a.positional.front();
+  if (!what.empty() && what != "model" && what != "node" && what != "scenario")
+    usage_error("describe: expected model, node or scenario, found \"" + what + "\"");
+  out << config::describe(what);
+  return 0;
+}
+
+} // namespace
+
+int run_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err)
+{
+  try {
+    if (args.empty()) {
+      err << USAGE;
+      return 2;
+    }
+    const std::string& cmd = args.front();
+    if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+      out << USAGE;
+      return 0;
+    }
+    if (cmd == "--version") {
+      out << "zerosim " << ZEROSIM_VERSION << "\n";
+      return 0;
+    }
+    Args a = parse_args(args, 1);
+    if (cmd == "memory")
+      return memory_command(a, out);
+    if (cmd == "describe")
+      return describe_command(a, out);
+    if (cmd == "run" || cmd == "sweep" || cmd == "recommend" || cmd == "compare" || cmd == "calibrate")
+      throw core::UnsupportedError("zerosim " + cmd +
+                                   ": not available in this version (the timed engine is not built yet); "
+                                   "'zerosim memory SCENARIO' gives the memory report");
+    usage_error("unknown command '" + cmd + "'");
+  } catch (const core::InputError& e) {
+    err << e.what() << "\n";
+    return 2;
+  } catch (const core::UnsupportedError& e) {
+    err << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    err << "zerosim: internal error: " << e.what() << "\n";
+    return 3;
+  }
+}
+
+} // namespace zerosim::cli

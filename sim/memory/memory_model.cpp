@@ -1,1 +1,256 @@
-// placeholder while the component is written
+#include "memory/memory_model.hpp"
+
+#include "core/error.hpp"
+#include "schedule/zero_schedule.hpp"
+#include "workload/transformer.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace zerosim::memory {
+
+namespace {
+
+/// nvme_path the ladder's NVMe rung writes when the scenario has none: a placeholder mount point that
+/// tells the user where a local NVMe file system must be mounted (scenario-format.md "Command line").
+constexpr const char* LADDER_NVME_PATH = "/local_nvme";
+
+std::int64_t round_up(std::int64_t bytes, std::int64_t unit)
+{
+  return (bytes + unit - 1) / unit * unit;
+}
+
+/// The live sums of one rank at one instant of the replay.
+struct LiveSums {
+  std::int64_t gpu = 0;
+  std::int64_t gpu_rounded = 0;
+  std::array<std::int64_t, schedule::MEM_CATEGORY_COUNT> gpu_by_category{};
+  std::int64_t host = 0;
+  std::int64_t pinned = 0;
+  std::int64_t nvme = 0;
+
+  void apply(const schedule::Buffer& b, std::int64_t sign)
+  {
+    switch (b.device) {
+    case schedule::Device::GPU:
+      gpu += sign * b.bytes;
+      gpu_rounded += sign * allocator_block_bytes(b.bytes);
+      gpu_by_category[static_cast<size_t>(b.category)] += sign * b.bytes;
+      break;
+    case schedule::Device::HOST:
+      host += sign * b.bytes;
+      if (b.pinned)
+        pinned += sign * b.bytes;
+      break;
+    case schedule::Device::NVME:
+      nvme += sign * b.bytes;
+      break;
+    }
+  }
+};
+
+} // namespace
+
+std::int64_t allocator_block_bytes(std::int64_t bytes)
+{
+  if (bytes <= 0)
+    return 0;
+  if (bytes >= ALLOCATOR_LARGE_ALLOC_BYTES)
+    return round_up(bytes, ALLOCATOR_ROUND_LARGE_BYTES);
+  return round_up(bytes, ALLOCATOR_BLOCK_BYTES);
+}
+
+std::int64_t nccl_buffer_bytes(int dp)
+{
+  if (dp <= 1)
+    return 0;
+  return NCCL_BUFFSIZE_BYTES * NCCL_CHANNELS * NCCL_RING_CONNECTIONS;
+}
+
+MemoryReport replay_memory(const spec::Scenario& s, const schedule::TaskGraph& g)
+{
+  const auto buffer_count = static_cast<schedule::BufferId>(g.buffers.size());
+  std::vector<bool> live(g.buffers.size(), false);
+  LiveSums now;
+
+  auto check_id = [&](schedule::BufferId id, const std::string& who) {
+    if (id < 0 || id >= buffer_count)
+      throw core::InternalError("memory replay: " + who + " names buffer " + std::to_string(id) +
+                                ", but the graph has " + std::to_string(buffer_count) + " buffers");
+    if (g.buffers[static_cast<size_t>(id)].bytes < 0)
+      throw core::InternalError("memory replay: buffer '" + g.buffers[static_cast<size_t>(id)].name +
+                                "' has negative size");
+  };
+  auto alloc = [&](schedule::BufferId id, const std::string& who) {
+    check_id(id, who);
+    const auto& b = g.buffers[static_cast<size_t>(id)];
+    if (live[static_cast<size_t>(id)])
+      throw core::InternalError("memory replay: " + who + " allocates buffer '" + b.name + "', which is already live");
+    live[static_cast<size_t>(id)] = true;
+    now.apply(b, +1);
+  };
+  auto release = [&](schedule::BufferId id, const std::string& who) {
+    check_id(id, who);
+    const auto& b = g.buffers[static_cast<size_t>(id)];
+    if (!live[static_cast<size_t>(id)])
+      throw core::InternalError("memory replay: " + who + " frees buffer '" + b.name + "', which is not live");
+    live[static_cast<size_t>(id)] = false;
+    now.apply(b, -1);
+  };
+
+  MemoryReport r;
+  bool first = true;
+  auto record = [&](const std::string& instant) {
+    if (first || now.gpu > r.gpu) { // the first instant reaching the maximum names the peak
+      r.gpu = now.gpu;
+      r.breakdown = now.gpu_by_category;
+      r.peak_task = instant;
+    }
+    first = false;
+    r.gpu_rounded = std::max(r.gpu_rounded, now.gpu_rounded);
+    r.cpu_per_rank = std::max(r.cpu_per_rank, now.host);
+    r.cpu_pinned_per_rank = std::max(r.cpu_pinned_per_rank, now.pinned);
+    r.nvme_per_rank = std::max(r.nvme_per_rank, now.nvme);
+  };
+
+  // Model states and every other buffer alive across steps, then the tasks in issue order:
+  // a task's allocations are live while it runs, its frees take effect when it completes.
+  for (auto id : g.resident)
+    alloc(id, "the resident set");
+  record("(resident before the step)");
+  for (const auto& t : g.tasks) {
+    for (auto id : t.allocs)
+      alloc(id, "task '" + t.name + "'");
+    record(t.name);
+    for (auto id : t.frees)
+      release(id, "task '" + t.name + "'");
+  }
+
+  // GPU: allocated -> reserved -> device (docs/memory.md, "Stated models").
+  const std::int64_t fragmented = r.gpu + std::llround(ALLOCATOR_FRAGMENTATION_FRACTION * static_cast<double>(r.gpu));
+  r.gpu_reserved = std::max(r.gpu_rounded, fragmented);
+  r.fragmentation_bytes = r.gpu_reserved - r.gpu;
+  r.cuda_context_bytes = CUDA_CONTEXT_BYTES;
+  r.nccl_bytes = nccl_buffer_bytes(s.dp());
+  r.gpu_device = r.gpu_reserved + r.cuda_context_bytes + r.nccl_bytes;
+
+  // Per node: every rank of a node runs the same program on its own share (symmetric ranks).
+  const int ranks_per_node = s.cluster.gpus_per_node;
+  if (ranks_per_node < 1)
+    throw core::InternalError("memory replay: the scenario has no GPUs per node (not resolved?)");
+  r.cpu_per_node = ranks_per_node * r.cpu_per_rank;
+  r.cpu_pinned_per_node = ranks_per_node * r.cpu_pinned_per_rank;
+  r.nvme_per_node = ranks_per_node * r.nvme_per_rank;
+
+  // Capacities and the verdict (scenario-format.md "Results").
+  const auto& node = s.cluster.node;
+  r.gpu_capacity = node.gpu.memory_bytes;
+  r.cpu_capacity = node.cpu.memory_bytes - node.cpu.reserved_bytes;
+  r.nvme_capacity = static_cast<std::int64_t>(node.nvme.devices) * node.nvme.capacity_bytes;
+  r.fit_gpu = r.gpu_device <= r.gpu_capacity;
+  r.fit_cpu = r.cpu_per_node <= r.cpu_capacity;
+  r.fit_nvme = r.nvme_per_node <= r.nvme_capacity;
+  r.fits = r.fit_gpu && r.fit_cpu && r.fit_nvme;
+  r.shortfall_bytes = std::max({std::int64_t{0}, r.gpu_device - r.gpu_capacity, r.cpu_per_node - r.cpu_capacity,
+                                r.nvme_per_node - r.nvme_capacity});
+  return r;
+}
+
+MemoryReport analyze_memory(const spec::Scenario& s)
+{
+  const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
+  // Rank 0 stands for every rank: ZeRO partitions evenly and every rank runs the same program.
+  const schedule::TaskGraph g = schedule::build_step_graph(s, w, 0);
+  return replay_memory(s, g);
+}
+
+std::vector<std::pair<std::string, spec::Scenario>> ladder_scenarios(const spec::Scenario& s)
+{
+  std::vector<std::pair<std::string, spec::Scenario>> rungs;
+  spec::Scenario cur = s;
+  auto push = [&](std::string change) { rungs.emplace_back(std::move(change), cur); };
+  const bool training = cur.training.mode == spec::Mode::TRAIN;
+
+  // 1. micro-batch 1 (the seed: "First of all set batch size to 1 (you can always use gradient accumulation
+  //    for any desired effective batch size)"). The global batch stays when the user gave it.
+  if (training && cur.training.micro_batch > 1) {
+    const int old_micro_batch = cur.training.micro_batch;
+    cur.training.micro_batch = 1;
+    if (cur.training.global_batch_given)
+      cur.training.grad_accum *= old_micro_batch; // global = micro_batch x grad_accum x dp is unchanged
+    cur.training.global_batch = static_cast<std::int64_t>(cur.training.grad_accum) * cur.dp();
+    push("training.micro_batch: 1 (grad_accum " + std::to_string(cur.training.grad_accum) + ", global batch " +
+         std::to_string(cur.training.global_batch) + ")");
+  }
+  // 2. activation checkpointing (a no-op in inference, as the seed says).
+  if (training && cur.training.activation_checkpointing != spec::Checkpointing::FULL) {
+    cur.training.activation_checkpointing = spec::Checkpointing::FULL;
+    push("training.activation_checkpointing: full");
+  }
+  if (cur.framework != spec::Framework::DEEPSPEED)
+    return rungs;
+
+  auto& z = cur.deepspeed.zero;
+  auto set_stage = [&](int stage) {
+    z.stage = stage;
+    if (!z.overlap_comm_given) // DeepSpeed's default follows the stage (zero-schedule.md §11)
+      z.overlap_comm = stage == 3;
+  };
+  // 3. ZeRO stage 2 (skipped at stage 2 or 3: never a step back).
+  if (z.stage < 2) {
+    set_stage(2);
+    push("deepspeed.zero_optimization.stage: 2");
+  }
+  // 4. optimizer offload to the CPU (skipped when already offloaded, to the CPU or to NVMe).
+  if (z.offload_optimizer.device == spec::OffloadDevice::NONE) {
+    z.offload_optimizer.device = spec::OffloadDevice::CPU;
+    push("deepspeed.zero_optimization.offload_optimizer.device: cpu");
+  }
+  // 5. ZeRO stage 3.
+  if (z.stage < 3) {
+    set_stage(3);
+    push("deepspeed.zero_optimization.stage: 3");
+  }
+  // 6. parameter offload to the CPU.
+  if (z.offload_param.device == spec::OffloadDevice::NONE) {
+    z.offload_param.device = spec::OffloadDevice::CPU;
+    push("deepspeed.zero_optimization.offload_param.device: cpu");
+  }
+  // 7. ZeRO-Infinity: both offloads to NVMe.
+  if (z.offload_optimizer.device != spec::OffloadDevice::NVME || z.offload_param.device != spec::OffloadDevice::NVME) {
+    z.offload_optimizer.device = spec::OffloadDevice::NVME;
+    z.offload_param.device = spec::OffloadDevice::NVME;
+    if (z.offload_optimizer.nvme_path.empty())
+      z.offload_optimizer.nvme_path = LADDER_NVME_PATH;
+    if (z.offload_param.nvme_path.empty())
+      z.offload_param.nvme_path = LADDER_NVME_PATH;
+    std::string change =
+        "deepspeed.zero_optimization.offload_optimizer.device: nvme, offload_param.device: nvme (nvme_path ";
+    change += z.offload_optimizer.nvme_path == z.offload_param.nvme_path
+                  ? z.offload_optimizer.nvme_path
+                  : z.offload_optimizer.nvme_path + " and " + z.offload_param.nvme_path;
+    change += ")";
+    push(change);
+  }
+  return rungs;
+}
+
+std::vector<LadderStep> climb_ladder(const spec::Scenario& s)
+{
+  std::vector<LadderStep> steps;
+  if (analyze_memory(s).fits)
+    return steps;
+  for (auto& [change, scenario] : ladder_scenarios(s)) {
+    LadderStep step;
+    step.change = change;
+    step.report = analyze_memory(scenario);
+    step.scenario = std::move(scenario);
+    const bool fits = step.report.fits;
+    steps.push_back(std::move(step));
+    if (fits)
+      break;
+  }
+  return steps;
+}
+
+} // namespace zerosim::memory

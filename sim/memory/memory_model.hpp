@@ -9,21 +9,58 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace zerosim::memory {
 
+// ---- Stated models (docs/memory.md gives each term with its source) ----
+
+/// PyTorch CUDACachingAllocator: every block is a multiple of 512 bytes (kMinBlockSize,
+/// c10/cuda/CUDACachingAllocator.cpp).
+inline constexpr std::int64_t ALLOCATOR_BLOCK_BYTES = 512;
+/// Requests of at least 10 MiB (kMinLargeAlloc) get a segment of their own rounded up to 2 MiB (kRoundLarge).
+inline constexpr std::int64_t ALLOCATOR_LARGE_ALLOC_BYTES = 10 * 1024 * 1024;
+inline constexpr std::int64_t ALLOCATOR_ROUND_LARGE_BYTES = 2 * 1024 * 1024;
+/// Reserved over allocated, beyond rounding: (reserved - allocated) / allocated. 0.19 is the median of the
+/// ten T5-11B FSDP rows (331-344) of results/validation/published.csv, "peak allocated X / active Y /
+/// reserved Z GB": 0.146, 0.171, 0.175, 0.175, 0.175, 0.209, 0.261, 0.333, 0.381, 0.444 (median 0.192).
+/// docs/memory.md says why the minGPT-175B rows (0.48-0.84) and row 211 (1.28) are not used.
+inline constexpr double ALLOCATOR_FRAGMENTATION_FRACTION = 0.19;
+/// CUDA context (driver state, module images under CUDA 12 lazy loading, cuBLAS/cuDNN handles): a stated
+/// 500 MiB per process on A100/H100 (docs/memory.md).
+inline constexpr std::int64_t CUDA_CONTEXT_BYTES = 500LL * 1024 * 1024;
+/// NCCL_BUFFSIZE: the Simple-protocol buffer of one connection of one channel, 4 MiB by default (NCCL docs).
+inline constexpr std::int64_t NCCL_BUFFSIZE_BYTES = 4LL * 1024 * 1024;
+/// Channels of a communicator: a stated 16 (NCCL's ring channel count on NVLink/NVSwitch A100/H100 nodes is
+/// typically 16 to 32; docs/memory.md).
+inline constexpr int NCCL_CHANNELS = 16;
+/// Peer connections per channel of one rank in a ring: one to the next rank (send), one from the previous (recv).
+inline constexpr int NCCL_RING_CONNECTIONS = 2;
+
+/// The bytes the caching allocator holds for one live request of `bytes` (the rounding floor of gpu_reserved).
+std::int64_t allocator_block_bytes(std::int64_t bytes);
+
+/// NCCL buffers of one rank: NCCL_BUFFSIZE x NCCL_CHANNELS x NCCL_RING_CONNECTIONS for the data-parallel
+/// communicator when dp > 1; 0 when dp == 1 (no peers, no connections).
+std::int64_t nccl_buffer_bytes(int dp);
+
 struct MemoryReport {
   // peak_memory_bytes (scenario-format.md "Results")
-  std::int64_t gpu = 0;                 ///< max over the step of the live sum on one GPU (torch max allocated)
-  std::int64_t gpu_reserved = 0;        ///< + caching-allocator fragmentation (stated model)
-  std::int64_t gpu_device = 0;          ///< + CUDA context and NCCL buffers (stated model)
-  std::int64_t cpu_per_node = 0;        ///< all ranks of the node
+  std::int64_t gpu = 0;          ///< max over the step of the live sum on one GPU (torch max allocated)
+  std::int64_t gpu_reserved = 0; ///< + caching-allocator fragmentation (stated model)
+  std::int64_t gpu_device = 0;   ///< + CUDA context and NCCL buffers (stated model)
+  std::int64_t cpu_per_node = 0; ///< all ranks of the node
   std::int64_t cpu_pinned_per_node = 0;
   std::int64_t nvme_per_node = 0;
   /// memory_breakdown_bytes at the GPU peak, indexed by schedule::MemCategory; sums to `gpu`.
   std::array<std::int64_t, schedule::MEM_CATEGORY_COUNT> breakdown{};
-  std::string peak_task;                ///< the task at which the GPU peak occurs
+  std::string peak_task; ///< the task at which the GPU peak occurs
+  // per rank (one process; the node figures above are gpus_per_node times these)
+  std::int64_t cpu_per_rank = 0;        ///< max over the step of the rank's live host bytes (pinned included)
+  std::int64_t cpu_pinned_per_rank = 0; ///< max over the step of the rank's live pinned host bytes
+  std::int64_t nvme_per_rank = 0;       ///< max over the step of the rank's live NVMe bytes
+  std::int64_t gpu_rounded = 0;         ///< max over the step of the live sum, each buffer in allocator blocks
 
   // the stated model terms (for the report)
   std::int64_t fragmentation_bytes = 0;
@@ -32,11 +69,11 @@ struct MemoryReport {
 
   // capacities and verdict
   std::int64_t gpu_capacity = 0;
-  std::int64_t cpu_capacity = 0;        ///< cpu.memory - cpu.reserved
-  std::int64_t nvme_capacity = 0;       ///< devices x capacity
+  std::int64_t cpu_capacity = 0;  ///< cpu.memory - cpu.reserved
+  std::int64_t nvme_capacity = 0; ///< devices x capacity
   bool fit_gpu = true, fit_cpu = true, fit_nvme = true;
   bool fits = true;
-  std::int64_t shortfall_bytes = 0;     ///< the largest overflow over the tiers
+  std::int64_t shortfall_bytes = 0; ///< the largest overflow over the tiers
 };
 
 /// Replay `g`'s allocation events in issue order.
@@ -47,10 +84,17 @@ MemoryReport analyze_memory(const spec::Scenario& s);
 
 /// One rung of the seed's ladder (scenario-format.md "Command line"), applied cumulatively.
 struct LadderStep {
-  std::string change;                   ///< e.g. "activation_checkpointing: full"
-  spec::Scenario scenario;              ///< with this and every earlier rung applied
+  std::string change;      ///< e.g. "activation_checkpointing: full"
+  spec::Scenario scenario; ///< with this and every earlier rung applied
   MemoryReport report;
 };
+
+/// The ladder's rungs applied cumulatively to `s` (without computing memory): each entry is the change
+/// made and the scenario with it and every earlier rung. Rungs already in effect or that would be a step
+/// back are skipped. Rungs: training.micro_batch 1 (the global batch is kept when the user gave it: grad_accum
+/// grows), activation checkpointing full (training only), ZeRO stage 2, offload_optimizer cpu, stage 3,
+/// offload_param cpu, both offloads nvme. The ZeRO rungs apply to DeepSpeed scenarios only.
+std::vector<std::pair<std::string, spec::Scenario>> ladder_scenarios(const spec::Scenario& s);
 
 /// Climb the ladder (micro-batch 1, activation checkpointing, stage 2, optimizer offload, stage 3,
 /// parameter offload, NVMe) from `s` until the memory fits. Returns the rungs tried, the last one

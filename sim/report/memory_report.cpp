@@ -1,1 +1,198 @@
-// placeholder while the component is written
+#include "report/memory_report.hpp"
+
+#include "core/text.hpp"
+
+#include <cstdio>
+#include <sstream>
+
+namespace zerosim::report {
+
+namespace {
+
+const char* offload_name(spec::OffloadDevice d)
+{
+  switch (d) {
+    case spec::OffloadDevice::CPU: return "cpu";
+    case spec::OffloadDevice::NVME: return "nvme";
+    case spec::OffloadDevice::NONE: break;
+  }
+  return "none";
+}
+
+const char* framework_name(spec::Framework f)
+{
+  switch (f) {
+    case spec::Framework::FSDP: return "fsdp";
+    case spec::Framework::DDP: return "ddp";
+    case spec::Framework::DEEPSPEED: break;
+  }
+  return "deepspeed";
+}
+
+/// "DeepSpeed ZeRO-3, offload_optimizer cpu, offload_param none"
+std::string parallelism_line(const spec::Scenario& s)
+{
+  if (s.framework != spec::Framework::DEEPSPEED)
+    return framework_name(s.framework);
+  const auto& z = s.deepspeed.zero;
+  return "DeepSpeed ZeRO-" + std::to_string(z.stage) + ", offload_optimizer " + offload_name(z.offload_optimizer.device) +
+         ", offload_param " + offload_name(z.offload_param.device);
+}
+
+const char* category_key(int c)
+{
+  static const char* keys[schedule::MEM_CATEGORY_COUNT] = {"params", "grads", "optimizer", "activations", "buffers",
+                                                           "other"};
+  return keys[c];
+}
+
+core::Json ladder_json(const std::vector<memory::LadderStep>& ladder)
+{
+  core::Json steps = core::Json::array();
+  for (const auto& rung : ladder)
+    steps.push(core::Json::object()
+                   .set("change", rung.change)
+                   .set("fits", rung.report.fits)
+                   .set("gpu_device_bytes", rung.report.gpu_device)
+                   .set("cpu_per_node_bytes", rung.report.cpu_per_node)
+                   .set("nvme_per_node_bytes", rung.report.nvme_per_node));
+  return steps;
+}
+
+} // namespace
+
+core::Json meta_json(const spec::Scenario& s, const std::string& network_model)
+{
+  return core::Json::object()
+      .set("zerosim_version", ZEROSIM_VERSION)
+      .set("schema_version", 1)
+      .set("simgrid_version", ZEROSIM_SIMGRID_VERSION)
+      .set("network_model", network_model)
+      .set("deepspeed_version", s.deepspeed_version);
+}
+
+core::Json memory_json(const spec::Scenario& s, std::int64_t params, const memory::MemoryReport& r,
+                       const std::vector<memory::LadderStep>& ladder)
+{
+  core::Json breakdown = core::Json::object();
+  for (int c = 0; c < schedule::MEM_CATEGORY_COUNT; ++c)
+    breakdown.set(category_key(c), r.breakdown[static_cast<size_t>(c)]);
+
+  core::Json warnings = core::Json::array();
+  for (const auto& w : s.warnings)
+    warnings.push(w);
+
+  core::Json j = core::Json::object();
+  j.set("scenario", s.name)
+      .set("gpus", s.cluster.total_gpus())
+      .set("dp", s.dp())
+      .set("params", params)
+      .set("peak_memory_bytes", core::Json::object()
+                                    .set("gpu", r.gpu)
+                                    .set("gpu_reserved", r.gpu_reserved)
+                                    .set("gpu_device", r.gpu_device)
+                                    .set("cpu_per_node", r.cpu_per_node)
+                                    .set("cpu_pinned_per_node", r.cpu_pinned_per_node)
+                                    .set("nvme_per_node", r.nvme_per_node))
+      .set("memory_breakdown_bytes", breakdown)
+      .set("fits", r.fits)
+      .set("fit_by_tier", core::Json::object().set("gpu", r.fit_gpu).set("cpu", r.fit_cpu).set("nvme", r.fit_nvme))
+      .set("shortfall_bytes", r.shortfall_bytes)
+      .set("capacity_bytes", core::Json::object()
+                                 .set("gpu", r.gpu_capacity)
+                                 .set("cpu_per_node", r.cpu_capacity)
+                                 .set("nvme_per_node", r.nvme_capacity))
+      .set("memory_model_bytes", core::Json::object()
+                                     .set("fragmentation", r.fragmentation_bytes)
+                                     .set("cuda_context", r.cuda_context_bytes)
+                                     .set("nccl", r.nccl_bytes))
+      .set("peak_task", r.peak_task);
+  if (!r.fits) {
+    core::Json to_fit = core::Json::object();
+    to_fit.set("ladder", ladder_json(ladder));
+    if (!ladder.empty() && ladder.back().report.fits)
+      to_fit.set("answer", ladder.back().change);
+    else
+      to_fit.set("answer", nullptr);
+    j.set("to_fit", to_fit);
+  }
+  j.set("warnings", warnings).set("meta", meta_json(s, "none (memory replay in issue order; no timing)"));
+  return j;
+}
+
+std::string memory_table(const spec::Scenario& s, std::int64_t params, const memory::MemoryReport& r,
+                         const std::vector<memory::LadderStep>& ladder)
+{
+  std::ostringstream out;
+  char line[256];
+  out << s.name << "\n";
+  std::snprintf(line, sizeof line, "  %s, %lld parameters; %d GPUs (%d nodes x %d); %s\n", s.model.name.c_str(),
+                static_cast<long long>(params), s.cluster.total_gpus(), s.cluster.nodes, s.cluster.gpus_per_node,
+                parallelism_line(s).c_str());
+  out << line;
+  std::snprintf(line, sizeof line, "  micro-batch %d x seq %d, grad_accum %d, global batch %lld\n\n",
+                s.training.micro_batch, s.training.seq_len, s.training.grad_accum,
+                static_cast<long long>(s.training.global_batch));
+  out << line;
+
+  if (r.fits) {
+    out << "FITS: every tier is within capacity.\n\n";
+  } else {
+    std::string tiers;
+    if (!r.fit_gpu)
+      tiers += " GPU";
+    if (!r.fit_cpu)
+      tiers += " host";
+    if (!r.fit_nvme)
+      tiers += " NVMe";
+    out << "DOES NOT FIT (" << tiers.substr(1) << "): short by " << core::format_gib(r.shortfall_bytes) << ".\n\n";
+  }
+
+  auto row = [&](const char* what, std::int64_t bytes, std::int64_t capacity, bool fit) {
+    std::snprintf(line, sizeof line, "  %-34s %12s", what, core::format_gib(bytes).c_str());
+    out << line;
+    if (capacity > 0) {
+      std::snprintf(line, sizeof line, "  of %10s  %s", core::format_gib(capacity).c_str(), fit ? "ok" : "OVER");
+      out << line;
+    }
+    out << "\n";
+  };
+  out << "Peak memory\n";
+  row("GPU, allocated (max_allocated)", r.gpu, 0, true);
+  row("GPU, reserved (+fragmentation)", r.gpu_reserved, 0, true);
+  row("GPU, device (+CUDA context, NCCL)", r.gpu_device, r.gpu_capacity, r.fit_gpu);
+  row("host per node", r.cpu_per_node, r.cpu_capacity, r.fit_cpu);
+  row("  of which pinned", r.cpu_pinned_per_node, 0, true);
+  row("NVMe per node", r.nvme_per_node, r.nvme_capacity, r.fit_nvme);
+
+  out << "\nGPU memory at the peak (" << r.peak_task << ")\n";
+  for (int c = 0; c < schedule::MEM_CATEGORY_COUNT; ++c)
+    row(category_key(c), r.breakdown[static_cast<size_t>(c)], 0, true);
+
+  out << "\nStated terms: fragmentation " << core::format_gib(r.fragmentation_bytes) << ", CUDA context "
+      << core::format_gib(r.cuda_context_bytes) << ", NCCL buffers " << core::format_gib(r.nccl_bytes)
+      << " (docs/memory.md)\n";
+
+  if (!r.fits) {
+    out << "\nTo make it fit (the ladder, applied in order):\n";
+    for (const auto& rung : ladder) {
+      std::snprintf(line, sizeof line, "  + %-44s GPU %10s  host %10s  %s\n", rung.change.c_str(),
+                    core::format_gib(rung.report.gpu_device).c_str(), core::format_gib(rung.report.cpu_per_node).c_str(),
+                    rung.report.fits ? "fits" : "does not fit");
+      out << line;
+    }
+    if (!ladder.empty() && ladder.back().report.fits)
+      out << "Answer: " << ladder.back().change << " (with the rungs above it).\n";
+    else
+      out << "No rung of the ladder makes it fit: more GPUs or larger ones are needed.\n";
+  }
+
+  if (!s.warnings.empty()) {
+    out << "\nWarnings:\n";
+    for (const auto& w : s.warnings)
+      out << "  " << w << "\n";
+  }
+  return out.str();
+}
+
+} // namespace zerosim::report

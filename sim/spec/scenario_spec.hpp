@@ -89,6 +89,7 @@ struct ZeroSpec {
   bool use_multi_rank_bucket_allreduce = true;
   std::int64_t allgather_bucket_size = 500'000'000;    ///< ignored by DeepSpeed with all_gather_into_tensor (§1.4)
   bool overlap_comm = false;                           ///< resolved: true for stage 3, false otherwise, unless given
+  bool overlap_comm_given = false;                     ///< the user set overlap_comm (else it follows the stage)
   std::int64_t sub_group_size = 1'000'000'000;         ///< S_g, elements
   std::int64_t stage3_prefetch_bucket_size = 50'000'000;       ///< B_p, elements
   std::int64_t stage3_param_persistence_threshold = 100'000;   ///< elements
@@ -123,6 +124,9 @@ struct DeepSpeedSpec {
   bool prescale_gradients = false;
   double gradient_predivide_factor = 1.0;
   DsActivationCheckpointingSpec activation_checkpointing;
+  /// Keys accepted but not modelled, each named in Scenario::warnings: dotted path ("deepspeed.zero_optimization.
+  /// zero_quantized_weights") -> value as flow YAML, kept so that config::resolved_yaml writes them back.
+  std::vector<std::pair<std::string, std::string>> unmodelled_keys;
 };
 
 enum class FsdpSharding { FULL_SHARD, SHARD_GRAD_OP, HYBRID_SHARD, NO_SHARD };

@@ -1,0 +1,27 @@
+// The memory report for people (a table) and for programs (the JSON keys of scenario-format.md).
+#pragma once
+
+#include "core/json.hpp"
+#include "memory/memory_model.hpp"
+#include "spec/scenario_spec.hpp"
+
+#include <string>
+#include <vector>
+
+namespace zerosim::report {
+
+/// Result metadata (`meta` of scenario-format.md). `network_model` names the model used, or says none was.
+core::Json meta_json(const spec::Scenario& s, const std::string& network_model);
+
+/// One JSON object: scenario, gpus, dp, params, peak_memory_bytes, memory_breakdown_bytes, fits,
+/// fit_by_tier, shortfall_bytes, the memory model's stated terms, the ladder's answer when it does
+/// not fit, warnings and meta.
+core::Json memory_json(const spec::Scenario& s, std::int64_t params, const memory::MemoryReport& r,
+                       const std::vector<memory::LadderStep>& ladder);
+
+/// The same for people: the verdict first, then per-tier peaks and capacities, the breakdown at the
+/// peak, the stated terms, and the ladder's answer.
+std::string memory_table(const spec::Scenario& s, std::int64_t params, const memory::MemoryReport& r,
+                         const std::vector<memory::LadderStep>& ladder);
+
+} // namespace zerosim::report

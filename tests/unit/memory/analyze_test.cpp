@@ -1,0 +1,98 @@
+// analyze_memory and climb_ladder over the real workload and schedule of a small GPT on one node.
+#include "memory/memory_model.hpp"
+
+#include "schedule/zero_schedule.hpp"
+#include "workload/transformer.hpp"
+
+#include <doctest/doctest.h>
+
+#include <numeric>
+
+using namespace zerosim;
+
+namespace {
+
+constexpr std::int64_t GiB = 1024LL * 1024 * 1024;
+
+/// A 2-block GPT (h 512, 8 heads, ffn 2048, vocab 5000, learned positions 256) on 1 node x 2 GPUs,
+/// bf16 AdamW, sequence 256, micro-batch 8, DeepSpeed stage 0.
+spec::Scenario small_gpt(std::int64_t gpu_memory)
+{
+  spec::Scenario s;
+  s.name = "small-gpt";
+  auto& m = s.model;
+  m.name = "gpt-small";
+  m.layers = 2;
+  m.hidden = 512;
+  m.heads = 8;
+  m.kv_heads = 8;
+  m.ffn_hidden = 2048;
+  m.vocab = 5000;
+  m.max_position = 256;
+  s.cluster.nodes = 1;
+  s.cluster.gpus_per_node = 2;
+  s.cluster.node.gpus = 2;
+  s.cluster.node.gpu.memory_bytes = gpu_memory;
+  s.cluster.node.cpu.memory_bytes = 1024 * GiB;
+  s.cluster.node.nvme.devices = 1;
+  s.cluster.node.nvme.capacity_bytes = 1000 * GiB;
+  s.training.seq_len = 256;
+  s.training.micro_batch = 8;
+  s.training.grad_accum = 1;
+  s.training.global_batch = 16;
+  s.deepspeed.zero.stage = 0;
+  return s;
+}
+
+} // namespace
+
+TEST_SUITE("memory")
+{
+  TEST_CASE("analyze: the replay of the schedule's step graph holds at least the stage-0 model states")
+  {
+    const auto s = small_gpt(80 * GiB);
+    const auto r = memory::analyze_memory(s);
+    const auto w = workload::build_workload(s.model, workload::workload_options(s));
+    const auto direct = memory::replay_memory(s, schedule::build_step_graph(s, w, 0));
+    CHECK(r.gpu == direct.gpu);
+    CHECK(r.peak_task == direct.peak_task);
+    CHECK(r.cpu_per_node == direct.cpu_per_node);
+    CHECK(std::accumulate(r.breakdown.begin(), r.breakdown.end(), std::int64_t{0}) == r.gpu);
+    // stage 0 keeps 2 (bf16 params) + 2 (bf16 grads) + 4 (fp32 master) + 8 (Adam m, v) = 16 bytes per
+    // parameter on every GPU (zero-schedule.md §10.1, mode 0); the peak holds at least that.
+    CHECK(r.gpu >= 16 * w.params);
+    CHECK(r.fits); // a few hundred MB against 80 GiB
+  }
+
+  TEST_CASE("ladder: climb_ladder stops at the first rung that fits")
+  {
+    const auto roomy = memory::analyze_memory(small_gpt(80 * GiB));
+    // one byte less than the device figure of the scenario as given: it does not fit, by 1 byte
+    const auto s = small_gpt(roomy.gpu_device - 1);
+    const auto base = memory::analyze_memory(s);
+    CHECK_FALSE(base.fits);
+    CHECK(base.shortfall_bytes == 1);
+    const auto steps = memory::climb_ladder(s);
+    REQUIRE_FALSE(steps.empty());
+    for (size_t i = 0; i < steps.size(); ++i) {
+      CAPTURE(steps[i].change);
+      CHECK(steps[i].report.gpu_device == memory::analyze_memory(steps[i].scenario).gpu_device);
+      CHECK(steps[i].report.fits == (i + 1 == steps.size()));
+    }
+    // rung 1 (micro-batch 8 -> 1) keeps an eighth of the activations: it fits
+    CHECK(steps.front().scenario.training.micro_batch == 1);
+
+    CHECK(memory::climb_ladder(small_gpt(80 * GiB)).empty()); // fits as given: nothing to climb
+  }
+
+  TEST_CASE("ladder: when no rung fits every rung is tried and the last does not fit")
+  {
+    // 256 MiB of GPU memory: less than the stated CUDA context (500 MiB) alone, so nothing can fit
+    const auto s = small_gpt(GiB / 4);
+    const auto steps = memory::climb_ladder(s);
+    CHECK(steps.size() == memory::ladder_scenarios(s).size()); // all 7 rungs
+    REQUIRE_FALSE(steps.empty());
+    CHECK_FALSE(steps.back().report.fits);
+    CHECK(steps.back().scenario.deepspeed.zero.offload_param.device == spec::OffloadDevice::NVME);
+  }
+}
