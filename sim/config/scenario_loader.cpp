@@ -1,1 +1,299 @@
-// placeholder while the component is written
+// scenarios/NAME.yaml (scenario-format.md "Scenario file"; docs/config.md). Reading order, which fixes which
+// problem is reported first: --set, references, cluster.overrides, then top-level keys, training, model,
+// cluster, batch arithmetic, inference, the framework block, sweep, measured.
+#include "config/scenario_loader.hpp"
+
+#include "config/document.hpp"
+#include "config/readers.hpp"
+#include "core/error.hpp"
+
+#include <filesystem>
+
+namespace fs = std::filesystem;
+
+namespace zerosim::config {
+namespace {
+
+// One-way NIC-to-NIC latency when cluster.network.latency is not given: NCCL's network base latency
+// (src/graph/tuning.cc hwLat[NCCL_HW_NET], Tree/LL: 5.0 us), also the example of scenario-format.md.
+constexpr double DEFAULT_NETWORK_LATENCY_S = 5e-6;
+
+struct TrainingRead {
+  std::optional<std::int64_t> micro_batch, grad_accum, global_batch;
+};
+
+TrainingRead read_training(FieldReader& t, spec::TrainingSpec& out)
+{
+  const std::string POS = "a positive integer";
+  TrainingRead tr;
+  out.seq_len = static_cast<int>(t.req_int("seq_len", 1, POS));
+  tr.micro_batch = t.opt_int("micro_batch", 1, POS);
+  tr.grad_accum = t.opt_int("grad_accum", 1, POS);
+  tr.global_batch = t.opt_int("global_batch", 1, POS);
+  if (tr.grad_accum && tr.global_batch)
+    t.fail("global_batch", "give grad_accum or global_batch, not both");
+  out.precision = t.opt_enum<spec::Precision>("precision", {{"bf16", spec::Precision::BF16},
+                                                            {"fp16", spec::Precision::FP16},
+                                                            {"amp_bf16", spec::Precision::AMP_BF16},
+                                                            {"amp_fp16", spec::Precision::AMP_FP16},
+                                                            {"fp32", spec::Precision::FP32}})
+                      .value_or(spec::Precision::BF16);
+  out.activation_checkpointing =
+      t.opt_enum<spec::Checkpointing>("activation_checkpointing", {{"none", spec::Checkpointing::NONE},
+                                                                   {"full", spec::Checkpointing::FULL},
+                                                                   {"selective", spec::Checkpointing::SELECTIVE}})
+          .value_or(spec::Checkpointing::NONE);
+  out.flash_attention = t.get_bool("flash_attention", true);
+  out.optimizer = t.opt_enum<spec::Optimizer>("optimizer", {{"adamw", spec::Optimizer::ADAMW},
+                                                            {"adam", spec::Optimizer::ADAM},
+                                                            {"sgd", spec::Optimizer::SGD}})
+                      .value_or(spec::Optimizer::ADAMW);
+  out.mode = t.opt_enum<spec::Mode>("mode", {{"train", spec::Mode::TRAIN}, {"inference", spec::Mode::INFERENCE}})
+                 .value_or(spec::Mode::TRAIN);
+  out.total_tokens = t.opt_number("total_tokens", 1e-300, 1e300, "a positive number");
+  return tr;
+}
+
+void read_cluster(FieldReader& c, ScenarioDocument& doc, spec::Scenario& s)
+{
+  // The node: an inline mapping, or a file (resolved before reading; its messages name that file).
+  YAML::Node node_value = c.take("node");
+  if (!node_value.IsDefined() || node_value.IsNull())
+    c.fail_missing("node");
+  if (!node_value.IsMap())
+    c.fail_expected("node", "a node name, a path or a mapping");
+  FieldReader nr(node_value, doc.file_of("cluster.node"), "cluster.node", node_schema(), &doc.origins);
+  s.cluster.node = read_node(nr, s.training.precision);
+  c.take("overrides"); // applied to the node's tree before reading (document.cpp)
+
+  s.cluster.nodes = static_cast<int>(c.get_int("nodes", 1, 1, "a positive integer"));
+  s.cluster.gpus_per_node = static_cast<int>(c.get_int("gpus_per_node", s.cluster.node.gpus, 1, "a positive integer"));
+  if (s.cluster.gpus_per_node > s.cluster.node.gpus)
+    c.fail_expected("gpus_per_node", "at most the node's gpus (" + std::to_string(s.cluster.node.gpus) + ")");
+
+  spec::NetworkSpec& net = s.cluster.network;
+  net.nic_bandwidth_Bps = s.cluster.node.nics.bandwidth_Bps;
+  net.nics_per_node = s.cluster.node.nics.count;
+  net.latency_s = DEFAULT_NETWORK_LATENCY_S;
+  net.oversubscription = 1;
+  std::optional<FieldReader> n = c.opt_map("network");
+  if (n) {
+    net.nic_bandwidth_Bps = n->opt_quantity("nic_bandwidth", UnitKind::BANDWIDTH).value_or(net.nic_bandwidth_Bps);
+    net.nics_per_node = static_cast<int>(n->get_int("nics_per_node", net.nics_per_node, 1, "a positive integer"));
+    net.latency_s = n->opt_quantity("latency", UnitKind::TIME, false).value_or(net.latency_s);
+    net.oversubscription = n->opt_number("oversubscription", 1, 1e300, "a number >= 1").value_or(1);
+  }
+  if (s.cluster.nodes > 1 && (net.nics_per_node == 0 || net.nic_bandwidth_Bps <= 0))
+    c.fail("nodes", std::to_string(s.cluster.nodes) + " nodes need a network, but node '" + s.cluster.node.name +
+                        "' has no NICs and cluster.network gives none (set nics_per_node and nic_bandwidth)");
+}
+
+/// training: batch keys once the GPU count is known (global_batch must divide evenly).
+void resolve_batch(FieldReader& t, const TrainingRead& tr, spec::Scenario& s)
+{
+  spec::TrainingSpec& out = s.training;
+  out.micro_batch = static_cast<int>(tr.micro_batch.value_or(1));
+  const std::int64_t per_step = static_cast<std::int64_t>(out.micro_batch) * s.dp();
+  if (tr.global_batch) {
+    if (*tr.global_batch % per_step != 0)
+      t.fail_expected("global_batch", "a multiple of micro_batch " + std::to_string(out.micro_batch) + " x " +
+                                          std::to_string(s.dp()) + " GPUs = " + std::to_string(per_step));
+    out.grad_accum = static_cast<int>(*tr.global_batch / per_step);
+    out.global_batch_given = true;
+  } else {
+    out.grad_accum = static_cast<int>(tr.grad_accum.value_or(1));
+    out.global_batch_given = false;
+  }
+  out.global_batch = per_step * out.grad_accum;
+}
+
+void read_sweep(FieldReader& r, spec::Scenario& s)
+{
+  YAML::Node sw = r.take("sweep");
+  if (!sw.IsDefined() || sw.IsNull())
+    return;
+  if (!sw.IsMap())
+    r.fail_expected("sweep", "a mapping of dotted keys to lists of values");
+  for (auto it = sw.begin(); it != sw.end(); ++it) {
+    const std::string key = it->first.Scalar();
+    std::string where = position(r.file(), it->first.Mark());
+    if (std::string problem = check_scenario_path(key); !problem.empty())
+      throw core::InputError(where + ": sweep." + problem);
+    if (key == "sweep" || key.rfind("sweep.", 0) == 0)
+      throw core::InputError(where + ": sweep." + key + ": a sweep cannot sweep itself");
+    const YAML::Node& values = it->second;
+    if (!values.IsSequence() || values.size() == 0)
+      throw core::InputError(position(r.file(), values.Mark()) + ": sweep." + key +
+                             ": expected a non-empty list of values, found " + describe_found(values));
+    std::vector<std::string> written;
+    for (const YAML::Node& v : values) {
+      if (v.IsScalar()) {
+        written.push_back(v.Scalar());
+      } else {
+        YAML::Emitter e;
+        e << YAML::Flow << v;
+        written.push_back(e.c_str());
+      }
+    }
+    s.sweep.emplace_back(key, std::move(written));
+  }
+}
+
+void read_measured(FieldReader& m, spec::MeasuredSpec& out)
+{
+  out.step_time_s = m.opt_quantity("step_time", UnitKind::TIME);
+  out.tflops_per_gpu = m.opt_number("tflops_per_gpu", 1e-300, 1e300, "a positive number");
+  std::optional<std::string> def =
+      m.opt_enum<std::string>("tflops_definition", {{"model", "model"}, {"hardware", "hardware"}});
+  if (out.tflops_per_gpu && !def)
+    m.fail_missing("tflops_definition", "tflops_per_gpu needs it: model or hardware (scenario-format.md \"TFLOPs\")");
+  out.tflops_definition = def.value_or("");
+  if (std::optional<double> pm = m.opt_quantity("peak_memory", UnitKind::BYTES))
+    out.peak_memory_bytes = static_cast<std::int64_t>(*pm);
+  out.source = m.opt_string("source").value_or("");
+}
+
+spec::Scenario read_scenario(ScenarioDocument& doc)
+{
+  require_mapping(doc.root, doc.file);
+  for (const std::string& set : doc.options.sets)
+    apply_set(doc, set);
+  // Top-level keys are checked before references are followed, so a typo is reported as such.
+  FieldReader r(doc.root, doc.file, "", scenario_schema(), &doc.origins);
+  for (const char* ref : {"model", "cluster.node", "deepspeed"})
+    resolve_reference(doc, ref);
+  apply_overrides(doc);
+
+  spec::Scenario s;
+  s.file = doc.file;
+  s.name = r.opt_string("name").value_or(fs::path(doc.file).stem().string());
+  std::optional<std::string> version =
+      r.opt_enum<std::string>("deepspeed_version", {{"0.19", "0.19"}, {"0.16", "0.16"}});
+  s.deepspeed_version = version.value_or("0.19");
+
+  std::optional<FieldReader> t = r.opt_map("training");
+  if (!t)
+    r.fail_missing("training");
+  TrainingRead tr = read_training(*t, s.training);
+
+  YAML::Node model = r.take("model");
+  if (!model.IsDefined() || model.IsNull())
+    r.fail_missing("model");
+  if (!model.IsMap())
+    r.fail_expected("model", "a model name, a path or a mapping");
+  FieldReader mr(model, doc.file_of("model"), "model", model_schema(), &doc.origins);
+  s.model = read_model(mr);
+
+  std::optional<FieldReader> c = r.opt_map("cluster");
+  if (!c)
+    r.fail_missing("cluster");
+  read_cluster(*c, doc, s);
+  resolve_batch(*t, tr, s);
+
+  std::optional<FieldReader> inf = r.opt_map("inference");
+  if (inf && s.training.mode != spec::Mode::INFERENCE)
+    r.fail("inference", "only with training.mode: inference");
+  if (!inf && s.training.mode == spec::Mode::INFERENCE)
+    r.fail_missing("inference", "training.mode: inference needs it");
+  if (inf) {
+    s.inference.batch = static_cast<int>(inf->get_int("batch", 1, 1, "a positive integer"));
+    s.inference.prompt_tokens = static_cast<int>(inf->req_int("prompt_tokens", 1, "a positive integer"));
+    s.inference.generate_tokens = static_cast<int>(inf->get_int("generate_tokens", 0, 0, "a non-negative integer"));
+  }
+  s.price_per_gpu_hour = r.opt_number("price_per_gpu_hour", 0, 1e300, "a non-negative number");
+
+  // Exactly one framework block; none = DeepSpeed with every default (docs/config.md).
+  std::string first;
+  for (const char* fw : {"deepspeed", "fsdp", "ddp"})
+    if (r.has(fw)) {
+      if (!first.empty())
+        r.fail(fw, "give one of deepspeed, fsdp, ddp, not several (" + first + " is also given)");
+      first = fw;
+    }
+  TrainingBatchGiven given{tr.micro_batch.has_value(), tr.grad_accum.has_value(), tr.global_batch.has_value()};
+  default_deepspeed(s);
+  if (first == "deepspeed" || first.empty()) {
+    s.framework = spec::Framework::DEEPSPEED;
+    YAML::Node ds = r.take("deepspeed");
+    if (ds.IsDefined() && !ds.IsNull()) {
+      if (!ds.IsMap())
+        r.fail_expected("deepspeed", "a mapping or the path of a ds_config.json");
+      FieldReader dr(ds, doc.file_of("deepspeed"), "deepspeed", deepspeed_schema(), &doc.origins);
+      read_deepspeed(dr, s, given);
+    }
+  } else if (first == "fsdp") {
+    s.framework = spec::Framework::FSDP;
+    if (std::optional<FieldReader> f = r.opt_map("fsdp"))
+      s.fsdp = read_fsdp(*f);
+  } else {
+    s.framework = spec::Framework::DDP;
+    if (std::optional<FieldReader> d = r.opt_map("ddp"))
+      s.ddp = read_ddp(*d);
+  }
+  // fsdp: {} / ddp: {} (empty) are valid: take the keys so they are not reported.
+  r.take("fsdp");
+  r.take("ddp");
+
+  read_sweep(r, s);
+  if (std::optional<FieldReader> m = r.opt_map("measured"))
+    read_measured(*m, s.measured);
+  return s;
+}
+
+ScenarioDocument make_document(YAML::Node root, const std::string& file, const LoadOptions& options)
+{
+  ScenarioDocument doc;
+  doc.root = std::move(root);
+  doc.file = file;
+  doc.dir = fs::path(file).parent_path().string();
+  doc.options = options;
+  return doc;
+}
+
+} // namespace
+
+spec::Scenario load_scenario(const std::string& path, const LoadOptions& options)
+{
+  ScenarioDocument doc = make_document(load_yaml_file(path), path, options);
+  return read_scenario(doc);
+}
+
+spec::Scenario load_scenario_text(const std::string& text, const std::string& file, const LoadOptions& options)
+{
+  ScenarioDocument doc = make_document(parse_yaml(text, file), file, options);
+  return read_scenario(doc);
+}
+
+spec::ModelSpec load_model_text(const std::string& text, const std::string& file)
+{
+  YAML::Node root = parse_yaml(text, file);
+  require_mapping(root, file);
+  FieldReader r(root, file, "", model_schema(), nullptr);
+  return read_model(r);
+}
+
+spec::NodeSpec load_node_text(const std::string& text, const std::string& file)
+{
+  YAML::Node root = parse_yaml(text, file);
+  require_mapping(root, file);
+  FieldReader r(root, file, "", node_schema(), nullptr);
+  return read_node(r, std::nullopt);
+}
+
+spec::ModelSpec load_model(const std::string& path)
+{
+  YAML::Node root = load_yaml_file(path);
+  require_mapping(root, path);
+  FieldReader r(root, path, "", model_schema(), nullptr);
+  return read_model(r);
+}
+
+spec::NodeSpec load_node(const std::string& path)
+{
+  YAML::Node root = load_yaml_file(path);
+  require_mapping(root, path);
+  FieldReader r(root, path, "", node_schema(), nullptr);
+  return read_node(r, std::nullopt);
+}
+
+} // namespace zerosim::config

@@ -13,7 +13,7 @@
 namespace zerosim::config {
 
 struct LoadOptions {
-  std::vector<std::string> sets;   ///< "--set K=V" overrides, dotted paths, applied in order
+  std::vector<std::string> sets; ///< "--set K=V" overrides, dotted paths, applied in order
   /// Folder holding models/ and topologies/ for names (not paths). Empty: the folder above the
   /// scenario file's folder, then the current directory, then ZEROSIM_DATA_DIR (the source tree).
   std::string data_dir;
@@ -22,6 +22,12 @@ struct LoadOptions {
 spec::Scenario load_scenario(const std::string& path, const LoadOptions& options = {});
 spec::ModelSpec load_model(const std::string& path);
 spec::NodeSpec load_node(const std::string& path);
+
+/// The same from text in memory (tests, tools). `file` names the text in messages and is the base for
+/// relative references (its folder, and the folder above it for names under models/ and topologies/).
+spec::Scenario load_scenario_text(const std::string& text, const std::string& file, const LoadOptions& options = {});
+spec::ModelSpec load_model_text(const std::string& text, const std::string& file);
+spec::NodeSpec load_node_text(const std::string& text, const std::string& file);
 
 /// The resolved scenario as YAML (every default and "auto" written out), for --out.
 std::string resolved_yaml(const spec::Scenario& s);

@@ -1,0 +1,411 @@
+// The `deepspeed:` block (or ds_config.json): DeepSpeed's code defaults for deepspeed_version
+// (zero-schedule.md §11, §14), "auto" resolved as the Hugging Face Trainer resolves it, batch and precision
+// keys checked against training:, keys that are not modelled named in Scenario::warnings.
+#include "config/readers.hpp"
+
+#include <cmath>
+#include <limits>
+
+namespace zerosim::config {
+namespace {
+
+const std::string COUNT = "an element count (an integer such as 500000000 or 5e8)";
+const std::string COUNT_OR_AUTO = "an element count (an integer such as 500000000 or 5e8) or auto";
+const std::string DTYPE_WHAT = "one of fp32, fp16, bf16";
+
+bool pins_by_default(const spec::Scenario& s)
+{
+  return s.deepspeed_version == "0.19"; // pin_memory False -> True in 0.19 (zero-schedule.md §14)
+}
+
+std::optional<spec::Dtype> read_dtype(FieldReader& r, const std::string& key)
+{
+  std::optional<std::string> v = r.opt_string(key);
+  if (!v)
+    return std::nullopt;
+  std::optional<spec::Dtype> d = parse_dtype(*v);
+  if (!d)
+    r.fail_expected(key, DTYPE_WHAT);
+  return d;
+}
+
+std::optional<spec::OffloadDevice> read_device(FieldReader& r)
+{
+  return r.opt_enum<spec::OffloadDevice>(
+      "device",
+      {{"none", spec::OffloadDevice::NONE}, {"cpu", spec::OffloadDevice::CPU}, {"nvme", spec::OffloadDevice::NVME}});
+}
+
+/// An element count that may be "auto": `auto_value` then (the HF Trainer's rule).
+std::optional<std::int64_t> count_or_auto(FieldReader& r, const std::string& key, std::int64_t auto_value)
+{
+  if (r.is_auto(key)) {
+    r.take(key);
+    return auto_value;
+  }
+  return r.opt_count(key, 0, COUNT_OR_AUTO);
+}
+
+/// DeepSpeed's pydantic aliases: `stage3_X` and `X` name the same field; both given is an error.
+std::optional<std::int64_t> aliased_count(FieldReader& r, const std::string& long_name, const std::string& short_name,
+                                          std::optional<std::int64_t> auto_value = std::nullopt)
+{
+  if (r.has(long_name) && r.has(short_name))
+    r.fail(short_name, "give " + long_name + " or " + short_name + ", not both (they are the same key)");
+  const std::string& key = r.has(short_name) ? short_name : long_name;
+  if (auto_value && key == long_name)
+    return count_or_auto(r, key, *auto_value);
+  std::optional<std::int64_t> v = r.opt_count(key, 0, COUNT);
+  r.take(key == long_name ? short_name : long_name);
+  return v;
+}
+
+std::optional<bool> aliased_bool(FieldReader& r, const std::string& long_name, const std::string& short_name)
+{
+  if (r.has(long_name) && r.has(short_name))
+    r.fail(short_name, "give " + long_name + " or " + short_name + ", not both (they are the same key)");
+  std::optional<bool> a = r.opt_bool(long_name);
+  std::optional<bool> b = r.opt_bool(short_name);
+  return a ? a : b;
+}
+
+void read_offload_optimizer(FieldReader& r, spec::OffloadOptimizerSpec& o, const spec::Scenario& s)
+{
+  o.device = read_device(r).value_or(spec::OffloadDevice::NONE);
+  o.nvme_path = r.opt_string("nvme_path").value_or("");
+  o.buffer_count = static_cast<int>(r.get_int("buffer_count", 4, 0, "a non-negative integer"));
+  o.pin_memory = r.get_bool("pin_memory", pins_by_default(s));
+  o.pipeline_read = r.get_bool("pipeline_read", false);
+  o.pipeline_write = r.get_bool("pipeline_write", false);
+  o.fast_init = r.get_bool("fast_init", false);
+  o.ratio = r.opt_number("ratio", 0, 1, "a number from 0 to 1").value_or(1.0);
+  o.super_offload = r.get_bool("super_offload", false);
+  o.cpuadam_cores_perc = r.opt_number("cpuadam_cores_perc", 0, 1, "a number from 0 to 1").value_or(0.8);
+  if (o.device == spec::OffloadDevice::NVME && s.cluster.node.nvme.devices == 0)
+    r.fail("device", "nvme needs NVMe devices, but node '" + s.cluster.node.name + "' has none (nvme.devices: 0)");
+}
+
+void read_offload_param(FieldReader& r, spec::OffloadParamSpec& o, const spec::Scenario& s)
+{
+  o.device = read_device(r).value_or(spec::OffloadDevice::NONE);
+  o.nvme_path = r.opt_string("nvme_path").value_or("");
+  o.buffer_count = static_cast<int>(r.get_int("buffer_count", 5, 0, "a non-negative integer"));
+  o.buffer_size = r.opt_count("buffer_size", 0, COUNT).value_or(100'000'000);
+  o.max_in_cpu = r.opt_count("max_in_cpu", 0, COUNT).value_or(1'000'000'000);
+  o.pin_memory = r.get_bool("pin_memory", pins_by_default(s));
+  if (o.device == spec::OffloadDevice::NVME && s.cluster.node.nvme.devices == 0)
+    r.fail("device", "nvme needs NVMe devices, but node '" + s.cluster.node.name + "' has none (nvme.devices: 0)");
+}
+
+void read_zero(FieldReader& r, spec::Scenario& s)
+{
+  spec::ZeroSpec& z = s.deepspeed.zero;
+  const std::int64_t h = s.model.hidden;
+  std::optional<std::int64_t> stage = r.opt_int("stage", 0, "an integer from 0 to 3");
+  if (stage && *stage > 3)
+    r.fail_expected("stage", "an integer from 0 to 3");
+  z.stage = static_cast<int>(stage.value_or(0));
+  z.contiguous_gradients = r.get_bool("contiguous_gradients", true);
+  z.reduce_scatter = r.get_bool("reduce_scatter", true);
+  // "auto" values as transformers' HfTrainerDeepSpeedConfig.trainer_config_finalize sets them:
+  // reduce_bucket_size = h*h, stage3_prefetch_bucket_size = int(0.9*h*h), stage3_param_persistence_threshold = 10*h.
+  z.reduce_bucket_size = count_or_auto(r, "reduce_bucket_size", h * h).value_or(500'000'000);
+  z.use_multi_rank_bucket_allreduce = r.get_bool("use_multi_rank_bucket_allreduce", true);
+  z.allgather_bucket_size = r.opt_count("allgather_bucket_size", 0, COUNT).value_or(500'000'000);
+  std::optional<bool> overlap = r.opt_bool("overlap_comm");
+  z.overlap_comm = overlap.value_or(z.stage == 3); // None -> True for stage 3 (config.py overlap_comm_valid)
+  z.overlap_comm_given = overlap.has_value();
+  z.sub_group_size = r.opt_count("sub_group_size", 0, COUNT).value_or(1'000'000'000);
+  z.stage3_prefetch_bucket_size =
+      aliased_count(r, "stage3_prefetch_bucket_size", "prefetch_bucket_size",
+                    static_cast<std::int64_t>(0.9 * static_cast<double>(h) * static_cast<double>(h)))
+          .value_or(50'000'000);
+  z.stage3_param_persistence_threshold =
+      aliased_count(r, "stage3_param_persistence_threshold", "param_persistence_threshold", 10 * h).value_or(100'000);
+  z.stage3_model_persistence_threshold =
+      aliased_count(r, "stage3_model_persistence_threshold", "model_persistence_threshold")
+          .value_or(std::numeric_limits<std::int64_t>::max());
+  z.stage3_max_live_parameters =
+      aliased_count(r, "stage3_max_live_parameters", "max_live_parameters").value_or(1'000'000'000);
+  z.stage3_max_reuse_distance =
+      aliased_count(r, "stage3_max_reuse_distance", "max_reuse_distance").value_or(1'000'000'000);
+  z.stage3_module_granularity_threshold =
+      aliased_count(r, "stage3_module_granularity_threshold", "module_granularity_threshold").value_or(0);
+  z.stage3_use_all_reduce_for_fetch_params =
+      aliased_bool(r, "stage3_use_all_reduce_for_fetch_params", "use_all_reduce_for_fetch_params").value_or(false);
+  z.stage3_allgather_sequential =
+      aliased_bool(r, "stage3_allgather_sequential", "allgather_sequential").value_or(false);
+  z.round_robin_gradients = r.get_bool("round_robin_gradients", false);
+
+  // Deprecated booleans (config.py: cpu_offload -> offload_optimizer {device: cpu}, cpu_offload_param ->
+  // offload_param {device: cpu}, cpu_offload_use_pin_memory -> pin_memory of both).
+  bool cpu_offload = r.get_bool("cpu_offload", false);
+  bool cpu_offload_param = r.get_bool("cpu_offload_param", false);
+  std::optional<bool> cpu_offload_pin = r.opt_bool("cpu_offload_use_pin_memory");
+  z.offload_optimizer = spec::OffloadOptimizerSpec{};
+  z.offload_optimizer.pin_memory = pins_by_default(s);
+  z.offload_param = spec::OffloadParamSpec{};
+  z.offload_param.pin_memory = pins_by_default(s);
+  if (std::optional<FieldReader> oo = r.opt_map("offload_optimizer")) {
+    if (cpu_offload)
+      r.fail("cpu_offload", "give offload_optimizer or the deprecated cpu_offload, not both");
+    read_offload_optimizer(*oo, z.offload_optimizer, s);
+  } else if (cpu_offload) {
+    z.offload_optimizer.device = spec::OffloadDevice::CPU;
+    z.offload_optimizer.pin_memory = cpu_offload_pin.value_or(false);
+  }
+  if (std::optional<FieldReader> op = r.opt_map("offload_param")) {
+    if (cpu_offload_param)
+      r.fail("cpu_offload_param", "give offload_param or the deprecated cpu_offload_param, not both");
+    read_offload_param(*op, z.offload_param, s);
+  } else if (cpu_offload_param) {
+    z.offload_param.device = spec::OffloadDevice::CPU;
+    z.offload_param.pin_memory = cpu_offload_pin.value_or(false);
+  }
+}
+
+void read_aio(FieldReader& r, spec::AioSpec& a)
+{
+  const std::string POS = "a positive integer";
+  a.block_size = r.get_int("block_size", 1'048'576, 1, POS);
+  a.queue_depth = static_cast<int>(r.get_int("queue_depth", 8, 1, POS));
+  if (r.has("intra_op_parallelism") && r.has("thread_count"))
+    r.fail("thread_count", "give intra_op_parallelism or thread_count, not both (they are the same key)");
+  std::optional<std::int64_t> par = r.opt_int("intra_op_parallelism", 1, POS);
+  std::optional<std::int64_t> threads = r.opt_int("thread_count", 1, POS);
+  a.intra_op_parallelism = static_cast<int>(par.value_or(threads.value_or(1)));
+  a.single_submit = r.get_bool("single_submit", false);
+  a.overlap_events = r.get_bool("overlap_events", true);
+  a.use_gds = r.get_bool("use_gds", false);
+}
+
+/// fp16.enabled / bf16.enabled: true or false or auto; must agree with training.precision.
+void check_enabled(FieldReader& block, bool expected, const spec::Scenario& s, const std::string& precision_text)
+{
+  (void)s;
+  if (block.is_auto("enabled")) {
+    block.take("enabled");
+    return;
+  }
+  std::optional<bool> enabled = block.opt_bool("enabled");
+  if (enabled && *enabled != expected)
+    block.fail_expected("enabled",
+                        std::string(expected ? "true" : "false") + " (training.precision is " + precision_text + ")");
+}
+
+void read_activation_checkpointing(FieldReader& r, spec::DsActivationCheckpointingSpec& a)
+{
+  a.partition_activations = r.get_bool("partition_activations", false);
+  a.cpu_checkpointing = r.get_bool("cpu_checkpointing", false);
+  a.contiguous_memory_optimization = r.get_bool("contiguous_memory_optimization", false);
+  if (std::optional<std::int64_t> n = r.opt_int("number_checkpoints", 1, "a positive integer"))
+    a.number_checkpoints = static_cast<int>(*n);
+  a.synchronize_checkpoint_boundary = r.get_bool("synchronize_checkpoint_boundary", false);
+  a.profile = r.get_bool("profile", false);
+}
+
+/// Is a not-modelled key set to something that changes behaviour? A mapping unless it says enabled: false;
+/// a scalar unless it equals the default (numerically where both are numbers).
+bool is_active(const YAML::Node& v, const KeyDoc& doc)
+{
+  if (!v.IsDefined() || v.IsNull())
+    return false;
+  if (v.IsMap()) {
+    YAML::Node en = v["enabled"];
+    return !(en.IsDefined() && en.IsScalar() && (en.Scalar() == "false" || en.Scalar() == "False"));
+  }
+  if (!v.IsScalar())
+    return true;
+  std::optional<double> a = parse_number(v.Scalar());
+  std::optional<double> b = parse_number(doc.default_text);
+  if (a && b)
+    return *a != *b;
+  return v.Scalar() != doc.default_text && !(doc.default_text == "false" && v.Scalar() == "False");
+}
+
+void collect_warnings(const YAML::Node& node, const Schema& schema, const std::string& path, spec::Scenario& s)
+{
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    const KeyDoc* doc = schema.find(it->first.Scalar());
+    if (!doc)
+      continue;
+    std::string p = path + "." + doc->key;
+    if (doc->use == KeyUse::NOT_MODELLED && is_active(it->second, *doc)) {
+      s.warnings.push_back(p + ": not modelled (" + doc->description + ")");
+      YAML::Emitter e;
+      e << YAML::Flow << it->second;
+      s.deepspeed.unmodelled_keys.emplace_back(p, e.c_str());
+    } else if (doc->child && it->second.IsMap()) {
+      collect_warnings(it->second, *doc->child, p, s);
+    }
+  }
+}
+
+std::string precision_text(spec::Precision p)
+{
+  switch (p) {
+  case spec::Precision::BF16:
+    return "bf16";
+  case spec::Precision::FP16:
+    return "fp16";
+  case spec::Precision::AMP_BF16:
+    return "amp_bf16";
+  case spec::Precision::AMP_FP16:
+    return "amp_fp16";
+  case spec::Precision::FP32:
+    break;
+  }
+  return "fp32";
+}
+
+/// The batch keys: "auto" takes training's values; numbers fill what training: did not give and must agree
+/// with the rest (DeepSpeed's _batch_assertion: train_batch_size == micro x grad_accum x world size).
+void read_batch(FieldReader& r, spec::Scenario& s, TrainingBatchGiven given)
+{
+  const std::string WHAT = "a positive integer or auto";
+  auto read = [&](const std::string& key) -> std::optional<std::int64_t> {
+    if (r.is_auto(key)) {
+      r.take(key);
+      return std::nullopt;
+    }
+    return r.opt_int(key, 1, WHAT);
+  };
+  std::optional<std::int64_t> tbs = read("train_batch_size");
+  std::optional<std::int64_t> mbs = read("train_micro_batch_size_per_gpu");
+  std::optional<std::int64_t> gas = read("gradient_accumulation_steps");
+  spec::TrainingSpec& t = s.training;
+  const std::int64_t gpus = s.dp();
+  if (!given.micro_batch && mbs)
+    t.micro_batch = static_cast<int>(*mbs);
+  if (!given.grad_accum && !given.global_batch) {
+    if (gas) {
+      t.grad_accum = static_cast<int>(*gas);
+    } else if (tbs) {
+      std::int64_t per_step = static_cast<std::int64_t>(t.micro_batch) * gpus;
+      if (*tbs % per_step != 0)
+        r.fail_expected("train_batch_size", "a multiple of micro_batch " + std::to_string(t.micro_batch) + " x " +
+                                                std::to_string(gpus) + " GPUs = " + std::to_string(per_step));
+      t.grad_accum = static_cast<int>(*tbs / per_step);
+      t.global_batch_given = true;
+    }
+  }
+  t.global_batch = static_cast<std::int64_t>(t.micro_batch) * t.grad_accum * gpus;
+  if (mbs && *mbs != t.micro_batch)
+    r.fail("train_micro_batch_size_per_gpu", "train_micro_batch_size_per_gpu " + std::to_string(*mbs) +
+                                                 " != training.micro_batch " + std::to_string(t.micro_batch));
+  if (gas && *gas != t.grad_accum)
+    r.fail("gradient_accumulation_steps", "gradient_accumulation_steps " + std::to_string(*gas) +
+                                              " != training.grad_accum " + std::to_string(t.grad_accum));
+  if (tbs && *tbs != t.global_batch)
+    r.fail("train_batch_size", "train_batch_size " + std::to_string(*tbs) + " != micro_batch " +
+                                   std::to_string(t.micro_batch) + " x grad_accum " + std::to_string(t.grad_accum) +
+                                   " x " + std::to_string(gpus) + " GPUs = " + std::to_string(t.global_batch));
+}
+
+} // namespace
+
+std::optional<spec::Dtype> parse_dtype(const std::string& s)
+{
+  if (s == "fp32" || s == "float32" || s == "float" || s == "torch.float32")
+    return spec::Dtype::FP32;
+  if (s == "fp16" || s == "float16" || s == "half" || s == "torch.float16")
+    return spec::Dtype::FP16;
+  if (s == "bf16" || s == "bfloat16" || s == "torch.bfloat16")
+    return spec::Dtype::BF16;
+  return std::nullopt;
+}
+
+spec::Dtype model_dtype(spec::Precision p)
+{
+  if (p == spec::Precision::BF16)
+    return spec::Dtype::BF16;
+  if (p == spec::Precision::FP16)
+    return spec::Dtype::FP16;
+  return spec::Dtype::FP32; // amp_* and fp32: DeepSpeed's fp16/bf16 disabled, the model is fp32 (§1.3)
+}
+
+void default_deepspeed(spec::Scenario& s)
+{
+  spec::DeepSpeedSpec& d = s.deepspeed;
+  d = spec::DeepSpeedSpec{};
+  d.zero.overlap_comm = false; // stage 0
+  d.zero.offload_optimizer.pin_memory = pins_by_default(s);
+  d.zero.offload_param.pin_memory = pins_by_default(s);
+  d.communication_data_type = model_dtype(s.training.precision);
+  d.grad_accum_dtype = model_dtype(s.training.precision);
+  d.gradient_clipping = s.deepspeed_version == "0.19" ? 1.0 : 0.0; // constants.py (§14)
+}
+
+void read_deepspeed(FieldReader& r, spec::Scenario& s, TrainingBatchGiven given)
+{
+  default_deepspeed(s);
+  spec::DeepSpeedSpec& d = s.deepspeed;
+  read_batch(r, s, given);
+  if (std::optional<FieldReader> z = r.opt_map("zero_optimization"))
+    read_zero(*z, s);
+  if (std::optional<FieldReader> a = r.opt_map("aio"))
+    read_aio(*a, d.aio);
+
+  const std::string ptext = precision_text(s.training.precision);
+  if (r.has("bf16") && r.has("bfloat16"))
+    r.fail("bfloat16", "give bf16 or its old name bfloat16, not both");
+  if (std::optional<FieldReader> f = r.opt_map("fp16"))
+    check_enabled(*f, s.training.precision == spec::Precision::FP16, s, ptext);
+  for (const char* k : {"bf16", "bfloat16"})
+    if (std::optional<FieldReader> b = r.opt_map(k))
+      check_enabled(*b, s.training.precision == spec::Precision::BF16, s, ptext);
+
+  d.communication_data_type = read_dtype(r, "communication_data_type").value_or(model_dtype(s.training.precision));
+  if (std::optional<FieldReader> dt = r.opt_map("data_types"))
+    d.grad_accum_dtype = read_dtype(*dt, "grad_accum_dtype").value_or(model_dtype(s.training.precision));
+  if (r.is_auto("gradient_clipping")) {
+    r.take("gradient_clipping");
+    d.gradient_clipping = 1.0; // HF Trainer: max_grad_norm, default 1.0
+  } else {
+    d.gradient_clipping =
+        r.opt_number("gradient_clipping", 0, 1e300, "a non-negative number or auto").value_or(d.gradient_clipping);
+  }
+  d.prescale_gradients = r.get_bool("prescale_gradients", false);
+  d.gradient_predivide_factor =
+      r.opt_number("gradient_predivide_factor", 1e-300, 1e300, "a positive number").value_or(1.0);
+  if (std::optional<FieldReader> ac = r.opt_map("activation_checkpointing"))
+    read_activation_checkpointing(*ac, d.activation_checkpointing);
+
+  collect_warnings(r.node(), r.schema(), r.path(), s);
+}
+
+spec::FsdpSpec read_fsdp(FieldReader& r)
+{
+  spec::FsdpSpec f;
+  f.sharding_strategy =
+      r.opt_enum<spec::FsdpSharding>("sharding_strategy", {{"FULL_SHARD", spec::FsdpSharding::FULL_SHARD},
+                                                           {"SHARD_GRAD_OP", spec::FsdpSharding::SHARD_GRAD_OP},
+                                                           {"HYBRID_SHARD", spec::FsdpSharding::HYBRID_SHARD},
+                                                           {"NO_SHARD", spec::FsdpSharding::NO_SHARD}})
+          .value_or(spec::FsdpSharding::FULL_SHARD);
+  if (std::optional<FieldReader> mp = r.opt_map("mixed_precision")) {
+    f.param_dtype = read_dtype(*mp, "param_dtype");
+    f.reduce_dtype = read_dtype(*mp, "reduce_dtype");
+    read_dtype(*mp, "buffer_dtype"); // checked, no effect on time or memory here
+  }
+  f.backward_prefetch =
+      r.opt_enum<spec::BackwardPrefetch>("backward_prefetch", {{"BACKWARD_PRE", spec::BackwardPrefetch::BACKWARD_PRE},
+                                                               {"BACKWARD_POST", spec::BackwardPrefetch::BACKWARD_POST},
+                                                               {"NONE", spec::BackwardPrefetch::NONE}})
+          .value_or(spec::BackwardPrefetch::BACKWARD_PRE);
+  f.forward_prefetch = r.get_bool("forward_prefetch", false);
+  f.limit_all_gathers = r.get_bool("limit_all_gathers", true);
+  f.reshard_after_forward = r.opt_bool("reshard_after_forward");
+  f.cpu_offload = r.get_bool("cpu_offload", false);
+  f.wrap = r.opt_enum<std::string>("wrap", {{"block", "block"}, {"model", "model"}}).value_or("block");
+  return f;
+}
+
+spec::DdpSpec read_ddp(FieldReader& r)
+{
+  spec::DdpSpec d;
+  d.bucket_cap_mb = r.opt_number("bucket_cap_mb", 1e-300, 1e300, "a positive number").value_or(25);
+  return d;
+}
+
+} // namespace zerosim::config

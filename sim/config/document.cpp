@@ -1,0 +1,303 @@
+#include "config/document.hpp"
+
+#include "core/error.hpp"
+#include "core/text.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#ifndef ZEROSIM_DATA_DIR
+#define ZEROSIM_DATA_DIR "."
+#endif
+
+namespace fs = std::filesystem;
+
+namespace zerosim::config {
+namespace {
+
+std::vector<std::string> split_dots(const std::string& s)
+{
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s) {
+    if (c == '.') {
+      out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  out.push_back(cur);
+  return out;
+}
+
+/// The segments of a scenario path, keeping the dotted keys of cluster.overrides and sweep whole.
+std::vector<std::string> scenario_segments(const std::string& dotted)
+{
+  std::vector<std::string> segs = split_dots(dotted);
+  auto merge_from = [&](size_t i) {
+    if (segs.size() <= i + 1)
+      return;
+    std::string rest = segs[i];
+    for (size_t j = i + 1; j < segs.size(); ++j)
+      rest += "." + segs[j];
+    segs.resize(i);
+    segs.push_back(rest);
+  };
+  if (segs.size() > 2 && segs[0] == "cluster" && segs[1] == "overrides")
+    merge_from(2);
+  else if (segs.size() > 1 && segs[0] == "sweep")
+    merge_from(1);
+  return segs;
+}
+
+std::string unknown_key_message(const std::string& path, const std::string& key, const Schema& schema)
+{
+  std::vector<std::string> names = schema.names();
+  std::string msg = join_path(path, key) + ": unknown key";
+  std::string s = core::did_you_mean(key, names);
+  if (!s.empty())
+    msg += " (did you mean '" + s + "'?)";
+  msg += "; accepted keys: ";
+  for (size_t i = 0; i < names.size(); ++i)
+    msg += (i ? ", " : "") + names[i];
+  return msg;
+}
+
+std::string read_text(const std::string& path, bool& ok)
+{
+  std::ifstream in(path, std::ios::binary);
+  ok = static_cast<bool>(in) && !fs::is_directory(path);
+  if (!ok)
+    return {};
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// Sets `value` at `segs` below `node`, creating mappings on the way and merging mappings into mappings.
+void set_below(YAML::Node node, const std::vector<std::string>& segs, size_t i, const YAML::Node& value,
+               const std::string& where)
+{
+  YAML::Node cur;
+  cur.reset(node);
+  for (; i + 1 < segs.size(); ++i) {
+    const YAML::Node& ccur = cur;
+    const YAML::Node existing = ccur[segs[i]];
+    if (!existing.IsDefined() || existing.IsNull())
+      cur[segs[i]] = YAML::Node(YAML::NodeType::Map);
+    else if (!existing.IsMap())
+      throw core::InputError(where + ": " + segs[i] + ": expected a mapping to set keys in, found " +
+                             describe_found(existing));
+    YAML::Node next = ccur[segs[i]];
+    cur.reset(next);
+  }
+  const YAML::Node& ccur = cur;
+  YAML::Node target = ccur[segs.back()];
+  if (value.IsMap() && target.IsDefined() && target.IsMap()) {
+    for (auto it = value.begin(); it != value.end(); ++it)
+      set_below(target, {it->first.Scalar()}, 0, it->second, where);
+    return;
+  }
+  cur[segs.back()] = YAML::Clone(value);
+}
+
+} // namespace
+
+YAML::Node parse_yaml(const std::string& text, const std::string& file)
+{
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw core::InputError(position(file, e.mark) + ": not valid YAML: " + e.msg);
+  }
+}
+
+YAML::Node load_yaml_file(const std::string& path)
+{
+  bool ok = false;
+  std::string text = read_text(path, ok);
+  if (!ok)
+    throw core::InputError(path + ": cannot open file");
+  return parse_yaml(text, path);
+}
+
+void require_mapping(const YAML::Node& root, const std::string& file)
+{
+  if (!root.IsMap())
+    throw core::InputError(position(file, root.Mark()) + ": expected a mapping of keys at the top of the file, found " +
+                           describe_found(root));
+}
+
+std::string ScenarioDocument::file_of(const std::string& path) const
+{
+  std::string best;
+  std::string file_found = file;
+  for (const auto& [prefix, f] : part_files)
+    if ((path == prefix || path.rfind(prefix + ".", 0) == 0) && prefix.size() > best.size()) {
+      best = prefix;
+      file_found = f;
+    }
+  return file_found;
+}
+
+void resolve_reference(ScenarioDocument& doc, const std::string& key_path)
+{
+  std::vector<std::string> segs = split_dots(key_path);
+  YAML::Node parent;
+  parent.reset(doc.root);
+  for (size_t i = 0; i + 1 < segs.size(); ++i) {
+    const YAML::Node& cp = parent;
+    YAML::Node next = cp[segs[i]];
+    if (!next.IsMap())
+      return;
+    parent.reset(next);
+  }
+  const YAML::Node& cp = parent;
+  YAML::Node ref = cp[segs.back()];
+  if (!ref.IsDefined() || !ref.IsScalar())
+    return;
+  std::string where = doc.origins.find(key_path);
+  if (where.empty())
+    where = position(doc.file_of(key_path), ref.Mark());
+  const std::string name = ref.Scalar();
+  const bool is_path = name.find('/') != std::string::npos || name.ends_with(".yaml") || name.ends_with(".yml") ||
+                       name.ends_with(".json") || key_path == "deepspeed";
+  std::string file;
+  if (is_path) {
+    fs::path p(name);
+    file = (p.is_absolute() || doc.dir.empty() ? p : fs::path(doc.dir) / p).lexically_normal().string();
+    bool ok = false;
+    read_text(file, ok);
+    if (!ok)
+      throw core::InputError(where + ": " + key_path + ": cannot open file '" + file + "'");
+  } else {
+    const std::string folder = key_path == "model" ? "models" : "topologies";
+    std::vector<std::string> dirs;
+    if (!doc.options.data_dir.empty())
+      dirs.push_back(doc.options.data_dir);
+    else
+      dirs.push_back(doc.dir.empty()
+                         ? ".."
+                         : (fs::path(doc.dir).parent_path().empty() ? "." : fs::path(doc.dir).parent_path().string()));
+    dirs.push_back(".");
+    dirs.push_back(ZEROSIM_DATA_DIR);
+    for (const std::string& d : dirs) {
+      fs::path candidate = (fs::path(d) / folder / (name + ".yaml")).lexically_normal();
+      std::error_code ec;
+      if (fs::is_regular_file(candidate, ec)) {
+        file = candidate.string();
+        break;
+      }
+    }
+    if (file.empty()) {
+      std::string looked;
+      for (size_t i = 0; i < dirs.size(); ++i)
+        looked += (i ? ", " : "") + dirs[i];
+      throw core::InputError(where + ": " + key_path + ": no " + (key_path == "model" ? "model" : "node") + " named '" +
+                             name + "' (looked for " + folder + "/" + name + ".yaml in " + looked + ")");
+    }
+  }
+  YAML::Node loaded = load_yaml_file(file);
+  require_mapping(loaded, file);
+  parent[segs.back()] = loaded;
+  doc.part_files[key_path] = file;
+}
+
+std::string check_scenario_path(const std::string& dotted)
+{
+  std::vector<std::string> segs = scenario_segments(dotted);
+  const Schema* schema = &scenario_schema();
+  std::string prefix;
+  for (size_t i = 0; i < segs.size(); ++i) {
+    const std::string& seg = segs[i];
+    if (prefix == "cluster.overrides") // a dotted node-file key
+      return check_node_path(seg).empty() ? "" : "cluster.overrides." + check_node_path(seg);
+    const KeyDoc* k = schema->find(seg);
+    if (!k)
+      return unknown_key_message(prefix, seg, *schema);
+    std::string p = join_path(prefix, seg);
+    if (k->opaque || i + 1 == segs.size())
+      return "";
+    if (!k->child)
+      return p + ": takes a value, not keys (found '" + segs[i + 1] + "' below it)";
+    schema = k->child;
+    prefix = p;
+  }
+  return "";
+}
+
+std::string check_node_path(const std::string& dotted)
+{
+  std::vector<std::string> segs = split_dots(dotted);
+  const Schema* schema = &node_schema();
+  std::string prefix;
+  for (size_t i = 0; i < segs.size(); ++i) {
+    const KeyDoc* k = schema->find(segs[i]);
+    if (!k)
+      return unknown_key_message(prefix, segs[i], *schema);
+    std::string p = join_path(prefix, segs[i]);
+    if (i + 1 == segs.size())
+      return "";
+    if (!k->child)
+      return p + ": takes a value, not keys (found '" + segs[i + 1] + "' below it)";
+    schema = k->child;
+    prefix = p;
+  }
+  return "";
+}
+
+void apply_set(ScenarioDocument& doc, const std::string& assignment)
+{
+  const std::string where = "--set " + assignment;
+  size_t eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw core::InputError(where + ": expected KEY=VALUE with KEY a dotted path such as training.micro_batch");
+  const std::string key = assignment.substr(0, eq);
+  const std::string problem = check_scenario_path(key);
+  if (!problem.empty())
+    throw core::InputError(where + ": " + problem);
+  YAML::Node value;
+  try {
+    value = YAML::Load(assignment.substr(eq + 1));
+  } catch (const YAML::ParserException& e) {
+    throw core::InputError(where + ": not valid YAML: " + e.msg);
+  }
+  std::vector<std::string> segs = scenario_segments(key);
+  // Descend through references (model: NAME, cluster.node: NAME, deepspeed: ds_config.json) by loading them.
+  std::string p;
+  for (size_t i = 0; i + 1 < segs.size(); ++i) {
+    p = join_path(p, segs[i]);
+    if (p == "model" || p == "cluster.node" || p == "deepspeed")
+      resolve_reference(doc, p);
+  }
+  set_below(doc.root, segs, 0, value, where);
+  doc.origins.by_path.emplace_back(key, where);
+}
+
+void apply_overrides(ScenarioDocument& doc)
+{
+  const YAML::Node& root = doc.root;
+  YAML::Node cluster = root["cluster"];
+  if (!cluster.IsMap())
+    return;
+  YAML::Node ov = cluster["overrides"];
+  YAML::Node node = cluster["node"];
+  if (!ov.IsDefined() || ov.IsNull() || !ov.IsMap() || !node.IsMap())
+    return; // the reader reports a wrong type
+  for (auto it = ov.begin(); it != ov.end(); ++it) {
+    const std::string key = it->first.Scalar();
+    const std::string path = "cluster.overrides." + key;
+    std::string where = doc.origins.find(path);
+    if (where.empty())
+      where = position(doc.file_of("cluster"), it->first.Mark());
+    std::string problem = check_node_path(key);
+    if (!problem.empty())
+      throw core::InputError(where + ": cluster.overrides." + problem);
+    set_below(node, split_dots(key), 0, it->second, where);
+    doc.origins.by_path.emplace_back("cluster.node." + key, where);
+  }
+}
+
+} // namespace zerosim::config

@@ -1,0 +1,51 @@
+// Loading YAML documents with file:line:col errors, resolving model/node/DeepSpeed references, and applying
+// `--set` and `cluster.overrides` to the tree before it is read (internal to sim/config/).
+#pragma once
+
+#include "config/scenario_loader.hpp"
+#include "config/yaml_reader.hpp"
+
+#include <map>
+#include <string>
+
+namespace zerosim::config {
+
+/// Parses `text` as YAML; errors name `file` ("FILE:LINE:COL: not valid YAML: ...").
+YAML::Node parse_yaml(const std::string& text, const std::string& file);
+/// Reads and parses a file ("FILE: cannot open file").
+YAML::Node load_yaml_file(const std::string& path);
+/// Throws unless `root` is a mapping.
+void require_mapping(const YAML::Node& root, const std::string& file);
+
+/// A scenario document with the files its parts came from.
+struct ScenarioDocument {
+  YAML::Node root;
+  std::string file;                              ///< the scenario file as given
+  std::string dir;                               ///< its folder, for relative references
+  std::map<std::string, std::string> part_files; ///< "model", "cluster.node", "deepspeed" -> file read there
+  Origins origins;
+  LoadOptions options;
+
+  /// The file a reader at `path` reads from (a referenced file, or the scenario file).
+  std::string file_of(const std::string& path) const;
+};
+
+/// Replaces the scalar reference at `key_path` ("model", "cluster.node", "deepspeed") by the mapping of the
+/// file it names, recording that file in part_files. Does nothing when the value is not a string.
+void resolve_reference(ScenarioDocument& doc, const std::string& key_path);
+
+/// Applies one "--set KEY=VALUE": checks KEY against the scenario schema, then sets the value (parsed as
+/// YAML) in the tree, loading referenced files on the way. Errors name "--set KEY=VALUE".
+void apply_set(ScenarioDocument& doc, const std::string& assignment);
+
+/// Checks a dotted key against the scenario schema; returns "" or the problem ("unknown key (did you mean
+/// 'x'?); accepted keys: ..." prefixed by the offending path and ": ").
+std::string check_scenario_path(const std::string& dotted);
+
+/// Checks a dotted node-file key ("gpu.memory") against the node schema; "" or the problem.
+std::string check_node_path(const std::string& dotted);
+
+/// Applies cluster.overrides to the node mapping (after the node reference is resolved).
+void apply_overrides(ScenarioDocument& doc);
+
+} // namespace zerosim::config

@@ -1,0 +1,157 @@
+// topologies/NAME.yaml (scenario-format.md "Node file", docs/config.md for the defaults and their sources).
+#include "config/readers.hpp"
+
+#include "core/error.hpp"
+
+#include <cmath>
+
+namespace zerosim::config {
+namespace {
+
+// NCCL src/graph/tuning.cc, hwLat[NCCL_HW_NVLINK] and hwLat[NCCL_HW_PCI], LL protocol: 0.6 us and 1.0 us.
+constexpr double DEFAULT_NVLINK_LATENCY_S = 0.6e-6;
+constexpr double DEFAULT_PCIE_LATENCY_S = 1.0e-6;
+// Host memory kept for the OS when cpu.reserved is not given: 5 % of cpu.memory (an assumption, docs/config.md).
+constexpr double DEFAULT_CPU_RESERVED_FRACTION = 0.05;
+// CPU-Adam DRAM traffic per element: read p, g, m, v (16 B), write p, m, v (12 B) (zero-schedule.md §9.1).
+constexpr double DEFAULT_ADAM_BYTES_PER_PARAM = 28;
+
+const char* peak_key(spec::Precision p)
+{
+  switch (p) {
+  case spec::Precision::BF16:
+  case spec::Precision::AMP_BF16:
+    return "bf16";
+  case spec::Precision::FP16:
+  case spec::Precision::AMP_FP16:
+    return "fp16";
+  case spec::Precision::FP32:
+    break;
+  }
+  return "fp32";
+}
+
+const char* precision_name(spec::Precision p)
+{
+  switch (p) {
+  case spec::Precision::BF16:
+    return "bf16";
+  case spec::Precision::FP16:
+    return "fp16";
+  case spec::Precision::AMP_BF16:
+    return "amp_bf16";
+  case spec::Precision::AMP_FP16:
+    return "amp_fp16";
+  case spec::Precision::FP32:
+    break;
+  }
+  return "fp32";
+}
+
+std::int64_t to_bytes(double b)
+{
+  return static_cast<std::int64_t>(std::llround(b));
+}
+
+} // namespace
+
+spec::NodeSpec read_node(FieldReader& r, std::optional<spec::Precision> precision)
+{
+  const std::string POS = "a positive integer";
+  const std::string NONNEG = "a non-negative integer";
+  spec::NodeSpec n;
+  n.name = r.req_string("name");
+
+  std::optional<FieldReader> gpu = r.opt_map("gpu");
+  if (!gpu)
+    r.fail_missing("gpu");
+  n.gpu.model = gpu->req_string("model");
+  n.gpu.memory_bytes = to_bytes(gpu->req_quantity("memory", UnitKind::BYTES));
+  n.gpu.memory_bandwidth_Bps = gpu->req_quantity("memory_bandwidth", UnitKind::BANDWIDTH);
+  std::optional<FieldReader> peak = gpu->opt_map("peak");
+  if (!peak)
+    gpu->fail_missing("peak");
+  n.gpu.peak_bf16_flops = peak->opt_quantity("bf16", UnitKind::COMPUTE).value_or(0);
+  n.gpu.peak_fp16_flops = peak->opt_quantity("fp16", UnitKind::COMPUTE).value_or(0);
+  n.gpu.peak_tf32_flops = peak->opt_quantity("tf32", UnitKind::COMPUTE).value_or(0);
+  n.gpu.peak_fp32_flops = peak->opt_quantity("fp32", UnitKind::COMPUTE).value_or(0);
+  if (precision) {
+    const char* k = peak_key(*precision);
+    if (!peak->has(k))
+      peak->fail_missing(k, std::string("training.precision ") + precision_name(*precision) + " needs it");
+  }
+
+  n.gpus = static_cast<int>(r.req_int("gpus", 1, POS));
+
+  if (std::optional<FieldReader> nv = r.opt_map("nvlink")) {
+    n.nvlink.present = true;
+    n.nvlink.bandwidth_Bps = nv->req_quantity("bandwidth", UnitKind::BANDWIDTH);
+    n.nvlink.latency_s = nv->opt_quantity("latency", UnitKind::TIME, false).value_or(DEFAULT_NVLINK_LATENCY_S);
+  }
+
+  std::optional<FieldReader> pcie = r.opt_map("pcie");
+  if (!pcie)
+    r.fail_missing("pcie");
+  n.pcie.bandwidth_Bps = pcie->req_quantity("bandwidth", UnitKind::BANDWIDTH);
+  n.pcie.gpus_per_switch = static_cast<int>(pcie->get_int("gpus_per_switch", 1, 1, POS));
+  n.pcie.switch_uplink_Bps = pcie->opt_quantity("switch_uplink", UnitKind::BANDWIDTH).value_or(n.pcie.bandwidth_Bps);
+  n.pcie.latency_s = pcie->opt_quantity("latency", UnitKind::TIME, false).value_or(DEFAULT_PCIE_LATENCY_S);
+
+  std::optional<FieldReader> cpu = r.opt_map("cpu");
+  if (!cpu)
+    r.fail_missing("cpu");
+  n.cpu.sockets = static_cast<int>(cpu->get_int("sockets", 1, 1, POS));
+  n.cpu.cores = static_cast<int>(cpu->req_int("cores", 1, POS));
+  n.cpu.memory_bytes = to_bytes(cpu->req_quantity("memory", UnitKind::BYTES));
+  n.cpu.memory_bandwidth_Bps = cpu->req_quantity("memory_bandwidth", UnitKind::BANDWIDTH);
+  n.cpu.reserved_bytes = to_bytes(static_cast<double>(n.cpu.memory_bytes) * DEFAULT_CPU_RESERVED_FRACTION);
+  if (cpu->has("reserved")) {
+    YAML::Node v = cpu->take("reserved");
+    const std::string what = "a size with a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB) or a percentage of "
+                             "cpu.memory (\"5%\")";
+    std::string text = v.IsScalar() ? v.Scalar() : "";
+    double bytes = -1;
+    if (!text.empty() && text.back() == '%') {
+      std::optional<double> pct = parse_number(text.substr(0, text.size() - 1));
+      if (pct && *pct >= 0 && *pct < 100)
+        bytes = static_cast<double>(n.cpu.memory_bytes) * *pct / 100;
+    } else if (std::optional<double> q = parse_quantity(text, UnitKind::BYTES); q && *q >= 0) {
+      bytes = *q;
+    }
+    if (bytes < 0)
+      cpu->fail_expected("reserved", what);
+    if (bytes >= static_cast<double>(n.cpu.memory_bytes))
+      cpu->fail_expected("reserved", "less than cpu.memory (" +
+                                         format_quantity(static_cast<double>(n.cpu.memory_bytes), UnitKind::BYTES) +
+                                         ")");
+    n.cpu.reserved_bytes = to_bytes(bytes);
+  }
+  n.cpu.adam_bytes_per_param = cpu->opt_number("adam_bytes_per_param", 1e-300, 1e300, "a positive number")
+                                   .value_or(DEFAULT_ADAM_BYTES_PER_PARAM);
+
+  if (std::optional<FieldReader> nvme = r.opt_map("nvme")) {
+    n.nvme.devices = static_cast<int>(nvme->get_int("devices", 0, 0, NONNEG));
+    if (n.nvme.devices > 0) {
+      n.nvme.read_Bps = nvme->req_quantity("read", UnitKind::BANDWIDTH);
+      n.nvme.write_Bps = nvme->req_quantity("write", UnitKind::BANDWIDTH);
+      n.nvme.capacity_bytes = to_bytes(nvme->req_quantity("capacity", UnitKind::BYTES));
+    } else {
+      n.nvme.read_Bps = nvme->opt_quantity("read", UnitKind::BANDWIDTH).value_or(0);
+      n.nvme.write_Bps = nvme->opt_quantity("write", UnitKind::BANDWIDTH).value_or(0);
+      n.nvme.capacity_bytes = to_bytes(nvme->opt_quantity("capacity", UnitKind::BYTES).value_or(0));
+    }
+  }
+
+  if (std::optional<FieldReader> nics = r.opt_map("nics")) {
+    n.nics.count = static_cast<int>(nics->get_int("count", 0, 0, NONNEG));
+    if (n.nics.count > 0)
+      n.nics.bandwidth_Bps = nics->req_quantity("bandwidth", UnitKind::BANDWIDTH);
+    else
+      n.nics.bandwidth_Bps = nics->opt_quantity("bandwidth", UnitKind::BANDWIDTH).value_or(0);
+  }
+
+  n.source = r.opt_string("source").value_or("");
+  return n;
+}
+
+} // namespace zerosim::config

@@ -1,0 +1,328 @@
+// resolved_yaml(): the scenario with model and node inlined, every default written and "auto" resolved.
+// load_scenario_text(resolved_yaml(s)) gives s back (tests/unit/config/scenario_loader_test.cpp).
+#include "config/readers.hpp"
+#include "config/scenario_loader.hpp"
+#include "config/units.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+
+namespace zerosim::config {
+namespace {
+
+std::string num(double v)
+{
+  char buf[64];
+  for (int digits = 6; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    if (std::strtod(buf, nullptr) == v)
+      break;
+  }
+  return buf;
+}
+
+std::string q(double v, UnitKind k)
+{
+  return format_quantity(v, k);
+}
+
+const char* dtype_name(spec::Dtype d)
+{
+  return d == spec::Dtype::FP32 ? "fp32" : d == spec::Dtype::FP16 ? "fp16" : "bf16";
+}
+
+const char* device_name(spec::OffloadDevice d)
+{
+  return d == spec::OffloadDevice::NONE ? "none" : d == spec::OffloadDevice::CPU ? "cpu" : "nvme";
+}
+
+const char* precision_name(spec::Precision p)
+{
+  switch (p) {
+  case spec::Precision::BF16:
+    return "bf16";
+  case spec::Precision::FP16:
+    return "fp16";
+  case spec::Precision::AMP_BF16:
+    return "amp_bf16";
+  case spec::Precision::AMP_FP16:
+    return "amp_fp16";
+  case spec::Precision::FP32:
+    break;
+  }
+  return "fp32";
+}
+
+YAML::Node model_node(const spec::ModelSpec& m)
+{
+  YAML::Node n;
+  n["name"] = m.name;
+  n["layers"] = m.layers;
+  n["hidden"] = m.hidden;
+  n["heads"] = m.heads;
+  n["kv_heads"] = m.kv_heads;
+  n["ffn_hidden"] = m.ffn_hidden;
+  n["ffn"] = m.ffn == spec::FfnKind::GELU ? "gelu" : "swiglu";
+  n["vocab"] = m.vocab;
+  n["tied_embeddings"] = m.tied_embeddings;
+  n["norm"] = m.norm == spec::NormKind::LAYERNORM ? "layernorm" : "rmsnorm";
+  n["position"] = m.position == spec::PositionKind::LEARNED ? "learned"
+                  : m.position == spec::PositionKind::ROPE  ? "rope"
+                                                            : "alibi";
+  n["bias"] = m.bias;
+  if (m.position == spec::PositionKind::LEARNED)
+    n["max_position"] = m.max_position;
+  n["source"] = m.source;
+  return n;
+}
+
+YAML::Node node_node(const spec::NodeSpec& nd)
+{
+  YAML::Node n;
+  n["name"] = nd.name;
+  n["gpu"]["model"] = nd.gpu.model;
+  n["gpu"]["memory"] = q(static_cast<double>(nd.gpu.memory_bytes), UnitKind::BYTES);
+  n["gpu"]["memory_bandwidth"] = q(nd.gpu.memory_bandwidth_Bps, UnitKind::BANDWIDTH);
+  YAML::Node peak(YAML::NodeType::Map);
+  const std::pair<const char*, double> peaks[] = {{"bf16", nd.gpu.peak_bf16_flops},
+                                                  {"fp16", nd.gpu.peak_fp16_flops},
+                                                  {"tf32", nd.gpu.peak_tf32_flops},
+                                                  {"fp32", nd.gpu.peak_fp32_flops}};
+  for (const auto& [k, v] : peaks)
+    if (v > 0)
+      peak[k] = q(v, UnitKind::COMPUTE);
+  n["gpu"]["peak"] = peak;
+  n["gpus"] = nd.gpus;
+  if (nd.nvlink.present) {
+    n["nvlink"]["bandwidth"] = q(nd.nvlink.bandwidth_Bps, UnitKind::BANDWIDTH);
+    n["nvlink"]["latency"] = q(nd.nvlink.latency_s, UnitKind::TIME);
+  }
+  n["pcie"]["bandwidth"] = q(nd.pcie.bandwidth_Bps, UnitKind::BANDWIDTH);
+  n["pcie"]["gpus_per_switch"] = nd.pcie.gpus_per_switch;
+  n["pcie"]["switch_uplink"] = q(nd.pcie.switch_uplink_Bps, UnitKind::BANDWIDTH);
+  n["pcie"]["latency"] = q(nd.pcie.latency_s, UnitKind::TIME);
+  n["cpu"]["sockets"] = nd.cpu.sockets;
+  n["cpu"]["cores"] = nd.cpu.cores;
+  n["cpu"]["memory"] = q(static_cast<double>(nd.cpu.memory_bytes), UnitKind::BYTES);
+  n["cpu"]["memory_bandwidth"] = q(nd.cpu.memory_bandwidth_Bps, UnitKind::BANDWIDTH);
+  n["cpu"]["reserved"] = std::to_string(nd.cpu.reserved_bytes) + " B";
+  n["cpu"]["adam_bytes_per_param"] = num(nd.cpu.adam_bytes_per_param);
+  n["nvme"]["devices"] = nd.nvme.devices;
+  if (nd.nvme.devices > 0) {
+    n["nvme"]["read"] = q(nd.nvme.read_Bps, UnitKind::BANDWIDTH);
+    n["nvme"]["write"] = q(nd.nvme.write_Bps, UnitKind::BANDWIDTH);
+    n["nvme"]["capacity"] = q(static_cast<double>(nd.nvme.capacity_bytes), UnitKind::BYTES);
+  }
+  n["nics"]["count"] = nd.nics.count;
+  if (nd.nics.count > 0)
+    n["nics"]["bandwidth"] = q(nd.nics.bandwidth_Bps, UnitKind::BANDWIDTH);
+  n["source"] = nd.source;
+  return n;
+}
+
+std::string count(std::int64_t v)
+{
+  return std::to_string(v);
+}
+
+YAML::Node deepspeed_node(const spec::Scenario& s)
+{
+  const spec::DeepSpeedSpec& d = s.deepspeed;
+  YAML::Node n;
+  n["train_batch_size"] = s.training.global_batch;
+  n["train_micro_batch_size_per_gpu"] = s.training.micro_batch;
+  n["gradient_accumulation_steps"] = s.training.grad_accum;
+  YAML::Node z;
+  z["stage"] = d.zero.stage;
+  z["contiguous_gradients"] = d.zero.contiguous_gradients;
+  z["reduce_scatter"] = d.zero.reduce_scatter;
+  z["reduce_bucket_size"] = count(d.zero.reduce_bucket_size);
+  z["use_multi_rank_bucket_allreduce"] = d.zero.use_multi_rank_bucket_allreduce;
+  z["allgather_bucket_size"] = count(d.zero.allgather_bucket_size);
+  if (d.zero.overlap_comm_given) // else it follows the stage, also when a sweep changes the stage
+    z["overlap_comm"] = d.zero.overlap_comm;
+  z["sub_group_size"] = count(d.zero.sub_group_size);
+  z["stage3_prefetch_bucket_size"] = count(d.zero.stage3_prefetch_bucket_size);
+  z["stage3_param_persistence_threshold"] = count(d.zero.stage3_param_persistence_threshold);
+  z["stage3_model_persistence_threshold"] = count(d.zero.stage3_model_persistence_threshold);
+  z["stage3_max_live_parameters"] = count(d.zero.stage3_max_live_parameters);
+  z["stage3_max_reuse_distance"] = count(d.zero.stage3_max_reuse_distance);
+  z["stage3_module_granularity_threshold"] = count(d.zero.stage3_module_granularity_threshold);
+  z["stage3_use_all_reduce_for_fetch_params"] = d.zero.stage3_use_all_reduce_for_fetch_params;
+  z["stage3_allgather_sequential"] = d.zero.stage3_allgather_sequential;
+  z["round_robin_gradients"] = d.zero.round_robin_gradients;
+  const spec::OffloadOptimizerSpec& oo = d.zero.offload_optimizer;
+  z["offload_optimizer"]["device"] = device_name(oo.device);
+  z["offload_optimizer"]["nvme_path"] = oo.nvme_path;
+  z["offload_optimizer"]["buffer_count"] = oo.buffer_count;
+  z["offload_optimizer"]["pin_memory"] = oo.pin_memory;
+  z["offload_optimizer"]["pipeline_read"] = oo.pipeline_read;
+  z["offload_optimizer"]["pipeline_write"] = oo.pipeline_write;
+  z["offload_optimizer"]["fast_init"] = oo.fast_init;
+  z["offload_optimizer"]["ratio"] = num(oo.ratio);
+  z["offload_optimizer"]["super_offload"] = oo.super_offload;
+  z["offload_optimizer"]["cpuadam_cores_perc"] = num(oo.cpuadam_cores_perc);
+  const spec::OffloadParamSpec& op = d.zero.offload_param;
+  z["offload_param"]["device"] = device_name(op.device);
+  z["offload_param"]["nvme_path"] = op.nvme_path;
+  z["offload_param"]["buffer_count"] = op.buffer_count;
+  z["offload_param"]["buffer_size"] = count(op.buffer_size);
+  z["offload_param"]["max_in_cpu"] = count(op.max_in_cpu);
+  z["offload_param"]["pin_memory"] = op.pin_memory;
+  n["zero_optimization"] = z;
+  n["aio"]["block_size"] = d.aio.block_size;
+  n["aio"]["queue_depth"] = d.aio.queue_depth;
+  n["aio"]["intra_op_parallelism"] = d.aio.intra_op_parallelism;
+  n["aio"]["single_submit"] = d.aio.single_submit;
+  n["aio"]["overlap_events"] = d.aio.overlap_events;
+  n["aio"]["use_gds"] = d.aio.use_gds;
+  n["fp16"]["enabled"] = s.training.precision == spec::Precision::FP16;
+  n["bf16"]["enabled"] = s.training.precision == spec::Precision::BF16;
+  n["communication_data_type"] = dtype_name(d.communication_data_type);
+  n["data_types"]["grad_accum_dtype"] = dtype_name(d.grad_accum_dtype);
+  n["gradient_clipping"] = num(d.gradient_clipping);
+  n["prescale_gradients"] = d.prescale_gradients;
+  n["gradient_predivide_factor"] = num(d.gradient_predivide_factor);
+  const spec::DsActivationCheckpointingSpec& a = d.activation_checkpointing;
+  n["activation_checkpointing"]["partition_activations"] = a.partition_activations;
+  n["activation_checkpointing"]["cpu_checkpointing"] = a.cpu_checkpointing;
+  n["activation_checkpointing"]["contiguous_memory_optimization"] = a.contiguous_memory_optimization;
+  if (a.number_checkpoints)
+    n["activation_checkpointing"]["number_checkpoints"] = *a.number_checkpoints;
+  n["activation_checkpointing"]["synchronize_checkpoint_boundary"] = a.synchronize_checkpoint_boundary;
+  n["activation_checkpointing"]["profile"] = a.profile;
+  // Keys accepted but not modelled, as written (they are what Scenario::warnings names).
+  for (const auto& [path, value] : d.unmodelled_keys) {
+    std::vector<std::string> segs;
+    std::string cur;
+    for (char c : path.substr(std::string("deepspeed.").size())) {
+      if (c == '.') {
+        segs.push_back(cur);
+        cur.clear();
+      } else {
+        cur += c;
+      }
+    }
+    segs.push_back(cur);
+    YAML::Node at;
+    at.reset(n);
+    for (size_t i = 0; i + 1 < segs.size(); ++i) {
+      YAML::Node next = at[segs[i]];
+      at.reset(next);
+    }
+    at[segs.back()] = YAML::Load(value);
+  }
+  return n;
+}
+
+const char* dtype_or_empty(const std::optional<spec::Dtype>& d)
+{
+  return d ? dtype_name(*d) : nullptr;
+}
+
+} // namespace
+
+std::string resolved_yaml(const spec::Scenario& s)
+{
+  YAML::Node root;
+  root["name"] = s.name;
+  root["model"] = model_node(s.model);
+  root["cluster"]["node"] = node_node(s.cluster.node);
+  root["cluster"]["nodes"] = s.cluster.nodes;
+  root["cluster"]["gpus_per_node"] = s.cluster.gpus_per_node;
+  if (s.cluster.network.nics_per_node > 0) {
+    root["cluster"]["network"]["nic_bandwidth"] = q(s.cluster.network.nic_bandwidth_Bps, UnitKind::BANDWIDTH);
+    root["cluster"]["network"]["nics_per_node"] = s.cluster.network.nics_per_node;
+  }
+  root["cluster"]["network"]["latency"] = q(s.cluster.network.latency_s, UnitKind::TIME);
+  root["cluster"]["network"]["oversubscription"] = num(s.cluster.network.oversubscription);
+  YAML::Node t;
+  t["seq_len"] = s.training.seq_len;
+  t["micro_batch"] = s.training.micro_batch;
+  if (s.training.global_batch_given)
+    t["global_batch"] = s.training.global_batch;
+  else
+    t["grad_accum"] = s.training.grad_accum;
+  t["precision"] = precision_name(s.training.precision);
+  t["activation_checkpointing"] = s.training.activation_checkpointing == spec::Checkpointing::NONE   ? "none"
+                                  : s.training.activation_checkpointing == spec::Checkpointing::FULL ? "full"
+                                                                                                     : "selective";
+  t["flash_attention"] = s.training.flash_attention;
+  t["optimizer"] = s.training.optimizer == spec::Optimizer::ADAMW  ? "adamw"
+                   : s.training.optimizer == spec::Optimizer::ADAM ? "adam"
+                                                                   : "sgd";
+  t["mode"] = s.training.mode == spec::Mode::TRAIN ? "train" : "inference";
+  if (s.training.total_tokens)
+    t["total_tokens"] = num(*s.training.total_tokens);
+  root["training"] = t;
+  if (s.training.mode == spec::Mode::INFERENCE) {
+    root["inference"]["batch"] = s.inference.batch;
+    root["inference"]["prompt_tokens"] = s.inference.prompt_tokens;
+    root["inference"]["generate_tokens"] = s.inference.generate_tokens;
+  }
+  if (s.price_per_gpu_hour)
+    root["price_per_gpu_hour"] = num(*s.price_per_gpu_hour);
+  root["deepspeed_version"] = s.deepspeed_version;
+  switch (s.framework) {
+  case spec::Framework::DEEPSPEED:
+    root["deepspeed"] = deepspeed_node(s);
+    break;
+  case spec::Framework::FSDP: {
+    const spec::FsdpSpec& f = s.fsdp;
+    YAML::Node n;
+    const char* strategies[] = {"FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD", "NO_SHARD"};
+    n["sharding_strategy"] = strategies[static_cast<int>(f.sharding_strategy)];
+    if (const char* p = dtype_or_empty(f.param_dtype))
+      n["mixed_precision"]["param_dtype"] = p;
+    if (const char* r = dtype_or_empty(f.reduce_dtype))
+      n["mixed_precision"]["reduce_dtype"] = r;
+    const char* prefetch[] = {"BACKWARD_PRE", "BACKWARD_POST", "NONE"};
+    n["backward_prefetch"] = prefetch[static_cast<int>(f.backward_prefetch)];
+    n["forward_prefetch"] = f.forward_prefetch;
+    n["limit_all_gathers"] = f.limit_all_gathers;
+    if (f.reshard_after_forward)
+      n["reshard_after_forward"] = *f.reshard_after_forward;
+    n["cpu_offload"] = f.cpu_offload;
+    n["wrap"] = f.wrap;
+    root["fsdp"] = n;
+    break;
+  }
+  case spec::Framework::DDP:
+    root["ddp"]["bucket_cap_mb"] = num(s.ddp.bucket_cap_mb);
+    break;
+  }
+  if (!s.sweep.empty()) {
+    YAML::Node sw;
+    for (const auto& [key, values] : s.sweep) {
+      YAML::Node list(YAML::NodeType::Sequence);
+      for (const std::string& v : values)
+        list.push_back(YAML::Load(v));
+      sw[key] = list;
+    }
+    root["sweep"] = sw;
+  }
+  const spec::MeasuredSpec& m = s.measured;
+  if (m.step_time_s || m.tflops_per_gpu || m.peak_memory_bytes || !m.source.empty()) {
+    YAML::Node n(YAML::NodeType::Map);
+    if (m.step_time_s)
+      n["step_time"] = q(*m.step_time_s, UnitKind::TIME);
+    if (m.tflops_per_gpu) {
+      n["tflops_per_gpu"] = num(*m.tflops_per_gpu);
+      n["tflops_definition"] = m.tflops_definition;
+    }
+    if (m.peak_memory_bytes)
+      n["peak_memory"] = std::to_string(*m.peak_memory_bytes) + " B";
+    if (!m.source.empty())
+      n["source"] = m.source;
+    root["measured"] = n;
+  }
+  YAML::Emitter out;
+  out << YAML::Comment("resolved by zerosim: every default applied, \"auto\" resolved (docs/config.md)");
+  out << YAML::Newline << root;
+  return std::string(out.c_str()) + "\n";
+}
+
+} // namespace zerosim::config

@@ -1,0 +1,407 @@
+#include "config/schema.hpp"
+
+#include "core/error.hpp"
+
+namespace zerosim::config {
+
+const KeyDoc* Schema::find(std::string_view key) const
+{
+  for (const KeyDoc& k : keys)
+    if (k.key == key)
+      return &k;
+  return nullptr;
+}
+
+std::vector<std::string> Schema::names() const
+{
+  std::vector<std::string> out;
+  out.reserve(keys.size());
+  for (const KeyDoc& k : keys)
+    out.push_back(k.key);
+  return out;
+}
+
+const Schema& sub_schema(const Schema& parent, std::string_view key)
+{
+  const KeyDoc* k = parent.find(key);
+  if (!k || !k->child)
+    throw core::InternalError("config: no schema for " + parent.name + "." + std::string(key));
+  return *k->child;
+}
+
+namespace {
+
+constexpr KeyUse M = KeyUse::MODELLED;
+constexpr KeyUse I = KeyUse::IGNORED;
+constexpr KeyUse N = KeyUse::NOT_MODELLED;
+
+KeyDoc key(std::string k, std::string type, std::string def, std::string desc, const Schema* child = nullptr,
+           KeyUse use = M, bool opaque = false)
+{
+  return KeyDoc{std::move(k), std::move(type), std::move(def), std::move(desc), child, use, opaque};
+}
+
+/// A DeepSpeed key accepted silently, whatever its content (it cannot change time or memory).
+KeyDoc ignored(std::string k, std::string desc)
+{
+  return KeyDoc{std::move(k), "any", "-", std::move(desc), nullptr, I, true};
+}
+
+/// A DeepSpeed key that changes time or memory but is not modelled: accepted, warned about when active
+/// (a value other than the default, a mapping without `enabled: false`).
+KeyDoc unmodelled(std::string k, std::string type, std::string def, std::string desc)
+{
+  return KeyDoc{std::move(k), std::move(type), std::move(def), std::move(desc), nullptr, N, true};
+}
+
+const std::string DTYPE = "one of fp32, fp16, bf16 (also float32, float16, bfloat16, torch.* names)";
+
+} // namespace
+
+const Schema& model_schema()
+{
+  static const Schema s{
+      "model",
+      {key("name", "string", "required", "the model's name, as printed in reports"),
+       key("layers", "integer >= 1", "required", "transformer blocks"),
+       key("hidden", "integer >= 1", "required", "hidden size h; divisible by heads"),
+       key("heads", "integer >= 1", "required", "attention heads"),
+       key("kv_heads", "integer >= 1", "heads", "key/value heads (grouped-query attention); must divide heads"),
+       key("ffn_hidden", "integer >= 1", "4 * hidden", "inner size of the MLP"),
+       key("ffn", "one of gelu, swiglu", "gelu", "gelu: 2 matrices (up, down); swiglu: 3 (gate, up, down)"),
+       key("vocab", "integer >= 1", "required", "vocabulary size"),
+       key("tied_embeddings", "bool", "false", "the LM head shares the input embedding's weights"),
+       key("norm", "one of layernorm, rmsnorm", "layernorm", "layernorm has weight and bias; rmsnorm a weight only"),
+       key("position", "one of learned, rope, alibi", "learned", "learned adds a max_position x hidden table"),
+       key("bias", "bool", "true", "biases on every linear layer (GPT-2, BLOOM: true; Llama, MPT: false)"),
+       key("max_position", "integer >= 1", "required when position: learned", "rows of the position table"),
+       key("source", "string", "\"\"", "where the shape comes from (for people)")}};
+  return s;
+}
+
+const Schema& node_schema()
+{
+  static const Schema peak{
+      "node.gpu.peak",
+      {key("bf16", "compute rate", "none", "dense bf16 tensor-core peak; needed for bf16, amp_bf16"),
+       key("fp16", "compute rate", "none", "dense fp16 tensor-core peak; needed for fp16, amp_fp16"),
+       key("tf32", "compute rate", "none", "dense tf32 tensor-core peak (not used for fp32 runs)"),
+       key("fp32", "compute rate", "none", "fp32 peak without tensor cores; needed for fp32")}};
+  static const Schema gpu{
+      "node.gpu",
+      {key("model", "string", "required", "GPU model, e.g. A100-SXM4-80GB"),
+       key("memory", "bytes", "required", "device memory"),
+       key("memory_bandwidth", "bandwidth", "required", "HBM bandwidth"),
+       key("peak", "mapping", "required", "dense peak by precision (bf16, fp16, tf32, fp32)", &peak)}};
+  static const Schema nvlink{
+      "node.nvlink",
+      {key("bandwidth", "bandwidth", "required", "per GPU, per direction"),
+       key("latency", "time", "0.6 us",
+           "per message; NCCL's NVLink base latency (src/graph/tuning.cc hwLat[NVLINK], LL protocol)")}};
+  static const Schema pcie{
+      "node.pcie",
+      {key("bandwidth", "bandwidth", "required", "per GPU link, per direction, as achieved"),
+       key("gpus_per_switch", "integer >= 1", "1", "GPUs (and their NIC/NVMe) sharing one switch uplink"),
+       key("switch_uplink", "bandwidth", "pcie.bandwidth", "switch to CPU root complex, per direction (one x16 link)"),
+       key("latency", "time", "1 us", "per transfer; NCCL's PCI base latency (src/graph/tuning.cc hwLat[PCI], LL)")}};
+  static const Schema cpu{
+      "node.cpu",
+      {key("sockets", "integer >= 1", "1", "CPU sockets"),
+       key("cores", "integer >= 1", "required", "physical cores, all sockets"),
+       key("memory", "bytes", "required", "host memory"),
+       key("memory_bandwidth", "bandwidth", "required", "achievable DRAM bandwidth, all sockets together"),
+       key("reserved", "bytes or percent of memory", "5%",
+           "host memory kept for the OS and not usable by training (a stated assumption, docs/config.md)"),
+       key("adam_bytes_per_param", "number > 0", "28",
+           "DRAM bytes moved per CPU-Adam element update: read p, g, m, v, write p, m, v (zero-schedule.md §9.1)")}};
+  static const Schema nvme{"node.nvme",
+                           {key("devices", "integer >= 0", "0", "NVMe devices; 0 = none"),
+                            key("read", "bandwidth", "required when devices > 0", "per device"),
+                            key("write", "bandwidth", "required when devices > 0", "per device"),
+                            key("capacity", "bytes", "required when devices > 0", "per device")}};
+  static const Schema nics{"node.nics",
+                           {key("count", "integer >= 0", "0", "NICs for the inter-node fabric"),
+                            key("bandwidth", "bandwidth", "required when count > 0", "per NIC, per direction")}};
+  static const Schema s{
+      "node",
+      {key("name", "string", "required", "the server's name, as printed in reports"),
+       key("gpu", "mapping", "required", "the GPU kind (every GPU of a node is the same)", &gpu),
+       key("gpus", "integer >= 1", "required", "GPUs in the node"),
+       key("nvlink", "mapping", "absent = PCIe-only node", "NVLink/NVSwitch between the node's GPUs", &nvlink),
+       key("pcie", "mapping", "required", "the PCIe tree: GPU links and switch uplinks", &pcie),
+       key("cpu", "mapping", "required", "host CPUs and memory", &cpu),
+       key("nvme", "mapping", "no NVMe", "local NVMe drives", &nvme),
+       key("nics", "mapping", "no NICs", "network cards for the inter-node fabric", &nics),
+       key("source", "string", "\"\"", "public source of the figures (for people)")}};
+  return s;
+}
+
+const Schema& deepspeed_schema()
+{
+  static const Schema offload_optimizer{
+      "deepspeed.zero_optimization.offload_optimizer",
+      {key("device", "one of none, cpu, nvme", "none", "where optimizer states live and Adam runs (offload_config.py)"),
+       key("nvme_path", "string", "\"\"", "NVMe mount for the states"),
+       key("buffer_count", "integer >= 0", "4", "swap buffers (NVMe)"),
+       key("pin_memory", "bool", "0.19: true; 0.16: false", "page-locked host buffers (zero-schedule.md §14)"),
+       key("pipeline_read", "bool", "false", "overlap the next sub-group's NVMe read with the step"),
+       key("pipeline_write", "bool", "false", "overlap the previous sub-group's NVMe write with the step"),
+       key("fast_init", "bool", "false", "fast optimizer initialisation (NVMe)"),
+       key("ratio", "number in [0, 1]", "1.0",
+           "Twin-Flow: fraction of the optimizer stepped on the CPU (not modelled "
+           "below 1)",
+           nullptr, N),
+       key("super_offload", "bool", "false", "SuperOffload for superchips (not modelled)", nullptr, N),
+       key("cpuadam_cores_perc", "number in [0, 1]", "0.8", "share of cores for CPU Adam under SuperOffload"),
+       unmodelled("convert_grad_on_cpu", "bool", "true", "gradient dtype conversion on the GPU instead of the CPU")}};
+  static const Schema offload_param{
+      "deepspeed.zero_optimization.offload_param",
+      {key("device", "one of none, cpu, nvme", "none", "where stage-3 parameter partitions live"),
+       key("nvme_path", "string", "\"\"", "NVMe mount for the parameters"),
+       key("buffer_count", "integer >= 0", "5", "swap buffers (NVMe)"),
+       key("buffer_size", "element count", "1e8", "elements per swap buffer (NVMe)"),
+       key("max_in_cpu", "element count", "1e9", "parameter elements kept in CPU memory with NVMe offload"),
+       key("pin_memory", "bool", "0.19: true; 0.16: false", "page-locked host buffers (zero-schedule.md §14)")}};
+  static const Schema zero{
+      "deepspeed.zero_optimization",
+      {key("stage", "integer 0..3", "0", "ZeRO stage"),
+       key("contiguous_gradients", "bool", "true", "copy gradients into a contiguous buffer"),
+       key("reduce_scatter", "bool", "true", "reduce gradients by reduce-scatter / bucket all-reduce"),
+       key("reduce_bucket_size", "element count or auto", "5e8", "B_r; auto = hidden^2 (HF Trainer)"),
+       key("use_multi_rank_bucket_allreduce", "bool", "true", "stage 1/2: all-reduce per bucket (§3.2)"),
+       key("allgather_bucket_size", "element count", "5e8", "ignored by DeepSpeed with all_gather_into_tensor (§1.4)"),
+       key("overlap_comm", "bool", "true for stage 3, else false",
+           "overlap reduction with backward (overlap_comm_valid)"),
+       key("sub_group_size", "element count", "1e9", "S_g: optimizer step tile"),
+       key("stage3_prefetch_bucket_size", "element count or auto", "5e7", "B_p; auto = 0.9 * hidden^2 (HF Trainer)"),
+       key("prefetch_bucket_size", "element count", "5e7", "alias of stage3_prefetch_bucket_size"),
+       key("stage3_param_persistence_threshold", "element count or auto", "1e5", "auto = 10 * hidden (HF Trainer)"),
+       key("param_persistence_threshold", "element count", "1e5", "alias of stage3_param_persistence_threshold"),
+       key("stage3_model_persistence_threshold", "element count", "sys.maxsize", "cap on persistent elements"),
+       key("model_persistence_threshold", "element count", "sys.maxsize", "alias"),
+       key("stage3_max_live_parameters", "element count", "1e9", "resident gathered elements before release"),
+       key("max_live_parameters", "element count", "1e9", "alias"),
+       key("stage3_max_reuse_distance", "element count", "1e9", "keep a parameter reused within this distance"),
+       key("max_reuse_distance", "element count", "1e9", "alias"),
+       key("stage3_module_granularity_threshold", "element count", "0", "fetch fine-grained modules as one unit"),
+       key("module_granularity_threshold", "element count", "0", "alias"),
+       key("stage3_use_all_reduce_for_fetch_params", "bool", "false", "fetch parameters with all-reduce"),
+       key("use_all_reduce_for_fetch_params", "bool", "false", "alias"),
+       key("stage3_allgather_sequential", "bool", "false", "all-gather parameters one by one (0.19.x)"),
+       key("allgather_sequential", "bool", "false", "alias"),
+       key("round_robin_gradients", "bool", "false", "stage 1/2 offload gradient copy order"),
+       key("offload_optimizer", "mapping", "none", "optimizer offload (ZeRO-Offload, ZeRO-Infinity)",
+           &offload_optimizer),
+       key("offload_param", "mapping", "none", "stage-3 parameter offload", &offload_param),
+       key("cpu_offload", "bool", "false", "deprecated: true = offload_optimizer {device: cpu}"),
+       key("cpu_offload_param", "bool", "false", "deprecated: true = offload_param {device: cpu}"),
+       key("cpu_offload_use_pin_memory", "bool", "false", "deprecated: pin_memory of the deprecated offloads"),
+       unmodelled("zero_hpz_partition_size", "integer", "1", "ZeRO++ hierarchical partitioning"),
+       unmodelled("zero_quantized_weights", "bool", "false", "ZeRO++ quantized weight all-gather"),
+       unmodelled("zero_quantized_nontrainable_weights", "bool", "false", "ZeRO++ quantized frozen weights"),
+       unmodelled("zero_quantized_gradients", "bool", "false", "ZeRO++ quantized gradient reduction"),
+       unmodelled("zeropp_loco_param", "mapping", "none", "LoCo-ZeRO++"),
+       unmodelled("mics_shard_size", "integer", "-1", "MiCS sharding"),
+       unmodelled("zenflow", "mapping", "none", "ZenFlow asynchronous CPU updates"),
+       ignored("mics_hierarchical_params_gather", "only with MiCS"),
+       ignored("allgather_partitions", "read by no code path (zero-schedule.md §11)"),
+       ignored("load_from_fp32_weights", "checkpoint loading"),
+       ignored("elastic_checkpoint", "checkpoint format"),
+       ignored("stage3_gather_16bit_weights_on_model_save", "model saving"),
+       ignored("gather_16bit_weights_on_model_save", "model saving"),
+       ignored("stage3_gather_fp16_weights_on_model_save", "model saving (deprecated)"),
+       ignored("ignore_unused_parameters", "error checking"),
+       ignored("legacy_stage1", "removed implementation"),
+       ignored("memory_efficient_linear", "autograd function choice"),
+       ignored("override_module_apply", "model initialisation"),
+       ignored("log_trace_cache_warnings", "logging"),
+       ignored("enable_sanity_checks", "debugging"),
+       ignored("pipeline_loading_checkpoint", "checkpoint loading"),
+       ignored("save_muon_momentum_buffer_in_memory", "Muon optimizer only"),
+       ignored("leaf_module", "module hooks configuration"),
+       ignored("stage3_partition_stream_chunk_size", "initialisation only")}};
+  static const Schema aio{"deepspeed.aio",
+                          {key("block_size", "integer >= 1", "1048576", "bytes per aio request"),
+                           key("queue_depth", "integer >= 1", "8", "aio queue depth"),
+                           key("intra_op_parallelism", "integer >= 1", "1", "aio threads"),
+                           key("thread_count", "integer >= 1", "1", "docs' name of intra_op_parallelism (§13)"),
+                           key("single_submit", "bool", "false", "submit requests one by one"),
+                           key("overlap_events", "bool", "true", "overlap submission and completion"),
+                           key("use_gds", "bool", "false", "GPUDirect Storage")}};
+  static const Schema fp16{
+      "deepspeed.fp16",
+      {key("enabled", "bool or auto", "false", "fp16 mixed precision; must agree with training.precision"),
+       unmodelled("auto_cast", "bool", "false", "cast inputs to fp16"),
+       unmodelled("fp16_master_weights_and_grads", "bool", "false", "fp16 master weights"),
+       ignored("loss_scale", "numerics only"), ignored("initial_scale_power", "numerics only"),
+       ignored("loss_scale_window", "numerics only"), ignored("hysteresis", "numerics only"),
+       ignored("consecutive_hysteresis", "numerics only"), ignored("min_loss_scale", "numerics only"),
+       ignored("fused_mode", "legacy")}};
+  static const Schema bf16{
+      "deepspeed.bf16",
+      {key("enabled", "bool or auto", "false", "bf16 mixed precision; must agree with training.precision"),
+       unmodelled("bf16_master_weights_and_grads", "bool", "false", "bf16 master weights"),
+       unmodelled("bf16_optimizer_states", "bool", "false", "bf16 optimizer states"),
+       ignored("immediate_grad_update", "numerics only"), ignored("check_grad_overflow", "numerics only")}};
+  static const Schema data_types{
+      "deepspeed.data_types",
+      {key("grad_accum_dtype", DTYPE, "the model dtype (0.19, §1.3)", "gradient accumulation dtype")}};
+  static const Schema act{
+      "deepspeed.activation_checkpointing",
+      {key("partition_activations", "bool", "false", "partition checkpoints across ranks (not modelled yet)", nullptr,
+           N),
+       key("cpu_checkpointing", "bool", "false", "checkpoints to CPU memory (not modelled yet)", nullptr, N),
+       key("contiguous_memory_optimization", "bool", "false", "contiguous checkpoint buffer (not modelled yet)",
+           nullptr, N),
+       key("number_checkpoints", "integer >= 1", "none", "checkpoints for the contiguous buffer"),
+       key("synchronize_checkpoint_boundary", "bool", "false", "device synchronise at checkpoint boundaries"),
+       key("profile", "bool", "false", "profiling")}};
+  static const Schema s{
+      "deepspeed",
+      {key("train_batch_size", "integer >= 1 or auto", "micro_batch x grad_accum x GPUs", "must agree with training"),
+       key("train_micro_batch_size_per_gpu", "integer >= 1 or auto", "training.micro_batch", "must agree"),
+       key("gradient_accumulation_steps", "integer >= 1 or auto", "training.grad_accum", "must agree"),
+       key("zero_optimization", "mapping", "stage 0", "ZeRO (runtime/zero/config.py)", &zero),
+       key("aio", "mapping", "defaults", "async I/O for NVMe offload (swap_tensor/constants.py)", &aio),
+       key("fp16", "mapping", "disabled", "fp16 mixed precision", &fp16),
+       key("bf16", "mapping", "disabled", "bf16 mixed precision", &bf16),
+       key("bfloat16", "mapping", "disabled", "old name of bf16", &bf16),
+       key("communication_data_type", DTYPE, "the model dtype (§1.3)", "dtype of gradient reduction"),
+       key("data_types", "mapping", "defaults", "gradient accumulation dtype", &data_types),
+       key("gradient_clipping", "number >= 0 or auto", "0.19: 1.0; 0.16: 0.0",
+           "global-norm clipping (§14); auto = 1.0"),
+       key("prescale_gradients", "bool", "false", "scale gradients before reduction"),
+       key("gradient_predivide_factor", "number > 0", "1.0", "divide before reduction"),
+       key("activation_checkpointing", "mapping", "defaults", "DeepSpeed's checkpointing options", &act),
+       unmodelled("sparse_attention", "mapping", "none", "sparse attention kernels"),
+       unmodelled("pipeline", "mapping", "none", "pipeline parallelism"),
+       unmodelled("compression_training", "mapping", "none", "compression (quantisation, pruning) during training"),
+       unmodelled("data_efficiency", "mapping", "disabled", "data sampling and routing"),
+       unmodelled("curriculum_learning", "mapping", "disabled", "curriculum learning (sequence length schedule)"),
+       unmodelled("sequence_parallel_size", "integer", "1", "sequence parallelism (Ulysses)"),
+       unmodelled("hybrid_engine", "mapping", "disabled", "RLHF hybrid engine"),
+       unmodelled("amp", "mapping", "disabled", "Apex AMP"),
+       unmodelled("torch_autocast", "mapping", "disabled", "torch.autocast inside DeepSpeed"),
+       unmodelled("progressive_layer_drop", "mapping", "disabled", "progressive layer drop"),
+       unmodelled("eigenvalue", "mapping", "disabled", "eigenvalue computation"),
+       unmodelled("sparse_gradients", "bool", "false", "CSR sparse gradients"),
+       unmodelled("weight_quantization", "mapping", "none", "weight quantisation"),
+       unmodelled("quantize_training", "mapping", "none", "MoQ quantisation"),
+       unmodelled("tensor_parallel", "mapping", "none", "AutoTP tensor parallelism"),
+       unmodelled("compile", "mapping", "disabled", "torch.compile / DeepCompile"),
+       unmodelled("graph_harvesting", "bool", "false", "CUDA graph capture"),
+       ignored("optimizer", "learning rate and betas do not change time or memory; the optimizer kind is "
+                            "training.optimizer"),
+       ignored("scheduler", "learning-rate schedule"),
+       ignored("steps_per_print", "logging"),
+       ignored("wall_clock_breakdown", "logging"),
+       ignored("memory_breakdown", "logging"),
+       ignored("dump_state", "logging"),
+       ignored("tensorboard", "monitoring"),
+       ignored("wandb", "monitoring"),
+       ignored("csv_monitor", "monitoring"),
+       ignored("comet", "monitoring"),
+       ignored("flops_profiler", "profiling"),
+       ignored("comms_logger", "logging"),
+       ignored("timers", "logging"),
+       ignored("checkpoint", "checkpointing"),
+       ignored("nebula", "checkpointing"),
+       ignored("datastates_ckpt", "checkpointing"),
+       ignored("autotuning", "autotuner settings"),
+       ignored("elasticity", "elastic training (batch keys must still agree)"),
+       ignored("zero_allow_untested_optimizer", "optimizer check"),
+       ignored("zero_force_ds_cpu_optimizer", "optimizer check"),
+       ignored("dataloader_drop_last", "data loading"),
+       ignored("vocabulary_size", "warning only"),
+       ignored("disable_allgather", "unused"),
+       ignored("seq_parallel_comm_data_type", "only with sequence parallelism"),
+       ignored("use_data_before_expert_parallelism", "only with MoE"),
+       ignored("gradient_accumulation_dtype", "old name, unused")}};
+  return s;
+}
+
+const Schema& fsdp_schema()
+{
+  static const Schema mp{"fsdp.mixed_precision",
+                         {key("param_dtype", DTYPE, "the training precision's compute dtype", "unsharded params"),
+                          key("reduce_dtype", DTYPE, "param_dtype", "gradient reduction dtype"),
+                          key("buffer_dtype", DTYPE, "param_dtype", "buffers (no effect on time or memory here)")}};
+  static const Schema s{
+      "fsdp",
+      {key("sharding_strategy", "one of FULL_SHARD, SHARD_GRAD_OP, HYBRID_SHARD, NO_SHARD", "FULL_SHARD",
+           "PyTorch ShardingStrategy"),
+       key("mixed_precision", "mapping", "none", "MixedPrecision(param_dtype, reduce_dtype)", &mp),
+       key("backward_prefetch", "one of BACKWARD_PRE, BACKWARD_POST, NONE", "BACKWARD_PRE", "PyTorch default"),
+       key("forward_prefetch", "bool", "false", "PyTorch default"),
+       key("limit_all_gathers", "bool", "true", "rate limiter (PyTorch default since 2.0)"),
+       key("reshard_after_forward", "bool", "follows sharding_strategy", "FSDP2 fully_shard option"),
+       key("cpu_offload", "bool", "false", "CPUOffload(offload_params)"),
+       key("wrap", "one of block, model", "block", "one unit per transformer block, or the whole model")}};
+  return s;
+}
+
+const Schema& ddp_schema()
+{
+  static const Schema s{"ddp", {key("bucket_cap_mb", "number > 0", "25", "gradient bucket size in MiB (PyTorch)")}};
+  return s;
+}
+
+const Schema& scenario_schema()
+{
+  static const Schema network{
+      "cluster.network",
+      {key("nic_bandwidth", "bandwidth", "the node's nics.bandwidth", "per NIC, per direction"),
+       key("nics_per_node", "integer >= 1", "the node's nics.count", "NICs used per node"),
+       key("latency", "time", "5 us",
+           "one-way NIC-to-NIC; NCCL's network base latency (tuning.cc hwLat[NET], Tree LL)"),
+       key("oversubscription", "number >= 1", "1", "fabric oversubscription; 1 = non-blocking fat tree")}};
+  static const Schema cluster{
+      "cluster",
+      {key("node", "name, path or mapping", "required", "the server (a name under topologies/)", &node_schema()),
+       key("nodes", "integer >= 1", "1", "servers"),
+       key("gpus_per_node", "integer >= 1", "the node's gpus", "use the first GPUs of each node"),
+       key("network", "mapping", "from the node", "fabric between nodes", &network),
+       key("overrides", "mapping of dotted node keys", "none", "node-file keys to change, e.g. gpu.memory: 40 GiB",
+           &node_schema())}};
+  static const Schema training{
+      "training",
+      {key("seq_len", "integer >= 1", "required", "tokens per sample"),
+       key("micro_batch", "integer >= 1", "1 (or the DeepSpeed block's)", "samples per GPU per micro-step"),
+       key("grad_accum", "integer >= 1", "1 (or the DeepSpeed block's)", "micro-steps per step; or global_batch"),
+       key("global_batch", "integer >= 1", "micro_batch x grad_accum x GPUs", "samples per step; or grad_accum"),
+       key("precision", "one of bf16, fp16, amp_bf16, amp_fp16, fp32", "bf16", "see scenario-format.md"),
+       key("activation_checkpointing", "one of none, full, selective", "none", "recomputation"),
+       key("flash_attention", "bool", "true", "fused attention without the s x s matrix"),
+       key("optimizer", "one of adamw, adam, sgd", "adamw", "optimizer kind"),
+       key("mode", "one of train, inference", "train", "inference: forward only"),
+       key("total_tokens", "number > 0", "none", "tokens to train (reports time to train)")}};
+  static const Schema inference{"inference",
+                                {key("batch", "integer >= 1", "1", "sequences per GPU"),
+                                 key("prompt_tokens", "integer >= 1", "required", "prompt length"),
+                                 key("generate_tokens", "integer >= 0", "0", "tokens generated")}};
+  static const Schema measured{
+      "measured",
+      {key("step_time", "time", "none", "measured step time"),
+       key("tflops_per_gpu", "number > 0", "none", "measured TFLOPs per GPU"),
+       key("tflops_definition", "one of model, hardware", "required with tflops_per_gpu", "which definition"),
+       key("peak_memory", "bytes", "none", "measured peak GPU memory"),
+       key("source", "string", "\"\"", "where the figures come from")}};
+  static const Schema s{
+      "scenario",
+      {key("name", "string", "the file name", "the scenario's name"),
+       key("model", "name, path or mapping", "required", "the model (a name under models/)", &model_schema()),
+       key("cluster", "mapping", "required", "the machines", &cluster),
+       key("training", "mapping", "required", "batch, precision, checkpointing", &training),
+       key("inference", "mapping", "none", "only with training.mode: inference", &inference),
+       key("price_per_gpu_hour", "number >= 0", "none", "in the user's currency: cost per step and to train"),
+       key("deepspeed_version", "one of \"0.19\", \"0.16\"", "\"0.19\"", "whose defaults apply (zero-schedule.md §14)"),
+       key("deepspeed", "mapping or path to ds_config.json", "all DeepSpeed defaults when no framework is given",
+           "DeepSpeed's own keys", &deepspeed_schema()),
+       key("fsdp", "mapping", "none", "PyTorch FSDP instead of DeepSpeed", &fsdp_schema()),
+       key("ddp", "mapping", "none", "PyTorch DDP instead of DeepSpeed", &ddp_schema()),
+       key("sweep", "mapping of dotted key -> list", "none", "values to sweep (zerosim sweep)", nullptr, M, true),
+       key("measured", "mapping", "none", "what a real run gave (never used in prediction)", &measured)}};
+  return s;
+}
+
+} // namespace zerosim::config

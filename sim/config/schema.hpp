@@ -1,0 +1,51 @@
+// The schema of model, node and scenario files, and of the DeepSpeed, FSDP and DDP blocks: one table per
+// mapping, each key with its type (and unit), default and a one-line description. The readers accept
+// exactly these keys (their unknown-key errors list them), `--set` and `sweep` paths are checked against
+// them, and `zerosim describe` prints them: one source of truth (style-anchors.md §7.3.8).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace zerosim::config {
+
+/// What a key does to the simulation (DeepSpeed blocks; every other key is MODELLED).
+enum class KeyUse {
+  MODELLED,     ///< read into the spec
+  IGNORED,      ///< cannot change time or memory (logging, learning rate, ...): accepted silently
+  NOT_MODELLED, ///< changes time or memory but is not modelled yet: accepted, named in Scenario::warnings
+};
+
+struct Schema;
+
+struct KeyDoc {
+  std::string key;
+  std::string type;              ///< "integer >= 1", "bytes", "bandwidth", "bool", "one of a | b", ...
+  std::string default_text;      ///< "required", a value, or how the default is derived
+  std::string description;       ///< one line, with the source of the default where it has one
+  const Schema* child = nullptr; ///< a nested mapping with a schema of its own
+  KeyUse use = KeyUse::MODELLED;
+  bool opaque = false; ///< any content accepted below this key (not checked key by key)
+};
+
+struct Schema {
+  std::string name; ///< "model", "node", "scenario", "deepspeed.zero_optimization", ...
+  std::vector<KeyDoc> keys;
+
+  const KeyDoc* find(std::string_view key) const;
+  std::vector<std::string> names() const; ///< in table order (the order of "accepted keys: ...")
+};
+
+const Schema& model_schema();
+const Schema& node_schema();
+const Schema& scenario_schema();
+const Schema& deepspeed_schema();
+const Schema& fsdp_schema();
+const Schema& ddp_schema();
+
+/// The schema of the mapping at `schema_name` ("node.gpu", "deepspeed.zero_optimization", ...): a child
+/// of one of the tables above. Throws core::InternalError for a name that does not exist.
+const Schema& sub_schema(const Schema& parent, std::string_view key);
+
+} // namespace zerosim::config

@@ -1,0 +1,287 @@
+#include "config/yaml_reader.hpp"
+
+#include "core/error.hpp"
+#include "core/text.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
+
+namespace zerosim::config {
+
+std::string Origins::find(const std::string& path) const
+{
+  std::string found;
+  for (const auto& [prefix, where] : by_path)
+    if (path == prefix ||
+        (path.size() > prefix.size() && path.compare(0, prefix.size(), prefix) == 0 && path[prefix.size()] == '.'))
+      found = where;
+  return found;
+}
+
+std::string position(const std::string& file, const YAML::Mark& mark)
+{
+  if (mark.is_null() || mark.line < 0)
+    return file;
+  return file + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
+}
+
+std::string describe_found(const YAML::Node& node)
+{
+  if (!node.IsDefined() || node.IsNull())
+    return "nothing";
+  if (node.IsMap())
+    return "a mapping";
+  if (node.IsSequence())
+    return "a list";
+  return "\"" + node.Scalar() + "\"";
+}
+
+std::string join_path(const std::string& prefix, const std::string& key)
+{
+  return prefix.empty() ? key : prefix + "." + key;
+}
+
+FieldReader::FieldReader(YAML::Node node, std::string file, std::string path, const Schema& schema,
+                         const Origins* origins)
+    : node_(std::move(node)), file_(std::move(file)), path_(std::move(path)), schema_(&schema), origins_(origins)
+{
+  check_keys();
+}
+
+bool FieldReader::has(const std::string& key) const
+{
+  const YAML::Node& n = node_;
+  YAML::Node v = n[key];
+  return v.IsDefined() && !v.IsNull();
+}
+
+YAML::Node FieldReader::take(const std::string& key)
+{
+  if (!schema_->find(key))
+    throw core::InternalError("config: key '" + key + "' read but not in schema " + schema_->name);
+  const YAML::Node& n = node_;
+  return n[key];
+}
+
+std::string FieldReader::location(const YAML::Node& n, const std::string& path) const
+{
+  if (origins_) {
+    std::string o = origins_->find(path);
+    if (!o.empty())
+      return o;
+  }
+  return position(file_, n.Mark());
+}
+
+std::string FieldReader::where(const std::string& key) const
+{
+  const YAML::Node& n = node_;
+  YAML::Node v = n[key];
+  if (!v.IsDefined())
+    return where_self();
+  return location(v, key_path(key));
+}
+
+std::string FieldReader::where_self() const
+{
+  return location(node_, path_);
+}
+
+void FieldReader::fail_expected(const std::string& key, const std::string& what) const
+{
+  const YAML::Node& n = node_;
+  fail(key, "expected " + what + ", found " + describe_found(n[key]));
+}
+
+void FieldReader::fail(const std::string& key, const std::string& message) const
+{
+  throw core::InputError(where(key) + ": " + key_path(key) + ": " + message);
+}
+
+void FieldReader::fail_missing(const std::string& key, const std::string& why) const
+{
+  throw core::InputError(where_self() + ": " + key_path(key) + ": required key is missing" +
+                         (why.empty() ? "" : " (" + why + ")"));
+}
+
+namespace {
+
+std::optional<std::int64_t> parse_int(const std::string& s)
+{
+  std::int64_t v = 0;
+  const char* b = s.data();
+  const char* e = s.data() + s.size();
+  if (b != e && *b == '+')
+    ++b;
+  auto [p, ec] = std::from_chars(b, e, v);
+  if (ec != std::errc() || p != e || b == e)
+    return std::nullopt;
+  return v;
+}
+
+} // namespace
+
+std::optional<std::int64_t> FieldReader::opt_int(const std::string& key, std::int64_t min, const std::string& what)
+{
+  YAML::Node v = take(key);
+  if (!v.IsDefined() || v.IsNull())
+    return std::nullopt;
+  std::optional<std::int64_t> i = v.IsScalar() ? parse_int(v.Scalar()) : std::nullopt;
+  if (!i || *i < min)
+    fail_expected(key, what);
+  return i;
+}
+
+std::int64_t FieldReader::get_int(const std::string& key, std::int64_t def, std::int64_t min, const std::string& what)
+{
+  return opt_int(key, min, what).value_or(def);
+}
+
+std::int64_t FieldReader::req_int(const std::string& key, std::int64_t min, const std::string& what)
+{
+  std::optional<std::int64_t> v = opt_int(key, min, what);
+  if (!v)
+    fail_missing(key);
+  return *v;
+}
+
+std::optional<std::int64_t> FieldReader::opt_count(const std::string& key, std::int64_t min, const std::string& what)
+{
+  YAML::Node v = take(key);
+  if (!v.IsDefined() || v.IsNull())
+    return std::nullopt;
+  std::optional<double> d = v.IsScalar() ? parse_number(v.Scalar()) : std::nullopt;
+  // 2^63 is the first double above int64's range; sys.maxsize (2^63 - 1) written as a float lands on it.
+  constexpr double LIMIT = 9223372036854775808.0;
+  if (!d || *d != std::floor(*d) || *d < static_cast<double>(min) || *d > LIMIT)
+    fail_expected(key, what);
+  if (*d >= LIMIT)
+    return std::numeric_limits<std::int64_t>::max();
+  // Exact integers beyond 2^53 written in decimal: prefer the integer parse.
+  if (std::optional<std::int64_t> i = parse_int(v.Scalar()))
+    return i;
+  return static_cast<std::int64_t>(*d);
+}
+
+std::optional<double> FieldReader::opt_number(const std::string& key, double min, double max, const std::string& what)
+{
+  YAML::Node v = take(key);
+  if (!v.IsDefined() || v.IsNull())
+    return std::nullopt;
+  std::optional<double> d = v.IsScalar() ? parse_number(v.Scalar()) : std::nullopt;
+  if (!d || *d < min || *d > max)
+    fail_expected(key, what);
+  return d;
+}
+
+std::optional<bool> FieldReader::opt_bool(const std::string& key)
+{
+  YAML::Node v = take(key);
+  if (!v.IsDefined() || v.IsNull())
+    return std::nullopt;
+  if (v.IsScalar()) {
+    const std::string& s = v.Scalar();
+    if (s == "true" || s == "True" || s == "TRUE")
+      return true;
+    if (s == "false" || s == "False" || s == "FALSE")
+      return false;
+  }
+  fail_expected(key, "true or false");
+}
+
+bool FieldReader::get_bool(const std::string& key, bool def)
+{
+  return opt_bool(key).value_or(def);
+}
+
+std::optional<std::string> FieldReader::opt_string(const std::string& key)
+{
+  YAML::Node v = take(key);
+  if (!v.IsDefined() || v.IsNull())
+    return std::nullopt;
+  if (!v.IsScalar())
+    fail_expected(key, "a string");
+  return v.Scalar();
+}
+
+std::string FieldReader::req_string(const std::string& key)
+{
+  std::optional<std::string> s = opt_string(key);
+  if (!s)
+    fail_missing(key);
+  return *s;
+}
+
+std::optional<double> FieldReader::opt_quantity(const std::string& key, UnitKind kind, bool positive)
+{
+  YAML::Node v = take(key);
+  if (!v.IsDefined() || v.IsNull())
+    return std::nullopt;
+  std::optional<double> q = v.IsScalar() ? parse_quantity(v.Scalar(), kind) : std::nullopt;
+  if (!q)
+    fail_expected(key, unit_expectation(kind));
+  if (positive && *q <= 0)
+    fail_expected(key, "a positive " + unit_expectation(kind).substr(2));
+  if (!positive && *q < 0)
+    fail_expected(key, "a non-negative " + unit_expectation(kind).substr(2));
+  return q;
+}
+
+double FieldReader::req_quantity(const std::string& key, UnitKind kind, bool positive)
+{
+  std::optional<double> q = opt_quantity(key, kind, positive);
+  if (!q)
+    fail_missing(key);
+  return *q;
+}
+
+bool FieldReader::is_auto(const std::string& key) const
+{
+  const YAML::Node& n = node_;
+  YAML::Node v = n[key];
+  return v.IsDefined() && v.IsScalar() && v.Scalar() == "auto";
+}
+
+std::optional<FieldReader> FieldReader::opt_map(const std::string& key)
+{
+  const KeyDoc* doc = schema_->find(key);
+  YAML::Node v = take(key);
+  if (!v.IsDefined() || v.IsNull())
+    return std::nullopt;
+  if (!v.IsMap())
+    fail_expected(key, "a mapping");
+  if (!doc || !doc->child)
+    throw core::InternalError("config: key '" + key + "' of " + schema_->name + " has no child schema");
+  return FieldReader(v, file_, key_path(key), *doc->child, origins_);
+}
+
+void FieldReader::check_keys() const
+{
+  std::vector<std::string> seen;
+  for (auto it = node_.begin(); it != node_.end(); ++it) {
+    const YAML::Node& k = it->first;
+    if (!k.IsScalar())
+      throw core::InputError(location(k, path_) + ": " + (path_.empty() ? "(top level)" : path_) +
+                             ": expected a key name, found " + describe_found(k));
+    const std::string& name = k.Scalar();
+    std::string kp = key_path(name);
+    if (std::find(seen.begin(), seen.end(), name) != seen.end())
+      throw core::InputError(location(k, kp) + ": " + kp + ": duplicate key");
+    seen.push_back(name);
+    if (schema_->find(name))
+      continue;
+    std::vector<std::string> names = schema_->names();
+    std::string msg = location(k, kp) + ": " + kp + ": unknown key";
+    std::string suggestion = core::did_you_mean(name, names);
+    if (!suggestion.empty())
+      msg += " (did you mean '" + suggestion + "'?)";
+    msg += "; accepted keys: ";
+    for (size_t i = 0; i < names.size(); ++i)
+      msg += (i ? ", " : "") + names[i];
+    throw core::InputError(msg);
+  }
+}
+
+} // namespace zerosim::config

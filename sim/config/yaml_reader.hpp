@@ -1,0 +1,118 @@
+// FieldReader: reads the typed fields of one YAML mapping against its schema (schema.hpp). On construction
+// it reports unknown keys (with a did-you-mean and the keys accepted there) and duplicate keys, so a typo
+// is named as such rather than as the required key it was meant to be. Every problem is a core::InputError
+// thrown at the first problem found (readers go through keys in a fixed order, so the first problem is
+// deterministic), in the format of docs/config.md:
+//   FILE:LINE:COL: KEY.PATH: expected WHAT, found VALUE
+//   FILE:LINE:COL: KEY.PATH: unknown key (did you mean 'X'?); accepted keys: a, b, c
+//   FILE:LINE:COL: KEY.PATH: required key is missing          (position of the parent mapping)
+// Lines and columns are 1-based (yaml-cpp's Mark is 0-based). Only sim/config/ includes this header.
+#pragma once
+
+#include "config/schema.hpp"
+#include "config/units.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace zerosim::config {
+
+/// Parts of a document that came from somewhere else than their file's text: a `--set K=V` or a
+/// `cluster.overrides` entry. A message about a key at or below such a path names that origin instead of
+/// FILE:LINE:COL.
+struct Origins {
+  std::vector<std::pair<std::string, std::string>> by_path; ///< dotted path prefix -> location text
+
+  /// The location for `path`, or "" when no origin covers it (the last matching entry wins, as later
+  /// --set options override earlier ones).
+  std::string find(const std::string& path) const;
+};
+
+/// "FILE:LINE:COL" (1-based) for a node parsed from FILE; "FILE" for a node built in memory.
+std::string position(const std::string& file, const YAML::Mark& mark);
+
+/// `"-1"` for a scalar, "a mapping", "a list", "nothing" (an empty value): the VALUE of "found VALUE".
+std::string describe_found(const YAML::Node& node);
+
+/// "a.b" from "a" and "b"; "b" when the prefix is empty.
+std::string join_path(const std::string& prefix, const std::string& key);
+
+class FieldReader {
+public:
+  /// `node` must be a mapping (checked by the caller or by sub()); `path` is its dotted key path ("" at
+  /// the top of a file).
+  FieldReader(YAML::Node node, std::string file, std::string path, const Schema& schema, const Origins* origins);
+
+  const std::string& file() const { return file_; }
+  const std::string& path() const { return path_; }
+  const YAML::Node& node() const { return node_; }
+  const Schema& schema() const { return *schema_; }
+
+  std::string key_path(const std::string& key) const { return join_path(path_, key); }
+  bool has(const std::string& key) const;
+  /// The value node of `key` (undefined if absent); `key` must be in the schema.
+  YAML::Node take(const std::string& key);
+
+  /// FILE:LINE:COL of the value of `key` (or of this mapping when absent), honouring Origins.
+  std::string where(const std::string& key) const;
+  std::string where_self() const;
+
+  [[noreturn]] void fail_expected(const std::string& key, const std::string& what) const;
+  [[noreturn]] void fail(const std::string& key, const std::string& message) const;
+  [[noreturn]] void fail_missing(const std::string& key, const std::string& why = "") const;
+
+  // Typed reads. opt_*: nullopt when absent (or null). The others: the default when absent; req_*: required.
+  std::optional<std::int64_t> opt_int(const std::string& key, std::int64_t min, const std::string& what);
+  std::int64_t get_int(const std::string& key, std::int64_t def, std::int64_t min, const std::string& what);
+  std::int64_t req_int(const std::string& key, std::int64_t min, const std::string& what);
+  /// A number as DeepSpeed writes it (5e8, "5e8", 500000000): must be a whole number >= min.
+  std::optional<std::int64_t> opt_count(const std::string& key, std::int64_t min, const std::string& what);
+  std::optional<double> opt_number(const std::string& key, double min, double max, const std::string& what);
+  std::optional<bool> opt_bool(const std::string& key);
+  bool get_bool(const std::string& key, bool def);
+  std::optional<std::string> opt_string(const std::string& key);
+  std::string req_string(const std::string& key);
+  /// A quantity with a unit; `positive`: zero and negative values are refused.
+  std::optional<double> opt_quantity(const std::string& key, UnitKind kind, bool positive = true);
+  double req_quantity(const std::string& key, UnitKind kind, bool positive = true);
+  /// "auto" (as the Hugging Face Trainer writes it): true when the value is the string auto.
+  bool is_auto(const std::string& key) const;
+
+  template <class E>
+  std::optional<E> opt_enum(const std::string& key, const std::vector<std::pair<std::string, E>>& names)
+  {
+    YAML::Node v = take(key);
+    if (!v.IsDefined() || v.IsNull())
+      return std::nullopt;
+    if (v.IsScalar())
+      for (const auto& [name, value] : names)
+        if (v.Scalar() == name)
+          return value;
+    std::string what = "one of ";
+    for (size_t i = 0; i < names.size(); ++i)
+      what += (i ? ", " : "") + names[i].first;
+    fail_expected(key, what);
+  }
+
+  /// The reader of the mapping at `key` (nullopt when absent or null); any other value is an error.
+  std::optional<FieldReader> opt_map(const std::string& key);
+
+private:
+  /// Throws for the first key not in the schema, the first duplicate key, the first key that is no name.
+  void check_keys() const;
+
+  std::string location(const YAML::Node& n, const std::string& path) const;
+
+  YAML::Node node_;
+  std::string file_;
+  std::string path_;
+  const Schema* schema_ = nullptr;
+  const Origins* origins_ = nullptr;
+};
+
+} // namespace zerosim::config

@@ -1,0 +1,262 @@
+// Bad inputs, each pinned to its exact message (style-anchors.md §7.7: "config errors are tested by exact
+// message"). Format: FILE:LINE:COL: KEY.PATH: expected WHAT, found VALUE (docs/config.md "Errors").
+// Lines and columns are 1-based positions in the YAML text of each test.
+#include "config_test_util.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace zerosim::config;
+using namespace zerosim::config::test;
+
+namespace {
+
+std::string load_error(const std::string& text, const LoadOptions& o = {})
+{
+  return error_of([&] { load_scenario_text(text, SCEN, o); });
+}
+
+std::string replaced(std::string s, const std::string& from, const std::string& to)
+{
+  size_t p = s.find(from);
+  REQUIRE(p != std::string::npos);
+  return s.replace(p, from.size(), to);
+}
+
+const std::string TRAINING_KEYS = "seq_len, micro_batch, grad_accum, global_batch, precision, "
+                                  "activation_checkpointing, flash_attention, optimizer, mode, total_tokens";
+
+} // namespace
+
+TEST_SUITE("config")
+{
+
+  TEST_CASE("errors: unknown key with a did-you-mean and the accepted keys")
+  {
+    CHECK(load_error(replaced(BASE, "  micro_batch: 1", "  micro_btach: 1")) ==
+          SCEN +
+              ":7:3: training.micro_btach: unknown key (did you mean 'micro_batch'?); accepted keys: " + TRAINING_KEYS);
+    CHECK(load_error(BASE + "deepsped: {}\n") ==
+          SCEN + ":9:1: deepsped: unknown key (did you mean 'deepspeed'?); accepted keys: name, model, cluster, "
+                 "training, inference, price_per_gpu_hour, deepspeed_version, deepspeed, fsdp, ddp, sweep, measured");
+    // No suggestion when nothing is close (edit distance > len/3).
+    CHECK(load_error(BASE + "  colour: blue\n") ==
+          SCEN + ":9:3: training.colour: unknown key; accepted keys: " + TRAINING_KEYS);
+  }
+
+  TEST_CASE("errors: type and range of plain values")
+  {
+    CHECK(load_error(replaced(BASE, "micro_batch: 1", "micro_batch: -1")) ==
+          SCEN + ":7:16: training.micro_batch: expected a positive integer, found \"-1\"");
+    CHECK(load_error(replaced(BASE, "grad_accum: 16", "grad_accum: 0")) ==
+          SCEN + ":8:15: training.grad_accum: expected a positive integer, found \"0\"");
+    CHECK(load_error(BASE + "  precision: bf32\n") ==
+          SCEN + ":9:14: training.precision: expected one of bf16, fp16, amp_bf16, amp_fp16, fp32, found \"bf32\"");
+    CHECK(load_error(BASE + "  flash_attention: maybe\n") ==
+          SCEN + ":9:20: training.flash_attention: expected true or false, found \"maybe\"");
+    CHECK(load_error(BASE + "price_per_gpu_hour: -2\n") ==
+          SCEN + ":9:21: price_per_gpu_hour: expected a non-negative number, found \"-2\"");
+    CHECK(load_error(BASE + "deepspeed_version: \"0.17\"\n") ==
+          SCEN + ":9:20: deepspeed_version: expected one of 0.19, 0.16, found \"0.17\"");
+    CHECK(load_error(BASE + "  seq_len: 2048\n") == SCEN + ":9:3: training.seq_len: duplicate key");
+    CHECK(load_error(BASE + "training: 5\n") == SCEN + ":9:1: training: duplicate key");
+  }
+
+  TEST_CASE("errors: units: bare number, wrong unit, negative size")
+  {
+    auto with_override = [](const std::string& line) {
+      return replaced(BASE, "  node: test-node\n", "  node: test-node\n  overrides:\n    " + line + "\n");
+    };
+    CHECK(load_error(with_override("gpu.memory: 40")) ==
+          SCEN + ":6:5: cluster.node.gpu.memory: expected a size with a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), "
+                 "found \"40\"");
+    CHECK(load_error(with_override("gpu.memory: 40 GB/s")) ==
+          SCEN + ":6:5: cluster.node.gpu.memory: expected a size with a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), "
+                 "found \"40 GB/s\"");
+    CHECK(load_error(with_override("gpu.memory: -40 GiB")) ==
+          SCEN +
+              ":6:5: cluster.node.gpu.memory: expected a positive size with a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, "
+              "TiB), found \"-40 GiB\"");
+    CHECK(load_error(replaced(BASE, "  node: test-node\n", "  node: test-node\n  network: {latency: -5 us}\n")) ==
+          SCEN + ":5:22: cluster.network.latency: expected a non-negative time with a unit (ns, us, ms, s), found \"-5 "
+                 "us\"");
+    CHECK(load_error(BASE + "measured: {step_time: 12.3}\n") ==
+          SCEN + ":9:23: measured.step_time: expected a time with a unit (ns, us, ms, s), found \"12.3\"");
+    CHECK(load_error(replaced(BASE, "  node: test-node\n", "  node: test-node\n  network: {nic_bandwidth: 200}\n")) ==
+          SCEN + ":5:28: cluster.network.nic_bandwidth: expected a bandwidth with a unit (B/s, KB/s, MB/s, GB/s, TB/s, "
+                 "KiB/s, MiB/s, GiB/s, TiB/s, b/s, Kb/s, Mb/s, Gb/s, Tb/s, Gbps, Tbps), found \"200\"");
+  }
+
+  TEST_CASE("errors: overrides name node-file keys")
+  {
+    CHECK(
+        load_error(replaced(BASE, "  node: test-node\n", "  node: test-node\n  overrides:\n    gpu.memry: 40 GiB\n")) ==
+        SCEN + ":6:5: cluster.overrides.gpu.memry: unknown key (did you mean 'memory'?); accepted keys: model, memory, "
+               "memory_bandwidth, peak");
+  }
+
+  TEST_CASE("errors: impossible clusters")
+  {
+    CHECK(load_error(replaced(BASE, "  node: test-node\n", "  node: test-node\n  gpus_per_node: 16\n")) ==
+          SCEN + ":5:18: cluster.gpus_per_node: expected at most the node's gpus (8), found \"16\"");
+    CHECK(load_error(replaced(BASE, "  node: test-node\n",
+                              "  node: test-node\n  nodes: 2\n  overrides:\n    nics.count: 0\n")) ==
+          SCEN + ":5:10: cluster.nodes: 2 nodes need a network, but node 'test node' has no NICs and cluster.network "
+                 "gives none (set nics_per_node and nic_bandwidth)");
+  }
+
+  TEST_CASE("errors: batch arithmetic")
+  {
+    CHECK(load_error(BASE + "  global_batch: 64\n") ==
+          SCEN + ":9:17: training.global_batch: give grad_accum or global_batch, not both");
+    // 100 / (micro_batch 1 x 8 GPUs) is not whole.
+    CHECK(load_error(replaced(BASE, "  grad_accum: 16\n", "  global_batch: 100\n")) ==
+          SCEN + ":8:17: training.global_batch: expected a multiple of micro_batch 1 x 8 GPUs = 8, found \"100\"");
+    // DeepSpeed's _batch_assertion: 512 != 1 x 16 x 8 = 128.
+    CHECK(load_error(BASE + "deepspeed:\n  train_batch_size: 512\n") ==
+          SCEN + ":10:21: deepspeed.train_batch_size: train_batch_size 512 != micro_batch 1 x grad_accum 16 x 8 GPUs = "
+                 "128");
+    CHECK(load_error(BASE + "deepspeed:\n  train_micro_batch_size_per_gpu: 2\n") ==
+          SCEN + ":10:35: deepspeed.train_micro_batch_size_per_gpu: train_micro_batch_size_per_gpu 2 != "
+                 "training.micro_batch 1");
+    CHECK(load_error(BASE + "deepspeed:\n  gradient_accumulation_steps: 4\n") ==
+          SCEN +
+              ":10:32: deepspeed.gradient_accumulation_steps: gradient_accumulation_steps 4 != training.grad_accum 16");
+  }
+
+  TEST_CASE("errors: frameworks and modes")
+  {
+    CHECK(load_error(BASE + "deepspeed: {}\nfsdp: {}\n") ==
+          SCEN + ":10:7: fsdp: give one of deepspeed, fsdp, ddp, not several (deepspeed is also given)");
+    CHECK(load_error(BASE + "inference: {prompt_tokens: 128}\n") ==
+          SCEN + ":9:12: inference: only with training.mode: inference");
+    CHECK(load_error(BASE + "  mode: inference\n") ==
+          SCEN + ":1:1: inference: required key is missing (training.mode: inference needs it)");
+    CHECK(load_error(BASE + "fsdp: {sharding_strategy: FULL}\n") ==
+          SCEN +
+              ":9:27: fsdp.sharding_strategy: expected one of FULL_SHARD, SHARD_GRAD_OP, HYBRID_SHARD, NO_SHARD, found "
+              "\"FULL\"");
+  }
+
+  TEST_CASE("errors: the deepspeed block")
+  {
+    CHECK(load_error(BASE + "deepspeed:\n  zero_optimization: {stage: 4}\n") ==
+          SCEN + ":10:30: deepspeed.zero_optimization.stage: expected an integer from 0 to 3, found \"4\"");
+    CHECK(load_error(BASE + "deepspeed:\n  bf16: {enabled: false}\n") ==
+          SCEN + ":10:19: deepspeed.bf16.enabled: expected true (training.precision is bf16), found \"false\"");
+    CHECK(load_error(BASE + "deepspeed:\n  zero_optimization: {reduce_bucket_size: 5e8.5}\n") ==
+          SCEN +
+              ":10:43: deepspeed.zero_optimization.reduce_bucket_size: expected an element count (an integer such as "
+              "500000000 or 5e8) or auto, found \"5e8.5\"");
+    CHECK(load_error(BASE + "deepspeed:\n  zero_optimization: {stage3_max_live_parameters: 1e9, max_live_parameters: "
+                            "1e9}\n") ==
+          SCEN + ":10:77: deepspeed.zero_optimization.max_live_parameters: give stage3_max_live_parameters or "
+                 "max_live_parameters, not both (they are the same key)");
+    CHECK(load_error(replaced(BASE, "  node: test-node\n", "  node: test-node\n  overrides:\n    nvme.devices: 0\n") +
+                     "deepspeed:\n  zero_optimization: {stage: 3, offload_optimizer: {device: nvme}}\n") ==
+          SCEN +
+              ":12:61: deepspeed.zero_optimization.offload_optimizer.device: nvme needs NVMe devices, but node 'test "
+              "node' has none (nvme.devices: 0)");
+    std::string msg = load_error(BASE + "deepspeed:\n  zero_optimization:\n    stag: 3\n");
+    CHECK(msg.rfind(SCEN +
+                        ":11:5: deepspeed.zero_optimization.stag: unknown key (did you mean 'stage'?); accepted keys: "
+                        "stage, contiguous_gradients, reduce_scatter, ",
+                    0) == 0);
+    CHECK(load_error(BASE + "deepspeed: missing.json\n") ==
+          SCEN + ":9:12: deepspeed: cannot open file '" + DATA + "/scenarios/missing.json'");
+  }
+
+  TEST_CASE("errors: models")
+  {
+    const std::string m = "model: {name: m, layers: 2, hidden: 64, heads: 8, vocab: 100, position: rope";
+    CHECK(load_error(replaced(BASE, "model: test-gpt", m + ", kv_heads: 3}")) ==
+          SCEN + ":2:89: model.kv_heads: expected a divisor of heads (8), found \"3\"");
+    CHECK(load_error(replaced(BASE, "model: test-gpt", replaced(m, "heads: 8", "heads: 6") + "}")) ==
+          SCEN + ":2:48: model.heads: expected a divisor of hidden (64), found \"6\"");
+    CHECK(load_error(replaced(BASE, "model: test-gpt", replaced(m, ", position: rope", "") + "}")) ==
+          SCEN + ":2:8: model.max_position: required key is missing (position: learned needs it)");
+    CHECK(load_error(replaced(BASE, "model: test-gpt", "model:\n  name: m\n  layers: 2\n  heads: 8\n  vocab: 100")) ==
+          SCEN + ":3:3: model.hidden: required key is missing");
+    CHECK(load_error(replaced(BASE, "model: test-gpt", "model: llama-99b")) ==
+          SCEN + ":2:8: model: no model named 'llama-99b' (looked for models/llama-99b.yaml in " + DATA + ", ., " +
+              ZEROSIM_DATA_DIR + ")");
+    CHECK(error_of([] {
+            load_model_text("name: m\nlayers: 2\nhidden: 64\nheads: 8\nvocab: 100\nffn: relu\n", "m.yaml");
+          }) == "m.yaml:6:6: ffn: expected one of gelu, swiglu, found \"relu\"");
+  }
+
+  TEST_CASE("errors: nodes")
+  {
+    const std::string node = R"(name: n
+gpu: {model: X, memory: 16 GiB, memory_bandwidth: 900 GB/s, peak: {fp32: 15.7 TFLOPS}}
+gpus: 1
+pcie: {bandwidth: 12 GB/s}
+cpu: {cores: 8, memory: 64 GiB, memory_bandwidth: 50 GB/s}
+)";
+    CHECK(error_of([&] { load_node_text(node + "nvme: {devices: 1, read: 3 GB/s, write: 2 GB/s}\n", "n.yaml"); }) ==
+          "n.yaml:6:7: nvme.capacity: required key is missing");
+    CHECK(error_of([&] { load_node_text(replaced(node, "cores: 8", "cores: 8, reserved: 70 GiB"), "n.yaml"); }) ==
+          "n.yaml:5:27: cpu.reserved: expected less than cpu.memory (64 GiB), found \"70 GiB\"");
+    // A V100-like node without bf16 used for a bf16 run.
+    CHECK(load_error(replaced(
+              BASE, "  node: test-node",
+              "  node:\n" +
+                  [&] {
+                    std::string indented;
+                    for (char c : node) {
+                      indented += c;
+                      if (c == '\n')
+                        indented += "    ";
+                    }
+                    return "    " + indented;
+                  }())) == SCEN + ":6:71: cluster.node.gpu.peak.bf16: required key is missing "
+                                  "(training.precision bf16 needs it)");
+  }
+
+  TEST_CASE("errors: files: missing, not YAML, not a mapping")
+  {
+    CHECK(error_of([] { load_scenario(DATA + "/scenarios/no-such.yaml"); }) ==
+          DATA + "/scenarios/no-such.yaml: cannot open file");
+    CHECK(error_of([] { load_scenario(DATA + "/scenarios/not-yaml.yaml"); }) ==
+          DATA + "/scenarios/not-yaml.yaml:3:1: not valid YAML: end of sequence flow not found");
+    CHECK(error_of([] { load_scenario_text("name: x\n\tmodel: y\n", "t.yaml"); }) ==
+          "t.yaml:2:1: not valid YAML: illegal tab when looking for indentation");
+    CHECK(error_of([] { load_scenario_text("- a\n- b\n", "t.yaml"); }) ==
+          "t.yaml:1:1: expected a mapping of keys at the top of the file, found a list");
+  }
+
+  TEST_CASE("errors: --set")
+  {
+    LoadOptions o;
+    o.sets = {"training.micro_btach=2"};
+    CHECK(load_error(BASE, o) == "--set training.micro_btach=2: training.micro_btach: unknown key (did you mean "
+                                 "'micro_batch'?); accepted keys: " +
+                                     TRAINING_KEYS);
+    o.sets = {"training.micro_batch=-1"};
+    CHECK(load_error(BASE, o) ==
+          "--set training.micro_batch=-1: training.micro_batch: expected a positive integer, found \"-1\"");
+    o.sets = {"training.seq_len.x=1"};
+    CHECK(load_error(BASE, o) == "--set training.seq_len.x=1: training.seq_len: takes a value, not keys (found 'x' "
+                                 "below it)");
+    o.sets = {"training"};
+    CHECK(load_error(BASE, o) ==
+          "--set training: expected KEY=VALUE with KEY a dotted path such as training.micro_batch");
+    o.sets = {"deepspeed.zero_optimization.stag=2"};
+    CHECK(load_error(BASE, o).rfind("--set deepspeed.zero_optimization.stag=2: deepspeed.zero_optimization.stag: "
+                                    "unknown key (did you mean 'stage'?); accepted keys: stage, ",
+                                    0) == 0);
+  }
+
+  TEST_CASE("errors: sweep and measured")
+  {
+    CHECK(load_error(BASE + "sweep:\n  training.micro_bach: [1, 2]\n") ==
+          SCEN + ":10:3: sweep.training.micro_bach: unknown key (did you mean 'micro_batch'?); accepted keys: " +
+              TRAINING_KEYS);
+    CHECK(load_error(BASE + "sweep:\n  training.micro_batch: 4\n") ==
+          SCEN + ":10:25: sweep.training.micro_batch: expected a non-empty list of values, found \"4\"");
+    CHECK(load_error(BASE + "measured: {tflops_per_gpu: 145}\n") ==
+          SCEN +
+              ":9:11: measured.tflops_definition: required key is missing (tflops_per_gpu needs it: model or hardware "
+              "(scenario-format.md \"TFLOPs\"))");
+  }
+
+} // TEST_SUITE
