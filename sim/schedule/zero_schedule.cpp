@@ -1,1 +1,86 @@
-// placeholder while the component is written
+// Dispatch: check that the scenario is one this version models, then hand it to the stage builder.
+#include "schedule/zero_schedule.hpp"
+
+#include "core/error.hpp"
+#include "schedule/schedule_builder.hpp"
+
+#include <string>
+
+namespace zerosim::schedule {
+
+namespace {
+
+void check_supported(const spec::Scenario& s, const workload::Workload& w, int rank)
+{
+  const std::string where = s.name.empty() ? std::string("scenario") : "scenario '" + s.name + "'";
+  if (s.framework == spec::Framework::FSDP)
+    throw core::UnsupportedError(where + ": framework fsdp: the FSDP schedule is not modelled yet (issue 4)");
+  if (s.framework == spec::Framework::DDP)
+    throw core::UnsupportedError(where + ": framework ddp: the DDP schedule is not modelled yet (issue 4)");
+  if (s.training.mode == spec::Mode::INFERENCE)
+    throw core::UnsupportedError(where + ": training.mode inference: the inference schedule is not modelled yet");
+  const spec::Precision p = s.training.precision;
+  if (p == spec::Precision::AMP_BF16 || p == spec::Precision::AMP_FP16)
+    throw core::UnsupportedError(where + ": training.precision amp_*: PyTorch autocast with DeepSpeed is not "
+                                         "modelled yet (use bf16, fp16 or fp32)");
+  const spec::ZeroSpec& z = s.deepspeed.zero;
+  if (z.stage < 0 || z.stage > 3)
+    throw core::InputError(where + ": deepspeed.zero_optimization.stage: expected 0, 1, 2 or 3, found " +
+                           std::to_string(z.stage));
+  if (s.dp() < 1)
+    throw core::InputError(where + ": cluster: no GPU (nodes x gpus_per_node = " + std::to_string(s.dp()) + ")");
+  if (rank < 0 || rank >= s.dp())
+    throw core::InputError(where + ": rank " + std::to_string(rank) + " outside 0.." + std::to_string(s.dp() - 1));
+  if (s.training.grad_accum < 1)
+    throw core::InputError(where + ": training.grad_accum: expected >= 1, found " +
+                           std::to_string(s.training.grad_accum));
+  if (w.layers.empty())
+    throw core::InternalError("schedule: the workload has no layers");
+  if (z.stage == 0 && z.offload_optimizer.device != spec::OffloadDevice::NONE)
+    throw core::UnsupportedError(where + ": offload_optimizer needs ZeRO stage 1, 2 or 3 (stage 0 has no "
+                                         "partitioned optimizer to offload)");
+  if (z.stage < 3 && z.offload_param.device != spec::OffloadDevice::NONE)
+    throw core::UnsupportedError(where +
+                                 ": offload_param is a ZeRO stage 3 feature (zero-schedule.md §6.2); "
+                                 "stage " +
+                                 std::to_string(z.stage) + " does not offload parameters");
+  if ((z.stage == 1 || z.stage == 2) && z.reduce_scatter && !z.use_multi_rank_bucket_allreduce)
+    throw core::UnsupportedError(where + ": use_multi_rank_bucket_allreduce: false (one dist.reduce per "
+                                         "destination rank, zero-schedule.md §3.2) is not modelled yet");
+  // DeepSpeed picks BF16_Optimizer (fp32 grad accumulation, partitioned master) in these cases
+  // (§1.2, §14); its schedule is not described in zero-schedule.md and not modelled.
+  const bool bf16 = p == spec::Precision::BF16;
+  if (bf16 && z.stage == 0 && s.deepspeed_version == "0.16")
+    throw core::UnsupportedError(where + ": bf16 with ZeRO stage 0 on DeepSpeed 0.16 runs BF16_Optimizer "
+                                         "(zero-schedule.md §14), which is not modelled yet (use deepspeed_version "
+                                         "0.19 or ZeRO stage >= 1)");
+  if (bf16 && z.stage == 1 && s.deepspeed.grad_accum_dtype == spec::Dtype::FP32 &&
+      z.offload_optimizer.device == spec::OffloadDevice::NONE)
+    throw core::UnsupportedError(where + ": bf16 with ZeRO stage 1 and grad_accum_dtype fp32 runs BF16_Optimizer "
+                                         "(zero-schedule.md §1.2), which is not modelled yet");
+  if (z.reduce_bucket_size < 1)
+    throw core::InputError(where + ": reduce_bucket_size: expected >= 1 element");
+}
+
+} // namespace
+
+TaskGraph build_step_graph(const spec::Scenario& s, const workload::Workload& w, int rank)
+{
+  check_supported(s, w, rank);
+  detail::Builder b(s, w, rank);
+  switch (s.deepspeed.zero.stage) {
+  case 0:
+    detail::build_stage0(b);
+    break;
+  case 1:
+  case 2:
+    detail::build_stage12(b);
+    break;
+  default:
+    detail::build_stage3(b);
+    break;
+  }
+  return std::move(b.graph);
+}
+
+} // namespace zerosim::schedule

@@ -1,0 +1,139 @@
+// Internal to the schedule component: the state and helpers every stage builder shares
+// (dtype sizes, parameter table, task and buffer creation, host waits, per-layer compute).
+// zero-schedule.md is cited as "§n"; docs/schedule.md describes the resulting graphs.
+#pragma once
+
+#include "schedule/task_graph.hpp"
+#include "spec/scenario_spec.hpp"
+#include "workload/transformer.hpp"
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zerosim::schedule::detail {
+
+/// DeepSpeed's hard-coded stage-0 bucket, `MEMORY_OPT_ALLREDUCE_SIZE` (§2, §11), elements.
+inline constexpr std::int64_t STAGE0_BUCKET_NUMEL = 500'000'000;
+/// DeepSpeedCPUAdam memory traffic: read p, g, m, v and write p, m, v (§9.1), bytes per element.
+inline constexpr double ADAM_BYTES_PER_ELEM = 28;
+/// Arithmetic of one Adam(W) update per element (m: 3, v: 4, sqrt/eps/div: 3, decay: 2, update: 2).
+/// A stated estimate from the update formula of §9.1, not a measurement.
+inline constexpr double ADAM_FLOPS_PER_ELEM = 14;
+/// Plain SGD without momentum (torch's default momentum = 0): read p, g, write p; p -= lr·g.
+inline constexpr double SGD_BYTES_PER_ELEM = 12;
+inline constexpr double SGD_FLOPS_PER_ELEM = 2;
+/// Minimum aio transfer, `MIN_AIO_BYTES` (§7, §11).
+inline constexpr std::int64_t MIN_AIO_BYTES = 1'048'576;
+/// `AIO_ALIGNED_BYTES` (§7, §11).
+inline constexpr std::int64_t AIO_ALIGNED_BYTES = 1024;
+
+/// One parameter tensor of the workload, in forward (= flat-buffer) order.
+struct ParamInfo {
+  int layer = -1;
+  std::int64_t numel = 0;
+  int module = -1;  ///< index into Builder::modules
+  std::string name; ///< "<layer>.<tensor>"
+};
+
+/// One torch module owning parameters (stage 3 fetches per module, §5.3).
+struct ModuleInfo {
+  int layer = -1;
+  std::string name;        ///< "<layer>.<module>"
+  std::vector<int> params; ///< indices into Builder::params, in forward order
+};
+
+/// Ceil division for non-negative values.
+inline std::int64_t ceil_div(std::int64_t a, std::int64_t b)
+{
+  return (a + b - 1) / b;
+}
+
+class Builder {
+public:
+  Builder(const spec::Scenario& s, const workload::Workload& w, int rank);
+
+  const spec::Scenario& s;
+  const workload::Workload& w;
+  int rank = 0;
+  int n = 1;         ///< N, data-parallel degree
+  int g = 1;         ///< gradient-accumulation micro-steps
+  int b_lp = 2;      ///< bytes of the model dtype (§1.3)
+  int b_c = 2;       ///< bytes of communication_data_type (§1.3)
+  int b_ga = 2;      ///< bytes of grad_accum_dtype (§1.3)
+  bool mixed = true; ///< bf16/fp16 (a separate fp32 master exists); false for fp32
+  bool fp16 = false;
+  bool v016 = false;       ///< deepspeed_version "0.16" (§14)
+  int opt_state_bytes = 8; ///< Adam m,v: 8 B/elem; SGD without momentum: 0
+  double opt_bytes_per_elem = ADAM_BYTES_PER_ELEM;
+  double opt_flops_per_elem = ADAM_FLOPS_PER_ELEM;
+  std::int64_t psi = 0; ///< Ψ, Σ numel of every parameter tensor of the workload
+  std::int64_t largest_param = 0;
+  std::vector<ParamInfo> params;
+  std::vector<ModuleInfo> modules;
+  std::vector<std::vector<int>> layer_modules; ///< per layer, its modules in forward order
+  std::vector<std::vector<int>> layer_params;  ///< per layer, its params in forward order
+
+  TaskGraph graph;
+
+  /// A buffer alive across steps (model states). Zero bytes: no buffer, returns -1.
+  BufferId resident(std::string name, Device d, MemCategory c, std::int64_t bytes, bool pinned = false);
+  /// A buffer some task allocates and a later (or the same) task frees. Zero bytes: -1.
+  BufferId transient(std::string name, Device d, MemCategory c, std::int64_t bytes, bool pinned = false);
+  void alloc_on(TaskId t, BufferId b);
+  void free_on(TaskId t, BufferId b);
+
+  /// Appends `t` in issue order. A task issued after a host wait depends on the waited task
+  /// (once per stream); a COMPUTE task issued after compute_waits_for depends on that task.
+  TaskId add(Task t);
+  Task& task(TaskId id) { return graph.tasks[static_cast<std::size_t>(id)]; }
+  TaskId last_task() const { return static_cast<TaskId>(graph.tasks.size()) - 1; }
+
+  /// The host blocks until `t` completes (a synchronize, a blocking copy, synchronous CPU work).
+  void host_wait(TaskId t);
+  /// `current_stream().wait_stream(...)`: the next task issued on COMPUTE waits for `t`.
+  void compute_waits_for(TaskId t);
+
+  TaskId collective(std::string name, Phase ph, Stream st, CollectiveKind k, std::int64_t bytes, int mb,
+                    std::vector<TaskId> deps = {});
+  TaskId copy(std::string name, Phase ph, Stream st, CopyDirection dir, std::int64_t bytes, bool pinned, int mb,
+              std::vector<TaskId> deps = {});
+  TaskId nvme(std::string name, Phase ph, bool write, std::int64_t bytes, int mb, std::vector<TaskId> deps = {});
+  TaskId cpu_work(std::string name, Phase ph, std::int64_t elements, double mem_bytes, double flops,
+                  std::vector<TaskId> deps = {});
+  TaskId sync(std::string name, int mb, std::vector<TaskId> deps);
+
+  /// Forward of `layer` in micro-step `mb`: allocates its kept activations (freed by its backward)
+  /// and its forward working bytes (freed by the same task).
+  TaskId forward(int mb, int layer, std::vector<TaskId> deps = {});
+  /// Recompute (under checkpointing, when the layer has recompute FLOPs) then backward of `layer`.
+  /// The backward working bytes live from the first of the two to the backward's end; the backward
+  /// frees the kept activations. Returns {first task, backward task}.
+  std::array<TaskId, 2> backward(int mb, int layer, std::vector<TaskId> deps = {});
+  /// GPU optimizer step over `elements` (fused Adam / SGD, §2, §3.5, §5.7); `extra_bytes_per_elem`
+  /// counts the flatten/cast/unscale/copy-back traffic around it.
+  TaskId gpu_optimizer(std::string name, std::int64_t elements, double extra_bytes_per_elem,
+                       std::vector<TaskId> deps = {});
+  /// CPU optimizer (DeepSpeedCPUAdam, §9.1: 28 B/elem) on the HOST thread; the host waits for it.
+  TaskId cpu_optimizer(std::string name, std::int64_t elements, std::vector<TaskId> deps = {});
+  /// The 1-element all-reduces of the step: overflow flag (1 byte, MAX) when `overflow`, grad norm (1 fp32).
+  TaskId step_scalars(bool overflow);
+
+  /// Grad bytes of a layer in the model dtype (Σ numel · b_lp).
+  std::int64_t layer_grad_bytes(int layer) const;
+
+private:
+  std::vector<BufferId> act_kept_;    ///< per layer, the current micro-step's kept activations
+  std::vector<BufferId> bwd_working_; ///< per layer, allocated by the recompute task
+  TaskId barrier_ = -1;
+  std::array<bool, 6> barrier_seen_{};
+  TaskId compute_wait_ = -1;
+};
+
+// Stage builders (one file each).
+void build_stage0(Builder& b);
+void build_stage12(Builder& b);
+void build_stage3(Builder& b);
+
+} // namespace zerosim::schedule::detail

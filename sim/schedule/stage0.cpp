@@ -1,0 +1,80 @@
+// ZeRO stage 0: plain data parallel with DeepSpeed's FP16_Optimizer (bf16/fp16) or the plain
+// torch optimizer (fp32) (zero-schedule.md §1.2, §2).
+#include "schedule/schedule_builder.hpp"
+
+namespace zerosim::schedule::detail {
+
+void build_stage0(Builder& b)
+{
+  const std::int64_t psi = b.psi;
+  const auto nl = static_cast<int>(b.w.layers.size());
+
+  // Model states (§2, §10.1 row 0). bf16/fp16: lp params 2Ψ, fp32 master 4Ψ, m,v 8Ψ.
+  // fp32: the plain torch optimizer steps the fp32 params themselves, so there is no separate master.
+  b.resident("lp_params", Device::GPU, MemCategory::PARAMS, psi * b.b_lp);
+  if (b.mixed)
+    b.resident("fp32_master", Device::GPU, MemCategory::OPTIMIZER, psi * 4);
+  b.resident("optimizer_states", Device::GPU, MemCategory::OPTIMIZER, psi * b.opt_state_bytes);
+
+  // Gradients: autograd allocates each param.grad in the first backward, accumulates (+=) in later
+  // micro-steps and zero_grad(set_to_none) frees them after the step (§2 step 1): one buffer per layer,
+  // allocated by its micro-step-0 backward, freed by the optimizer step.
+  std::vector<BufferId> grads(static_cast<std::size_t>(nl), -1);
+
+  for (int mb = 0; mb < b.g; ++mb) {
+    for (int l = 0; l < nl; ++l)
+      b.forward(mb, l);
+    for (int l = nl - 1; l >= 0; --l) {
+      const TaskId bwd = b.backward(mb, l)[1];
+      if (mb == 0) {
+        grads[static_cast<std::size_t>(l)] = b.transient("grads." + b.w.layers[static_cast<std::size_t>(l)].name,
+                                                         Device::GPU, MemCategory::GRADS, b.layer_grad_bytes(l));
+        b.alloc_on(bwd, grads[static_cast<std::size_t>(l)]);
+      }
+    }
+  }
+
+  // Boundary, after backward: buffered_allreduce_fallback (§2 step 2). Tensors in module.parameters()
+  // order are appended until the bucket holds > 5e8 elements; each bucket: flatten (+ cast), one
+  // all_reduce on the compute stream, unflatten back.
+  const int last_mb = b.g - 1;
+  std::int64_t bucket = 0;
+  int bucket_index = 0;
+  auto flush = [&]() {
+    const std::string nm = "mb" + std::to_string(last_mb) + ".allreduce." + std::to_string(bucket_index++);
+    const TaskId ar =
+        b.collective(nm, Phase::GRAD_REDUCE, Stream::COMPUTE, CollectiveKind::ALL_REDUCE, bucket * b.b_c, last_mb);
+    const BufferId flat = b.transient(nm + ".flatten", Device::GPU, MemCategory::BUFFERS, bucket * b.b_lp);
+    b.alloc_on(ar, flat);
+    b.free_on(ar, flat);
+    if (b.b_c != b.b_lp) {
+      const BufferId cast = b.transient(nm + ".cast", Device::GPU, MemCategory::BUFFERS, bucket * b.b_c);
+      b.alloc_on(ar, cast);
+      b.free_on(ar, cast);
+    }
+    bucket = 0;
+  };
+  for (const ParamInfo& p : b.params) {
+    bucket += p.numel;
+    if (bucket > STAGE0_BUCKET_NUMEL)
+      flush();
+  }
+  if (bucket > 0)
+    flush();
+
+  // Step (§2 step 3). FP16_Optimizer flattens every grad into one fp32 buffer (4Ψ, transient), then
+  // fused Adam over the full master on every rank, then copies fp32 -> lp. No collective is needed for
+  // the norm or the overflow flag: after the all-reduce every rank holds the same full gradients.
+  // Extra traffic per element (mixed): flatten+cast (b_lp read, 4 written), copy-back (4 read, b_lp written).
+  const double extra = b.mixed ? 2.0 * (b.b_lp + 4) : 0.0;
+  const TaskId opt = b.gpu_optimizer("step.optimizer", psi, extra);
+  if (b.mixed) {
+    const BufferId flat = b.transient("step.fp32_flat_grads", Device::GPU, MemCategory::BUFFERS, psi * 4);
+    b.alloc_on(opt, flat);
+    b.free_on(opt, flat);
+  }
+  for (BufferId gb : grads)
+    b.free_on(opt, gb); // zero_grad after the step
+}
+
+} // namespace zerosim::schedule::detail

@@ -1,0 +1,351 @@
+// ZeRO stage 3 (DeepSpeedZeroOptimizer_Stage3 + the parameter coordinator, zero-schedule.md §5),
+// with its CPU/NVMe offload placements (§6-§8, offload.cpp).
+#include "schedule/offload.hpp"
+
+#include <algorithm>
+#include <deque>
+
+namespace zerosim::schedule::detail {
+
+namespace {
+
+/// The per-micro-step state of the parameter coordinator (§5.2-§5.4).
+struct Coordinator {
+  std::vector<char> available;     ///< per param: gathered (ZeroParamStatus AVAILABLE or INFLIGHT)
+  std::vector<BufferId> gathered;  ///< per param: its full buffer while gathered
+  std::vector<TaskId> gathered_by; ///< per param: the collective that gathered it
+  std::vector<int> most_recent;    ///< __most_recent_step_id_param_fetched_for (trace position)
+  std::int64_t n_available = 0;    ///< Σ numel of available params (__n_available_params)
+  std::size_t queue = 0;           ///< __param_queue head (index into the trace entries)
+};
+
+} // namespace
+
+void build_stage3(Builder& b)
+{
+  const spec::ZeroSpec& z = b.s.deepspeed.zero;
+  const int nn = b.n;
+  const bool overlap = z.overlap_comm;
+  // With overlap_comm the all-gathers and the reduce-scatters get streams of their own, else the
+  // default stream (§5.3 step 1, §5.5).
+  const Stream ag_stream = overlap ? Stream::ALLGATHER : Stream::COMPUTE;
+  const Stream rs_stream = overlap ? Stream::REDUCE_PARTITION : Stream::COMPUTE;
+  const CollectiveKind fetch_kind =
+      z.stage3_use_all_reduce_for_fetch_params ? CollectiveKind::ALL_REDUCE : CollectiveKind::ALL_GATHER;
+  const std::size_t np = b.params.size();
+  const auto nl = static_cast<int>(b.w.layers.size());
+
+  // Partitioning (§5.1): every param padded to a multiple of N, ⌈n/N⌉ elements per rank.
+  // Persistent params (mark_persistent_parameters): numel <= param threshold while the running total
+  // stays <= the model threshold.
+  std::vector<std::int64_t> part(np, 0);
+  std::vector<char> persistent(np, 0);
+  std::int64_t persist_total = 0;
+  for (std::size_t p = 0; p < np; ++p) {
+    const std::int64_t numel = b.params[p].numel;
+    part[p] = ceil_div(numel, nn);
+    if (numel + persist_total > z.stage3_model_persistence_threshold)
+      continue;
+    if (numel <= z.stage3_param_persistence_threshold) {
+      persistent[p] = 1;
+      persist_total += numel;
+    }
+  }
+  const Stage3Offload o = stage3_plan(b, part, persistent);
+  stage3_residents(b, o, part, persistent);
+
+  // The trace (§5.2): modules in forward order, then in backward (reverse) order. trace_entries are
+  // the (position, param) pairs of the prefetch queue.
+  std::vector<int> trace; // module per position
+  for (int l = 0; l < nl; ++l)
+    for (int m : b.layer_modules[static_cast<std::size_t>(l)])
+      trace.push_back(m);
+  const auto n_fwd = static_cast<int>(trace.size());
+  for (int i = n_fwd - 1; i >= 0; --i)
+    trace.push_back(trace[static_cast<std::size_t>(i)]);
+  std::vector<std::size_t> entry_begin(trace.size() + 1, 0);
+  std::vector<int> entry_param, entry_pos;
+  std::vector<std::int64_t> numel_before(trace.size() + 1, 0); // Σ ds_numel of positions < k
+  for (std::size_t k = 0; k < trace.size(); ++k) {
+    entry_begin[k] = entry_param.size();
+    std::int64_t sum = 0;
+    for (int p : b.modules[static_cast<std::size_t>(trace[k])].params) {
+      entry_param.push_back(p);
+      entry_pos.push_back(static_cast<int>(k));
+      sum += b.params[static_cast<std::size_t>(p)].numel;
+    }
+    numel_before[k + 1] = numel_before[k] + sum;
+  }
+  entry_begin[trace.size()] = entry_param.size();
+  const auto n_trace = static_cast<int>(trace.size());
+  // Reuse distance (§5.4): after the forward at position i, the walk from i+1 sums ds_numel module by
+  // module and stops once the sum >= max_reuse_distance; the module's backward at 2F-1-i is reached iff
+  // the params strictly between sum to less than the distance.
+  auto kept_by_reuse = [&](int pos) {
+    if (pos >= n_fwd)
+      return false; // nothing follows a backward use in the trace
+    const int next = n_trace - 1 - pos;
+    return numel_before[static_cast<std::size_t>(next)] - numel_before[static_cast<std::size_t>(pos + 1)] <
+           z.stage3_max_reuse_distance;
+  };
+
+  Coordinator c;
+  c.available.assign(np, 0);
+  c.gathered.assign(np, -1);
+  c.gathered_by.assign(np, -1);
+  c.most_recent.assign(np, -1);
+  for (std::size_t p = 0; p < np; ++p)
+    if (persistent[p]) { // gathered by the previous step's _post_step and kept (§5.1, §5.7 step 4)
+      c.available[p] = 1;
+      c.n_available += b.params[p].numel;
+    }
+
+  int call_index = 0;
+  TaskId last_rs = -1;
+
+  for (int mb = 0; mb < b.g; ++mb) {
+    const std::string mbs = "mb" + std::to_string(mb);
+    const bool complete = mb >= 1; // micro-step 0 records the trace: no prefetch, no reuse (§5.2)
+    const bool boundary = mb == b.g - 1;
+    c.queue = 0;
+    std::fill(c.most_recent.begin(), c.most_recent.end(), -1);
+    const Phase fetch_phase = Phase::PARAM_GATHER;
+
+    // One all_gather_coalesced call (§5.3 "One all-gather call"): [NVMe read] -> [H2D of the
+    // partitions] -> all_gather_into_tensor into a flat buffer, materialised per param by a cat.
+    auto gather_call = [&](const std::vector<int>& ps, const std::string& why) {
+      const std::string nm = mbs + ".allgather." + std::to_string(call_index++) + "." + why;
+      std::int64_t part_sum = 0, nvme_part = 0, offloaded_part = 0;
+      for (int p : ps) {
+        part_sum += part[static_cast<std::size_t>(p)];
+        if (o.param_offload) {
+          offloaded_part += part[static_cast<std::size_t>(p)];
+          if (o.param_on_nvme[static_cast<std::size_t>(p)])
+            nvme_part += part[static_cast<std::size_t>(p)];
+        }
+      }
+      TaskId pre = -1;
+      BufferId staging = -1;
+      if (nvme_part > 0) { // synchronous aio read into the swap pool (§8 "Fetch")
+        pre = b.nvme(nm + ".nvme_read_params", fetch_phase, false, nvme_part * b.b_lp, mb);
+        b.host_wait(pre);
+      }
+      if (offloaded_part > 0) { // p.ds_tensor.to(cuda) inside the cat, on the all-gather stream (§6.2)
+        pre = b.copy(nm + ".h2d_partitions", fetch_phase, ag_stream, CopyDirection::H2D, offloaded_part * b.b_lp, true,
+                     mb, {pre});
+        staging = b.transient(nm + ".h2d_staging", Device::GPU, MemCategory::BUFFERS, offloaded_part * b.b_lp);
+        b.alloc_on(pre, staging);
+      }
+      const bool sequential = z.stage3_allgather_sequential || ps.size() == 1;
+      TaskId t = -1;
+      if (!sequential) {
+        t = b.collective(nm, fetch_phase, ag_stream, fetch_kind, nn * part_sum * b.b_lp, mb, {pre});
+        const BufferId flat = b.transient(nm + ".flat", Device::GPU, MemCategory::BUFFERS, nn * part_sum * b.b_lp);
+        b.alloc_on(t, flat);
+        b.free_on(t, flat); // freed once the params are materialised (modelled inside the call)
+      }
+      for (std::size_t i = 0; i < ps.size(); ++i) {
+        const auto pu = static_cast<std::size_t>(ps[i]);
+        if (sequential) // _all_gather_sequential: straight into param.data, one collective per param
+          t = b.collective(ps.size() > 1 ? nm + "." + std::to_string(i) : nm, fetch_phase, ag_stream, fetch_kind,
+                           nn * part[pu] * b.b_lp, mb, {pre});
+        c.gathered[pu] = b.transient(mbs + ".gathered." + b.params[pu].name, Device::GPU, MemCategory::PARAMS,
+                                     nn * part[pu] * b.b_lp);
+        b.alloc_on(t, c.gathered[pu]);
+        c.gathered_by[pu] = t;
+        c.available[pu] = 1;
+        c.n_available += b.params[pu].numel;
+      }
+      b.free_on(t, staging);
+    };
+
+    // fetch_sub_module (§5.3): fetch the module's missing params now, then (COMPLETE trace) pop the
+    // queue past this module and prefetch upcoming params up to min(max_live - available, B_p).
+    auto fetch = [&](int pos) {
+      const ModuleInfo& m = b.modules[static_cast<std::size_t>(trace[static_cast<std::size_t>(pos)])];
+      if (complete) {
+        const std::size_t end = entry_begin[static_cast<std::size_t>(pos) + 1];
+        for (; c.queue < end; ++c.queue) {
+          const auto pu = static_cast<std::size_t>(entry_param[c.queue]);
+          c.most_recent[pu] = std::max(c.most_recent[pu], entry_pos[c.queue]);
+        }
+      }
+      std::vector<int> now;
+      for (int p : m.params)
+        if (!c.available[static_cast<std::size_t>(p)])
+          now.push_back(p);
+      if (!now.empty())
+        gather_call(now, "fetch");
+      if (!complete)
+        return;
+      const std::int64_t cap = std::min(z.stage3_max_live_parameters - c.n_available, z.stage3_prefetch_bucket_size);
+      std::int64_t prefetching = 0;
+      std::vector<int> ahead;
+      while (c.queue < entry_param.size() && prefetching < cap) {
+        const int p = entry_param[c.queue];
+        const auto pu = static_cast<std::size_t>(p);
+        if (o.param_on_nvme[pu] && !c.available[pu])
+          break; // NVMe params are prefetched by their own path: the queue stops here (§5.3 step 4)
+        ++c.queue;
+        c.most_recent[pu] = std::max(c.most_recent[pu], entry_pos[c.queue - 1]);
+        if (!c.available[pu] && std::find(ahead.begin(), ahead.end(), p) == ahead.end()) {
+          ahead.push_back(p);
+          prefetching += b.params[pu].numel;
+        }
+      }
+      if (!ahead.empty())
+        gather_call(ahead, "prefetch");
+    };
+
+    auto deps_of = [&](const std::vector<int>& positions) {
+      std::vector<TaskId> d;
+      for (int pos : positions)
+        for (int p : b.modules[static_cast<std::size_t>(trace[static_cast<std::size_t>(pos)])].params)
+          if (!persistent[static_cast<std::size_t>(p)])
+            d.push_back(c.gathered_by[static_cast<std::size_t>(p)]);
+      return d;
+    };
+
+    // release_sub_module (§5.4): free unless persistent, reused within the distance (COMPLETE trace),
+    // or already popped by the prefetcher for a later use.
+    auto release = [&](int pos, TaskId by) {
+      for (int p : b.modules[static_cast<std::size_t>(trace[static_cast<std::size_t>(pos)])].params) {
+        const auto pu = static_cast<std::size_t>(p);
+        if (persistent[pu] || !c.available[pu])
+          continue;
+        if (complete && (kept_by_reuse(pos) || c.most_recent[pu] > pos))
+          continue;
+        b.free_on(by, c.gathered[pu]);
+        c.gathered[pu] = -1;
+        c.available[pu] = 0;
+        c.n_available -= b.params[pu].numel;
+      }
+    };
+
+    // ---- forward ----
+    int pos = 0;
+    for (int l = 0; l < nl; ++l) {
+      std::vector<int> positions;
+      for (std::size_t k = 0; k < b.layer_modules[static_cast<std::size_t>(l)].size(); ++k)
+        positions.push_back(pos++);
+      for (int p : positions)
+        fetch(p);
+      const TaskId fwd = b.forward(mb, l, deps_of(positions));
+      for (int p : positions)
+        release(p, fwd);
+    }
+
+    // ---- backward, with the reduce-scatter hooks (§5.5) ----
+    std::vector<int> bucket;
+    std::int64_t bucket_elems = 0;
+    int rs_index = 0;
+    std::deque<TaskId> reduce_events;
+    auto flush = [&](TaskId trigger) {
+      if (bucket.empty())
+        return;
+      const std::string nm = mbs + ".reduce_scatter." + std::to_string(rs_index++);
+      // more than max_param_reduce_events = 2 outstanding: the host synchronises on the oldest (§5.5)
+      if (reduce_events.size() > 2) {
+        b.host_wait(reduce_events.front());
+        reduce_events.pop_front();
+      }
+      std::int64_t padded = 0;
+      for (int p : bucket)
+        padded += part[static_cast<std::size_t>(p)] * nn;
+      TaskId t = -1;
+      if (z.reduce_scatter) { // interleaving cat (+ per-param padding), one reduce_scatter_tensor
+        t = b.collective(nm, Phase::GRAD_REDUCE, rs_stream, CollectiveKind::REDUCE_SCATTER, padded * b.b_c, mb,
+                         {trigger});
+        const BufferId inter = b.transient(nm + ".interleave", Device::GPU, MemCategory::BUFFERS, padded * b.b_c);
+        b.alloc_on(t, inter);
+        b.free_on(t, inter);
+      } else { // __avg_scatter_contiguous_grads: one all_reduce of the bucket
+        t = b.collective(nm, Phase::GRAD_REDUCE, rs_stream, CollectiveKind::ALL_REDUCE, bucket_elems * b.b_c, mb,
+                         {trigger});
+      }
+      if (b.b_c != b.b_lp) {
+        const BufferId cast = b.transient(nm + ".cast", Device::GPU, MemCategory::BUFFERS, bucket_elems * b.b_c);
+        b.alloc_on(t, cast);
+        b.free_on(t, cast);
+      }
+      reduce_events.push_back(t);
+      const TaskId cp = stage3_offload_bucket_copies(b, o, nm, mb, boundary, bucket, part, rs_stream);
+      last_rs = cp >= 0 ? cp : t;
+      bucket.clear();
+      bucket_elems = 0;
+    };
+
+    TaskId last_bwd = -1;
+    for (int l = nl - 1; l >= 0; --l) {
+      std::vector<int> positions; // this layer's modules in backward order
+      const std::size_t nmod = b.layer_modules[static_cast<std::size_t>(l)].size();
+      for (std::size_t k = 0; k < nmod; ++k)
+        positions.push_back(pos++);
+      for (int p : positions)
+        fetch(p);
+      const auto [first, bwd] = b.backward(mb, l, deps_of(positions));
+      (void)first;
+      last_bwd = bwd;
+      // autograd's grads live until the hook copies them into the IPG bucket (modelled inside backward)
+      const BufferId grads = b.transient(mbs + ".autograd_grads." + b.w.layers[static_cast<std::size_t>(l)].name,
+                                         Device::GPU, MemCategory::GRADS, b.layer_grad_bytes(l));
+      b.alloc_on(bwd, grads);
+      b.free_on(bwd, grads);
+      for (int p : positions)
+        release(p, bwd);
+      const auto& lp = b.layer_params[static_cast<std::size_t>(l)];
+      for (auto it = lp.rbegin(); it != lp.rend(); ++it) {
+        const std::int64_t numel = b.params[static_cast<std::size_t>(*it)].numel;
+        if (!bucket.empty() && bucket_elems + numel > z.reduce_bucket_size)
+          flush(bwd);
+        bucket.push_back(*it);
+        bucket_elems += numel;
+      }
+    }
+    flush(last_bwd);
+    // Anything still gathered here (a prefetch the trace did not consume) is released with the module.
+    for (std::size_t p = 0; p < np; ++p)
+      if (!persistent[p] && c.available[p]) {
+        b.free_on(last_bwd, c.gathered[p]);
+        c.available[p] = 0;
+        c.gathered[p] = -1;
+        c.n_available -= b.params[p].numel;
+      }
+    // independent_gradient_partition_epilogue: reduce_and_partition_stream.synchronize() (§5.5).
+    b.sync(mbs + ".reduce_and_partition_stream.synchronize", mb, {last_rs, last_bwd});
+  }
+
+  // NVMe optimizer: _flush_gradient_swapper before the step (§7).
+  if (o.opt_nvme) {
+    for (auto i = static_cast<TaskId>(b.graph.tasks.size()) - 1; i >= 0; --i)
+      if (b.task(i).kind == TaskKind::NVME_WRITE) {
+        b.sync("step.flush_gradient_swapper", -1, {i});
+        break;
+      }
+  }
+
+  // step (§5.7): _partition_all_parameters; overflow check (fp16 only) + grad norm; per sub-group
+  // optimizer; _post_step all-gathers the persistent params in one call.
+  b.step_scalars(b.fp16);
+  const TaskId last_opt = stage3_optimizer_loop(b, o);
+  std::int64_t persist_part = 0;
+  int persist_count = 0;
+  for (std::size_t p = 0; p < np; ++p)
+    if (persistent[p]) {
+      persist_part += part[p];
+      ++persist_count;
+    }
+  if (persist_count > 0) {
+    const std::int64_t bytes = nn * persist_part * b.b_lp;
+    const TaskId ag = b.collective("step.allgather_persistent_params", Phase::PARAM_GATHER, ag_stream, fetch_kind,
+                                   bytes, -1, {last_opt});
+    if (persist_count > 1 && !z.stage3_allgather_sequential) {
+      const BufferId flat =
+          b.transient("step.allgather_persistent_params.flat", Device::GPU, MemCategory::BUFFERS, bytes);
+      b.alloc_on(ag, flat);
+      b.free_on(ag, flat);
+    }
+  }
+}
+
+} // namespace zerosim::schedule::detail
