@@ -7,6 +7,7 @@
 #include "memory/memory_model.hpp"
 #include "report/estimator_report.hpp"
 #include "report/memory_report.hpp"
+#include "validation/memory_validation.hpp"
 #include "workload/transformer.hpp"
 
 #include <charconv>
@@ -27,6 +28,10 @@ const char* USAGE = R"(usage:
         DeepSpeed's estimate_zero{2,3}_model_states_mem_needs, to the letter (model states only)
   zerosim describe [model|node|scenario]
         the schema of each file kind, with units and defaults
+  zerosim validate --memory [CSV] [--out DIR]
+        predicted beside measured peak memory for every row of the validation data it can express
+        (default CSV results/validation/published.csv; writes memory.md and memory.csv to DIR,
+        default the CSV's folder)
   zerosim --version | --help
 
 Exit status: 0 done (a scenario that does not fit is a result), 1 partly failed,
@@ -55,6 +60,7 @@ struct Args {
   std::vector<std::string> sets;
   bool json = false;
   bool estimator = false;
+  bool memory = false;
   std::optional<std::string> out_dir;
   std::optional<std::string> params, largest_layer, gpus_per_node, nodes, stage;
   bool offload_optimizer = false, offload_param = false;
@@ -80,6 +86,8 @@ Args parse_args(const std::vector<std::string>& args, size_t first)
       a.out_dir = value(i);
     else if (arg == "--estimator")
       a.estimator = true;
+    else if (arg == "--memory")
+      a.memory = true;
     else if (arg == "--params")
       a.params = value(i);
     else if (arg == "--largest-layer")
@@ -190,6 +198,17 @@ int describe_command(const Args& a, std::ostream& out)
   return 0;
 }
 
+int validate_command(const Args& a, std::ostream& out)
+{
+  if (!a.memory)
+    usage_error("validate: say what to validate: --memory (the timed figures arrive with the engine)");
+  if (a.positional.size() > 1)
+    usage_error("validate: expected at most one CSV file");
+  const std::string csv = a.positional.empty() ? "results/validation/published.csv" : a.positional.front();
+  const std::string dir = a.out_dir ? *a.out_dir : std::filesystem::path(csv).parent_path().string();
+  return validation::validate_memory_command(csv, dir.empty() ? "." : dir, out);
+}
+
 } // namespace
 
 int run_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err)
@@ -213,6 +232,8 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
       return memory_command(a, out);
     if (cmd == "describe")
       return describe_command(a, out);
+    if (cmd == "validate")
+      return validate_command(a, out);
     if (cmd == "run" || cmd == "sweep" || cmd == "recommend" || cmd == "compare" || cmd == "calibrate")
       throw core::UnsupportedError("zerosim " + cmd +
                                    ": not available in this version (the timed engine is not built yet); "

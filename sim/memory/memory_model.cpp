@@ -126,12 +126,18 @@ MemoryReport replay_memory(const spec::Scenario& s, const schedule::TaskGraph& g
       release(id, "task '" + t.name + "'");
   }
 
-  // GPU: allocated -> reserved -> device (docs/memory.md, "Stated models").
-  const std::int64_t fragmented = r.gpu + std::llround(ALLOCATOR_FRAGMENTATION_FRACTION * static_cast<double>(r.gpu));
-  r.gpu_reserved = std::max(r.gpu_rounded, fragmented);
-  r.fragmentation_bytes = r.gpu_reserved - r.gpu;
+  // GPU: allocated -> reserved -> device (docs/memory.md, "Stated models"). The cache holds about
+  // ALLOCATOR_FRAGMENTATION_FRACTION over allocated when the GPU has room for it; when it has not, the caching
+  // allocator frees its unused cached segments and retries before it reports out-of-memory
+  // (c10/cuda/CUDACachingAllocator.cpp: release_cached_blocks on a failed cudaMalloc), so the cache never
+  // pushes a run over capacity: reserved is bounded by what the context and NCCL leave, and never below the
+  // rounded live blocks, which cannot be freed.
   r.cuda_context_bytes = CUDA_CONTEXT_BYTES;
   r.nccl_bytes = nccl_buffer_bytes(s.dp());
+  const std::int64_t cached = r.gpu + std::llround(ALLOCATOR_FRAGMENTATION_FRACTION * static_cast<double>(r.gpu));
+  const std::int64_t room = s.cluster.node.gpu.memory_bytes - r.cuda_context_bytes - r.nccl_bytes;
+  r.gpu_reserved = std::max(r.gpu_rounded, std::min(cached, room));
+  r.fragmentation_bytes = r.gpu_reserved - r.gpu;
   r.gpu_device = r.gpu_reserved + r.cuda_context_bytes + r.nccl_bytes;
 
   // Per node: every rank of a node runs the same program on its own share (symmetric ranks).

@@ -215,20 +215,37 @@ TEST_SUITE("memory")
   {
     TaskGraph g;
     g.resident = {gpu_buffer(g, "params", MemCategory::PARAMS, 10 * GiB), host_buffer(g, "states", false, 100 * GiB)};
-    // GPU: device = 10 GiB x 1.19 + 500 MiB + 128 MiB (dp 4); capacity 12 GiB
-    const std::int64_t device =
-        10 * GiB + std::llround(memory::ALLOCATOR_FRAGMENTATION_FRACTION * static_cast<double>(10 * GiB)) + 628 * MiB;
+    // GPU: the live blocks (10 GiB, already 2-MiB rounded) + CUDA context 500 MiB + NCCL 128 MiB (dp 4) = 10 GiB
+    // + 628 MiB cannot be released; capacity 10 GiB + 300 MiB: 328 MiB over.
     // host: 4 ranks x 100 GiB = 400 GiB against 512 - 32 = 480 GiB: fits
-    auto r = memory::replay_memory(scenario(4, 1, 12 * GiB, 512 * GiB, 32 * GiB), g);
-    CHECK(r.gpu_device == device);
+    auto r = memory::replay_memory(scenario(4, 1, 10 * GiB + 300 * MiB, 512 * GiB, 32 * GiB), g);
+    CHECK(r.gpu_device == 10 * GiB + 628 * MiB);
     CHECK_FALSE(r.fit_gpu);
     CHECK(r.fit_cpu);
     CHECK(r.fit_nvme); // 0 B on NVMe against no NVMe
     CHECK_FALSE(r.fits);
-    CHECK(r.shortfall_bytes == device - 12 * GiB);
+    CHECK(r.shortfall_bytes == 328 * MiB);
+  }
 
-    // host 400 GiB against 256 - 32 = 224 GiB: 176 GiB over, more than the GPU's ~0.5 GiB
-    r = memory::replay_memory(scenario(4, 1, 12 * GiB, 256 * GiB, 32 * GiB), g);
+  TEST_CASE("replay: the cache never pushes a run over capacity (the allocator frees it and retries)")
+  {
+    TaskGraph g;
+    g.resident = {gpu_buffer(g, "params", MemCategory::PARAMS, 10 * GiB)};
+    // capacity 12 GiB: the cached 10 GiB x 1.19 = 11.9 GiB does not fit beside 628 MiB of context and NCCL,
+    // so reserved is what is left, 12 GiB - 628 MiB, and the device total is exactly the capacity: it fits.
+    auto r = memory::replay_memory(scenario(4, 1, 12 * GiB, 512 * GiB, 32 * GiB), g);
+    CHECK(r.gpu_reserved == 12 * GiB - 628 * MiB);
+    CHECK(r.gpu_device == 12 * GiB);
+    CHECK(r.fit_gpu);
+    CHECK(r.shortfall_bytes == 0);
+  }
+
+  TEST_CASE("replay: the shortfall is the largest overflow over the tiers")
+  {
+    TaskGraph g;
+    g.resident = {gpu_buffer(g, "params", MemCategory::PARAMS, 10 * GiB), host_buffer(g, "states", false, 100 * GiB)};
+    // host 400 GiB against 256 - 32 = 224 GiB: 176 GiB over, more than the GPU's 328 MiB
+    auto r = memory::replay_memory(scenario(4, 1, 10 * GiB + 300 * MiB, 256 * GiB, 32 * GiB), g);
     CHECK_FALSE(r.fit_gpu);
     CHECK_FALSE(r.fit_cpu);
     CHECK(r.shortfall_bytes == 176 * GiB);

@@ -1,0 +1,399 @@
+#include "validation/memory_validation.hpp"
+
+#include "config/scenario_loader.hpp"
+#include "core/error.hpp"
+#include "memory/estimator.hpp"
+#include "memory/memory_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#ifndef ZEROSIM_DATA_DIR
+#define ZEROSIM_DATA_DIR "."
+#endif
+
+namespace zerosim::validation {
+
+namespace {
+
+constexpr double GIB = 1073741824.0;
+
+std::string fixed(double v, int decimals)
+{
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+std::string signed_pct(double v)
+{
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%+.1f %%", v);
+  return buf;
+}
+
+std::string gib(double bytes) { return fixed(bytes / GIB, 2) + " GiB"; }
+
+/// Table cells may not hold a pipe or a line break.
+std::string cell(std::string s)
+{
+  for (auto& ch : s)
+    if (ch == '|' || ch == '\n' || ch == '\r')
+      ch = ch == '|' ? '/' : ' ';
+  return s;
+}
+
+MemoryComparison compare(const MemoryCase& c)
+{
+  MemoryComparison r;
+  r.c = c;
+  if (c.metric == MemMetric::ESTIMATOR) {
+    const auto& q = *c.estimator;
+    memory::ModelStatesEstimate e;
+    if (c.estimator_older_formula) {
+      e = memory::estimate_zero2_model_states_mem_needs_older(q.total_params, q.gpus_per_node, q.nodes);
+      r.detail = "older ZeRO-2 formula 4P + 16P/N printed by memory.rst (current code 2P + 18P/N: " +
+                 std::to_string(memory::estimate_zero2_model_states_mem_needs(q.total_params, q.gpus_per_node,
+                                                                              q.nodes, false)
+                                    .gpu_bytes) +
+                 " B)";
+    } else if (q.stage == 2) {
+      e = memory::estimate_zero2_model_states_mem_needs(q.total_params, q.gpus_per_node, q.nodes, q.offload_optimizer);
+      r.detail = "estimate_zero2_model_states_mem_needs";
+    } else {
+      e = memory::estimate_zero3_model_states_mem_needs(q.total_params, q.largest_layer_params, q.gpus_per_node,
+                                                        q.nodes, q.offload_optimizer, q.offload_param,
+                                                        c.estimator_zero_init);
+      r.detail = "estimate_zero3_model_states_mem_needs";
+    }
+    r.predicted_bytes = e.gpu_bytes;
+  } else {
+    memory::MemoryReport m = memory::analyze_memory(*c.scenario);
+    r.predicted_bytes = c.metric == MemMetric::ALLOCATED  ? m.gpu
+                        : c.metric == MemMetric::RESERVED ? m.gpu_reserved
+                                                          : m.gpu_device;
+    r.detail = "peak at " + m.peak_task;
+  }
+  r.error_pct = (static_cast<double>(r.predicted_bytes) - c.measured_bytes) / c.measured_bytes * 100.0;
+  if (c.metric == MemMetric::DEVICE_USED) {
+    r.ok = static_cast<double>(r.predicted_bytes) <= c.measured_bytes;
+    r.verdict = r.ok ? "within bound" : "EXCEEDS bound";
+  } else {
+    r.ok = std::abs(r.error_pct) <= ACCEPTED_MEDIAN_ABS_ERROR_PCT;
+    r.verdict = r.ok ? "within 15 %" : "outside 15 %";
+  }
+  return r;
+}
+
+FitResult judge(const FitCase& f)
+{
+  FitResult r;
+  r.c = f;
+  memory::MemoryReport ran = memory::analyze_memory(f.ran);
+  r.ran_peak_bytes = ran.gpu;
+  r.capacity_bytes = ran.gpu_capacity;
+  r.ran_fits = ran.fits;
+  r.ran_detail = ran.fits ? "fits" : "does not fit (short " + gib(static_cast<double>(ran.shortfall_bytes)) + ")";
+  r.ok = ran.fits;
+  if (f.doubled) {
+    memory::MemoryReport twice = memory::analyze_memory(*f.doubled);
+    r.doubled_peak_bytes = twice.gpu;
+    r.doubled_fits = twice.fits;
+    r.ok = r.ok && !twice.fits;
+  }
+  return r;
+}
+
+void add_group_stats(std::vector<ErrorStats>& out, const std::string& prefix,
+                     const std::vector<const MemoryComparison*>& rows,
+                     const std::function<std::string(const MemoryComparison&)>& key)
+{
+  std::map<std::string, std::vector<double>> groups;
+  for (const auto* r : rows)
+    groups[key(*r)].push_back(std::abs(r->error_pct));
+  for (auto& [k, v] : groups)
+    out.push_back(error_stats(prefix + k, v));
+}
+
+std::vector<ErrorStats> stats_of(const std::vector<const MemoryComparison*>& rows, bool per_metric)
+{
+  std::vector<ErrorStats> out;
+  if (rows.empty())
+    return out;
+  if (per_metric)
+    add_group_stats(out, "metric ", rows, [](const MemoryComparison& r) { return to_string(r.c.metric); });
+  add_group_stats(out, "source ", rows, [](const MemoryComparison& r) { return r.c.info.source_id; });
+  add_group_stats(out, "stage ", rows, [](const MemoryComparison& r) { return std::to_string(r.c.info.stage); });
+  add_group_stats(out, "offload ", rows, [](const MemoryComparison& r) { return r.c.info.offload; });
+  std::vector<double> all;
+  for (const auto* r : rows)
+    all.push_back(std::abs(r->error_pct));
+  out.push_back(error_stats("overall", all));
+  return out;
+}
+
+std::string read_file(const std::string& path)
+{
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw core::InputError(path + ": cannot read the file");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string data_dir_for(const std::string& csv)
+{
+  namespace fs = std::filesystem;
+  fs::path p = fs::absolute(fs::path(csv)).parent_path();
+  std::vector<fs::path> candidates = {p, p.parent_path(), p.parent_path().parent_path(), fs::current_path(),
+                                      fs::path(ZEROSIM_DATA_DIR)};
+  for (const auto& c : candidates)
+    if (fs::is_directory(c / "topologies"))
+      return c.string();
+  throw core::InputError(csv + ": no topologies/ folder found near the file, in the current directory or in " +
+                         std::string(ZEROSIM_DATA_DIR));
+}
+
+void stats_table(std::ostringstream& md, const std::vector<ErrorStats>& stats)
+{
+  md << "| group | n | median abs error | p90 abs error |\n|---|---:|---:|---:|\n";
+  for (const auto& s : stats)
+    md << "| " << s.group << " | " << s.n << " | " << fixed(s.median_abs_pct, 1) << " % | " << fixed(s.p90_abs_pct, 1)
+       << " % |\n";
+}
+
+} // namespace
+
+ErrorStats error_stats(const std::string& group, std::vector<double> abs_errors_pct)
+{
+  ErrorStats s;
+  s.group = group;
+  s.n = static_cast<int>(abs_errors_pct.size());
+  if (abs_errors_pct.empty())
+    return s;
+  for (auto& v : abs_errors_pct)
+    v = std::abs(v);
+  std::sort(abs_errors_pct.begin(), abs_errors_pct.end());
+  auto quantile = [&](double q) {
+    double pos = q * static_cast<double>(abs_errors_pct.size() - 1);
+    auto lo = static_cast<std::size_t>(std::floor(pos));
+    auto hi = static_cast<std::size_t>(std::ceil(pos));
+    return abs_errors_pct[lo] + (abs_errors_pct[hi] - abs_errors_pct[lo]) * (pos - static_cast<double>(lo));
+  };
+  s.median_abs_pct = quantile(0.5);
+  s.p90_abs_pct = quantile(0.9);
+  return s;
+}
+
+ValidationReport run_memory_validation(const CsvTable& table, const NodeLoader& load_node)
+{
+  ValidationReport r;
+  RowMapping mapping;
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    auto row = table.record(i);
+    try {
+      map_row(row, load_node, mapping);
+    } catch (const core::InputError& e) {
+      mapping.not_covered.push_back({row["row_id"], row["source_id"], row["model"], "memory",
+                                     std::string("the row cannot be mapped: ") + e.what()});
+    }
+  }
+  r.not_covered = mapping.not_covered;
+  r.other_rows = mapping.other_rows;
+  for (const auto& c : mapping.memory) {
+    try {
+      r.comparisons.push_back(compare(c));
+    } catch (const core::UnsupportedError& e) {
+      r.not_covered.push_back({c.info.row_id, c.info.source_id, c.info.model, "memory", e.what()});
+    } catch (const core::InputError& e) {
+      r.not_covered.push_back({c.info.row_id, c.info.source_id, c.info.model, "memory",
+                               std::string("the DeepSpeed keys assumed for what the row does not state are rejected: ") +
+                                   e.what()});
+    } catch (const std::exception& e) {
+      r.failures.push_back("row " + c.info.row_id + ": " + e.what());
+    }
+  }
+  for (const auto& f : mapping.fits) {
+    try {
+      r.fits.push_back(judge(f));
+    } catch (const core::UnsupportedError& e) {
+      r.not_covered.push_back({f.info.row_id, f.info.source_id, f.info.model, "max-model", e.what()});
+    } catch (const core::InputError& e) {
+      r.not_covered.push_back({f.info.row_id, f.info.source_id, f.info.model, "max-model",
+                               std::string("the DeepSpeed keys assumed for what the row does not state are rejected: ") +
+                                   e.what()});
+    } catch (const std::exception& e) {
+      r.failures.push_back("row " + f.info.row_id + ": " + e.what());
+    }
+  }
+
+  std::vector<const MemoryComparison*> measured, estimator, allocated;
+  for (const auto& c : r.comparisons) {
+    if (c.c.metric == MemMetric::ESTIMATOR) {
+      estimator.push_back(&c);
+    } else if (c.c.metric == MemMetric::DEVICE_USED) {
+      ++r.bound_rows;
+      if (!c.ok)
+        ++r.bound_violations;
+    } else {
+      measured.push_back(&c);
+      if (c.c.metric == MemMetric::ALLOCATED)
+        allocated.push_back(&c);
+    }
+  }
+  r.measured_stats = stats_of(measured, true);
+  r.estimator_stats = stats_of(estimator, false);
+  if (!allocated.empty()) {
+    std::vector<double> v;
+    for (const auto* c : allocated)
+      v.push_back(c->error_pct);
+    r.allocated_median_abs_pct = error_stats("allocated", v).median_abs_pct;
+  }
+  r.fits_ok = !r.fits.empty() && std::all_of(r.fits.begin(), r.fits.end(), [](const FitResult& f) { return f.ok; });
+  r.accepted = r.allocated_median_abs_pct && *r.allocated_median_abs_pct <= ACCEPTED_MEDIAN_ABS_ERROR_PCT &&
+               r.fits_ok && r.bound_violations == 0 && r.failures.empty();
+  return r;
+}
+
+std::string render_markdown(const ValidationReport& r)
+{
+  std::ostringstream md;
+  md << "# Memory against measurement\n\n"
+     << "Generated by `zerosim validate --memory` from `results/validation/published.csv` (a copy of\n"
+     << "`shared/validation/published.csv`); method, metric mapping and assumptions: `docs/validation.md`.\n"
+     << "Do not edit by hand. Signed error = (predicted - measured) / measured.\n\n";
+
+  md << "## Acceptance\n\n";
+  md << "- Median absolute error on rows with allocated-memory figures: ";
+  if (r.allocated_median_abs_pct) {
+    int n = 0;
+    for (const auto& c : r.comparisons)
+      n += c.c.metric == MemMetric::ALLOCATED ? 1 : 0;
+    md << fixed(*r.allocated_median_abs_pct, 1) << " % over " << n << " row(s) (target <= "
+       << fixed(ACCEPTED_MEDIAN_ABS_ERROR_PCT, 0) << " %): "
+       << (*r.allocated_median_abs_pct <= ACCEPTED_MEDIAN_ABS_ERROR_PCT ? "met" : "NOT met") << ".\n";
+  } else {
+    md << "no such row could be expressed.\n";
+  }
+  int fits_passed = 0;
+  for (const auto& f : r.fits)
+    fits_passed += f.ok ? 1 : 0;
+  md << "- Fit statements reproduced (as ran: fits; at twice the size: does not): " << fits_passed << " of "
+     << r.fits.size() << ".\n";
+  md << "- nvidia-smi upper bounds exceeded by the prediction: " << r.bound_violations << " of " << r.bound_rows
+     << ".\n";
+  if (!r.failures.empty()) {
+    md << "- Rows the pipeline failed on (bugs, not verdicts): " << r.failures.size() << ".\n";
+    for (const auto& f : r.failures)
+      md << "  - " << cell(f) << "\n";
+  }
+  md << "- Overall: " << (r.accepted ? "accepted" : "NOT accepted") << ".\n\n";
+
+  md << "## Memory rows\n\n"
+     << "| row_id | source | model | config | metric | measured | predicted | signed error | verdict |\n"
+     << "|---|---|---|---|---|---:|---:|---:|---|\n";
+  for (const auto& c : r.comparisons) {
+    md << "| " << c.c.info.row_id << " | " << c.c.info.source_id << " | " << cell(c.c.info.model) << " | "
+       << cell(c.c.info.config) << " | " << to_string(c.c.metric) << " | " << gib(c.c.measured_bytes) << " | "
+       << gib(static_cast<double>(c.predicted_bytes)) << " | " << signed_pct(c.error_pct) << " | " << c.verdict
+       << " |\n";
+  }
+  md << "\n## Fit verdicts (max-model-size and batch rows)\n\n"
+     << "| row_id | source | published | config as ran | GPU | predicted peak | verdict as ran | twice: peak | "
+        "twice: verdict | result |\n"
+     << "|---|---|---|---|---:|---:|---|---:|---|---|\n";
+  for (const auto& f : r.fits) {
+    md << "| " << f.c.info.row_id << " | " << f.c.info.source_id << " | " << cell(f.c.claim) << " | "
+       << cell(f.c.info.config) << " | " << gib(static_cast<double>(f.capacity_bytes)) << " | "
+       << gib(static_cast<double>(f.ran_peak_bytes)) << " | " << f.ran_detail << " | "
+       << (f.doubled_peak_bytes ? gib(static_cast<double>(*f.doubled_peak_bytes)) : std::string("-")) << " | "
+       << (f.doubled_fits ? (*f.doubled_fits ? "fits" : "does not fit") : "- (not a maximum)") << " | "
+       << (f.ok ? "as published" : "CONTRADICTS the source") << " |\n";
+  }
+  md << "\nTwice the size: a max-model row at twice the layers; a max-batch row at twice the micro-batch.\n\n";
+
+  md << "## Error statistics\n\n"
+     << "Measured rows (allocated and reserved; nvidia-smi rows are upper bounds and enter only the acceptance):\n\n";
+  if (r.measured_stats.empty())
+    md << "(none)\n";
+  else
+    stats_table(md, r.measured_stats);
+  md << "\nDeepSpeed-estimator rows (model states only: a conformance test of the arithmetic, not of reality):\n\n";
+  if (r.estimator_stats.empty())
+    md << "(none)\n";
+  else
+    stats_table(md, r.estimator_stats);
+
+  md << "\n## Inputs assumed per row\n\n";
+  for (const auto& c : r.comparisons)
+    md << "- row " << c.c.info.row_id << " (" << to_string(c.c.metric) << ", " << cell(c.detail)
+       << "): " << cell(c.c.info.assumptions) << "\n";
+  for (const auto& f : r.fits)
+    md << "- row " << f.c.info.row_id << " (fit): " << cell(f.c.info.assumptions) << "\n";
+
+  md << "\n## Not covered\n\n"
+     << r.not_covered.size() << " memory or max-model rows cannot be expressed yet; " << r.other_rows
+     << " further rows carry only time or throughput figures (not memory rows).\n\n";
+  md << "| row_id | source | model | kind | why |\n|---|---|---|---|---|\n";
+  for (const auto& n : r.not_covered)
+    md << "| " << n.row_id << " | " << n.source_id << " | " << cell(n.model) << " | " << n.kind << " | "
+       << cell(n.reason) << " |\n";
+  return md.str();
+}
+
+std::string render_csv(const ValidationReport& r)
+{
+  std::string out = csv_record({"row_id", "source_id", "kind", "model", "config", "metric", "measured_GiB",
+                                "predicted_GiB", "signed_error_pct", "verdict", "why_or_assumptions"});
+  for (const auto& c : r.comparisons)
+    out += csv_record({c.c.info.row_id, c.c.info.source_id, "memory", c.c.info.model, c.c.info.config,
+                       to_string(c.c.metric), fixed(c.c.measured_bytes / GIB, 3),
+                       fixed(static_cast<double>(c.predicted_bytes) / GIB, 3), fixed(c.error_pct, 1), c.verdict,
+                       c.c.info.assumptions});
+  for (const auto& f : r.fits) {
+    std::string verdict = std::string(f.ran_fits ? "fits" : "does not fit") +
+                          (f.doubled_fits ? std::string("; twice: ") + (*f.doubled_fits ? "fits" : "does not fit") : "") +
+                          (f.ok ? " (as published)" : " (contradicts the source)");
+    out += csv_record({f.c.info.row_id, f.c.info.source_id, "fit", f.c.info.model, f.c.info.config, "fit verdict",
+                       fixed(static_cast<double>(f.capacity_bytes) / GIB, 3),
+                       fixed(static_cast<double>(f.ran_peak_bytes) / GIB, 3), "", verdict, f.c.claim});
+  }
+  for (const auto& n : r.not_covered)
+    out += csv_record({n.row_id, n.source_id, "not covered (" + n.kind + ")", n.model, "", "", "", "", "", "",
+                       n.reason});
+  return out;
+}
+
+int validate_memory_command(const std::string& csv, const std::string& out_dir, std::ostream& out)
+{
+  CsvTable table = CsvTable::parse(read_file(csv), csv);
+  std::string data_dir = data_dir_for(csv);
+  NodeLoader loader = [&](const std::string& name) {
+    return config::load_node(data_dir + "/topologies/" + name + ".yaml");
+  };
+  ValidationReport r = run_memory_validation(table, loader);
+  std::filesystem::create_directories(out_dir);
+  auto write = [](const std::string& path, const std::string& text) {
+    std::ofstream f(path, std::ios::binary);
+    if (!f)
+      throw core::InputError(path + ": cannot write the file");
+    f << text;
+  };
+  write(out_dir + "/memory.md", render_markdown(r));
+  write(out_dir + "/memory.csv", render_csv(r));
+  out << "memory validation: " << r.comparisons.size() << " memory comparisons, " << r.fits.size()
+      << " fit verdicts, " << r.not_covered.size() << " rows not covered, " << r.other_rows << " time-only rows\n";
+  if (r.allocated_median_abs_pct)
+    out << "median |error| on allocated-memory rows: " << fixed(*r.allocated_median_abs_pct, 1) << " %\n";
+  out << "acceptance: " << (r.accepted ? "met" : "NOT met") << "; report: " << out_dir << "/memory.md\n";
+  return r.failures.empty() ? 0 : 1;
+}
+
+} // namespace zerosim::validation

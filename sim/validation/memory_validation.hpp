@@ -1,0 +1,87 @@
+// Memory against measurement (`zerosim validate --memory`): every row of published.csv that the
+// memory model can express, predicted beside measured in the same metric; the fit verdict of every
+// max-model-size row (as ran: fits; twice the layers: does not); the rows not covered, with why.
+// Renders results/validation/memory.md and memory.csv. Method: docs/validation.md.
+#pragma once
+
+#include "validation/csv.hpp"
+#include "validation/published_rows.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace zerosim::validation {
+
+/// The tolerance of the acceptance check on allocated-memory rows (median absolute error), percent.
+inline constexpr double ACCEPTED_MEDIAN_ABS_ERROR_PCT = 15.0;
+
+/// One published memory figure beside its prediction.
+struct MemoryComparison {
+  MemoryCase c;
+  std::int64_t predicted_bytes = 0;
+  double error_pct = 0;         ///< (predicted - measured) / measured x 100
+  bool ok = false;              ///< bound rows: predicted <= measured; others: |error| <= 15 %
+  std::string verdict;
+  std::string detail;           ///< where the GPU peak falls (task), or the estimator's formula
+};
+
+/// A fit statement beside the predicted verdicts.
+struct FitResult {
+  FitCase c;
+  std::int64_t ran_peak_bytes = 0;      ///< predicted GPU peak (allocated) of the configuration that ran
+  std::int64_t capacity_bytes = 0;      ///< GPU memory of the node
+  bool ran_fits = false;                ///< predicted fit of every tier (GPU, host, NVMe)
+  std::string ran_detail;
+  std::optional<std::int64_t> doubled_peak_bytes;
+  std::optional<bool> doubled_fits;
+  bool ok = false;                      ///< ran fits, and the doubled one (if any) does not
+};
+
+/// Median and 90th percentile of |error| over a group of comparisons.
+struct ErrorStats {
+  std::string group;            ///< e.g. "source S09", "stage 3", "offload none", "overall"
+  int n = 0;
+  double median_abs_pct = 0;
+  double p90_abs_pct = 0;       ///< linear interpolation between order statistics (numpy's default)
+};
+
+struct ValidationReport {
+  std::vector<MemoryComparison> comparisons;
+  std::vector<FitResult> fits;
+  std::vector<NotCovered> not_covered;
+  int other_rows = 0;
+  std::vector<std::string> failures;    ///< "row N: message" for a row the pipeline failed on (a bug, not a verdict)
+  /// Over measured comparisons (allocated and reserved) grouped per metric, source, stage, offload, overall.
+  std::vector<ErrorStats> measured_stats;
+  /// Over the estimator rows (a conformance test of the arithmetic, not of reality).
+  std::vector<ErrorStats> estimator_stats;
+  int bound_rows = 0;                   ///< nvidia-smi rows
+  int bound_violations = 0;             ///< ... whose prediction exceeds the bound
+  std::optional<double> allocated_median_abs_pct;  ///< the acceptance figure (none when no such row)
+  bool fits_ok = false;                 ///< every fit case passed
+  bool accepted = false;                ///< allocated median <= 15 %, every fit case passed, no bound exceeded
+};
+
+/// Median and 90th percentile of |values|.
+ErrorStats error_stats(const std::string& group, std::vector<double> abs_errors_pct);
+
+/// Maps the rows and runs the pipeline (memory::analyze_memory; memory/estimator.hpp for estimator rows).
+/// A row whose scenario the pipeline refuses (core::UnsupportedError, or core::InputError for the DeepSpeed keys
+/// assumed where the row states none) goes to not_covered with the message.
+ValidationReport run_memory_validation(const CsvTable& table, const NodeLoader& load_node);
+
+/// results/validation/memory.md
+std::string render_markdown(const ValidationReport& r);
+/// results/validation/memory.csv: one record per comparison, fit case and row not covered.
+std::string render_csv(const ValidationReport& r);
+
+/// `zerosim validate --memory`: reads `csv` (published.csv), loads node files from the topologies/ folder
+/// beside the folder holding results/ (else the current directory, else the source tree), writes memory.md and
+/// memory.csv into `out_dir`, prints the headline to `out`. Returns 0 when the work was done (the verdict is
+/// in the report), 1 when a row failed inside the pipeline. Throws core::InputError for an unreadable file.
+int validate_memory_command(const std::string& csv, const std::string& out_dir, std::ostream& out);
+
+} // namespace zerosim::validation

@@ -1,0 +1,60 @@
+// The acceptance check of "memory against measurement" (docs/validation.md): it runs the whole pipeline
+// on results/validation/published.csv and asserts the figures the issue accepts.
+#include "config/scenario_loader.hpp"
+#include "validation/memory_validation.hpp"
+
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <sstream>
+
+using namespace zerosim;
+using namespace zerosim::validation;
+
+namespace {
+
+ValidationReport run_on_shipped_data()
+{
+  std::string path = std::string(ZEROSIM_SOURCE_DIR) + "/results/validation/published.csv";
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE_MESSAGE(in.good(), "missing " << path << " (the copy of shared/validation/published.csv)");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  CsvTable table = CsvTable::parse(ss.str(), path);
+  NodeLoader loader = [](const std::string& name) {
+    return config::load_node(std::string(ZEROSIM_SOURCE_DIR) + "/topologies/" + name + ".yaml");
+  };
+  return run_memory_validation(table, loader);
+}
+
+} // namespace
+
+TEST_SUITE("validation")
+{
+  TEST_CASE("accuracy: median abs error on allocated-memory rows is at most 15 %")
+  {
+    ValidationReport r = run_on_shipped_data();
+    CHECK(r.failures.empty());
+    REQUIRE(r.allocated_median_abs_pct.has_value());
+    CHECK(*r.allocated_median_abs_pct <= ACCEPTED_MEDIAN_ABS_ERROR_PCT);
+  }
+
+  TEST_CASE("accuracy: no prediction exceeds an nvidia-smi upper bound")
+  {
+    ValidationReport r = run_on_shipped_data();
+    CHECK(r.bound_rows > 0);
+    CHECK(r.bound_violations == 0);
+  }
+
+  TEST_CASE("accuracy: every max-model configuration that ran fits and its double does not")
+  {
+    ValidationReport r = run_on_shipped_data();
+    REQUIRE_FALSE(r.fits.empty());
+    for (const auto& f : r.fits) {
+      INFO("published.csv row " << f.c.info.row_id << ": " << f.c.claim);
+      CHECK(f.ran_fits);
+      if (f.doubled_fits)
+        CHECK_FALSE(*f.doubled_fits);
+    }
+  }
+}

@@ -1,0 +1,244 @@
+#include "validation/published_rows.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+using namespace zerosim;
+using namespace zerosim::validation;
+
+namespace {
+
+constexpr double GIB = 1073741824.0;
+
+/// A stand-in for topologies/dgx-2.yaml (16 x V100-SXM3 32 GiB, 1.5 TiB host: NVIDIA DGX-2 datasheet),
+/// so that these tests depend on the mapping alone. Records the names asked for.
+struct FakeNodes {
+  std::vector<std::string> asked;
+  NodeLoader loader()
+  {
+    return [this](const std::string& name) {
+      asked.push_back(name);
+      spec::NodeSpec n;
+      n.name = name;
+      n.gpu.model = "V100-SXM3-32GB";
+      n.gpu.memory_bytes = 32LL << 30;
+      n.gpus = 16;
+      n.cpu.memory_bytes = 1536LL << 30;
+      n.nics.count = 8;
+      n.nics.bandwidth_Bps = 12.5e9;
+      return n;
+    };
+  }
+};
+
+/// published.csv row 82 (ZeRO-Offload paper, Figure 7): the columns the mapping reads, as written there.
+PublishedRow row_82()
+{
+  return {{"row_id", "82"},
+          {"source_id", "S03"},
+          {"source", "Ren et al., ZeRO-Offload (USENIX ATC21, arXiv 2101.06840)"},
+          {"locator", "Figure 7 (largest trainable model)"},
+          {"provenance", "measured"},
+          {"framework", "DeepSpeed ZeRO-Offload (ZeRO-2 + CPU optimizer offload, CPU-Adam)"},
+          {"model", "GPT-2-like"},
+          {"seq_len", "not stated (GPT-2-like)"},
+          {"gpu", "V100 SXM3 (DGX-2)"},
+          {"gpu_mem_GB", "32"},
+          {"gpus_per_node", "16"},
+          {"nodes", "1"},
+          {"total_gpus", "1"},
+          {"cpu_mem_per_node_GB", "1536"},
+          {"zero_stage", "2"},
+          {"offload_optimizer", "cpu"},
+          {"precision", "fp16 mixed (Adam)"},
+          {"activation_checkpointing", "yes (paper: 'We use activation checkpointing')"},
+          {"max_model_fit", "ZeRO-Offload 13B"}};
+}
+
+/// published.csv row 213 (DeepSpeed ZeRO-Offload tutorial, 10B GPT-2 on one V100, nvidia-smi read-out).
+PublishedRow row_213()
+{
+  return {{"row_id", "213"},
+          {"source_id", "S09"},
+          {"locator", "docs/_tutorials/zero-offload.md + zero_offload_dp1_10B_log.png / _smi.png"},
+          {"evidence_type", "log screenshot (image read)"},
+          {"provenance", "measured"},
+          {"framework", "DeepSpeed (Megatron-DeepSpeed GPT-2)"},
+          {"model", "GPT-2 10B"},
+          {"params_B", "10"},
+          {"layers", "50"},
+          {"hidden", "4096"},
+          {"heads", "32"},
+          {"seq_len", "not stated (Megatron example default 1024?)"},
+          {"gpu", "V100-SXM3"},
+          {"gpu_mem_GB", "32"},
+          {"gpus_per_node", "16"},
+          {"nodes", "1"},
+          {"total_gpus", "1"},
+          {"zero_stage", "2"},
+          {"offload_optimizer", "cpu"},
+          {"tp", "1"},
+          {"dp", "1"},
+          {"global_batch", "10"},
+          {"micro_batch", "10"},
+          {"precision", "fp16 mixed"},
+          {"activation_checkpointing", "yes (--checkpoint-activations)"},
+          {"peak_mem_GB", "31.5"},
+          {"mem_metric", "nvidia-smi used 32290/32480 MiB (caching allocator; upper bound)"}};
+}
+
+} // namespace
+
+TEST_SUITE("validation")
+{
+  TEST_CASE("mapping: ZeRO-Offload max-model row 82 becomes the 13B run and its 26B double")
+  {
+    FakeNodes nodes;
+    RowMapping m;
+    map_row(row_82(), nodes.loader(), m);
+    REQUIRE(m.fits.size() == 1);
+    CHECK(m.memory.empty());
+    CHECK(m.not_covered.empty());
+    const FitCase& f = m.fits[0];
+    // ZeRO-Offload Table 3 (published.csv row 59): 13B = 65 layers x 4096, micro-batch 4 on one GPU.
+    CHECK(f.ran.model.layers == 65);
+    CHECK(f.ran.model.hidden == 4096);
+    CHECK(f.ran.model.vocab == 50304);        // GPT-2 BPE 50,257 padded to a multiple of 128 by Megatron-LM
+    CHECK(f.ran.model.tied_embeddings);
+    CHECK(f.ran.training.micro_batch == 4);
+    CHECK(f.ran.training.seq_len == 1024);    // Megatron-LM GPT-2 example default (not stated by the row)
+    CHECK(f.ran.training.activation_checkpointing == spec::Checkpointing::FULL);
+    CHECK(f.ran.training.precision == spec::Precision::FP16);
+    CHECK(f.ran.deepspeed.zero.stage == 2);
+    CHECK(f.ran.deepspeed.zero.offload_optimizer.device == spec::OffloadDevice::CPU);
+    CHECK_FALSE(f.ran.deepspeed.zero.overlap_comm);   // DeepSpeed default: stage 3 only (zero-schedule.md §11)
+    CHECK(f.ran.deepspeed.communication_data_type == spec::Dtype::FP16);   // model dtype (§1.3)
+    CHECK(f.ran.cluster.total_gpus() == 1);
+    CHECK(nodes.asked == std::vector<std::string>{"dgx-2"});
+    REQUIRE(f.doubled.has_value());
+    CHECK(f.doubled->model.layers == 130);    // twice the layers
+    CHECK(f.doubled->model.hidden == 4096);
+  }
+
+  TEST_CASE("mapping: a max-model size whose fp16 weights exceed one GPU at stage 2 is not covered (MP)")
+  {
+    // published.csv row 84: 70B with ZeRO-Offload on 16 GPUs; 2 bytes x 70e9 = 130 GiB > 32 GiB, so the run
+    // used Megatron model parallelism (ZeRO-Offload Table 3 marks it "with MP").
+    PublishedRow r = row_82();
+    r["row_id"] = "84";
+    r["total_gpus"] = "16";
+    r["max_model_fit"] = "ZeRO-Offload 70B";
+    FakeNodes nodes;
+    RowMapping m;
+    map_row(r, nodes.loader(), m);
+    CHECK(m.fits.empty());
+    REQUIRE(m.not_covered.size() == 1);
+    CHECK(m.not_covered[0].kind == "max-model");
+    CHECK(m.not_covered[0].reason.find("model parallelism") != std::string::npos);
+  }
+
+  TEST_CASE("mapping: tutorial row 213 is an nvidia-smi bound with the tutorial's ds_config")
+  {
+    FakeNodes nodes;
+    RowMapping m;
+    map_row(row_213(), nodes.loader(), m);
+    REQUIRE(m.memory.size() == 1);
+    const MemoryCase& c = m.memory[0];
+    CHECK(c.metric == MemMetric::DEVICE_USED);
+    CHECK(c.measured_bytes == doctest::Approx(31.5 * GIB));   // 32290 MiB read as 31.5 GiB (README trap 7)
+    REQUIRE(c.scenario.has_value());
+    const spec::Scenario& s = *c.scenario;
+    CHECK(s.model.layers == 50);
+    CHECK(s.model.hidden == 4096);
+    CHECK(s.model.heads == 32);
+    CHECK(s.training.micro_batch == 10);
+    CHECK(s.training.seq_len == 1024);
+    CHECK(s.deepspeed.zero.stage == 2);
+    // docs/_tutorials/zero-offload.md: {"stage": 2, "cpu_offload": true, "contiguous_gradients": true, "overlap_comm": true}
+    CHECK(s.deepspeed.zero.offload_optimizer.device == spec::OffloadDevice::CPU);
+    CHECK(s.deepspeed.zero.overlap_comm);
+    CHECK(c.info.stage == 2);
+    CHECK(c.info.offload == "opt cpu + param none");
+  }
+
+  TEST_CASE("mapping: an allocated figure with a reserved figure in its metric gives two comparisons")
+  {
+    PublishedRow r = row_213();
+    r["row_id"] = "211";
+    r["locator"] = "docs/_tutorials/zeropp.md + docs/assets/images/zeropp/ZeRO-baseline.png (iteration 40)";
+    r["total_gpus"] = "64";
+    r["zero_stage"] = "3";
+    r["offload_optimizer"] = "";
+    r["peak_mem_GB"] = "8.28";
+    r["mem_metric"] = "torch max allocated (rank 0); max reserved 18.84 GB";
+    FakeNodes nodes;
+    RowMapping m;
+    map_row(r, nodes.loader(), m);
+    REQUIRE(m.memory.size() == 2);
+    CHECK(m.memory[0].metric == MemMetric::ALLOCATED);
+    CHECK(m.memory[0].measured_bytes == doctest::Approx(8.28 * GIB));   // DeepSpeed log: bytes / 2^30
+    CHECK(m.memory[1].metric == MemMetric::RESERVED);
+    CHECK(m.memory[1].measured_bytes == doctest::Approx(18.84 * GIB));
+    CHECK(m.memory[0].scenario->cluster.nodes == 4);                     // 64 GPUs on 16-GPU nodes
+    CHECK(m.memory[0].scenario->deepspeed.zero.reduce_bucket_size == 10'000'000);   // zeropp.md ds_config
+  }
+
+  TEST_CASE("mapping: estimator row of t5-3b goes to DeepSpeed's stage-2 estimator")
+  {
+    // published.csv row 232: estimate_zero2_model_states_mem_needs_all_live(t5-3b, 8 GPUs x 1 node), offload cpu:
+    // per GPU 2 x 2.851e9 B = 5.31 GiB (memory.rst).
+    PublishedRow r = {{"row_id", "232"}, {"source_id", "S11"}, {"provenance", "estimator"},
+                      {"model", "t5-3b"},  {"params_B", "2.851"},  {"gpus_per_node", "8"},
+                      {"nodes", "1"},      {"total_gpus", "8"},    {"zero_stage", "2"},
+                      {"offload_optimizer", "cpu"}, {"peak_mem_GB", "5.31"},
+                      {"mem_metric", "estimator per-GPU model states; per-CPU 127.48 GB"}};
+    FakeNodes nodes;
+    RowMapping m;
+    map_row(r, nodes.loader(), m);
+    REQUIRE(m.memory.size() == 1);
+    const MemoryCase& c = m.memory[0];
+    CHECK(c.metric == MemMetric::ESTIMATOR);
+    REQUIRE(c.estimator.has_value());
+    CHECK(c.estimator->total_params == 2'851'000'000);
+    CHECK(c.estimator->stage == 2);
+    CHECK(c.estimator->gpus_per_node == 8);
+    CHECK(c.estimator->offload_optimizer);
+    CHECK(c.measured_bytes == doctest::Approx(5.31 * GIB));
+    CHECK(nodes.asked.empty());   // no node needed
+  }
+
+  TEST_CASE("mapping: tensor-parallel, FSDP and T5 rows are listed as not covered with the reason")
+  {
+    PublishedRow tp = row_213();
+    tp["tp"] = "8";
+    tp["pp"] = "10";
+    PublishedRow fsdp = row_213();
+    fsdp["zero_stage"] = "3-equivalent";
+    fsdp["fsdp_sharding"] = "FULL_SHARD";
+    PublishedRow t5 = row_213();
+    t5["model"] = "HF T5-11B";
+    PublishedRow timing = row_213();
+    timing["peak_mem_GB"] = "";
+    FakeNodes nodes;
+    RowMapping m = map_rows({tp, fsdp, t5, timing}, nodes.loader());
+    CHECK(m.memory.empty());
+    CHECK(m.other_rows == 1);   // no memory figure and no fit statement: a time-only row
+    REQUIRE(m.not_covered.size() == 3);
+    CHECK(m.not_covered[0].reason.find("tensor/pipeline parallelism") != std::string::npos);
+    CHECK(m.not_covered[1].reason.find("issue 4") != std::string::npos);
+    CHECK(m.not_covered[2].reason.find("encoder-decoder") != std::string::npos);
+  }
+
+  TEST_CASE("mapping: GPU columns select the shipped node files")
+  {
+    CHECK(node_name_for("V100 SXM3 (DGX-2)", "32") == "dgx-2");
+    CHECK(node_name_for("A100 PCIe", "40") == "workstation-a100-pcie-40gb");
+    CHECK(node_name_for("Titan RTX", "24") == "workstation-2x-titan-rtx");
+    CHECK(node_name_for("A100 SXM", "80") == "dgx-a100-80gb");
+    CHECK(node_name_for("H100 (Grand Teton, HBM2e, 500W cap)", "96") == "grand-teton-h100-96gb");
+    CHECK(node_name_for("TPU v4", "32") == "");
+    CHECK(leading_number("1024 (example default, not restated)") == doctest::Approx(1024));
+    CHECK_FALSE(leading_number("not stated").has_value());
+  }
+}
