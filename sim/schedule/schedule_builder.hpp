@@ -65,6 +65,7 @@ public:
   bool mixed = true; ///< bf16/fp16 (a separate fp32 master exists); false for fp32
   bool fp16 = false;
   bool v016 = false;       ///< deepspeed_version "0.16" (§14)
+  bool first_step = false; ///< the run's first optimizer step (StepOptions::first_step, §5.2)
   int opt_state_bytes = 8; ///< Adam m,v: 8 B/elem; SGD without momentum: 0
   double opt_bytes_per_elem = ADAM_BYTES_PER_ELEM;
   double opt_flops_per_elem = ADAM_FLOPS_PER_ELEM;

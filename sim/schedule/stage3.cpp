@@ -94,20 +94,24 @@ void build_stage3(Builder& b)
   c.gathered.assign(np, -1);
   c.gathered_by.assign(np, -1);
   c.most_recent.assign(np, -1);
+  // Persistent params were gathered by the previous step's _post_step and are kept (§5.1, §5.7 step 4).
+  // That gather bypasses the coordinator, so they never count in __n_available_params.
   for (std::size_t p = 0; p < np; ++p)
-    if (persistent[p]) { // gathered by the previous step's _post_step and kept (§5.1, §5.7 step 4)
+    if (persistent[p])
       c.available[p] = 1;
-      c.n_available += b.params[p].numel;
-    }
 
   int call_index = 0;
   TaskId last_rs = -1;
 
   for (int mb = 0; mb < b.g; ++mb) {
     const std::string mbs = "mb" + std::to_string(mb);
-    const bool complete = mb >= 1; // micro-step 0 records the trace: no prefetch, no reuse (§5.2)
+    // The trace is COMPLETE from the 2nd reset_step of the run on and nothing in step() invalidates it
+    // (§5.2): only the run's first micro-step RECORDs it (no prefetch, everything released after use).
+    const bool complete = !b.first_step || mb >= 1;
     const bool boundary = mb == b.g - 1;
+    // reset_step (§5.2): rewind the queue, forget the prefetch marks, __n_available_params = 0.
     c.queue = 0;
+    c.n_available = 0;
     std::fill(c.most_recent.begin(), c.most_recent.end(), -1);
     const Phase fetch_phase = Phase::PARAM_GATHER;
 

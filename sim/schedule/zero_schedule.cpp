@@ -64,10 +64,11 @@ void check_supported(const spec::Scenario& s, const workload::Workload& w, int r
 
 } // namespace
 
-TaskGraph build_step_graph(const spec::Scenario& s, const workload::Workload& w, int rank)
+TaskGraph build_step_graph(const spec::Scenario& s, const workload::Workload& w, int rank, const StepOptions& opt)
 {
   check_supported(s, w, rank);
   detail::Builder b(s, w, rank);
+  b.first_step = opt.first_step;
   switch (s.deepspeed.zero.stage) {
   case 0:
     detail::build_stage0(b);

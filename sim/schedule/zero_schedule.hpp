@@ -8,8 +8,19 @@
 
 namespace zerosim::schedule {
 
+/// Which optimizer step of the run the graph describes.
+struct StepOptions {
+  /// false (default): a steady-state step, what a measurement at iteration k > 1 sees. The stage-3
+  /// trace is COMPLETE in every micro-step, micro-step 0 included: it is frozen at the 2nd
+  /// `reset_step` of the run and neither `step()` (`_pre_step`, `_partition_all_parameters` ->
+  /// `release_and_reset_all`) nor the next forward invalidates it (zero-schedule.md §5.2).
+  /// true: the run's first step; stage-3 micro-step 0 RECORDs the trace (no prefetch, no reuse).
+  bool first_step = false;
+};
+
 /// The graph of one optimizer step (all `grad_accum` micro-steps and the step) of `rank`.
 /// Throws core::UnsupportedError for configurations not modelled yet (FSDP and DDP before issue 4).
-TaskGraph build_step_graph(const spec::Scenario& s, const workload::Workload& w, int rank = 0);
+TaskGraph build_step_graph(const spec::Scenario& s, const workload::Workload& w, int rank = 0,
+                           const StepOptions& opt = {});
 
 } // namespace zerosim::schedule

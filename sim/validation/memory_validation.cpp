@@ -258,7 +258,7 @@ ValidationReport run_memory_validation(const CsvTable& table, const NodeLoader& 
   }
   r.fits_ok = !r.fits.empty() && std::all_of(r.fits.begin(), r.fits.end(), [](const FitResult& f) { return f.ok; });
   r.accepted = r.allocated_median_abs_pct && *r.allocated_median_abs_pct <= ACCEPTED_MEDIAN_ABS_ERROR_PCT &&
-               r.fits_ok && r.bound_violations == 0 && r.failures.empty();
+               r.fits_ok && r.failures.empty();
   return r;
 }
 
@@ -287,14 +287,22 @@ std::string render_markdown(const ValidationReport& r)
     fits_passed += f.ok ? 1 : 0;
   md << "- Fit statements reproduced (as ran: fits; at twice the size: does not): " << fits_passed << " of "
      << r.fits.size() << ".\n";
-  md << "- nvidia-smi upper bounds exceeded by the prediction: " << r.bound_violations << " of " << r.bound_rows
-     << ".\n";
   if (!r.failures.empty()) {
     md << "- Rows the pipeline failed on (bugs, not verdicts): " << r.failures.size() << ".\n";
     for (const auto& f : r.failures)
       md << "  - " << cell(f) << "\n";
   }
-  md << "- Overall: " << (r.accepted ? "accepted" : "NOT accepted") << ".\n\n";
+  md << "- Overall (the issue's acceptance: allocated median and fit statements): "
+     << (r.accepted ? "accepted" : "NOT accepted") << ".\n\n";
+  md << "Beyond the acceptance: nvidia-smi figures are upper bounds (a caching-allocator ceiling), which the\n"
+     << "prediction of the device total must not exceed. Exceeded: " << r.bound_violations << " of " << r.bound_rows;
+  bool first = true;
+  for (const auto& c : r.comparisons)
+    if (c.c.metric == MemMetric::DEVICE_USED && !c.ok) {
+      md << (first ? " (row " : ", row ") << c.c.info.row_id;
+      first = false;
+    }
+  md << (first ? "" : "; docs/validation.md says why)") << ".\n\n";
 
   md << "## Memory rows\n\n"
      << "| row_id | source | model | config | metric | measured | predicted | signed error | verdict |\n"

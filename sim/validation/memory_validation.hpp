@@ -62,7 +62,7 @@ struct ValidationReport {
   int bound_violations = 0;             ///< ... whose prediction exceeds the bound
   std::optional<double> allocated_median_abs_pct;  ///< the acceptance figure (none when no such row)
   bool fits_ok = false;                 ///< every fit case passed
-  bool accepted = false;                ///< allocated median <= 15 %, every fit case passed, no bound exceeded
+  bool accepted = false;                ///< allocated median <= 15 % and every fit case passed (the issue's acceptance)
 };
 
 /// Median and 90th percentile of |values|.

@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include <array>
+
 using namespace zerosim;
 using namespace zerosim::schedule;
 using namespace zerosim::schedule::test;
@@ -37,16 +39,17 @@ spec::Scenario base(int g)
 
 TEST_SUITE("schedule")
 {
-  TEST_CASE("stage3: forward gathers Ψ - Ψ_persist per micro-step, micro-step 0 gathers everything again in backward")
+  TEST_CASE("stage3: forward gathers Ψ - Ψ_persist per micro-step, the first step's micro-step 0 gathers everything "
+            "again in backward")
   {
     const int g = 3;
-    const TaskGraph gr = build_step_graph(base(g), model());
+    const TaskGraph gr = build_step_graph(base(g), model(), 0, StepOptions{.first_step = true});
     // AG bytes of a fetch = N·Σ⌈n/N⌉·b_lp (§5.3); the non-persistent params are the 8 mlp weights:
     // AG_fwd = 4·8·1000·2 = 64000 bytes = (Ψ - Ψ_persist)·b_lp since N divides 4000.
     const std::int64_t ag_fwd = N * LAYERS * 1000 * 2;
     CHECK(ag_fwd == (PSI - LAYERS * L_LN) * 2);
-    // Micro-step 0 records the trace: no prefetch, one blocking call per module before its forward
-    // and again before its backward, everything released after use (§5.2, §5.4): AG_fwd + AG_bwd = 2·AG_fwd.
+    // The run's first micro-step records the trace: no prefetch, one blocking call per module before its
+    // forward and again before its backward, everything released after use (§5.2, §5.4): AG_fwd + AG_bwd = 2·AG_fwd.
     const Volume mb0 = collectives(gr, CollectiveKind::ALL_GATHER, 0);
     CHECK(mb0.bytes == 2 * ag_fwd);
     CHECK(mb0.calls == 2 * LAYERS);
@@ -57,25 +60,31 @@ TEST_SUITE("schedule")
     CHECK(fwd_calls == LAYERS);
   }
 
-  TEST_CASE("stage3: from micro-step 1 the last modules within max_reuse_distance are not re-gathered")
+  TEST_CASE("stage3: in a steady-state step every micro-step keeps the modules within max_reuse_distance")
   {
     const int g = 2;
     const TaskGraph gr = build_step_graph(base(g), model());
     // §5.4: layer i (forward position i) reaches its backward use at position 15-i past
     // 2·(7-i)·4010 elements of trace; kept iff that is < 20000: i = 5, 6, 7, i.e.
     // ⌈D/(2·4010)⌉ = 3 layers resident. AG_bwd = Ψ - resident - Ψ_persist = 5 mlp weights.
-    // Per micro-step from 1 on: AG_fwd + AG_bwd = (8 + 8 - 3) mlp weights of N·1000·2 bytes. (The
-    // split between the two is blurred by the prefetch, which gathers backward params near the turn.)
+    // Per micro-step: AG_fwd + AG_bwd = (8 + 8 - 3) mlp weights of N·1000·2 bytes. (The split between
+    // the two is blurred by the prefetch, which gathers backward params near the turn.) The trace stays
+    // COMPLETE across step() (§5.2), so micro-step 0 of a steady-state step is like micro-step 1.
     const int kept = 3;
+    CHECK(collectives(gr, CollectiveKind::ALL_GATHER, 0).bytes == N * (2 * LAYERS - kept) * 1000 * 2);
     CHECK(collectives(gr, CollectiveKind::ALL_GATHER, 1).bytes == N * (2 * LAYERS - kept) * 1000 * 2);
     // The reuse distance 0 keeps nothing but what the prefetcher has already popped for its backward
     // use: mlp_7, whose backward follows its forward directly.
     spec::Scenario s = base(g);
     s.deepspeed.zero.stage3_max_reuse_distance = 0;
     const TaskGraph g0 = build_step_graph(s, model());
+    CHECK(collectives(g0, CollectiveKind::ALL_GATHER, 0).bytes == N * (2 * LAYERS - 1) * 1000 * 2);
     CHECK(collectives(g0, CollectiveKind::ALL_GATHER, 1).bytes == N * (2 * LAYERS - 1) * 1000 * 2);
-    // ...and micro-step 0 never reuses (RECORD mode): 16 weights whatever the distance.
-    CHECK(collectives(gr, CollectiveKind::ALL_GATHER, 0).bytes == N * 2 * LAYERS * 1000 * 2);
+    // ...and the run's first micro-step never reuses (RECORD mode): 16 weights whatever the distance,
+    // while its micro-step 1 (COMPLETE) keeps the 3 layers.
+    const TaskGraph gf = build_step_graph(base(g), model(), 0, StepOptions{.first_step = true});
+    CHECK(collectives(gf, CollectiveKind::ALL_GATHER, 0).bytes == N * 2 * LAYERS * 1000 * 2);
+    CHECK(collectives(gf, CollectiveKind::ALL_GATHER, 1).bytes == N * (2 * LAYERS - kept) * 1000 * 2);
   }
 
   TEST_CASE("stage3: reduce-scatter buckets of <= B_r carry Ψ (padded) per micro-step on the reduce stream")
@@ -110,27 +119,43 @@ TEST_SUITE("schedule")
         CHECK(t.stream == Stream::COMPUTE);
   }
 
-  TEST_CASE("stage3: the prefetch coalesces upcoming params up to stage3_prefetch_bucket_size from micro-step 1")
+  TEST_CASE("stage3: the prefetch coalesces upcoming params up to stage3_prefetch_bucket_size (COMPLETE trace)")
   {
     spec::Scenario s = base(2);
     s.deepspeed.zero.stage3_prefetch_bucket_size = 3 * L_MLP; // 3 mlp weights per prefetch call
     const TaskGraph gr = build_step_graph(s, model());
-    int pre0 = 0, pre1 = 0;
-    std::int64_t largest = 0;
-    for (const Task& t : gr.tasks)
-      if (t.kind == TaskKind::COLLECTIVE && t.name.find("prefetch") != std::string::npos) {
-        (t.micro_step == 0 ? pre0 : pre1)++;
-        largest = std::max(largest, t.bytes);
-      }
-    CHECK(pre0 == 0); // RECORD mode: no prefetch (§5.2)
-    CHECK(pre1 > 0);
+    const TaskGraph gf = build_step_graph(s, model(), 0, StepOptions{.first_step = true});
+    // Prefetch calls per micro-step [0], [1] and the largest one's bytes.
+    auto prefetches = [](const TaskGraph& graph, std::array<int, 2>& calls, std::int64_t& largest) {
+      for (const Task& t : graph.tasks)
+        if (t.kind == TaskKind::COLLECTIVE && t.name.find("prefetch") != std::string::npos) {
+          calls[t.micro_step == 0 ? 0 : 1]++;
+          largest = std::max(largest, t.bytes);
+        }
+    };
+    std::array<int, 2> steady{}, first{};
+    std::int64_t largest = 0, largest_first = 0;
+    prefetches(gr, steady, largest);
+    prefetches(gf, first, largest_first);
+    CHECK(first[0] == 0); // the run's first micro-step RECORDs the trace: no prefetch (§5.2)
+    CHECK(first[1] > 0);
+    // Steady state: the trace stays COMPLETE across step(), micro-step 0 prefetches like micro-step 1.
+    CHECK(steady[0] == first[1]);
+    CHECK(steady[1] == first[1]);
     CHECK(largest == 3 * N * 1000 * 2); // one coalesced call of 3 weights: N·3·1000·2 bytes
-    // The forward of block 1 in micro-step 1 waits for the prefetch that gathered its weight.
-    const int fwd1 = find_task(gr, "mb1.fwd.block.1");
-    bool on_prefetch = false;
-    for (TaskId d : gr.tasks[static_cast<std::size_t>(fwd1)].deps)
-      on_prefetch |= gr.tasks[static_cast<std::size_t>(d)].name.find("prefetch") != std::string::npos;
-    CHECK(on_prefetch);
+    CHECK(largest_first == 3 * N * 1000 * 2);
+    // The forward of block 1 waits for the prefetch that gathered its weight: in both micro-steps of a
+    // steady-state step, only in micro-step 1 of the first step.
+    auto waits_on_prefetch = [](const TaskGraph& graph, const std::string& task) {
+      bool on_prefetch = false;
+      for (TaskId d : graph.tasks[static_cast<std::size_t>(find_task(graph, task))].deps)
+        on_prefetch |= graph.tasks[static_cast<std::size_t>(d)].name.find("prefetch") != std::string::npos;
+      return on_prefetch;
+    };
+    CHECK(waits_on_prefetch(gr, "mb0.fwd.block.1"));
+    CHECK(waits_on_prefetch(gr, "mb1.fwd.block.1"));
+    CHECK_FALSE(waits_on_prefetch(gf, "mb0.fwd.block.1"));
+    CHECK(waits_on_prefetch(gf, "mb1.fwd.block.1"));
     // Gathers run on the all-gather stream (overlap_comm is True for stage 3 by default, §11).
     CHECK(gr.tasks[static_cast<std::size_t>(find_task(gr, "mb0.allgather.0.fetch"))].stream == Stream::ALLGATHER);
   }
