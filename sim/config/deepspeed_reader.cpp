@@ -2,6 +2,7 @@
 // (zero-schedule.md §11, §14), "auto" resolved as the Hugging Face Trainer resolves it, batch and precision
 // keys checked against training:, keys that are not modelled named in Scenario::warnings.
 #include "config/readers.hpp"
+#include "spec/names.hpp"
 
 #include <cmath>
 #include <limits>
@@ -241,23 +242,6 @@ void collect_warnings(const YAML::Node& node, const Schema& schema, const std::s
   }
 }
 
-std::string precision_text(spec::Precision p)
-{
-  switch (p) {
-  case spec::Precision::BF16:
-    return "bf16";
-  case spec::Precision::FP16:
-    return "fp16";
-  case spec::Precision::AMP_BF16:
-    return "amp_bf16";
-  case spec::Precision::AMP_FP16:
-    return "amp_fp16";
-  case spec::Precision::FP32:
-    break;
-  }
-  return "fp32";
-}
-
 /// The batch keys: "auto" takes training's values; numbers fill what training: did not give and must agree
 /// with the rest (DeepSpeed's _batch_assertion: train_batch_size == micro x grad_accum x world size).
 void read_batch(FieldReader& r, spec::Scenario& s, TrainingBatchGiven given)
@@ -346,7 +330,7 @@ void read_deepspeed(FieldReader& r, spec::Scenario& s, TrainingBatchGiven given)
   if (std::optional<FieldReader> a = r.opt_map("aio"))
     read_aio(*a, d.aio);
 
-  const std::string ptext = precision_text(s.training.precision);
+  const std::string ptext = std::string(spec::to_string(s.training.precision));
   if (r.has("bf16") && r.has("bfloat16"))
     r.fail("bfloat16", "give bf16 or its old name bfloat16, not both");
   if (std::optional<FieldReader> f = r.opt_map("fp16"))

@@ -1,5 +1,6 @@
 // topologies/NAME.yaml (scenario-format.md "Node file", docs/config.md for the defaults and their sources).
 #include "config/readers.hpp"
+#include "spec/names.hpp"
 
 #include "core/error.hpp"
 
@@ -25,23 +26,6 @@ const char* peak_key(spec::Precision p)
   case spec::Precision::FP16:
   case spec::Precision::AMP_FP16:
     return "fp16";
-  case spec::Precision::FP32:
-    break;
-  }
-  return "fp32";
-}
-
-const char* precision_name(spec::Precision p)
-{
-  switch (p) {
-  case spec::Precision::BF16:
-    return "bf16";
-  case spec::Precision::FP16:
-    return "fp16";
-  case spec::Precision::AMP_BF16:
-    return "amp_bf16";
-  case spec::Precision::AMP_FP16:
-    return "amp_fp16";
   case spec::Precision::FP32:
     break;
   }
@@ -78,7 +62,7 @@ spec::NodeSpec read_node(FieldReader& r, std::optional<spec::Precision> precisio
   if (precision) {
     const char* k = peak_key(*precision);
     if (!peak->has(k))
-      peak->fail_missing(k, std::string("training.precision ") + precision_name(*precision) + " needs it");
+      peak->fail_missing(k, std::string("training.precision ") + spec::to_string(*precision) + " needs it");
   }
 
   n.gpus = static_cast<int>(r.req_int("gpus", 1, POS));

@@ -1,6 +1,7 @@
 // resolved_yaml(): the scenario with model and node inlined, every default written and "auto" resolved.
 // load_scenario_text(resolved_yaml(s)) gives s back (tests/unit/config/scenario_loader_test.cpp).
 #include "config/readers.hpp"
+#include "spec/names.hpp"
 #include "config/scenario_loader.hpp"
 #include "config/units.hpp"
 
@@ -27,33 +28,6 @@ std::string num(double v)
 std::string q(double v, UnitKind k)
 {
   return format_quantity(v, k);
-}
-
-const char* dtype_name(spec::Dtype d)
-{
-  return d == spec::Dtype::FP32 ? "fp32" : d == spec::Dtype::FP16 ? "fp16" : "bf16";
-}
-
-const char* device_name(spec::OffloadDevice d)
-{
-  return d == spec::OffloadDevice::NONE ? "none" : d == spec::OffloadDevice::CPU ? "cpu" : "nvme";
-}
-
-const char* precision_name(spec::Precision p)
-{
-  switch (p) {
-  case spec::Precision::BF16:
-    return "bf16";
-  case spec::Precision::FP16:
-    return "fp16";
-  case spec::Precision::AMP_BF16:
-    return "amp_bf16";
-  case spec::Precision::AMP_FP16:
-    return "amp_fp16";
-  case spec::Precision::FP32:
-    break;
-  }
-  return "fp32";
 }
 
 YAML::Node model_node(const spec::ModelSpec& m)
@@ -155,7 +129,7 @@ YAML::Node deepspeed_node(const spec::Scenario& s)
   z["stage3_allgather_sequential"] = d.zero.stage3_allgather_sequential;
   z["round_robin_gradients"] = d.zero.round_robin_gradients;
   const spec::OffloadOptimizerSpec& oo = d.zero.offload_optimizer;
-  z["offload_optimizer"]["device"] = device_name(oo.device);
+  z["offload_optimizer"]["device"] = spec::to_string(oo.device);
   z["offload_optimizer"]["nvme_path"] = oo.nvme_path;
   z["offload_optimizer"]["buffer_count"] = oo.buffer_count;
   z["offload_optimizer"]["pin_memory"] = oo.pin_memory;
@@ -166,7 +140,7 @@ YAML::Node deepspeed_node(const spec::Scenario& s)
   z["offload_optimizer"]["super_offload"] = oo.super_offload;
   z["offload_optimizer"]["cpuadam_cores_perc"] = num(oo.cpuadam_cores_perc);
   const spec::OffloadParamSpec& op = d.zero.offload_param;
-  z["offload_param"]["device"] = device_name(op.device);
+  z["offload_param"]["device"] = spec::to_string(op.device);
   z["offload_param"]["nvme_path"] = op.nvme_path;
   z["offload_param"]["buffer_count"] = op.buffer_count;
   z["offload_param"]["buffer_size"] = count(op.buffer_size);
@@ -181,8 +155,8 @@ YAML::Node deepspeed_node(const spec::Scenario& s)
   n["aio"]["use_gds"] = d.aio.use_gds;
   n["fp16"]["enabled"] = s.training.precision == spec::Precision::FP16;
   n["bf16"]["enabled"] = s.training.precision == spec::Precision::BF16;
-  n["communication_data_type"] = dtype_name(d.communication_data_type);
-  n["data_types"]["grad_accum_dtype"] = dtype_name(d.grad_accum_dtype);
+  n["communication_data_type"] = spec::to_string(d.communication_data_type);
+  n["data_types"]["grad_accum_dtype"] = spec::to_string(d.grad_accum_dtype);
   n["gradient_clipping"] = num(d.gradient_clipping);
   n["prescale_gradients"] = d.prescale_gradients;
   n["gradient_predivide_factor"] = num(d.gradient_predivide_factor);
@@ -220,7 +194,7 @@ YAML::Node deepspeed_node(const spec::Scenario& s)
 
 const char* dtype_or_empty(const std::optional<spec::Dtype>& d)
 {
-  return d ? dtype_name(*d) : nullptr;
+  return d ? spec::to_string(*d) : nullptr;
 }
 
 } // namespace
@@ -246,7 +220,7 @@ std::string resolved_yaml(const spec::Scenario& s)
     t["global_batch"] = s.training.global_batch;
   else
     t["grad_accum"] = s.training.grad_accum;
-  t["precision"] = precision_name(s.training.precision);
+  t["precision"] = spec::to_string(s.training.precision);
   t["activation_checkpointing"] = s.training.activation_checkpointing == spec::Checkpointing::NONE   ? "none"
                                   : s.training.activation_checkpointing == spec::Checkpointing::FULL ? "full"
                                                                                                      : "selective";

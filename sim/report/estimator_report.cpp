@@ -30,7 +30,10 @@ core::Json estimator_json(const memory::EstimatorQuery& q, const std::vector<mem
 
 std::string estimator_table(const memory::EstimatorQuery& q, const std::vector<memory::EstimatorRow>& rows)
 {
-  return memory::format_estimator_table(q, rows);
+  std::string table = memory::format_estimator_table(q, rows);
+  if (!table.empty() && table.back() != '\n')
+    table += '\n'; // DeepSpeed prints line by line; the terminal wants the last line ended too
+  return table;
 }
 
 } // namespace zerosim::report

@@ -1,4 +1,5 @@
 #include "report/memory_report.hpp"
+#include "spec/names.hpp"
 
 #include "core/text.hpp"
 
@@ -9,34 +10,14 @@ namespace zerosim::report {
 
 namespace {
 
-const char* offload_name(spec::OffloadDevice d)
-{
-  switch (d) {
-    case spec::OffloadDevice::CPU: return "cpu";
-    case spec::OffloadDevice::NVME: return "nvme";
-    case spec::OffloadDevice::NONE: break;
-  }
-  return "none";
-}
-
-const char* framework_name(spec::Framework f)
-{
-  switch (f) {
-    case spec::Framework::FSDP: return "fsdp";
-    case spec::Framework::DDP: return "ddp";
-    case spec::Framework::DEEPSPEED: break;
-  }
-  return "deepspeed";
-}
-
 /// "DeepSpeed ZeRO-3, offload_optimizer cpu, offload_param none"
 std::string parallelism_line(const spec::Scenario& s)
 {
   if (s.framework != spec::Framework::DEEPSPEED)
-    return framework_name(s.framework);
+    return spec::to_string(s.framework);
   const auto& z = s.deepspeed.zero;
-  return "DeepSpeed ZeRO-" + std::to_string(z.stage) + ", offload_optimizer " + offload_name(z.offload_optimizer.device) +
-         ", offload_param " + offload_name(z.offload_param.device);
+  return "DeepSpeed ZeRO-" + std::to_string(z.stage) + ", offload_optimizer " + spec::to_string(z.offload_optimizer.device) +
+         ", offload_param " + spec::to_string(z.offload_param.device);
 }
 
 const char* category_key(int c)

@@ -1,4 +1,5 @@
 #include "validation/published_rows.hpp"
+#include "spec/names.hpp"
 
 #include "core/error.hpp"
 
@@ -108,28 +109,6 @@ spec::Dtype model_dtype(spec::Precision p)
   default:
     return spec::Dtype::FP32;
   }
-}
-
-std::string precision_name(spec::Precision p)
-{
-  switch (p) {
-  case spec::Precision::FP16:
-    return "fp16";
-  case spec::Precision::BF16:
-    return "bf16";
-  case spec::Precision::AMP_BF16:
-    return "amp_bf16";
-  case spec::Precision::AMP_FP16:
-    return "amp_fp16";
-  case spec::Precision::FP32:
-    return "fp32";
-  }
-  return "?";
-}
-
-std::string offload_name(spec::OffloadDevice d)
-{
-  return d == spec::OffloadDevice::CPU ? "cpu" : d == spec::OffloadDevice::NVME ? "nvme" : "none";
 }
 
 spec::OffloadDevice parse_offload(const std::string& text)
@@ -408,14 +387,14 @@ spec::Scenario build_scenario(const PublishedRow& row, const NodeLoader& load_no
   const auto& z = s.deepspeed.zero;
   info.offload = z.offload_optimizer.device == spec::OffloadDevice::NONE && z.offload_param.device == spec::OffloadDevice::NONE
                      ? "none"
-                     : "opt " + offload_name(z.offload_optimizer.device) + " + param " + offload_name(z.offload_param.device);
+                     : "opt " + std::string(spec::to_string(z.offload_optimizer.device)) + " + param " + std::string(spec::to_string(z.offload_param.device));
   std::ostringstream cfg;
   cfg << "ZeRO-" << in.stage;
   if (info.offload != "none")
     cfg << " (" << info.offload << ")";
   cfg << ", " << in.total_gpus << " x " << node.gpu.model << ", " << s.model.layers << "x" << s.model.hidden
       << ", mb " << s.training.micro_batch << ", seq " << in.seq_len << ", "
-      << precision_name(s.training.precision) << ", ckpt "
+      << spec::to_string(s.training.precision) << ", ckpt "
       << (s.training.activation_checkpointing == spec::Checkpointing::FULL        ? "full"
           : s.training.activation_checkpointing == spec::Checkpointing::SELECTIVE ? "selective"
                                                                                   : "none");
