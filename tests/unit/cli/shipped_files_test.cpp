@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 namespace fs = std::filesystem;
@@ -36,6 +37,28 @@ TEST_SUITE("cli")
       auto m = zerosim::config::load_model(f);
       CHECK(zerosim::workload::count_params(m) > 0);
     }
+  }
+
+  TEST_CASE("shipped files: derived parameter counts are within 1 % of the counts the models' authors publish")
+  {
+    // Exact published counts (docs/data-sources.md gives each source): Llama 2 and Llama 3 from the Hugging Face
+    // checkpoints' parameter totals (meta-llama model cards / safetensors metadata), GPT-2 XL from OpenAI's
+    // release (1,557,611,200), BLOOM from bigscience/bloom's model card (176,247,271,424).
+    const std::vector<std::pair<std::string, std::int64_t>> published = {
+        {"llama2-7b", 6'738'415'616},     {"llama2-13b", 13'015'864'320},   {"llama2-70b", 68'976'648'192},
+        {"llama3-8b", 8'030'261'248},     {"llama3-70b", 70'553'706'496},   {"llama3-405b", 405'853'388'800},
+        {"gpt2-xl", 1'557'611'200},       {"bloom-176b", 176'247'271'424},
+    };
+    for (const auto& [name, count] : published) {
+      CAPTURE(name);
+      auto m = zerosim::config::load_model(std::string(ZEROSIM_SOURCE_DIR) + "/models/" + name + ".yaml");
+      const auto derived = static_cast<double>(zerosim::workload::count_params(m));
+      CHECK(std::abs(derived - static_cast<double>(count)) <= 0.01 * static_cast<double>(count));
+    }
+    // and exactly where the format expresses the whole model (BLOOM's embedding layernorm cannot be written)
+    CHECK(zerosim::workload::count_params(
+              zerosim::config::load_model(std::string(ZEROSIM_SOURCE_DIR) + "/models/llama2-70b.yaml")) ==
+          68'976'648'192);
   }
 
   TEST_CASE("shipped files: every node file loads")
