@@ -3,10 +3,13 @@
 #include "config/scenario_loader.hpp"
 #include "core/error.hpp"
 #include "core/json.hpp"
+#include "engine/engine.hpp"
+#include "metrics/run_metrics.hpp"
 #include "memory/estimator.hpp"
 #include "memory/memory_model.hpp"
 #include "report/estimator_report.hpp"
 #include "report/memory_report.hpp"
+#include "report/run_report.hpp"
 #include "validation/memory_validation.hpp"
 #include "workload/transformer.hpp"
 
@@ -14,12 +17,18 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <sstream>
 
 namespace zerosim::cli {
 
 namespace {
 
 const char* USAGE = R"(usage:
+  zerosim run SCENARIO [--set K=V]... [--json] [--out DIR] [--trace] [--replay full|symmetric]
+        [--all-reduce auto|ring|tree] [--hierarchical] [--first-step]
+        one optimizer step replayed on the modelled cluster: step time, tokens/s, TFLOPs per GPU,
+        MFU, peak memory at simulated times, the time breakdown; --out DIR writes summary.json,
+        scenario.resolved.yaml and, with --trace, trace.json (Chrome trace events, opens in Perfetto)
   zerosim memory SCENARIO [--set K=V]... [--json] [--out DIR]
         peak memory per GPU, host and NVMe from the schedule's allocation events (issue order),
         the fit verdict per tier and, when it does not fit, the ladder's answer
@@ -64,6 +73,8 @@ struct Args {
   std::optional<std::string> out_dir;
   std::optional<std::string> params, largest_layer, gpus_per_node, nodes, stage;
   bool offload_optimizer = false, offload_param = false;
+  bool trace = false, hierarchical = false, first_step = false;
+  std::optional<std::string> replay, all_reduce;
 };
 
 Args parse_args(const std::vector<std::string>& args, size_t first)
@@ -102,6 +113,16 @@ Args parse_args(const std::vector<std::string>& args, size_t first)
       a.offload_optimizer = true;
     else if (arg == "--offload-param")
       a.offload_param = true;
+    else if (arg == "--trace")
+      a.trace = true;
+    else if (arg == "--hierarchical")
+      a.hierarchical = true;
+    else if (arg == "--first-step")
+      a.first_step = true;
+    else if (arg == "--replay")
+      a.replay = value(i);
+    else if (arg == "--all-reduce")
+      a.all_reduce = value(i);
     else if (arg.size() > 1 && arg[0] == '-')
       usage_error("unknown option '" + arg + "'");
     else
@@ -187,6 +208,62 @@ int memory_command(const Args& a, std::ostream& out)
   return 0;
 }
 
+int run_scenario_command(const Args& a, std::ostream& out)
+{
+  if (a.positional.size() != 1)
+    usage_error("run: expected one SCENARIO file");
+  if (a.trace && !a.out_dir)
+    usage_error("run: --trace writes trace.json into the --out DIR; give --out DIR too");
+  engine::EngineOptions o;
+  o.record_tracks = a.trace;
+  o.step.first_step = a.first_step;
+  o.collectives.hierarchical = a.hierarchical;
+  if (a.replay) {
+    if (*a.replay == "full")
+      o.replay = engine::Replay::FULL;
+    else if (*a.replay == "symmetric")
+      o.replay = engine::Replay::SYMMETRIC;
+    else
+      usage_error("--replay: expected full or symmetric, found \"" + *a.replay + "\"");
+  }
+  if (a.all_reduce) {
+    if (*a.all_reduce == "auto")
+      o.collectives.all_reduce = collectives::Algorithm::AUTO;
+    else if (*a.all_reduce == "ring")
+      o.collectives.all_reduce = collectives::Algorithm::RING;
+    else if (*a.all_reduce == "tree")
+      o.collectives.all_reduce = collectives::Algorithm::TREE;
+    else
+      usage_error("--all-reduce: expected auto, ring or tree, found \"" + *a.all_reduce + "\"");
+  }
+  config::LoadOptions opts;
+  opts.sets = a.sets;
+  const spec::Scenario s = config::load_scenario(a.positional.front(), opts);
+  const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
+  const engine::Timeline t = engine::simulate(s, w, o);
+  const metrics::RunMetrics m = metrics::compute_metrics(s, w, t);
+  const core::Json j = report::run_json(s, w, m, t);
+  if (a.json)
+    out << j.dump() << "\n";
+  else
+    report::write_run_summary(out, s, w, m, t);
+  if (a.out_dir) {
+    std::filesystem::path dir(*a.out_dir);
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec)
+      throw core::InputError("zerosim: --out: cannot create " + dir.string() + ": " + ec.message());
+    write_file(dir / "summary.json", j.dump() + "\n");
+    write_file(dir / "scenario.resolved.yaml", config::resolved_yaml(s));
+    if (a.trace) {
+      std::ostringstream trace;
+      report::write_trace(trace, s, t);
+      write_file(dir / "trace.json", trace.str());
+    }
+  }
+  return 0;
+}
+
 int describe_command(const Args& a, std::ostream& out)
 {
   if (a.positional.size() > 1)
@@ -234,10 +311,12 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
       return describe_command(a, out);
     if (cmd == "validate")
       return validate_command(a, out);
-    if (cmd == "run" || cmd == "sweep" || cmd == "recommend" || cmd == "compare" || cmd == "calibrate")
+    if (cmd == "run")
+      return run_scenario_command(a, out);
+    if (cmd == "sweep" || cmd == "recommend" || cmd == "compare" || cmd == "calibrate")
       throw core::UnsupportedError("zerosim " + cmd +
-                                   ": not available in this version (the timed engine is not built yet); "
-                                   "'zerosim memory SCENARIO' gives the memory report");
+                                   ": not available in this version (a later issue adds it); 'zerosim run SCENARIO' "
+                                   "runs one scenario");
     usage_error("unknown command '" + cmd + "'");
   } catch (const core::InputError& e) {
     err << e.what() << "\n";

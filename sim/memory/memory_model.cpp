@@ -67,44 +67,79 @@ std::int64_t nccl_buffer_bytes(int dp)
   return NCCL_BUFFSIZE_BYTES * NCCL_CHANNELS * NCCL_RING_CONNECTIONS;
 }
 
-MemoryReport replay_memory(const spec::Scenario& s, const schedule::TaskGraph& g)
+std::vector<ReplayEvent> issue_order_events(const schedule::TaskGraph& g)
+{
+  using Kind = ReplayEvent::Kind;
+  std::vector<ReplayEvent> events;
+  // Model states and every other buffer alive across steps, then the tasks in issue order:
+  // a task's allocations are live while it runs, its frees take effect when it completes.
+  for (auto id : g.resident)
+    events.push_back({Kind::ALLOC, id, -1});
+  events.push_back({Kind::SAMPLE, -1, -1});
+  for (size_t i = 0; i < g.tasks.size(); ++i) {
+    const auto task = static_cast<schedule::TaskId>(i);
+    for (auto id : g.tasks[i].allocs)
+      events.push_back({Kind::ALLOC, id, task});
+    events.push_back({Kind::SAMPLE, -1, task});
+    for (auto id : g.tasks[i].frees)
+      events.push_back({Kind::FREE, id, task});
+  }
+  return events;
+}
+
+MemoryReport replay_events(const spec::Scenario& s, const schedule::TaskGraph& g,
+                           const std::vector<ReplayEvent>& events)
 {
   const auto buffer_count = static_cast<schedule::BufferId>(g.buffers.size());
+  const auto task_count = static_cast<schedule::TaskId>(g.tasks.size());
   std::vector<bool> live(g.buffers.size(), false);
   LiveSums now;
 
-  auto check_id = [&](schedule::BufferId id, const std::string& who) {
+  // Names the event's owner in a message; built only when a message is.
+  auto who = [&](schedule::TaskId task) -> std::string {
+    if (task < 0)
+      return "the resident set";
+    return "task '" + g.tasks[static_cast<size_t>(task)].name + "'";
+  };
+  auto check_ids = [&](schedule::BufferId id, schedule::TaskId task) {
+    if (task >= task_count)
+      throw core::InternalError("memory replay: an event names task " + std::to_string(task) + ", but the graph has " +
+                                std::to_string(task_count) + " tasks");
     if (id < 0 || id >= buffer_count)
-      throw core::InternalError("memory replay: " + who + " names buffer " + std::to_string(id) +
+      throw core::InternalError("memory replay: " + who(task) + " names buffer " + std::to_string(id) +
                                 ", but the graph has " + std::to_string(buffer_count) + " buffers");
     if (g.buffers[static_cast<size_t>(id)].bytes < 0)
       throw core::InternalError("memory replay: buffer '" + g.buffers[static_cast<size_t>(id)].name +
                                 "' has negative size");
   };
-  auto alloc = [&](schedule::BufferId id, const std::string& who) {
-    check_id(id, who);
+  auto alloc = [&](schedule::BufferId id, schedule::TaskId task) {
+    check_ids(id, task);
     const auto& b = g.buffers[static_cast<size_t>(id)];
     if (live[static_cast<size_t>(id)])
-      throw core::InternalError("memory replay: " + who + " allocates buffer '" + b.name + "', which is already live");
+      throw core::InternalError("memory replay: " + who(task) + " allocates buffer '" + b.name +
+                                "', which is already live");
     live[static_cast<size_t>(id)] = true;
     now.apply(b, +1);
   };
-  auto release = [&](schedule::BufferId id, const std::string& who) {
-    check_id(id, who);
+  auto release = [&](schedule::BufferId id, schedule::TaskId task) {
+    check_ids(id, task);
     const auto& b = g.buffers[static_cast<size_t>(id)];
     if (!live[static_cast<size_t>(id)])
-      throw core::InternalError("memory replay: " + who + " frees buffer '" + b.name + "', which is not live");
+      throw core::InternalError("memory replay: " + who(task) + " frees buffer '" + b.name + "', which is not live");
     live[static_cast<size_t>(id)] = false;
     now.apply(b, -1);
   };
 
   MemoryReport r;
   bool first = true;
-  auto record = [&](const std::string& instant) {
+  auto record = [&](schedule::TaskId task) {
     if (first || now.gpu > r.gpu) { // the first instant reaching the maximum names the peak
       r.gpu = now.gpu;
       r.breakdown = now.gpu_by_category;
-      r.peak_task = instant;
+      if (task < 0)
+        r.peak_task = "(resident before the step)";
+      else
+        r.peak_task = g.tasks[static_cast<size_t>(task)].name;
     }
     first = false;
     r.gpu_rounded = std::max(r.gpu_rounded, now.gpu_rounded);
@@ -113,17 +148,21 @@ MemoryReport replay_memory(const spec::Scenario& s, const schedule::TaskGraph& g
     r.nvme_per_rank = std::max(r.nvme_per_rank, now.nvme);
   };
 
-  // Model states and every other buffer alive across steps, then the tasks in issue order:
-  // a task's allocations are live while it runs, its frees take effect when it completes.
-  for (auto id : g.resident)
-    alloc(id, "the resident set");
-  record("(resident before the step)");
-  for (const auto& t : g.tasks) {
-    for (auto id : t.allocs)
-      alloc(id, "task '" + t.name + "'");
-    record(t.name);
-    for (auto id : t.frees)
-      release(id, "task '" + t.name + "'");
+  for (const auto& e : events) {
+    switch (e.kind) {
+    case ReplayEvent::Kind::ALLOC:
+      alloc(e.buffer, e.task);
+      break;
+    case ReplayEvent::Kind::FREE:
+      release(e.buffer, e.task);
+      break;
+    case ReplayEvent::Kind::SAMPLE:
+      if (e.task >= task_count)
+        throw core::InternalError("memory replay: a sample names task " + std::to_string(e.task) +
+                                  ", but the graph has " + std::to_string(task_count) + " tasks");
+      record(e.task);
+      break;
+    }
   }
 
   // GPU: allocated -> reserved -> device (docs/memory.md, "Stated models"). The cache holds about
@@ -160,6 +199,11 @@ MemoryReport replay_memory(const spec::Scenario& s, const schedule::TaskGraph& g
   r.shortfall_bytes = std::max({std::int64_t{0}, r.gpu_device - r.gpu_capacity, r.cpu_per_node - r.cpu_capacity,
                                 r.nvme_per_node - r.nvme_capacity});
   return r;
+}
+
+MemoryReport replay_memory(const spec::Scenario& s, const schedule::TaskGraph& g)
+{
+  return replay_events(s, g, issue_order_events(g));
 }
 
 MemoryReport analyze_memory(const spec::Scenario& s)

@@ -76,7 +76,30 @@ struct MemoryReport {
   std::int64_t shortfall_bytes = 0; ///< the largest overflow over the tiers
 };
 
-/// Replay `g`'s allocation events in issue order.
+/// One event of a memory replay on a task graph's buffers.
+struct ReplayEvent {
+  enum class Kind {
+    ALLOC,  ///< `buffer` becomes live
+    FREE,   ///< `buffer` is released
+    SAMPLE, ///< the live sums are a candidate peak; the instant is named after `task`
+  };
+  Kind kind = Kind::SAMPLE;
+  schedule::BufferId buffer = -1; ///< ALLOC, FREE
+  schedule::TaskId task = -1;     ///< the task the event belongs to; -1: the resident set (before the step)
+};
+
+/// The issue-order sequence of `g` (what replay_memory replays): the resident set, a sample, then per task
+/// in issue order its allocations, a sample, its frees (a task's allocations are live while it runs).
+std::vector<ReplayEvent> issue_order_events(const schedule::TaskGraph& g);
+
+/// Replay `events` on `g`'s buffers in the order given: the peaks at the samples (the first sample reaching
+/// the GPU maximum names it), then the allocator, CUDA context and NCCL terms, the per-node sums and the
+/// verdict. Throws core::InternalError when an event names an unknown buffer, allocates a live one or frees
+/// one that is not live. The order is the caller's: issue order here, simulated times in metrics/.
+MemoryReport replay_events(const spec::Scenario& s, const schedule::TaskGraph& g,
+                           const std::vector<ReplayEvent>& events);
+
+/// Replay `g`'s allocation events in issue order (replay_events over issue_order_events).
 MemoryReport replay_memory(const spec::Scenario& s, const schedule::TaskGraph& g);
 
 /// Workload, schedule and replay for `s`.

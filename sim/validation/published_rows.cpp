@@ -1,14 +1,20 @@
 #include "validation/published_rows.hpp"
 #include "spec/names.hpp"
 
+#include "config/scenario_loader.hpp"
 #include "core/error.hpp"
 
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <regex>
 #include <sstream>
+
+#ifndef ZEROSIM_DATA_DIR
+#define ZEROSIM_DATA_DIR "."
+#endif
 
 namespace zerosim::validation {
 
@@ -67,11 +73,11 @@ std::optional<int> plain_int(const std::string& text)
 /// A shape the source paper publishes for a model size named only by its size in a max-model row.
 struct PaperShape {
   const char* source_id;
-  const char* size;        ///< as the max_model_fit column writes it, e.g. "13B"
+  const char* size; ///< as the max_model_fit column writes it, e.g. "13B"
   int layers;
   int hidden;
   int heads;
-  int micro_batch;         ///< 0: take the row's
+  int micro_batch; ///< 0: take the row's
   const char* citation;
 };
 
@@ -128,44 +134,91 @@ void add_note(std::string& notes, const std::string& note)
   notes += note;
 }
 
-/// Reasons why a row cannot be expressed yet (empty: it can). Trap numbers refer to shared/validation/README.md.
-std::vector<std::string> exclusions(const PublishedRow& row)
+// The groups rows not covered are counted in (the throughput report groups by them; the memory report lists
+// the reason texts alone).
+const char* const CAT_NO_FIGURE = "no time or throughput figure";
+const char* const CAT_FSDP = "PyTorch FSDP / DDP (issue 4)";
+const char* const CAT_FAIRSCALE = "FairScale sharded DDP";
+const char* const CAT_TP_PP = "tensor / pipeline parallelism (README trap 6)";
+const char* const CAT_OFFLOAD = "NVMe or parameter offload (a later issue)";
+const char* const CAT_FP8 = "FP8 / context parallelism / ZeRO++ (README trap 4)";
+const char* const CAT_ENCODER = "encoder-decoder or encoder-only model (README trap 8)";
+const char* const CAT_TILING = "memory-centric tiling";
+const char* const CAT_TRAP5 = "BLOOM ZeRO-0/1 table: time and TFLOPs columns swapped (README trap 5)";
+const char* const CAT_STAGE = "not one ZeRO stage";
+const char* const CAT_C = "completeness C: inputs missing";
+const char* const CAT_INPUTS = "inputs missing";
+const char* const CAT_FIGURE = "figure not comparable";
+const char* const CAT_NODE = "no node file for the GPU";
+
+struct Exclusion {
+  const char* category;
+  std::string text;
+};
+
+/// The ZeRO stage of a zero_stage cell: "2", or a stage with a remark in parentheses ("2 (single GPU)").
+std::optional<int> stage_of(const std::string& text)
 {
-  std::vector<std::string> why;
+  std::string t = trim(text);
+  if (auto s = plain_int(t))
+    return s;
+  static const std::regex re(R"(^([0-3])\s*\(.*\)$)");
+  std::smatch m;
+  if (std::regex_match(t, m, re))
+    return std::stoi(m.str(1));
+  return std::nullopt;
+}
+
+/// Reasons why a row cannot be expressed yet (empty: it can). Trap numbers refer to shared/validation/README.md.
+std::vector<Exclusion> exclusions(const PublishedRow& row)
+{
+  std::vector<Exclusion> why;
   const std::string& model = field(row, "model");
   const std::string& stage = field(row, "zero_stage");
   const std::string& framework = field(row, "framework");
   const std::string& other = field(row, "other_parallel");
   if (!trim(field(row, "fsdp_sharding")).empty() || contains(stage, "equivalent") || contains(framework, "fsdp") ||
-      contains(framework, "ddp"))
-    why.push_back("PyTorch FSDP/DDP run: the FSDP and DDP schedules are not built yet (issue 4)");
+      contains(framework, "ddp") || contains(model, "ddp baseline"))
+    why.push_back({CAT_FSDP, "PyTorch FSDP/DDP run: the FSDP and DDP schedules are not built yet (issue 4)"});
   if (contains(stage, "fairscale") || contains(framework, "fairscale"))
-    why.push_back("FairScale sharded DDP (OSS/SDP) is not modelled");
+    why.push_back({CAT_FAIRSCALE, "FairScale sharded DDP (OSS/SDP) is not modelled"});
   auto tp = leading_number(field(row, "tp"));
   auto pp = leading_number(field(row, "pp"));
-  if ((tp && *tp > 1) || (pp && *pp > 1) || contains(stage, "mp"))
-    why.push_back("tensor/pipeline parallelism (tp " + trim(field(row, "tp")) + ", pp " + trim(field(row, "pp")) +
-                  (contains(stage, "mp") ? ", " + stage : "") + ") is not modelled yet (README trap 6)");
+  // "<=16 (MP within node ...)", "Megatron MP (degree not given)": model parallelism of a degree not given.
+  bool mp_text = contains(field(row, "tp"), "mp ") || contains(field(row, "tp"), "<=");
+  if ((tp && *tp > 1) || (pp && *pp > 1) || contains(stage, "mp") || mp_text)
+    why.push_back({CAT_TP_PP, "tensor/pipeline parallelism (tp " + trim(field(row, "tp")) + ", pp " +
+                                  trim(field(row, "pp")) + (contains(stage, "mp") ? ", " + stage : "") +
+                                  ") is not modelled yet (README trap 6)"});
   if (contains(field(row, "precision"), "float8") || contains(field(row, "precision"), "fp8") ||
       contains(other, "float8") || contains(other, "cp ") || contains(other, "context parallel"))
-    why.push_back("FP8 / context parallelism is not modelled (README trap 4)");
+    why.push_back({CAT_FP8, "FP8 / context parallelism is not modelled (README trap 4)"});
   static const char* const NOT_DECODER[] = {"t5", "t0_", "deberta", "blenderbot", "bart", "bert"};
   for (const char* name : NOT_DECODER) {
     if (contains(model, name)) {
-      why.push_back("encoder-decoder or encoder-only model (" + model +
-                    "): not expressible as a decoder-only transformer (README trap 8)");
+      why.push_back({CAT_ENCODER, "encoder-decoder or encoder-only model (" + model +
+                                      "): not expressible as a decoder-only transformer (README trap 8)"});
       break;
     }
   }
   if (contains(field(row, "max_model_fit"), "tiling"))
-    why.push_back("the limit measured is memory-centric tiling under GPU memory pre-fragmented into 2 GB chunks (the "
-                  "largest contiguous allocation); the memory model has neither tiling nor a fragmentation limit");
+    why.push_back({CAT_TILING,
+                   "the limit measured is memory-centric tiling under GPU memory pre-fragmented into 2 GB chunks (the "
+                   "largest contiguous allocation); the memory model has neither tiling nor a fragmentation limit"});
   if (why.empty()) {
-    auto s = plain_int(stage);
+    auto s = stage_of(stage);
     if (!s || *s < 0 || *s > 3)
-      why.push_back("ZeRO stage '" + stage + "' is not one DeepSpeed stage");
+      why.push_back({CAT_STAGE, "ZeRO stage '" + stage + "' is not one DeepSpeed stage"});
   }
   return why;
+}
+
+std::string joined(const std::vector<Exclusion>& why)
+{
+  std::string out;
+  for (const auto& w : why)
+    add_note(out, w.text);
+  return out;
 }
 
 spec::ModelSpec model_from_shape(const PublishedRow& row, int layers, int hidden, int heads, int seq_len,
@@ -185,6 +238,13 @@ spec::ModelSpec model_from_shape(const PublishedRow& row, int layers, int hidden
   auto ffn = leading_number(field(row, "ffn_hidden"));
   m.ffn_hidden = ffn ? static_cast<int>(*ffn) : 4 * hidden;
   bool llama = contains(m.name, "llama");
+  bool llama3 = contains(m.name, "llama 3") || contains(m.name, "llama-3") || contains(m.name, "llama3");
+  if (llama && !llama3 && !ffn) {
+    // LLaMA 1/2 (Touvron et al. 2023; facebookresearch/llama model.py): hidden_dim = 2/3 of 4h, rounded up to a
+    // multiple of multiple_of = 256 (11008 for h = 4096).
+    m.ffn_hidden = (2 * 4 * hidden / 3 + 255) / 256 * 256;
+    add_note(notes, "ffn " + std::to_string(m.ffn_hidden) + " (LLaMA rule: 8h/3 rounded up to a multiple of 256)");
+  }
   if (llama) {
     // Llama family: SwiGLU, RMSNorm, RoPE, no biases, untied embeddings (Touvron et al. 2023, Meta Llama 3 card).
     m.ffn = spec::FfnKind::SWIGLU;
@@ -206,6 +266,10 @@ spec::ModelSpec model_from_shape(const PublishedRow& row, int layers, int hidden
   auto vocab = plain_int(field(row, "vocab"));
   if (vocab) {
     m.vocab = *vocab;
+  } else if (llama) {
+    // SentencePiece vocabulary of LLaMA 1 and 2 (32,000; Touvron et al. 2023); Llama 3's tiktoken one (128,256).
+    m.vocab = llama3 ? 128256 : 32000;
+    add_note(notes, "vocab " + std::to_string(m.vocab) + " (the Llama tokenizer)");
   } else if (contains(field(row, "framework"), "megatron") || contains(field(row, "framework"), "zero")) {
     m.vocab = 50304; // GPT-2 BPE 50,257 padded by Megatron-LM to a multiple of 128 (--make-vocab-size-divisible-by 128)
     add_note(notes, "vocab 50304 (GPT-2 BPE padded by Megatron-LM)");
@@ -226,7 +290,9 @@ spec::NodeSpec node_for(const PublishedRow& row, const NodeLoader& load_node, st
   // GPU memory: row figures are GB as marketed (HBM sizes are binary: a "32 GB" V100 has 32 GiB); override only
   // when neither reading of the row's figure is within 3 % of the node file's.
   auto differs = [](double row_value, std::int64_t node_bytes) {
-    auto off = [&](double bytes) { return std::abs(bytes - static_cast<double>(node_bytes)) / static_cast<double>(node_bytes); };
+    auto off = [&](double bytes) {
+      return std::abs(bytes - static_cast<double>(node_bytes)) / static_cast<double>(node_bytes);
+    };
     return node_bytes > 0 && off(row_value * GIB) > 0.03 && off(row_value * 1e9) > 0.03;
   };
   if (auto g = leading_number(field(row, "gpu_mem_GB")); g && differs(*g, node.gpu.memory_bytes)) {
@@ -234,7 +300,9 @@ spec::NodeSpec node_for(const PublishedRow& row, const NodeLoader& load_node, st
     add_note(notes, "GPU memory " + trim(field(row, "gpu_mem_GB")) + " GiB (row) over the node file's");
   }
   const std::string& cpu_text = field(row, "cpu_mem_per_node_GB");
-  if (auto c = leading_number(cpu_text); c && differs(*c, node.cpu.memory_bytes)) {
+  // A host figure equal to what the node file leaves usable (memory less cpu.reserved) is the same machine.
+  if (auto c = leading_number(cpu_text);
+      c && differs(*c, node.cpu.memory_bytes) && differs(*c, node.cpu.memory_bytes - node.cpu.reserved_bytes)) {
     node.cpu.memory_bytes = static_cast<std::int64_t>(*c * GIB);
     static const std::regex usable_re(R"((\d+(?:\.\d+)?)\s*usable)");
     std::smatch um;
@@ -364,6 +432,10 @@ spec::Scenario build_scenario(const PublishedRow& row, const NodeLoader& load_no
                            std::to_string(node.gpus));
   s.cluster.network.nic_bandwidth_Bps = node.nics.bandwidth_Bps;
   s.cluster.network.nics_per_node = node.nics.count;
+  // The config layer's default one-way NIC-to-NIC latency (scenario_loader.cpp: NCCL's network base latency,
+  // src/graph/tuning.cc hwLat[NCCL_HW_NET], 5 us); non-blocking fabric.
+  s.cluster.network.latency_s = 5e-6;
+  s.cluster.network.oversubscription = 1;
 
   s.training.seq_len = in.seq_len;
   s.training.micro_batch = in.shape.micro_batch;
@@ -385,16 +457,17 @@ spec::Scenario build_scenario(const PublishedRow& row, const NodeLoader& load_no
 
   info.stage = in.stage;
   const auto& z = s.deepspeed.zero;
-  info.offload = z.offload_optimizer.device == spec::OffloadDevice::NONE && z.offload_param.device == spec::OffloadDevice::NONE
-                     ? "none"
-                     : "opt " + std::string(spec::to_string(z.offload_optimizer.device)) + " + param " + std::string(spec::to_string(z.offload_param.device));
+  info.offload =
+      z.offload_optimizer.device == spec::OffloadDevice::NONE && z.offload_param.device == spec::OffloadDevice::NONE
+          ? "none"
+          : "opt " + std::string(spec::to_string(z.offload_optimizer.device)) + " + param " +
+                std::string(spec::to_string(z.offload_param.device));
   std::ostringstream cfg;
   cfg << "ZeRO-" << in.stage;
   if (info.offload != "none")
     cfg << " (" << info.offload << ")";
-  cfg << ", " << in.total_gpus << " x " << node.gpu.model << ", " << s.model.layers << "x" << s.model.hidden
-      << ", mb " << s.training.micro_batch << ", seq " << in.seq_len << ", "
-      << spec::to_string(s.training.precision) << ", ckpt "
+  cfg << ", " << in.total_gpus << " x " << node.gpu.model << ", " << s.model.layers << "x" << s.model.hidden << ", mb "
+      << s.training.micro_batch << ", seq " << in.seq_len << ", " << spec::to_string(s.training.precision) << ", ckpt "
       << (s.training.activation_checkpointing == spec::Checkpointing::FULL        ? "full"
           : s.training.activation_checkpointing == spec::Checkpointing::SELECTIVE ? "selective"
                                                                                   : "none");
@@ -481,7 +554,8 @@ void map_estimator_row(const PublishedRow& row, RowMapping& into)
   c.info.config = cfg.str();
   add_note(c.info.assumptions, "parameter count from params_B (rounded as published)");
   if (c.estimator_older_formula)
-    add_note(c.info.assumptions, "memory.rst prints the older ZeRO-2 formula 4P + 16P/N; the current code gives 2P + 18P/N");
+    add_note(c.info.assumptions,
+             "memory.rst prints the older ZeRO-2 formula 4P + 16P/N; the current code gives 2P + 18P/N");
   into.memory.push_back(std::move(c));
 }
 
@@ -525,7 +599,7 @@ void map_memory_row(const PublishedRow& row, const NodeLoader& load_node, RowMap
   in.shape = {*layers, *hidden, static_cast<int>(*heads), static_cast<int>(*mb)};
   in.seq_len = seq_len_of(row, info.assumptions);
   in.total_gpus = total_gpus(row, info.assumptions);
-  in.stage = *plain_int(field(row, "zero_stage"));
+  in.stage = *stage_of(field(row, "zero_stage"));
   MemoryCase c;
   c.scenario = build_scenario(row, load_node, in, info);
   c.info = info;
@@ -555,7 +629,7 @@ void map_fit_row(const PublishedRow& row, const NodeLoader& load_node, RowMappin
   auto size = claimed_size(claim);
   bool max_batch = contains(claim, "max bs");
   std::string kind = size ? "max-model" : "fit";
-  auto stage = *plain_int(field(row, "zero_stage"));
+  auto stage = *stage_of(field(row, "zero_stage"));
   std::string why;
   if (node_name_for(field(row, "gpu"), field(row, "gpu_mem_GB")).empty())
     why = "no node file for GPU '" + field(row, "gpu") + "'";
@@ -665,6 +739,10 @@ std::string node_name_for(const std::string& gpu, const std::string& gpu_mem_GB)
     return "workstation-rtx3090";
   if (contains(gpu, "a100") && contains(gpu, "pcie"))
     return "workstation-a100-pcie-40gb";
+  if (contains(gpu, "a100") && contains(gpu, "azure"))
+    return "azure-ndm-a100-v4";
+  if (contains(gpu, "a800"))
+    return "hgx-a800-80gb";
   if (contains(gpu, "a100"))
     return mem && *mem < 60 ? "dgx-a100-40gb" : "dgx-a100-80gb";
   if (contains(gpu, "h200"))
@@ -700,9 +778,7 @@ void map_row(const PublishedRow& row, const NodeLoader& load_node, RowMapping& i
   }
   auto why = exclusions(row);
   if (!why.empty()) {
-    std::string reason;
-    for (const auto& w : why)
-      add_note(reason, w);
+    std::string reason = joined(why);
     std::string kind = has_mem ? "memory" : claimed_size(field(row, "max_model_fit")) ? "max-model" : "fit";
     into.not_covered.push_back({field(row, "row_id"), field(row, "source_id"), field(row, "model"), kind, reason});
     return;
@@ -719,6 +795,514 @@ RowMapping map_rows(const std::vector<PublishedRow>& rows, const NodeLoader& loa
   for (const auto& r : rows)
     map_row(r, load_node, m);
   return m;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Time and throughput rows
+
+namespace {
+
+/// The figure columns of a row, in the priority order of the primary figure (docs/validation.md): figures of
+/// time first (they do not depend on a FLOP-counting convention), then rates, then TFLOPs and utilisation
+/// (README trap 1), and the file's derived step time only when no measured figure can be compared.
+const char* const FIGURE_COLUMNS[] = {
+    "step_time_s", "samples_per_s", "tokens_per_s_total", "tokens_per_s_per_gpu", "tflops_per_gpu",
+    "mfu",         "hfu",           "derived_step_time_s"};
+
+std::string number_text(double v)
+{
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+bool is_figure_column_empty(const PublishedRow& row)
+{
+  for (const char* c : FIGURE_COLUMNS)
+    if (!trim(field(row, c)).empty())
+      return false;
+  return true;
+}
+
+/// Which TFLOPs a tflops_per_gpu figure is (README trap 1), and the note saying how that was decided.
+TimeMetric tflops_metric(const PublishedRow& row, std::string& note)
+{
+  std::string inc = lower(trim(field(row, "tflops_includes_recompute")));
+  if (inc.rfind("yes", 0) == 0)
+    return TimeMetric::TFLOPS_HARDWARE;
+  if (inc.rfind("no", 0) == 0)
+    return TimeMetric::TFLOPS_MODEL;
+  std::string ckpt = lower(trim(field(row, "activation_checkpointing")));
+  bool recompute = ckpt.rfind("yes", 0) == 0 || ckpt.rfind("full", 0) == 0 || ckpt.rfind("selective", 0) == 0;
+  if (!recompute) {
+    note = "definition not stated; without activation checkpointing model and hardware TFLOPs are equal";
+    return TimeMetric::TFLOPS_MODEL;
+  }
+  const std::string& fw = field(row, "framework");
+  if (contains(fw, "deepspeed") || contains(fw, "megatron") || contains(fw, "zero")) {
+    note = "definition not stated: recompute counted, the DeepSpeed/Megatron convention (README trap 1)";
+    return TimeMetric::TFLOPS_HARDWARE;
+  }
+  note = "definition not stated: model FLOPs assumed";
+  return TimeMetric::TFLOPS_MODEL;
+}
+
+TimeMetric metric_of_column(const std::string& column, const PublishedRow& row, std::string& note)
+{
+  if (column == "step_time_s")
+    return TimeMetric::STEP_TIME;
+  if (column == "samples_per_s")
+    return TimeMetric::SAMPLES_PER_S;
+  if (column == "tokens_per_s_total")
+    return TimeMetric::TOKENS_PER_S_TOTAL;
+  if (column == "tokens_per_s_per_gpu")
+    return TimeMetric::TOKENS_PER_S_PER_GPU;
+  if (column == "tflops_per_gpu")
+    return tflops_metric(row, note);
+  if (column == "mfu")
+    return TimeMetric::MFU;
+  if (column == "hfu")
+    return TimeMetric::HFU;
+  return TimeMetric::DERIVED_STEP_TIME;
+}
+
+/// A ZeRO-Offload Table 4 row: the optimizer step alone, for a model named by its size.
+bool is_cpu_adam_row(const PublishedRow& row)
+{
+  return contains(field(row, "model"), "optimizer step only");
+}
+
+/// Another row of the same source that gives the shape (layers, hidden) of a model of the same size on one GPU.
+const PublishedRow* same_size_shape(const PublishedRow& row, const std::vector<PublishedRow>& all)
+{
+  auto params = plain_number(field(row, "params_B"));
+  if (!params)
+    return nullptr;
+  for (const auto& r : all) {
+    if (field(r, "source_id") != field(row, "source_id") || &r == &row)
+      continue;
+    auto p = plain_number(field(r, "params_B"));
+    auto gpus = leading_number(field(r, "total_gpus"));
+    if (p && *p == *params && plain_int(field(r, "layers")) && plain_int(field(r, "hidden")) && gpus && *gpus == 1)
+      return &r;
+  }
+  return nullptr;
+}
+
+/// The inputs a row needs for a throughput comparison that it does not give (empty: all given).
+std::vector<std::string> missing_inputs(const PublishedRow& row)
+{
+  std::vector<std::string> miss;
+  if (!plain_int(field(row, "layers")) || !plain_int(field(row, "hidden")))
+    miss.push_back("model dimensions (layers '" + field(row, "layers") + "', hidden '" + field(row, "hidden") + "')");
+  if (!leading_number(field(row, "micro_batch")))
+    miss.push_back("micro-batch per GPU ('" + field(row, "micro_batch") + "')");
+  if (!leading_number(field(row, "total_gpus")) &&
+      !(leading_number(field(row, "gpus_per_node")) && leading_number(field(row, "nodes"))))
+    miss.push_back("GPU count");
+  if (node_name_for(field(row, "gpu"), field(row, "gpu_mem_GB")).empty())
+    miss.push_back("a node file for GPU '" + field(row, "gpu") + "'");
+  return miss;
+}
+
+std::string joined_list(const std::vector<std::string>& items)
+{
+  std::string out;
+  for (const auto& i : items)
+    add_note(out, i);
+  return out;
+}
+
+/// The gradient-accumulation steps of a row: grad_accum as written (rounded when the source gives a fraction),
+/// else global_batch / (micro_batch x GPUs), else 1.
+int grad_accum_of(const PublishedRow& row, int micro_batch, int gpus, std::string& notes)
+{
+  const std::string& ga_text = field(row, "grad_accum");
+  if (auto ga = leading_number(ga_text)) {
+    if (*ga == std::floor(*ga))
+      return std::max(1, static_cast<int>(*ga));
+    int r = std::max(1, static_cast<int>(std::lround(*ga)));
+    add_note(notes, "grad_accum " + trim(ga_text) + " in the row (not whole): " + std::to_string(r) + " used");
+    return r;
+  }
+  if (auto gb = leading_number(field(row, "global_batch"))) {
+    double ga = *gb / (static_cast<double>(micro_batch) * gpus);
+    int r = std::max(1, static_cast<int>(std::lround(ga)));
+    if (ga != std::floor(ga) || ga < 1)
+      add_note(notes, "global batch " + number_text(*gb) + " over micro-batch " + std::to_string(micro_batch) + " x " +
+                          std::to_string(gpus) + " GPUs = " + number_text(ga) + " micro-steps: " + std::to_string(r) +
+                          " used");
+    return r;
+  }
+  add_note(notes, "neither grad_accum nor global batch stated: 1 micro-step per step assumed");
+  return 1;
+}
+
+/// The row with inputs filled in from the source's other rows or stated conventions, each recorded in `notes`.
+PublishedRow completed_row(const PublishedRow& row, const std::vector<PublishedRow>& all, std::string& notes)
+{
+  PublishedRow r = row;
+  if (is_cpu_adam_row(row)) {
+    // ZeRO-Offload Table 4 times DeepSpeed's CPU-Adam on the optimizer step of a model of each size, on the
+    // DGX-2's 2 x Xeon Platinum 8168 host. The model of that size is the one of the paper's Figure 8 (other rows
+    // of the file); the run is ZeRO-2 with the optimizer on the CPU (the framework column), one GPU.
+    if (const PublishedRow* twin = same_size_shape(row, all)) {
+      r["layers"] = field(*twin, "layers");
+      r["hidden"] = field(*twin, "hidden");
+      add_note(notes, "shape " + field(*twin, "layers") + " x " + field(*twin, "hidden") + " of the " +
+                          field(row, "params_B") + "B model of the same paper (published.csv row " +
+                          field(*twin, "row_id") + ")");
+    }
+    r["zero_stage"] = "2";
+    r["offload_optimizer"] = "cpu";
+    r["micro_batch"] = "1";
+    r["grad_accum"] = "1";
+    add_note(notes, "ZeRO-2 with CPU optimizer offload on one GPU, micro-batch 1 (the optimizer step does not depend "
+                    "on the batch)");
+  }
+  auto hidden = plain_int(field(r, "hidden"));
+  if (hidden && !leading_number(field(r, "heads"))) {
+    // Megatron-LM GPT configurations of these papers use 128-wide heads where stated (ZeRO-Offload 10B: 50 x 4096
+    // with 32 heads, published.csv row 213; models/zero-offload-13b.yaml); 64-wide when 128 does not divide h.
+    int heads = *hidden % 128 == 0 ? *hidden / 128 : *hidden % 64 == 0 ? *hidden / 64 : 1;
+    r["heads"] = std::to_string(heads);
+    add_note(notes, "heads not stated: " + std::to_string(heads) + " assumed (head width " +
+                        std::to_string(*hidden / heads) + ")");
+  }
+  return r;
+}
+
+/// The figures of a row, primary first; `not_compared` collects the cells that cannot be compared, with why.
+std::vector<TimeFigure> figures_of(const PublishedRow& row, std::string& not_compared)
+{
+  std::vector<TimeFigure> measured;
+  std::optional<TimeFigure> derived;
+  auto tolerance = chart_tolerance(field(row, "evidence_type"));
+  for (const char* column : FIGURE_COLUMNS) {
+    const std::string& text = field(row, column);
+    if (trim(text).empty())
+      continue;
+    ParsedFigure p = parse_figure(text);
+    if (!p.value) {
+      add_note(not_compared, std::string(column) + " '" + text + "': " + p.why_not);
+      continue;
+    }
+    TimeFigure f;
+    f.column = column;
+    f.written = text;
+    f.value = *p.value;
+    f.note = p.note;
+    std::string def_note;
+    f.metric = metric_of_column(column, row, def_note);
+    if (p.part == "backward")
+      f.metric = TimeMetric::BACKWARD_TIME;
+    if (is_cpu_adam_row(row) && f.metric == TimeMetric::STEP_TIME) {
+      f.metric = TimeMetric::CPU_ADAM_TIME;
+      add_note(f.note, "DeepSpeed CPU-Adam latency of the optimizer step (Table 4; its PyTorch CPU and GPU Adam "
+                       "figures, in the notes, time other implementations)");
+    }
+    if (!def_note.empty())
+      add_note(f.note, def_note);
+    if ((f.metric == TimeMetric::MFU || f.metric == TimeMetric::HFU) && f.value > 1.5) {
+      f.value /= 100;
+      add_note(f.note, "written in percent");
+    }
+    if (p.half_range)
+      f.tolerance = *p.half_range;
+    else if (tolerance && f.metric != TimeMetric::MFU && f.metric != TimeMetric::HFU)
+      f.tolerance = *tolerance;
+    if (f.metric == TimeMetric::DERIVED_STEP_TIME) {
+      add_note(f.note, "derived by the file from measured throughput, not measured");
+      derived = f;
+    } else {
+      measured.push_back(f);
+    }
+  }
+  if (measured.empty() && derived)
+    measured.push_back(*derived);
+  else if (derived)
+    add_note(not_compared, "derived_step_time_s '" + derived->written + "': not used, a measured figure exists");
+  return measured;
+}
+
+} // namespace
+
+std::string to_string(TimeMetric m)
+{
+  switch (m) {
+  case TimeMetric::STEP_TIME:
+    return "step time";
+  case TimeMetric::SAMPLES_PER_S:
+    return "samples/s";
+  case TimeMetric::TOKENS_PER_S_TOTAL:
+    return "tokens/s (all GPUs)";
+  case TimeMetric::TOKENS_PER_S_PER_GPU:
+    return "tokens/s per GPU";
+  case TimeMetric::TFLOPS_MODEL:
+    return "TFLOPs/GPU (model)";
+  case TimeMetric::TFLOPS_HARDWARE:
+    return "TFLOPs/GPU (hardware)";
+  case TimeMetric::MFU:
+    return "MFU";
+  case TimeMetric::HFU:
+    return "HFU";
+  case TimeMetric::DERIVED_STEP_TIME:
+    return "step time (derived)";
+  case TimeMetric::BACKWARD_TIME:
+    return "backward time";
+  case TimeMetric::CPU_ADAM_TIME:
+    return "CPU-Adam step";
+  }
+  return "?";
+}
+
+std::string unit_of(TimeMetric m)
+{
+  switch (m) {
+  case TimeMetric::STEP_TIME:
+  case TimeMetric::DERIVED_STEP_TIME:
+  case TimeMetric::BACKWARD_TIME:
+  case TimeMetric::CPU_ADAM_TIME:
+    return "s";
+  case TimeMetric::SAMPLES_PER_S:
+    return "samples/s";
+  case TimeMetric::TOKENS_PER_S_TOTAL:
+  case TimeMetric::TOKENS_PER_S_PER_GPU:
+    return "tokens/s";
+  case TimeMetric::TFLOPS_MODEL:
+  case TimeMetric::TFLOPS_HARDWARE:
+    return "TFLOPs";
+  case TimeMetric::MFU:
+  case TimeMetric::HFU:
+    return "";
+  }
+  return "";
+}
+
+std::string definition_of(TimeMetric m)
+{
+  switch (m) {
+  case TimeMetric::STEP_TIME:
+    return "seconds per optimizer step";
+  case TimeMetric::SAMPLES_PER_S:
+    return "global batch / step time";
+  case TimeMetric::TOKENS_PER_S_TOTAL:
+    return "global batch x sequence / step time";
+  case TimeMetric::TOKENS_PER_S_PER_GPU:
+    return "tokens/s over the GPU count";
+  case TimeMetric::TFLOPS_MODEL:
+    return "model FLOPs (no recompute) per step / step time / GPU";
+  case TimeMetric::TFLOPS_HARDWARE:
+    return "FLOPs with the recomputed forward per step / step time / GPU";
+  case TimeMetric::MFU:
+    return "model TFLOPs over dense peak";
+  case TimeMetric::HFU:
+    return "hardware TFLOPs over dense peak";
+  case TimeMetric::DERIVED_STEP_TIME:
+    return "seconds per step, derived by the file from throughput (not measured)";
+  case TimeMetric::BACKWARD_TIME:
+    return "first backward or recompute task start to last backward, recompute or gradient-reduce task end, rank 0";
+  case TimeMetric::CPU_ADAM_TIME:
+    return "sum of rank 0's CPU-Adam update tasks";
+  }
+  return "";
+}
+
+bool is_component(TimeMetric m)
+{
+  return m == TimeMetric::BACKWARD_TIME || m == TimeMetric::CPU_ADAM_TIME;
+}
+
+ParsedFigure parse_figure(const std::string& text)
+{
+  ParsedFigure p;
+  std::string t = trim(text);
+  if (t.empty())
+    return p;
+  static const std::string NUM = R"(([0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?))";
+  static const std::regex single("^(~?)\\s*" + NUM + R"(\s*(?:\((.*)\))?$)");
+  static const std::regex range("^" + NUM + R"(\s*-\s*)" + NUM + "$");
+  static const std::regex backward(R"(^backward only:\s*)" + NUM + "$", std::regex::icase);
+  std::smatch m;
+  if (std::regex_match(t, m, backward)) {
+    p.value = std::stod(m.str(1));
+    p.part = "backward";
+    p.note = "backward pass only";
+    return p;
+  }
+  if (std::regex_match(t, m, range)) {
+    double lo = std::stod(m.str(1)), hi = std::stod(m.str(2));
+    p.value = (lo + hi) / 2;
+    p.half_range = std::abs(hi - lo) / 2;
+    p.note = "midpoint of the printed range " + t;
+    return p;
+  }
+  if (std::regex_match(t, m, single)) {
+    std::string remark = m.str(3);
+    if (contains(remark, "failed")) {
+      p.why_not = "the run failed at the source (no throughput to compare)";
+      return p;
+    }
+    if (contains(remark, "ambiguous") || contains(remark, "as printed")) {
+      p.why_not = "the source's columns are ambiguous (" + remark + ")";
+      return p;
+    }
+    if (std::stod(m.str(2)) == 0) {
+      p.why_not = "a zero figure";
+      return p;
+    }
+    p.value = std::stod(m.str(2));
+    if (!m.str(1).empty())
+      p.note = "approximate ('~' in the source)";
+    if (!remark.empty())
+      add_note(p.note, "the source adds: " + remark);
+    return p;
+  }
+  if (contains(t, "epoch"))
+    p.why_not = "a time per epoch, and the row does not give the samples per epoch";
+  else if (contains(t, " for ") && contains(t, "samples"))
+    p.why_not = "a total time for a number of samples, not a step time";
+  else if (contains(t, "up to"))
+    p.why_not = "an upper bound over configurations ('up to'), not one measurement";
+  else if (contains(t, " or "))
+    p.why_not = "two candidate values (ambiguous)";
+  else if (t.find(';') != std::string::npos || t.find(':') != std::string::npos)
+    p.why_not = "several values for different configurations in one cell";
+  else
+    p.why_not = "not one number";
+  return p;
+}
+
+std::optional<double> chart_tolerance(const std::string& evidence_type)
+{
+  static const std::regex re(R"(\+/-\s*([0-9]+(?:\.[0-9]+)?))");
+  std::smatch m;
+  if (std::regex_search(evidence_type, m, re))
+    return std::stod(m.str(1));
+  return std::nullopt;
+}
+
+void map_throughput_row(const PublishedRow& row, const std::vector<PublishedRow>& all, const NodeLoader& load_node,
+                        ThroughputMapping& into)
+{
+  RowInfo info = info_of(row);
+  auto not_covered = [&](const char* category, const std::string& reason) {
+    into.not_covered.push_back({info.row_id, info.source_id, info.model, category, reason});
+  };
+  if (is_figure_column_empty(row)) {
+    std::string what = field(row, "provenance") == "estimator" ? "a DeepSpeed estimator output (memory.md compares it)"
+                       : !trim(field(row, "peak_mem_GB")).empty() || !trim(field(row, "max_model_fit")).empty()
+                           ? "only a memory figure or a fit statement (memory.md compares it)"
+                           : "no figure at all";
+    not_covered(CAT_NO_FIGURE, "the row has " + what);
+    return;
+  }
+  std::string notes;
+  const PublishedRow r = completed_row(row, all, notes);
+  std::vector<Exclusion> why = exclusions(r);
+  const std::string opt = lower(trim(field(r, "offload_optimizer")));
+  const std::string par = lower(trim(field(r, "offload_param")));
+  if (opt.rfind("nvme", 0) == 0 || par.rfind("cpu", 0) == 0 || par.rfind("nvme", 0) == 0) {
+    Exclusion e{CAT_OFFLOAD, "offload_optimizer '" + field(r, "offload_optimizer") + "', offload_param '" +
+                                 field(r, "offload_param") +
+                                 "': the timed NVMe and parameter offload are validated in a later issue"};
+    // After the structural reasons (FSDP, TP/PP, ...); a stage reason would only repeat this one.
+    if (!why.empty() && why.back().category == std::string(CAT_STAGE))
+      why.pop_back();
+    why.push_back(e);
+  }
+  if (field(r, "source_id") == "S12" && contains(field(r, "locator"), "ZERO_STAGE=0/1"))
+    why.push_back({CAT_TRAP5, "the BLOOM 'Trying with ZeRO_STAGE=0/1' table's time and TFLOPs columns look swapped; "
+                              "only its memory values are used (README trap 5)"});
+  if (!why.empty()) {
+    not_covered(why.front().category, joined(why));
+    return;
+  }
+  auto missing = missing_inputs(r);
+  if (field(r, "completeness") == "C") {
+    std::string reason = "graded C by the data file (headline figures without the batch or model dimensions needed)";
+    if (!missing.empty())
+      reason += ": no " + joined_list(missing);
+    else
+      reason += "; the row's notes: " +
+                (field(r, "notes").size() > 240 ? field(r, "notes").substr(0, 240) + "..." : field(r, "notes"));
+    not_covered(CAT_C, reason);
+    return;
+  }
+  if (!missing.empty()) {
+    bool node_only = missing.size() == 1 && missing.front().rfind("a node file", 0) == 0;
+    not_covered(node_only ? CAT_NODE : CAT_INPUTS, "not given: " + joined_list(missing));
+    return;
+  }
+  std::string not_compared;
+  std::vector<TimeFigure> figures = figures_of(r, not_compared);
+  if (figures.empty()) {
+    not_covered(CAT_FIGURE, not_compared);
+    return;
+  }
+
+  BuildInputs in;
+  in.shape = {*plain_int(field(r, "layers")), *plain_int(field(r, "hidden")),
+              static_cast<int>(*leading_number(field(r, "heads"))),
+              static_cast<int>(*leading_number(field(r, "micro_batch")))};
+  if (!plain_int(field(r, "micro_batch")))
+    add_note(notes, "micro-batch " + std::to_string(in.shape.micro_batch) + " from '" + field(r, "micro_batch") + "'");
+  in.seq_len = seq_len_of(r, notes);
+  in.total_gpus = total_gpus(r, notes);
+  in.stage = *stage_of(field(r, "zero_stage"));
+  ThroughputCase c;
+  c.info = info;
+  c.info.assumptions = notes;
+  c.scenario = build_scenario(r, load_node, in, c.info);
+  spec::TrainingSpec& t = c.scenario.training;
+  t.grad_accum = grad_accum_of(r, t.micro_batch, in.total_gpus, c.info.assumptions);
+  t.global_batch = static_cast<std::int64_t>(t.micro_batch) * t.grad_accum * in.total_gpus;
+  t.global_batch_given = !trim(field(r, "global_batch")).empty();
+  // FlashAttention (Dao et al., 2022-05): V100s have no kernels for it; the other runs' code (Megatron-LM and
+  // Megatron-DeepSpeed of 2021-2022, Hugging Face LLaMA of 2023 with its default eager attention) did not use it.
+  add_note(c.info.assumptions, contains(c.scenario.cluster.node.gpu.model, "v100")
+                                   ? "FlashAttention off (no V100 kernels)"
+                                   : "FlashAttention off (the run's code used standard attention)");
+  if (c.scenario.training.precision == spec::Precision::FP16 && !contains(field(r, "precision"), "fp16"))
+    add_note(c.info.assumptions, "fp16 and bf16 have the same dense peak on these GPUs");
+  std::ostringstream cfg;
+  cfg << c.info.config << ", ga " << t.grad_accum;
+  c.info.config = cfg.str();
+  c.figures = std::move(figures);
+  c.evidence = field(r, "evidence_type");
+  c.completeness = field(r, "completeness");
+  c.not_compared = not_compared;
+  into.cases.push_back(std::move(c));
+}
+
+ThroughputMapping map_throughput_rows(const std::vector<PublishedRow>& rows, const NodeLoader& load_node)
+{
+  ThroughputMapping m;
+  for (const auto& r : rows) {
+    try {
+      map_throughput_row(r, rows, load_node, m);
+    } catch (const core::InputError& e) {
+      m.not_covered.push_back({field(r, "row_id"), field(r, "source_id"), field(r, "model"), CAT_INPUTS,
+                               std::string("the row cannot be mapped: ") + e.what()});
+    }
+  }
+  return m;
+}
+
+NodeLoader node_loader_near(const std::string& csv)
+{
+  namespace fs = std::filesystem;
+  fs::path p = fs::absolute(fs::path(csv)).parent_path();
+  std::vector<fs::path> candidates = {p, p.parent_path(), p.parent_path().parent_path(), fs::current_path(),
+                                      fs::path(ZEROSIM_DATA_DIR)};
+  for (const auto& c : candidates) {
+    if (fs::is_directory(c / "topologies")) {
+      std::string dir = (c / "topologies").string();
+      return [dir](const std::string& name) { return config::load_node(dir + "/" + name + ".yaml"); };
+    }
+  }
+  throw core::InputError(csv + ": no topologies/ folder found near the file, in the current directory or in " +
+                         std::string(ZEROSIM_DATA_DIR));
 }
 
 } // namespace zerosim::validation

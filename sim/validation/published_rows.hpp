@@ -26,10 +26,10 @@ using NodeLoader = std::function<spec::NodeSpec(const std::string& name)>;
 
 /// Which predicted quantity a published memory figure is compared with (README trap 2).
 enum class MemMetric {
-  ALLOCATED,    ///< torch.cuda.max_memory_allocated -> MemoryReport::gpu
-  RESERVED,     ///< torch max reserved / "max cached" -> MemoryReport::gpu_reserved
-  DEVICE_USED,  ///< nvidia-smi "used": an upper bound -> MemoryReport::gpu_device must not exceed it
-  ESTIMATOR     ///< DeepSpeed's estimate_zero*_model_states_mem_needs per-GPU figure -> memory/estimator.hpp
+  ALLOCATED,   ///< torch.cuda.max_memory_allocated -> MemoryReport::gpu
+  RESERVED,    ///< torch max reserved / "max cached" -> MemoryReport::gpu_reserved
+  DEVICE_USED, ///< nvidia-smi "used": an upper bound -> MemoryReport::gpu_device must not exceed it
+  ESTIMATOR    ///< DeepSpeed's estimate_zero*_model_states_mem_needs per-GPU figure -> memory/estimator.hpp
 };
 
 std::string to_string(MemMetric m);
@@ -41,22 +41,22 @@ struct RowInfo {
   std::string source;
   std::string locator;
   std::string model;
-  std::string config;        ///< short: "ZeRO-2, offload opt cpu, 1 x V100-32GB, mb 10, seq 1024, ckpt full"
-  std::string assumptions;   ///< inputs the row does not state and this mapping assumed, "; "-separated
-  int stage = 0;             ///< ZeRO stage (for the per-stage statistics)
-  std::string offload;       ///< "none" | "opt cpu" | "opt cpu + param cpu" | "opt nvme + param nvme" ...
+  std::string config;      ///< short: "ZeRO-2, offload opt cpu, 1 x V100-32GB, mb 10, seq 1024, ckpt full"
+  std::string assumptions; ///< inputs the row does not state and this mapping assumed, "; "-separated
+  int stage = 0;           ///< ZeRO stage (for the per-stage statistics)
+  std::string offload;     ///< "none" | "opt cpu" | "opt cpu + param cpu" | "opt nvme + param nvme" ...
 };
 
 /// A published memory figure and how to predict it.
 struct MemoryCase {
   RowInfo info;
   MemMetric metric = MemMetric::ALLOCATED;
-  std::string metric_text;             ///< the row's mem_metric as written
-  double measured_bytes = 0;           ///< the figure in bytes (unit per source: see figure_unit_bytes)
-  std::string unit;                    ///< "GiB" | "GB": how the source's figure was read
-  std::optional<spec::Scenario> scenario;           ///< for ALLOCATED, RESERVED, DEVICE_USED
-  std::optional<memory::EstimatorQuery> estimator;  ///< for ESTIMATOR
-  bool estimator_zero_init = true;     ///< ESTIMATOR stage 3: which of DeepSpeed's two rows (zero_init 1 or 0)
+  std::string metric_text;                         ///< the row's mem_metric as written
+  double measured_bytes = 0;                       ///< the figure in bytes (unit per source: see figure_unit_bytes)
+  std::string unit;                                ///< "GiB" | "GB": how the source's figure was read
+  std::optional<spec::Scenario> scenario;          ///< for ALLOCATED, RESERVED, DEVICE_USED
+  std::optional<memory::EstimatorQuery> estimator; ///< for ESTIMATOR
+  bool estimator_zero_init = true; ///< ESTIMATOR stage 3: which of DeepSpeed's two rows (zero_init 1 or 0)
   /// ESTIMATOR stage 2 without offload as printed by DeepSpeed's memory.rst: that page was generated with the older
   /// formula 4Ψ + 16Ψ/N (zero-schedule.md §10.2), so it is reproduced with that formula and the report says so.
   bool estimator_older_formula = false;
@@ -65,10 +65,10 @@ struct MemoryCase {
 /// A published "largest model (or batch) that trained" statement and the configurations that test it.
 struct FitCase {
   RowInfo info;
-  std::string claim;                   ///< the row's max_model_fit as written
-  spec::Scenario ran;                  ///< the configuration that ran (must be predicted to fit)
-  std::optional<spec::Scenario> doubled;  ///< the same model at twice the layers (must be predicted not to fit);
-                                          ///< absent when the claim is not a maximum
+  std::string claim;                     ///< the row's max_model_fit as written
+  spec::Scenario ran;                    ///< the configuration that ran (must be predicted to fit)
+  std::optional<spec::Scenario> doubled; ///< the same model at twice the layers (must be predicted not to fit);
+                                         ///< absent when the claim is not a maximum
 };
 
 /// A memory or max-model row the simulator cannot express yet, and why.
@@ -76,7 +76,7 @@ struct NotCovered {
   std::string row_id;
   std::string source_id;
   std::string model;
-  std::string kind;                    ///< "memory" | "max-model" | "fit"
+  std::string kind; ///< "memory" | "max-model" | "fit"
   std::string reason;
 };
 
@@ -85,7 +85,7 @@ struct RowMapping {
   std::vector<MemoryCase> memory;
   std::vector<FitCase> fits;
   std::vector<NotCovered> not_covered;
-  int other_rows = 0;                  ///< rows with neither a memory figure nor a fit statement (time only)
+  int other_rows = 0; ///< rows with neither a memory figure nor a fit statement (time only)
 };
 
 /// The topology file for a row's `gpu` and `gpu_mem_GB` columns (a name under topologies/), or "" when
@@ -106,5 +106,95 @@ void map_row(const PublishedRow& row, const NodeLoader& load_node, RowMapping& i
 
 /// map_row over every row.
 RowMapping map_rows(const std::vector<PublishedRow>& rows, const NodeLoader& load_node);
+
+// ---------------------------------------------------------------------------------------------------
+// Time and throughput rows (`zerosim validate --run`, sim/validation/run_validation.hpp). Every row of
+// the file becomes either a ThroughputCase (a scenario and the measured figures to predict) or a
+// ThroughputNotCovered (with its reason). The rules are in docs/validation.md, "Throughput".
+
+/// A measured time or throughput figure, and the predicted quantity it is compared with.
+enum class TimeMetric {
+  STEP_TIME,            ///< step_time_s: seconds per optimizer step -> RunMetrics::step_time_s
+  SAMPLES_PER_S,        ///< samples_per_s (all GPUs) -> RunMetrics::samples_per_s
+  TOKENS_PER_S_TOTAL,   ///< tokens_per_s_total -> RunMetrics::tokens_per_s
+  TOKENS_PER_S_PER_GPU, ///< tokens_per_s_per_gpu -> RunMetrics::tokens_per_s / GPUs
+  TFLOPS_MODEL,         ///< tflops_per_gpu without recompute (README trap 1) -> RunMetrics::tflops_model
+  TFLOPS_HARDWARE,      ///< tflops_per_gpu with the recomputed forward -> RunMetrics::tflops_hardware
+  MFU,                  ///< mfu (fraction) -> RunMetrics::mfu
+  HFU,                  ///< hfu (fraction) -> RunMetrics::hfu
+  DERIVED_STEP_TIME,    ///< derived_step_time_s: NOT measured (computed by the file from throughput) -> step time
+  BACKWARD_TIME,        ///< a backward-pass time ("backward only: 5.9") -> the backward span of rank 0
+  CPU_ADAM_TIME         ///< the CPU-Adam step latency (ZeRO-Offload Table 4) -> rank 0's CPU-Adam tasks
+};
+
+std::string to_string(TimeMetric m);
+/// The unit a figure of this metric is written in ("s", "samples/s", "tokens/s", "TFLOPs/GPU", "").
+std::string unit_of(TimeMetric m);
+/// The definition the comparison uses, for the report ("model FLOPs per step over step time, per GPU", ...).
+std::string definition_of(TimeMetric m);
+/// A timing of one part of the step (backward pass, CPU Adam), not of the whole step.
+bool is_component(TimeMetric m);
+
+/// One published figure of a row, read for comparison.
+struct TimeFigure {
+  TimeMetric metric = TimeMetric::STEP_TIME;
+  std::string column;              ///< the CSV column it comes from
+  std::string written;             ///< the cell as written
+  double value = 0;                ///< in unit_of(metric); MFU/HFU as a fraction
+  std::optional<double> tolerance; ///< +/- in the same unit: the chart-read tolerance, or half a printed range
+  std::string note;                ///< how the value was read ("midpoint of 25.7-26.8", "approximate (~)", ...)
+};
+
+/// A row the simulator can be asked about: the scenario built from it and its figures (primary first).
+struct ThroughputCase {
+  RowInfo info;
+  spec::Scenario scenario;
+  std::vector<TimeFigure> figures; ///< [0] is the primary figure (priority: docs/validation.md); never empty
+  std::string evidence;            ///< the row's evidence_type as written
+  std::string completeness;        ///< A or B
+  std::string not_compared;        ///< figures of the row that are not compared, and why ("; "-separated)
+};
+
+/// A row not compared, with the group it is counted in and the reason.
+struct ThroughputNotCovered {
+  std::string row_id;
+  std::string source_id;
+  std::string model;
+  std::string category; ///< the group of the report ("tensor / pipeline parallelism (README trap 6)", ...)
+  std::string reason;   ///< every reason that applies, "; "-separated
+};
+
+struct ThroughputMapping {
+  std::vector<ThroughputCase> cases;
+  std::vector<ThroughputNotCovered> not_covered;
+};
+
+/// A figure cell read: a value (with a tolerance and a note) or why it cannot be compared.
+struct ParsedFigure {
+  std::optional<double> value;
+  std::optional<double> half_range; ///< for a printed range "25.7-26.8"
+  std::string note;
+  std::string part;    ///< "backward" for "backward only: 5.9"; empty for the whole step
+  std::string why_not; ///< set when value is empty and the cell is not
+};
+
+/// Reads one figure cell: "9.956", "~63", "25.7-26.8", "backward only: 5.9", "113.02 (as printed; ...)".
+/// Cells holding several values, upper bounds, per-epoch times or a failed run ("0 (failed)") give why_not.
+ParsedFigure parse_figure(const std::string& text);
+
+/// The tolerance an evidence_type states: "chart-read (+/-5)" -> 5, "chart-read (+/-0.2 s)" -> 0.2; else none.
+std::optional<double> chart_tolerance(const std::string& evidence_type);
+
+/// Sorts one row into a case or a not-covered entry. `all` is the whole file (a size-only row borrows the
+/// shape its source gives that size in another row). Throws core::InputError only for a malformed GPU count.
+void map_throughput_row(const PublishedRow& row, const std::vector<PublishedRow>& all, const NodeLoader& load_node,
+                        ThroughputMapping& into);
+
+/// map_throughput_row over every row, in file order; a row whose mapping throws is listed as not covered.
+ThroughputMapping map_throughput_rows(const std::vector<PublishedRow>& rows, const NodeLoader& load_node);
+
+/// A NodeLoader reading topologies/NAME.yaml from the folder that holds topologies/ nearest to `csv`: the CSV's
+/// folder, its parent, its grandparent, the current directory, then the source tree (ZEROSIM_DATA_DIR).
+NodeLoader node_loader_near(const std::string& csv);
 
 } // namespace zerosim::validation

@@ -101,9 +101,17 @@ TEST_SUITE("cli")
     CHECK(missing.status == 2);
     CHECK(has(missing.err, "no/such/scenario.yaml"));
 
-    Result run = run_zerosim({"run", DEFAULT_SCENARIO});
-    CHECK(run.status == 2);
-    CHECK(has(run.err, "not available in this version"));
+    Result sweep = run_zerosim({"sweep", DEFAULT_SCENARIO});
+    CHECK(sweep.status == 2);
+    CHECK(has(sweep.err, "not available in this version"));
+
+    Result trace = run_zerosim({"run", DEFAULT_SCENARIO, "--trace"});
+    CHECK(trace.status == 2);
+    CHECK(has(trace.err, "--trace writes trace.json into the --out DIR"));
+
+    Result replay = run_zerosim({"run", DEFAULT_SCENARIO, "--replay", "fast"});
+    CHECK(replay.status == 2);
+    CHECK(has(replay.err, "--replay: expected full or symmetric, found \"fast\""));
   }
 
   TEST_CASE("cli: the estimator mode prints DeepSpeed's figures")

@@ -1,0 +1,125 @@
+// Collectives as NCCL runs them, decomposed into a few equal flows between GPUs, without SimGrid:
+// rings for all-gather and reduce-scatter; ring or tree for all-reduce, chosen by size as NCCL's
+// tuner does; rings flat across all ranks, one channel per NIC, each channel crossing every node
+// boundary once; the tree a chain inside the node and a double binary tree between nodes; a
+// hierarchical (intra-node, inter-node, intra-node) variant as an option. Chunk pipelining is an
+// analytic term: each ring edge is ONE flow carrying everything that edge carries. Only NCCL's Simple
+// protocol is modelled (not LL/LL128, NVLS, CollNet/SHARP). docs/collectives.md has every formula and
+// the NCCL source (2.20.3, src/graph/{tuning,trees,connect}.cc) of every constant.
+#pragma once
+
+#include "schedule/task_graph.hpp"
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace zerosim::collectives {
+
+/// A GPU of the cluster.
+struct Gpu {
+  int node = 0;
+  int local = 0; ///< index inside the node, 0..gpus_per_node-1
+  bool operator==(const Gpu&) const = default;
+  auto operator<=>(const Gpu&) const = default;
+};
+
+/// What the planner needs to know of the cluster (filled from spec::ClusterSpec by the engine).
+/// The two latencies are what one flow of that kind pays on the platform's route (GPU to GPU): the
+/// planner subtracts them from a phase's latency so that route latency + phase latency is the
+/// collective's latency.
+struct Fabric {
+  int nodes = 1;
+  int gpus_per_node = 1;
+  int nics_per_node = 0;
+  double intra_Bps = 0;       ///< per GPU, per direction, between GPUs of a node (NVLink, or PCIe if none)
+  double inter_Bps = 0;       ///< per NIC, per direction (the engine may pass min(NIC, GPU PCIe link))
+  double intra_latency_s = 0; ///< one hop inside the node (route GPU -> GPU)
+  double inter_latency_s = 0; ///< one hop between nodes (route GPU -> PCIe -> NIC -> fabric -> NIC -> PCIe -> GPU)
+  /// GPUs of a node talk over NVLink (NCCL's NVLINK latency row); false: over PCIe (its PCI row).
+  bool intra_nvlink = true;
+};
+
+/// The NIC GPU `local` uses: NICs hang off the PCIe switches in order, GPU g uses NIC g * nics / gpus
+/// (integer division); -1 when the node has no NIC.
+int nic_of(int local, int gpus_per_node, int nics_per_node);
+
+enum class Algorithm { AUTO, RING, TREE, HIERARCHICAL };
+
+struct Options {
+  Algorithm all_reduce = Algorithm::AUTO; ///< AUTO: ring or tree by NCCL's size rule (smaller predicted_s)
+  /// All collectives as intra-node / inter-node / intra-node phases (overrides all_reduce). A cluster of
+  /// one node, or of one GPU per node, has no hierarchy: its collectives stay flat rings.
+  bool hierarchical = false;
+  /// -1: every flow. n >= 0: only flows with an end on node n (the symmetric replay's representative node).
+  int focus_node = -1;
+  /// Combine the flows of a phase that have the same (src, dst) into one flow carrying their summed
+  /// bytes (fewer flows for the solver). Same time when nothing else shares their links; under
+  /// contention a merged flow gets one max-min share where its parts had one each.
+  bool merge_channels = false;
+};
+
+struct Flow {
+  Gpu src;
+  Gpu dst;
+  double bytes = 0;
+  /// The ring or tree channel (0..channels-1); in a hierarchical plan the local index of the
+  /// inter-node ring, 0 in the intra-node phases; with Options::merge_channels the lowest merged one.
+  int channel = 0;
+};
+
+/// Flows that start together; the phase ends when all have ended, plus `latency_s`.
+struct PlanPhase {
+  std::vector<Flow> flows;
+  /// The per-step latencies of the phase beyond the one route latency each flow already pays
+  /// (a ring of N ranks takes N-1 or 2(N-1) steps; a tree 2 x depth).
+  double latency_s = 0;
+};
+
+struct Plan {
+  std::string algorithm; ///< "ring", "tree", "hierarchical", "local" (group of one)
+  /// Ring and tree: parallel channels (each with its own ring, or its own pair of trees). Hierarchical:
+  /// the parallel inter-node rings (one per local GPU index). 1 for "local".
+  int channels = 1;
+  std::vector<PlanPhase> phases; ///< run one after another; empty for a group of one
+  double predicted_s = 0;        ///< the planner's own alpha-beta estimate without contention (for choosing, tests)
+};
+
+/// The plan of one collective over the whole cluster (every GPU of every node is in the group).
+/// `bytes` is the full buffer S (TaskGraph's convention: all-gather output, reduce-scatter input,
+/// all-reduce buffer). Throws core::InputError for a fabric that cannot carry it (no NIC between nodes,
+/// no bandwidth), core::InternalError for a negative size or a focus node outside the cluster.
+Plan plan(schedule::CollectiveKind kind, std::int64_t bytes, const Fabric& f, const Options& o = {});
+
+/// Every ordered GPU pair (src, dst) on different nodes that some plan of `f` may use (ring channels,
+/// tree edges in both directions, hierarchical rings), sorted, without duplicates: the platform needs a
+/// route for each. Honours o.focus_node (only pairs with an end on that node).
+std::vector<std::pair<Gpu, Gpu>> inter_node_pairs(const Fabric& f, const Options& o = {});
+
+// ---- The layout, exposed for the engine's diagnostics and for tests ----
+
+/// Channels of the flat ring and of the tree: 1 on one node (a non-blocking NVSwitch gains nothing from
+/// more); across nodes min(nics_per_node, gpus_per_node), at least 1.
+int channels(const Fabric& f);
+
+/// The GPU where channel c enters every node: ceil(c * G / C) (= c * G / C when C divides G). The
+/// channel visits the node's GPUs from there in rotated order and leaves from GPU entry - 1 (mod G),
+/// so that NIC c receives channel c and sends channel c + 1: every NIC sends once and receives once.
+int channel_entry(int channel, const Fabric& f);
+
+/// A node's links in one tree of NCCL's double binary tree over `nodes` nodes (src/graph/trees.cc):
+/// tree 0 is a binary tree rooted at node 0 whose leaves are the odd nodes; tree 1 is its mirror
+/// (node n -> nodes-1-n) when `nodes` is even, or it shifted by one node when odd, so a node that is
+/// interior in one tree is a leaf in the other. -1 for "none".
+struct TreeLinks {
+  int parent = -1;
+  std::array<int, 2> children{-1, -1};
+};
+TreeLinks dtree_links(int tree, int node, int nodes);
+
+/// floor(log2(n)) for n >= 1: NCCL's tree depth between nodes (its log2i).
+int log2_floor(int n);
+
+} // namespace zerosim::collectives

@@ -1,0 +1,438 @@
+// The compute model (docs/compute.md): GPU roofline with a shape-aware efficiency per GPU kind, and
+// host CPU work for CPU Adam. Every constant below is data and carries its source.
+#include "compute/compute_model.hpp"
+
+#include "core/error.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cmath>
+#include <string>
+#include <utility>
+
+namespace zerosim::compute {
+
+namespace {
+
+// ---- GPU efficiency data (docs/compute.md §1.4) ------------------------------------------------
+
+/// Per kernel launched: the gap between back-to-back kernels of a stream plus ramp-up and tail.
+/// A stated assumption of 2 µs, bracketed by the device-side floor of about 0.9 µs per kernel when
+/// launched from a CUDA graph (CUDA.jl docs "Graphs": 80 broadcast kernels in 70 µs) and the "order
+/// of microseconds" per launch from a stream (Modal GPU Glossary, "CUDA Graph").
+constexpr double KERNEL_OVERHEAD_S = 2e-6;
+
+/// FlashAttention-2 reaches "50-73% of the theoretical maximum FLOPs/s on A100" (Dao 2023,
+/// arXiv 2307.08691, abstract); we take the midpoint. Its FLOP count halves the causal product
+/// (flash-attention benchmarks/benchmark_flash_attention.py), as op_time() does.
+constexpr double FA2_A100 = (0.50 + 0.73) / 2;
+/// "FlashAttention-2 achieving only 35% utilization on the H100 GPU" (Shah et al. 2024,
+/// FlashAttention-3, arXiv 2407.08608, abstract). FlashAttention-3 (75 %) is not the default of
+/// the stacks DeepSpeed runs with.
+constexpr double FA2_H100 = 0.35;
+/// A fused attention kernel of the FlashAttention-1 generation (FlashAttention-1 on Turing, the
+/// memory-efficient SDPA kernel on Volta, where FlashAttention-2 does not run): "FlashAttention ...
+/// reaching only 25-40% of the theoretical maximum FLOPs/s" (FA2 paper, abstract); midpoint.
+constexpr double FA1_GENERATION = (0.25 + 0.40) / 2;
+
+/// MAMF (maximum achievable matmul FLOPS, BF16, torch 2.6.0+cu126 / 2.5.1+cu124), stas00/ml-engineering
+/// compute/accelerator/README.md, "Maximum Achievable Matmul FLOPS comparison table".
+constexpr double MAMF_A100_SXM = 271.2 / 312.0;
+constexpr double MAMF_A100_PCIE = 252.9 / 312.0;
+constexpr double MAMF_H100_SXM = 794.5 / 989.0;
+/// torch.matmul FP16 8192x8192 on a Tesla V100-SXM2-16GB, torch 2.7.0+cu128: 97.36 TFLOPS of 125
+/// (zzc0721/torch-performance-test-data issue #140).
+constexpr double MATMUL_V100 = 97.36 / 125.0;
+/// torch.matmul FP16 10240x10240 on a GeForce RTX 3070 (GA104), torch 2.7.0+cu128: 37.23 TFLOPS
+/// (zzc0721/torch-performance-test-data issue #171) of 40.6 dense FP16-with-FP32-accumulate
+/// (184 tensor cores x 64 FMA/clk x 2 x 1.725 GHz, the half rate of GeForce Ampere, GA102 whitepaper).
+constexpr double MATMUL_RTX3070 = 37.23 / 40.6;
+
+/// Best streaming kernel with loads (max of "scale" and "triad") at 100 % occupancy over nominal
+/// bandwidth, te42kyfo/gpu-benches gpu-stream / cuda-stream results:
+/// A100 80 GB (cuda-stream/a100_80.txt, triad 1759 GB/s; taken as SXM4, 2039 GB/s nominal).
+constexpr double STREAM_A100_80 = 1759.0 / 2039.0;
+/// A100 40 GB (gpu-stream/a100_40.txt, scale 1381 GB/s of 1555).
+constexpr double STREAM_A100_40 = 1381.0 / 1555.0;
+/// H100 PCIe (README.md, CUDA 11.7, triad 1832 GB/s of 2000).
+constexpr double STREAM_H100_PCIE = 1832.0 / 2000.0;
+/// H200 (gpu-stream/h200.txt, triad 3534 GB/s of 4800; still rising at full occupancy: a lower bound).
+constexpr double STREAM_H200 = 3534.0 / 4800.0;
+/// V100 (gpu-stream/v100.txt, triad 814 GB/s of 900).
+constexpr double STREAM_V100 = 814.0 / 900.0;
+/// A40 (GA102, GDDR6; gpu-stream/a40.txt, triad 653 GB/s of 696): the proxy for GDDR6/6X boards.
+constexpr double STREAM_A40 = 653.0 / 696.0;
+
+/// SM counts: NVIDIA A100 whitepaper (108), H100 whitepaper (132 SXM5, 114 PCIe), H200 = GH100 SXM (132),
+/// V100 whitepaper (80), GA102 whitepaper (RTX 3090: 82), Turing whitepaper (TITAN RTX, full TU102: 72).
+constexpr int SMS_A100 = 108;
+constexpr int SMS_H100_SXM = 132;
+constexpr int SMS_H100_PCIE = 114;
+constexpr int SMS_V100 = 80;
+constexpr int SMS_RTX3090 = 82;
+constexpr int SMS_TITAN_RTX = 72;
+/// Unknown GPU: a stated assumption (the A100's count).
+constexpr int SMS_GENERIC = 108;
+
+GpuEfficiency entry(std::string kind, double gemm_max, double hbm, double attention, int sms, std::string source)
+{
+  GpuEfficiency e;
+  e.kind = std::move(kind);
+  e.gemm_max = gemm_max;
+  e.hbm = hbm;
+  e.attention = attention;
+  // The unfused path's QKᵀ and PV are cuBLAS strided-batched GEMMs: capped like any GEMM; their shape
+  // (head dim as k or n) and the materialised scores' bytes make them slow (docs/compute.md §1.3).
+  e.attention_unfused = gemm_max;
+  e.sms = sms;
+  e.kernel_overhead_s = KERNEL_OVERHEAD_S;
+  e.source = std::move(source);
+  return e;
+}
+
+/// Upper case, without '-', '_' and blanks: "GeForce-RTX-3090" -> "GEFORCERTX3090".
+std::string normalised(const std::string& name)
+{
+  std::string out;
+  for (char c : name)
+    if (c != '-' && c != '_' && c != ' ')
+      out += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+bool has(const std::string& s, const char* part)
+{
+  return s.find(part) != std::string::npos;
+}
+
+// ---- GEMM shape model (docs/compute.md §1.2) ----------------------------------------------------
+
+/// Output tiles cuBLAS/CUTLASS choose between on Ampere/Hopper (NVIDIA "Matrix Multiplication
+/// Background User's Guide", §2.3 "Typical Tile Dimensions in cuBLAS and Performance": 256x128 and
+/// 128x256 are the most efficient, smaller tiles trade efficiency for parallelism).
+struct Tile {
+  int m, n;
+};
+constexpr std::array<Tile, 6> TILES{{{256, 128}, {128, 256}, {128, 128}, {128, 64}, {64, 128}, {64, 64}}};
+
+/// Operand reuse of a tile (FLOPs per element loaded ∝ Tm·Tn / (Tm + Tn)).
+double reuse(Tile t)
+{
+  return double(t.m) * t.n / (t.m + t.n);
+}
+
+/// A tile's rate relative to 256x128: sqrt of its reuse ratio (1, 0.87, 0.71, 0.61 for 256x128,
+/// 128x128, 128x64, 64x64). The guide says larger tiles are more efficient but gives no factor:
+/// the square root is a stated assumption (docs/compute.md §1.2 compares it with measurements).
+double tile_rate(Tile t)
+{
+  return std::sqrt(reuse(t) / reuse(TILES[0]));
+}
+
+/// Elements of k a tile spends outside its main loop, in units of k: filling the 3-stage cp.async
+/// pipeline of 32-deep k-slices (CUTLASS's SM80 "256x128_32x3" GEMM) plus about one iteration of
+/// epilogue. A stated assumption: 128.
+constexpr double K_OVERHEAD = 128;
+
+/// FlashAttention-2 thread blocks cover 128 query rows (flash-attention csrc/flash_attn/src/
+/// flash_fwd_launch_template.h, run_mha_fwd_hdim128: kBlockM = 128 on sm80).
+constexpr double FLASH_BLOCK_ROWS = 128;
+
+/// Every decoder-only model here is causal: FlashAttention skips the masked half of the score tiles
+/// (Dao-AILab/flash-attention#573: "we only need to compute approximately half the number of entries").
+constexpr double CAUSAL_SHARE = 0.5;
+/// FlashAttention-2's backward runs 5 products against the forward's 2 (it recomputes QKᵀ): 2.5x the
+/// forward (benchmark_flash_attention.py; tridao in Dao-AILab/flash-attention#1525). The workload's
+/// backward counts 4 products (2x the forward), so the kernel does 5/4 of it.
+constexpr double FLASH_BWD_WORK = 5.0 / 4.0;
+/// Kernels of FlashAttention-2's backward: dO·O preprocessing, the main dQ/dK/dV kernel, dQ conversion
+/// (flash-attention csrc/flash_attn/src/flash_bwd_launch_template.h).
+constexpr int FLASH_BWD_KERNELS = 3;
+
+/// Useful share of the SM slots when `blocks` equal thread blocks run in waves over `sms` SMs.
+double wave_share(double blocks, int sms)
+{
+  const double waves = std::ceil(blocks / sms);
+  return blocks / (waves * sms);
+}
+
+double wave_fraction(std::int64_t m, std::int64_t n, int sms)
+{
+  double best = 0;
+  for (const Tile& t : TILES) {
+    const double tiles = std::ceil(double(m) / t.m) * std::ceil(double(n) / t.n);
+    const double waves = std::ceil(tiles / sms);
+    const double useful = double(m) * double(n) / (waves * sms * t.m * t.n);
+    best = std::max(best, useful * tile_rate(t));
+  }
+  return best;
+}
+
+double hbm_bandwidth(const spec::GpuSpec& gpu, const GpuEfficiency& e)
+{
+  if (gpu.memory_bandwidth_Bps <= 0)
+    throw core::InputError("GPU " + gpu.model + ": memory bandwidth must be positive to time memory traffic");
+  return gpu.memory_bandwidth_Bps * e.hbm;
+}
+
+/// Non-tensor-core FLOP/s (optimizer arithmetic, elementwise math): the fp32 peak, else the dtype's.
+double vector_peak(const spec::GpuSpec& gpu, spec::Precision p)
+{
+  return gpu.peak_fp32_flops > 0 ? gpu.peak_fp32_flops : peak_flops(gpu, p);
+}
+
+/// An ATTENTION op whose FLOPs cover both products (4·m·n·k: QKᵀ and PV in one kernel) is a fused flash
+/// kernel; one covering a single product (2·m·n·k) is a batched GEMM of the unfused path.
+bool fused_attention(const workload::Op& op)
+{
+  const double one_product = 2.0 * double(op.m) * double(op.n) * double(op.k);
+  return op.fwd_flops > 1.5 * one_product;
+}
+
+double gemm_seconds(double flops, std::int64_t m, std::int64_t n, std::int64_t k, double peak, const GpuEfficiency& e)
+{
+  return flops / (peak * gemm_efficiency(m, n, k, e));
+}
+
+// ---- CPU (docs/compute.md §3) --------------------------------------------------------------------
+
+/// Per-core rate of DeepSpeedCPUAdam, FLOPs as schedule::detail::ADAM_FLOPS_PER_ELEM (14) counts them.
+/// Fitted once, offline, to the ZeRO-Offload paper's Table 4 (Ren et al., ATC'21, arXiv 2101.06840:
+/// CPU-Adam 0.22 / 0.51 / 1.03 / 2.41 s for 1 / 2 / 4 / 8 B parameters on a DGX-2 host, 2 x Xeon
+/// Platinum 8168 = 48 cores, one process using all of them): minimise Σ ((14·N/(48·r) − t)/t)² over
+/// 1/r (closed form 1/r = Σu / Σu², u = 14·N/(48·t)). Every point is then compute-bound (0.252 s per
+/// B params against 28 B / 200 GB/s = 0.14 s). Per-point errors: +14.6 %, −1.1 %, −2.1 %, −16.3 %.
+/// tests/unit/compute/compute_test.cpp recomputes the fit with Eigen and pins this value to it.
+constexpr double CPU_ADAM_CORE_FLOPS = 1156623156.1571739;
+
+} // namespace
+
+GpuEfficiency gpu_efficiency(const spec::GpuSpec& gpu, bool* known)
+{
+  const std::string name = normalised(gpu.model);
+  const bool pcie = has(name, "PCIE");
+  // A800: the A100's export variant, the same GA100 at the same clocks, only NVLink capped
+  // (topologies/hgx-a800-80gb.yaml).
+  const bool a100 = has(name, "A100") || has(name, "A800");
+  bool found = true;
+  GpuEfficiency e;
+  if (has(name, "H200")) {
+    e = entry("H200", MAMF_H100_SXM, STREAM_H200, FA2_H100, SMS_H100_SXM,
+              "GEMM: H100 SXM MAMF (same GH100 die and 700 W; stated); HBM: gpu-benches h200 triad (lower bound); "
+              "attention: FlashAttention-3 paper (FA2 at 35 % on H100)");
+  } else if (has(name, "H100")) {
+    e = entry("H100", MAMF_H100_SXM, STREAM_H100_PCIE, FA2_H100, pcie ? SMS_H100_PCIE : SMS_H100_SXM,
+              "GEMM: MAMF H100 SXM 794.5/989 (ml-engineering); HBM: gpu-benches H100-PCIe triad; "
+              "attention: FlashAttention-3 paper (FA2 at 35 % on H100)");
+  } else if (a100 && pcie) {
+    e = entry("A100-PCIe", MAMF_A100_PCIE, STREAM_A100_40, FA2_A100 * MAMF_A100_PCIE / MAMF_A100_SXM, SMS_A100,
+              "GEMM: MAMF A100 PCIe 252.9/312 (ml-engineering); HBM: gpu-benches a100_40 scale; attention: FA2 "
+              "paper midpoint scaled by the PCIe/SXM GEMM ratio (stated)");
+  } else if (a100) {
+    e = entry("A100", MAMF_A100_SXM, STREAM_A100_80, FA2_A100, SMS_A100,
+              "GEMM: MAMF A100 SXM 271.2/312 (ml-engineering); HBM: gpu-benches a100_80 triad; attention: "
+              "FlashAttention-2 paper, 50-73 % of peak (midpoint)");
+  } else if (has(name, "V100")) {
+    e = entry("V100", MATMUL_V100, STREAM_V100, FA1_GENERATION, SMS_V100,
+              "GEMM: torch FP16 8192^2 on V100-SXM2 97.36/125 (torch-performance-test-data #140); HBM: gpu-benches "
+              "v100 triad; attention: FlashAttention-1 generation, 25-40 % (FA2 paper; midpoint, stated)");
+  } else if (has(name, "RTX3090")) {
+    e = entry("consumer-Ampere", MATMUL_RTX3070, STREAM_A40, FA2_A100 * MATMUL_RTX3070 / MAMF_A100_SXM, SMS_RTX3090,
+              "GEMM: torch FP16 on RTX 3070 37.23/40.6 (torch-performance-test-data #171); HBM: gpu-benches A40 "
+              "(GA102) triad; attention: A100's FA2/GEMM ratio (stated)");
+  } else if (has(name, "TITANRTX")) {
+    e = entry("consumer-Turing", MATMUL_RTX3070, STREAM_A40, FA1_GENERATION, SMS_TITAN_RTX,
+              "GEMM and HBM: the consumer-Ampere figures (stated: no published TITAN RTX figure found); attention: "
+              "FlashAttention-1 generation, 25-40 % (FA2 paper; midpoint)");
+  } else {
+    found = false;
+    // The lowest of the kinds above, figure by figure (stated): an unknown GPU is not assumed to do better.
+    e = entry("generic", MATMUL_V100, STREAM_H200, FA1_GENERATION, SMS_GENERIC,
+              "unknown GPU: the lowest GEMM, HBM and attention figures of the known kinds; 108 SMs (stated)");
+  }
+  if (known != nullptr)
+    *known = found;
+  return e;
+}
+
+double peak_flops(const spec::GpuSpec& gpu, spec::Precision p)
+{
+  double peak = 0;
+  const char* dtype = "";
+  switch (p) {
+  case spec::Precision::BF16:
+  case spec::Precision::AMP_BF16:
+    // No bf16 peak (V100, Turing): the fp16 tensor-core peak (docs/compute.md §2: optimistic).
+    peak = gpu.peak_bf16_flops > 0 ? gpu.peak_bf16_flops : gpu.peak_fp16_flops;
+    dtype = "bf16 (or fp16)";
+    break;
+  case spec::Precision::FP16:
+  case spec::Precision::AMP_FP16:
+    peak = gpu.peak_fp16_flops;
+    dtype = "fp16";
+    break;
+  case spec::Precision::FP32:
+    peak = gpu.peak_tf32_flops > 0 ? gpu.peak_tf32_flops : gpu.peak_fp32_flops;
+    dtype = "tf32 (or fp32)";
+    break;
+  }
+  if (peak <= 0)
+    throw core::InputError("GPU " + gpu.model + ": no " + dtype + " peak FLOP/s given (gpu.peak)");
+  return peak;
+}
+
+double gemm_efficiency(std::int64_t m, std::int64_t n, std::int64_t k, const GpuEfficiency& e)
+{
+  if (m <= 0 || n <= 0 || k <= 0)
+    throw core::InternalError("compute: GEMM shape " + std::to_string(m) + "x" + std::to_string(n) + "x" +
+                              std::to_string(k) + " is not positive");
+  if (e.sms <= 0)
+    throw core::InternalError("compute: GPU kind " + e.kind + " has no SM count");
+  const double depth = double(k) / (double(k) + K_OVERHEAD);
+  return e.gemm_max * wave_fraction(m, n, e.sms) * depth;
+}
+
+namespace {
+
+/// op_time() with the GPU kind looked up once by the caller.
+double op_seconds(const workload::Op& op, bool backward, const spec::GpuSpec& gpu, spec::Precision p,
+                  const GpuEfficiency& e)
+{
+  const double flops = backward ? op.bwd_flops : op.fwd_flops;
+  const double bytes = backward ? op.bwd_bytes : op.fwd_bytes;
+  if (flops <= 0 && bytes <= 0)
+    return 0; // nothing runs (the backward of an inference workload)
+  const double memory = bytes > 0 ? bytes / hbm_bandwidth(gpu, e) : 0;
+  double compute = 0;
+  int kernels = 1;
+  switch (op.kind) {
+  case workload::OpKind::ELEMENTWISE:
+    if (flops > 0)
+      compute = flops / vector_peak(gpu, p);
+    break;
+  case workload::OpKind::GEMM:
+    if (flops > 0) {
+      const double peak = peak_flops(gpu, p);
+      if (!backward) {
+        compute = gemm_seconds(flops, op.m, op.n, op.k, peak, e);
+      } else {
+        // dX[m×k] = dY[m×n]·W[n×k] and dW[n×k] = dYᵀ[n×m]·X[m×k]: two GEMMs of half the FLOPs each.
+        compute =
+            gemm_seconds(flops / 2, op.m, op.k, op.n, peak, e) + gemm_seconds(flops / 2, op.n, op.k, op.m, peak, e);
+        kernels = 2;
+      }
+    }
+    break;
+  case workload::OpKind::ATTENTION:
+    if (flops > 0) {
+      const double peak = peak_flops(gpu, p);
+      if (fused_attention(op)) {
+        const double work = flops * CAUSAL_SHARE * (backward ? FLASH_BWD_WORK : 1.0);
+        const double blocks = std::ceil(double(op.m) / FLASH_BLOCK_ROWS);
+        compute = work / (peak * e.attention * wave_share(blocks, e.sms));
+        kernels = backward ? FLASH_BWD_KERNELS : 1;
+      } else {
+        GpuEfficiency batched = e;
+        batched.gemm_max = std::min(e.gemm_max, e.attention_unfused);
+        if (!backward) {
+          compute = gemm_seconds(flops, op.m, op.n, op.k, peak, batched);
+        } else {
+          // Both operands are activations: the two gradient products have the shapes of dX and dW above.
+          compute = gemm_seconds(flops / 2, op.m, op.k, op.n, peak, batched) +
+                    gemm_seconds(flops / 2, op.n, op.k, op.m, peak, batched);
+          kernels = 2;
+        }
+      }
+    }
+    break;
+  }
+  return std::max(compute, memory) + kernels * e.kernel_overhead_s;
+}
+
+} // namespace
+
+double op_time(const workload::Op& op, bool backward, const spec::GpuSpec& gpu, spec::Precision p)
+{
+  return op_seconds(op, backward, gpu, p, gpu_efficiency(gpu));
+}
+
+double compute_task_time(const schedule::Task& t, const workload::Workload& w, const spec::Scenario& s)
+{
+  if (t.kind != schedule::TaskKind::COMPUTE)
+    throw core::InternalError("compute_task_time: task " + t.name + " is not a COMPUTE task");
+  const spec::GpuSpec& gpu = s.cluster.node.gpu;
+  const spec::Precision p = s.training.precision;
+  const bool layer_phase = t.phase == schedule::Phase::FORWARD || t.phase == schedule::Phase::BACKWARD ||
+                           t.phase == schedule::Phase::RECOMPUTE;
+  const GpuEfficiency e = gpu_efficiency(gpu);
+  if (!layer_phase) {
+    // Optimizer step, gradient accumulation, casts: one fused kernel over mem_bytes (docs/compute.md §1.5).
+    if (t.flops <= 0 && t.mem_bytes <= 0)
+      return 0;
+    const double compute = t.flops > 0 ? t.flops / vector_peak(gpu, p) : 0;
+    const double memory = t.mem_bytes > 0 ? t.mem_bytes / hbm_bandwidth(gpu, e) : 0;
+    return std::max(compute, memory) + e.kernel_overhead_s;
+  }
+  if (t.layer < 0 || t.layer >= static_cast<int>(w.layers.size()))
+    throw core::InternalError("compute_task_time: task " + t.name + " names layer " + std::to_string(t.layer) +
+                              " of a workload with " + std::to_string(w.layers.size()) + " layers");
+  const workload::Layer& layer = w.layers[static_cast<std::size_t>(t.layer)];
+  double seconds = 0;
+  switch (t.phase) {
+  case schedule::Phase::FORWARD:
+    for (const workload::Op& op : layer.ops)
+      seconds += op_seconds(op, false, gpu, p, e);
+    break;
+  case schedule::Phase::BACKWARD:
+    for (const workload::Op& op : layer.ops)
+      seconds += op_seconds(op, true, gpu, p, e);
+    break;
+  case schedule::Phase::RECOMPUTE: {
+    const spec::Checkpointing c = s.training.activation_checkpointing;
+    if (c == spec::Checkpointing::NONE)
+      throw core::InternalError("compute_task_time: recompute task " + t.name + " without activation checkpointing");
+    for (const workload::Op& op : layer.ops)
+      if (c == spec::Checkpointing::FULL || op.selective_recompute)
+        seconds += op_seconds(op, false, gpu, p, e);
+    break;
+  }
+  default:
+    break;
+  }
+  return seconds;
+}
+
+double cpu_core_flops(const spec::CpuSpec& /*cpu*/)
+{
+  return CPU_ADAM_CORE_FLOPS;
+}
+
+CpuWork cpu_task_work(const schedule::Task& t, const spec::CpuSpec& cpu, int ranks_per_node)
+{
+  if (t.kind != schedule::TaskKind::CPU_COMPUTE)
+    throw core::InternalError("cpu_task_work: task " + t.name + " is not a CPU_COMPUTE task");
+  if (ranks_per_node <= 0)
+    throw core::InternalError("cpu_task_work: " + std::to_string(ranks_per_node) + " ranks per node");
+  CpuWork w;
+  w.flops = t.flops;
+  w.threads = std::max(1, cpu.cores / ranks_per_node);
+  w.dram_bytes = t.mem_bytes;
+  return w;
+}
+
+double cpu_task_time_alone(const CpuWork& work, const spec::CpuSpec& cpu)
+{
+  if (work.threads <= 0)
+    throw core::InternalError("cpu_task_time_alone: " + std::to_string(work.threads) + " threads");
+  const double compute = work.flops > 0 ? work.flops / (work.threads * cpu_core_flops(cpu)) : 0;
+  double memory = 0;
+  if (work.dram_bytes > 0) {
+    if (cpu.memory_bandwidth_Bps <= 0)
+      throw core::InputError("cpu.memory_bandwidth must be positive to time host memory traffic");
+    memory = work.dram_bytes / cpu.memory_bandwidth_Bps;
+  }
+  return std::max(compute, memory);
+}
+
+} // namespace zerosim::compute

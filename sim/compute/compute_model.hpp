@@ -1,0 +1,77 @@
+// Time of the work a task graph asks of a GPU or a host CPU, without SimGrid: a roofline per
+// operation (FLOPs against the dtype's dense peak, bytes against HBM bandwidth) with an achieved-
+// efficiency model per GPU kind that depends on the GEMM shape; CPU Adam as work bounded by cores
+// and by DRAM bandwidth. Every figure is data with its source (docs/compute.md).
+#pragma once
+
+#include "schedule/task_graph.hpp"
+#include "spec/node_spec.hpp"
+#include "spec/scenario_spec.hpp"
+#include "workload/transformer.hpp"
+
+#include <cstdint>
+#include <string>
+
+namespace zerosim::compute {
+
+/// The achieved-efficiency data of one GPU kind (docs/compute.md gives each figure's source).
+struct GpuEfficiency {
+  std::string kind;             ///< e.g. "A100", "H100", "V100", "generic"
+  double gemm_max = 0;          ///< achieved / dense peak for a large, well-shaped GEMM
+  double hbm = 0;               ///< achieved / nominal HBM bandwidth of a streaming kernel
+  double attention = 0;         ///< achieved / dense peak of the attention core (flash attention)
+  double attention_unfused = 0; ///< ... without flash attention (scores materialised): cap of its batched GEMMs
+  int sms = 0;                  ///< streaming multiprocessors (wave quantisation)
+  double kernel_overhead_s = 0; ///< launch + tail per kernel
+  std::string source;           ///< where the figures come from (for people)
+};
+
+/// The efficiency data of `gpu` (matched on its model name: A100, H100, H200, V100, ...); an
+/// unknown model gets the "generic" entry and `known` = false (the caller warns).
+GpuEfficiency gpu_efficiency(const spec::GpuSpec& gpu, bool* known = nullptr);
+
+/// Dense peak FLOP/s of `gpu` for the compute dtype of `p` (bf16, fp16; fp32 uses tf32 when given,
+/// as PyTorch does with allow_tf32 for matmuls, else fp32). bf16 on a GPU without a bf16 peak
+/// (V100, Turing) falls back to the fp16 peak (docs/compute.md §2 says why that is optimistic).
+/// Throws core::InputError when the GPU gives no peak for the dtype.
+double peak_flops(const spec::GpuSpec& gpu, spec::Precision p);
+
+/// Achieved / dense peak of one GEMM C[m×n] = A[m×k]·B[k×n] on GPU kind `e` (docs/compute.md §1.2):
+/// gemm_max × wave(m, n) × depth(k), where wave() is the best tile's useful fraction of the
+/// SM-slots its waves occupy (tile and wave quantisation) and depth(k) = k / (k + 128) the
+/// main-loop share of a tile's time. Never above gemm_max.
+double gemm_efficiency(std::int64_t m, std::int64_t n, std::int64_t k, const GpuEfficiency& e);
+
+/// Seconds of one operation's forward (backward = false) or backward on one GPU, one micro-batch.
+/// An operation with neither FLOPs nor bytes in that direction launches nothing and takes 0.
+double op_time(const workload::Op& op, bool backward, const spec::GpuSpec& gpu, spec::Precision p);
+
+/// Seconds of a COMPUTE task of the schedule on one GPU: forward, backward or recompute of its layer
+/// (sum of its ops' times; recompute re-runs the forward ops the checkpointing mode recomputes), or
+/// any other COMPUTE task (GPU optimizer step, gradient accumulation, casts): memory-bound over
+/// task.mem_bytes, with task.flops against the fp32 (non-tensor-core) peak as the other roof.
+/// Throws core::InternalError for a task that is not COMPUTE or names no valid layer.
+double compute_task_time(const schedule::Task& t, const workload::Workload& w, const spec::Scenario& s);
+
+/// The host CPU: what a CPU_COMPUTE task costs, as two resources the engine shares between the
+/// node's ranks: core-seconds on the CPU and bytes through the DRAM link.
+struct CpuWork {
+  double flops = 0;      ///< work in units of cpu_core_flops()
+  int threads = 1;       ///< cores the rank's process uses (cores / ranks per node)
+  double dram_bytes = 0; ///< DRAM traffic (reads + writes)
+};
+
+/// Per-core rate of the host CPU, in the FLOPs a CPU_COMPUTE task counts (calibrated to DeepSpeedCPUAdam,
+/// ZeRO-Offload paper Table 4; docs/compute.md §3). The same for every CpuSpec: a node file has no
+/// CPU model, clock or vector width to scale it by.
+double cpu_core_flops(const spec::CpuSpec& cpu);
+
+/// The CPU work of a CPU_COMPUTE task run by one of `ranks_per_node` ranks of a node:
+/// {task.flops, max(1, cores / ranks_per_node), task.mem_bytes}.
+CpuWork cpu_task_work(const schedule::Task& t, const spec::CpuSpec& cpu, int ranks_per_node);
+
+/// Uncontended seconds of `work` on `cpu` when the rank has the DRAM to itself:
+/// max(flops / (threads x core rate), dram_bytes / memory_bandwidth).
+double cpu_task_time_alone(const CpuWork& work, const spec::CpuSpec& cpu);
+
+} // namespace zerosim::compute

@@ -1,0 +1,567 @@
+#include "engine/engine.hpp"
+
+#include "compute/compute_model.hpp"
+#include "core/error.hpp"
+#include "platform/platform.hpp"
+#include "spec/names.hpp"
+
+#include <simgrid/s4u.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace zerosim::engine {
+
+namespace sg4 = simgrid::s4u;
+using schedule::Task;
+using schedule::TaskId;
+using schedule::TaskKind;
+
+std::string network_model_description()
+{
+  return platform::network_model_description();
+}
+
+namespace {
+
+/// Extra DRAM traffic of a pageable (not pinned) copy: the CUDA driver stages it through a pinned
+/// buffer, a host memcpy that reads and writes every byte once more (CUDA C Best Practices Guide,
+/// "Pinned Memory"). The DMA itself is the same flow as a pinned copy's.
+constexpr double PAGEABLE_STAGING_DRAM_FACTOR = 2.0;
+
+/// What an activity's completion continues.
+enum class Cont { TASK_PART, COLL_FLOW, COLL_DELAY };
+
+struct Token {
+  Cont what = Cont::TASK_PART;
+  int index = 0;                ///< jobs_ (TASK_PART) or colls_ (COLL_*) index
+  int track_a = -1, track_b = -1; ///< trace tracks the activity occupies
+  std::string label;
+  sg4::ActivityPtr activity;    ///< kept alive until the activity completes (simgrid-notes.md §7.1)
+};
+
+/// A task made of several activities (a flow and an execution, say): it ends when all have ended.
+struct Job {
+  int rank = 0; ///< index into ranks_
+  TaskId task = 0;
+  int parts = 0;
+};
+
+/// One collective: the same ordinal collective of every simulated rank.
+struct Collective {
+  std::vector<TaskId> task_of_rank; ///< per simulated rank, -1 until it is reached
+  int ready = 0;
+  collectives::Plan plan;
+  std::size_t phase = 0;
+  int flows_left = 0;
+  std::string name;
+};
+
+class StepReplay;
+StepReplay* g_active = nullptr; ///< the replay SimGrid's static completion signal dispatches to
+
+class StepReplay {
+public:
+  /// `given`: the graphs of the simulated ranks (node-major), or empty to build them from the schedule.
+  StepReplay(const spec::Scenario& s, const workload::Workload& w, const EngineOptions& o,
+             std::vector<schedule::TaskGraph> given = {})
+      : s_(s), w_(w), o_(o)
+  {
+    const spec::ClusterSpec& c = s.cluster;
+    G_ = c.gpus_per_node;
+    if (c.nodes > 1 && c.network.nics_per_node < 1)
+      throw core::InputError(s.file + ": cluster.network.nics_per_node: expected at least 1 NIC per node for a "
+                                      "cluster of " + std::to_string(c.nodes) + " nodes, found 0");
+    symmetric_ = o.replay == engine::Replay::SYMMETRIC || (o.replay == engine::Replay::AUTO && c.nodes > 1);
+    if (c.nodes == 1)
+      symmetric_ = false;
+    fabric_.nodes = c.nodes;
+    fabric_.gpus_per_node = G_;
+    fabric_.nics_per_node = c.network.nics_per_node;
+    fabric_.intra_nvlink = c.node.nvlink.present;
+    fabric_.intra_Bps = c.node.nvlink.present ? c.node.nvlink.bandwidth_Bps : c.node.pcie.bandwidth_Bps;
+    fabric_.intra_latency_s = c.node.nvlink.present ? 2 * c.node.nvlink.latency_s : 2 * c.node.pcie.latency_s;
+    fabric_.inter_Bps = c.network.nic_bandwidth_Bps;
+    fabric_.inter_latency_s = c.network.latency_s + 2 * c.node.pcie.latency_s;
+    copts_ = o.collectives;
+    copts_.focus_node = symmetric_ ? 0 : -1;
+    // Flows of one phase between the same two GPUs (several channels through one NVLink pair) are one
+    // flow: the same bytes over the same route, fewer flows for the solver (design.md "Speed and scale").
+    copts_.merge_channels = true;
+
+    // The simulated ranks and their graphs; every duration is computed here, before SimGrid runs, so that
+    // no exception can come out of a completion callback (simgrid-notes.md §7.4).
+    const int simulated_nodes = symmetric_ ? 1 : c.nodes;
+    if (!given.empty() && given.size() != static_cast<std::size_t>(simulated_nodes * G_))
+      throw std::logic_error("simulate_graphs: " + std::to_string(given.size()) + " graphs for " +
+                             std::to_string(simulated_nodes * G_) + " simulated ranks");
+    for (int n = 0; n < simulated_nodes; ++n)
+      for (int g = 0; g < G_; ++g) {
+        RankTimeline r;
+        r.rank = n * G_ + g;
+        r.node = n;
+        r.local = g;
+        r.graph = given.empty() ? schedule::build_step_graph(s, w, r.rank, o.step)
+                                : std::move(given[static_cast<std::size_t>(r.rank)]);
+        r.times.assign(r.graph.tasks.size(), TaskTime{});
+        timeline_.ranks.push_back(std::move(r));
+      }
+    const std::size_t R = timeline_.ranks.size();
+    duration_.resize(R);
+    cpu_work_.resize(R);
+    pending_.resize(R);
+    done_.resize(R);
+    succ_.resize(R);
+    coll_of_.resize(R);
+    const int ranks_per_node = G_;
+    std::size_t collectives = 0;
+    for (std::size_t ri = 0; ri < R; ++ri) {
+      const auto& tasks = timeline_.ranks[ri].graph.tasks;
+      duration_[ri].assign(tasks.size(), 0.0);
+      cpu_work_[ri].resize(tasks.size());
+      pending_[ri].assign(tasks.size(), 0);
+      done_[ri].assign(tasks.size(), 0);
+      succ_[ri].resize(tasks.size());
+      coll_of_[ri].assign(tasks.size(), -1);
+      std::map<schedule::Stream, TaskId> last_on_stream;
+      std::size_t n_coll = 0;
+      for (TaskId t = 0; t < static_cast<TaskId>(tasks.size()); ++t) {
+        const Task& k = tasks[static_cast<std::size_t>(t)];
+        if (k.kind == TaskKind::COMPUTE)
+          duration_[ri][static_cast<std::size_t>(t)] = compute::compute_task_time(k, w, s);
+        if (k.kind == TaskKind::CPU_COMPUTE)
+          cpu_work_[ri][static_cast<std::size_t>(t)] = compute::cpu_task_work(k, c.node.cpu, ranks_per_node);
+        if (k.kind == TaskKind::COLLECTIVE)
+          coll_of_[ri][static_cast<std::size_t>(t)] = static_cast<int>(n_coll++); // NCCL matches calls on a
+                                                                                  // communicator by issue order
+        std::vector<TaskId> preds = k.deps;
+        if (auto it = last_on_stream.find(k.stream); it != last_on_stream.end())
+          preds.push_back(it->second);
+        last_on_stream[k.stream] = t;
+        std::sort(preds.begin(), preds.end());
+        preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
+        for (TaskId p : preds) {
+          if (p < 0 || p >= t)
+            throw std::logic_error("task graph: task " + k.name + " depends on a task not issued before it");
+          succ_[ri][static_cast<std::size_t>(p)].push_back(t);
+          ++pending_[ri][static_cast<std::size_t>(t)];
+        }
+      }
+      if (ri == 0)
+        collectives = n_coll;
+      else if (n_coll != collectives)
+        throw std::logic_error("task graphs: rank " + std::to_string(timeline_.ranks[ri].rank) + " issues " +
+                               std::to_string(n_coll) + " collectives, rank 0 issues " + std::to_string(collectives));
+    }
+    colls_.resize(collectives);
+    for (auto& cl : colls_)
+      cl.task_of_rank.assign(R, -1);
+  }
+
+  Timeline run()
+  {
+    std::vector<std::string> args{"zerosim", "--log=root.thres:critical", "--cfg=network/model:CM02"};
+    std::vector<char*> argv;
+    for (auto& a : args)
+      argv.push_back(a.data());
+    int argc = static_cast<int>(argv.size());
+    sg4::Engine e(&argc, argv.data());
+    platform::configure_network_model();
+    t0_ = sg4::Engine::get_clock(); // the clock is not reset between engines of one process (simgrid-notes.md §4)
+
+    platform::PlatformOptions po;
+    po.symmetric = symmetric_;
+    if (!symmetric_ && s_.cluster.nodes > 1)
+      po.inter_node_pairs = collectives::inter_node_pairs(fabric_, copts_);
+    platform_ = std::make_unique<platform::Platform>(s_.cluster, po);
+
+    static bool registered = false;
+    if (!registered) {
+      // Signals are static and cannot be disconnected: register once per process and dispatch to the
+      // replay that is running (simgrid-notes.md §4.5).
+      sg4::Activity::on_completion_cb([](const sg4::Activity& a) {
+        if (g_active != nullptr)
+          g_active->on_complete(a);
+      });
+      registered = true;
+    }
+    g_active = this;
+    for (std::size_t ri = 0; ri < pending_.size(); ++ri)
+      for (TaskId t = 0; t < static_cast<TaskId>(pending_[ri].size()); ++t)
+        if (pending_[ri][static_cast<std::size_t>(t)] == 0)
+          ready_.emplace_back(static_cast<int>(ri), t);
+    drain();
+    e.run();
+    g_active = nullptr;
+    graveyard_.clear();
+    tokens_.clear();
+    platform_.reset();
+
+    double step = 0;
+    for (std::size_t ri = 0; ri < timeline_.ranks.size(); ++ri) {
+      const auto& r = timeline_.ranks[ri];
+      for (std::size_t t = 0; t < r.times.size(); ++t) {
+        if (!finished_at(ri, t) && std::getenv("ZEROSIM_DEBUG_STALL") != nullptr) {
+          for (std::size_t q = 0; q < timeline_.ranks.size(); ++q)
+            for (std::size_t u = 0; u < timeline_.ranks[q].times.size(); ++u)
+              if (!finished_at(q, u) && timeline_.ranks[q].graph.tasks[u].kind == TaskKind::COLLECTIVE)
+                fprintf(stderr, "rank %zu coll#%d %s pending %d ready %d\n", q, coll_of_[q][u],
+                        timeline_.ranks[q].graph.tasks[u].name.c_str(), pending_[q][u],
+                        colls_[static_cast<std::size_t>(coll_of_[q][u])].ready);
+        }
+        if (!finished_at(ri, t))
+          throw std::logic_error("replay stalled: rank " + std::to_string(r.rank) + " task " + r.graph.tasks[t].name +
+                                 " never ran (a dependency cycle or a collective some rank never reached)");
+        step = std::max(step, r.times[t].end);
+      }
+    }
+    timeline_.step_time_s = step;
+    timeline_.replay = symmetric_ ? "symmetric" : "full";
+    timeline_.network_model = network_model_description();
+    return std::move(timeline_);
+  }
+
+  void on_complete(const sg4::Activity& a)
+  {
+    graveyard_.clear(); // activities completed earlier; never the one whose callback this is
+    auto* tok = a.get_data<Token>();
+    if (tok == nullptr)
+      return;
+    const double start = a.get_start_time() - t0_, end = a.get_finish_time() - t0_;
+    if (o_.record_tracks) {
+      for (int tr : {tok->track_a, tok->track_b})
+        if (tr >= 0)
+          timeline_.intervals.push_back(TrackInterval{tr, start, end, tok->label});
+    }
+    graveyard_.push_back(std::move(tok->activity));
+    switch (tok->what) {
+    case Cont::TASK_PART: {
+      Job& j = jobs_[static_cast<std::size_t>(tok->index)];
+      if (--j.parts == 0)
+        finish_task(j.rank, j.task);
+      break;
+    }
+    case Cont::COLL_FLOW: {
+      Collective& cl = colls_[static_cast<std::size_t>(tok->index)];
+      if (--cl.flows_left == 0)
+        phase_done(tok->index);
+      break;
+    }
+    case Cont::COLL_DELAY:
+      next_phase(tok->index);
+      break;
+    }
+    drain();
+  }
+
+private:
+  double now() const { return sg4::Engine::get_clock() - t0_; }
+
+  bool finished_at(std::size_t ri, std::size_t t) const { return done_[ri][t] != 0; }
+
+  int track(const std::string& process, const std::string& name)
+  {
+    if (!o_.record_tracks)
+      return -1;
+    const auto key = process + "\n" + name;
+    if (auto it = track_ids_.find(key); it != track_ids_.end())
+      return it->second;
+    const int id = static_cast<int>(timeline_.tracks.size());
+    timeline_.tracks.push_back(Track{process, name});
+    track_ids_.emplace(key, id);
+    return id;
+  }
+
+  Token& token(Cont what, int index, std::string label, int ta = -1, int tb = -1)
+  {
+    tokens_.push_back(Token{what, index, ta, tb, std::move(label), nullptr});
+    return tokens_.back();
+  }
+
+  void launch(Token& tok, sg4::ActivityPtr a)
+  {
+    a->set_data(&tok);
+    tok.activity = std::move(a);
+    ++timeline_.activities;
+  }
+
+  void exec(Token& tok, sg4::Host* h, double amount, int threads = 1)
+  {
+    sg4::ExecPtr x = sg4::Exec::init();
+    x->set_name(tok.label);
+    x->set_flops_amount(amount);
+    if (threads > 1)
+      x->set_thread_count(threads);
+    x->set_data(&tok);
+    x->set_host(h);
+    if (x->get_state() == sg4::Activity::State::INITED)
+      x->start();
+    launch(tok, x);
+  }
+
+  void flow(Token& tok, sg4::Host* src, sg4::Host* dst, double bytes)
+  {
+    // Hosts are set last: set_destination starts the communication (simgrid-notes.md §7.2).
+    sg4::CommPtr cm = sg4::Comm::sendto_init();
+    cm->set_name(tok.label);
+    cm->set_payload_size(static_cast<std::uint64_t>(std::ceil(std::max(1.0, bytes)))); // a message is at least one byte
+    cm->set_data(&tok);
+    cm->set_source(src);
+    cm->set_destination(dst);
+    if (cm->get_state() == sg4::Activity::State::INITED)
+      cm->start();
+    launch(tok, cm);
+    ++timeline_.flows;
+  }
+
+  void io(Token& tok, sg4::Disk* d, double bytes, bool write)
+  {
+    sg4::IoPtr x = sg4::Io::init();
+    x->set_name(tok.label);
+    x->set_size(static_cast<sg_size_t>(std::max(0.0, bytes)));
+    x->set_op_type(write ? sg4::Io::OpType::WRITE : sg4::Io::OpType::READ);
+    x->set_data(&tok);
+    x->set_disk(d);
+    if (x->get_state() == sg4::Activity::State::INITED)
+      x->start();
+    launch(tok, x);
+  }
+
+  void drain()
+  {
+    if (draining_)
+      return;
+    draining_ = true;
+    while (!ready_.empty()) {
+      auto [ri, t] = ready_.front();
+      ready_.pop_front();
+      start_task(ri, t);
+    }
+    draining_ = false;
+  }
+
+  void finish_task(int ri, TaskId t)
+  {
+    const auto r = static_cast<std::size_t>(ri);
+    timeline_.ranks[r].times[static_cast<std::size_t>(t)].end = now();
+    done_[r][static_cast<std::size_t>(t)] = 1;
+    for (TaskId nx : succ_[r][static_cast<std::size_t>(t)])
+      if (--pending_[r][static_cast<std::size_t>(nx)] == 0)
+        ready_.emplace_back(ri, nx);
+  }
+
+  std::string proc(const RankTimeline& r) const { return "node" + std::to_string(r.node); }
+
+  void start_task(int ri, TaskId t)
+  {
+    const auto r = static_cast<std::size_t>(ri);
+    RankTimeline& rk = timeline_.ranks[r];
+    const Task& k = rk.graph.tasks[static_cast<std::size_t>(t)];
+    rk.times[static_cast<std::size_t>(t)].start = now();
+    const int node = rk.node, local = rk.local;
+    const std::string gpu_name = "gpu" + std::to_string(local);
+    switch (k.kind) {
+    case TaskKind::SYNC:
+      finish_task(ri, t);
+      return;
+    case TaskKind::COMPUTE: {
+      const double d = duration_[r][static_cast<std::size_t>(t)];
+      if (!(d > 0)) {
+        finish_task(ri, t);
+        return;
+      }
+      const int j = new_job(ri, t, 1);
+      exec(token(Cont::TASK_PART, j, k.name), platform_->gpu(node, local), d * platform::WORK_UNITS_PER_SECOND);
+      return;
+    }
+    case TaskKind::COLLECTIVE: {
+      const auto idx = static_cast<std::size_t>(coll_of_[r][static_cast<std::size_t>(t)]);
+      Collective& cl = colls_[idx];
+      cl.task_of_rank[r] = t;
+      if (cl.name.empty())
+        cl.name = k.name;
+      if (++cl.ready == static_cast<int>(timeline_.ranks.size()))
+        start_collective(static_cast<int>(idx));
+      return;
+    }
+    case TaskKind::COPY: {
+      const bool h2d = k.direction == schedule::CopyDirection::H2D;
+      const bool staged = !k.pinned;
+      const int j = new_job(ri, t, staged ? 2 : 1);
+      const int tr = track(proc(rk), "PCIe " + gpu_name + (h2d ? " H2D" : " D2H"));
+      auto* g = platform_->gpu(node, local);
+      auto* c = platform_->cpu(node);
+      flow(token(Cont::TASK_PART, j, k.name, tr), h2d ? c : g, h2d ? g : c, static_cast<double>(k.bytes));
+      if (staged)
+        flow(token(Cont::TASK_PART, j, k.name + " (staging memcpy)"), c, platform_->dram(node),
+             PAGEABLE_STAGING_DRAM_FACTOR * static_cast<double>(k.bytes));
+      return;
+    }
+    case TaskKind::CPU_COMPUTE: {
+      const compute::CpuWork& cw = cpu_work_[r][static_cast<std::size_t>(t)];
+      const bool has_exec = cw.flops > 0, has_dram = cw.dram_bytes > 0;
+      if (!has_exec && !has_dram) {
+        finish_task(ri, t);
+        return;
+      }
+      const int j = new_job(ri, t, (has_exec ? 1 : 0) + (has_dram ? 1 : 0));
+      const int tr = track(proc(rk), "CPU rank " + std::to_string(rk.rank));
+      if (has_exec)
+        exec(token(Cont::TASK_PART, j, k.name, tr), platform_->cpu(node), cw.flops / cw.threads, cw.threads);
+      if (has_dram)
+        flow(token(Cont::TASK_PART, j, k.name + " (DRAM)", has_exec ? -1 : tr), platform_->cpu(node),
+             platform_->dram(node), cw.dram_bytes);
+      return;
+    }
+    case TaskKind::NVME_READ:
+    case TaskKind::NVME_WRITE: {
+      const int devices = s_.cluster.node.nvme.devices;
+      if (devices < 1)
+        throw std::logic_error("NVMe task " + k.name + " on a node without NVMe (the config layer refuses this)");
+      const int dev = local % devices;
+      const bool write = k.kind == TaskKind::NVME_WRITE;
+      const int j = new_job(ri, t, 2);
+      const int tr = track(proc(rk), "NVMe " + std::to_string(dev));
+      io(token(Cont::TASK_PART, j, k.name, tr), platform_->disk(node, dev), static_cast<double>(k.bytes), write);
+      auto* nv = platform_->nvme(node, dev);
+      auto* c = platform_->cpu(node);
+      flow(token(Cont::TASK_PART, j, k.name + " (PCIe)"), write ? c : nv, write ? nv : c, static_cast<double>(k.bytes));
+      return;
+    }
+    }
+  }
+
+  int new_job(int ri, TaskId t, int parts)
+  {
+    jobs_.push_back(Job{ri, t, parts});
+    return static_cast<int>(jobs_.size()) - 1;
+  }
+
+  void start_collective(int idx)
+  {
+    Collective& cl = colls_[static_cast<std::size_t>(idx)];
+    std::int64_t bytes = 0;
+    schedule::CollectiveKind kind = schedule::CollectiveKind::ALL_REDUCE;
+    for (std::size_t r = 0; r < timeline_.ranks.size(); ++r) {
+      const Task& k = timeline_.ranks[r].graph.tasks[static_cast<std::size_t>(cl.task_of_rank[r])];
+      bytes = std::max(bytes, k.bytes);
+      kind = k.collective;
+    }
+    cl.plan = collectives::plan(kind, bytes, fabric_, copts_);
+    cl.phase = 0;
+    run_phase(idx);
+  }
+
+  void run_phase(int idx)
+  {
+    Collective& cl = colls_[static_cast<std::size_t>(idx)];
+    if (cl.phase >= cl.plan.phases.size()) {
+      for (std::size_t r = 0; r < timeline_.ranks.size(); ++r)
+        finish_task(static_cast<int>(r), cl.task_of_rank[r]);
+      return;
+    }
+    const collectives::PlanPhase& ph = cl.plan.phases[cl.phase];
+    struct Edge {
+      sg4::Host* src;
+      sg4::Host* dst;
+      double bytes;
+      int ta, tb;
+    };
+    std::vector<Edge> edges;
+    const int nics = fabric_.nics_per_node;
+    for (const collectives::Flow& f : ph.flows) {
+      const bool src_here = !symmetric_ || f.src.node == 0, dst_here = !symmetric_ || f.dst.node == 0;
+      if (!src_here && !dst_here)
+        continue;
+      int ta = -1, tb = -1;
+      const bool crosses = f.src.node != f.dst.node;
+      if (crosses && o_.record_tracks) {
+        if (src_here)
+          ta = track("node" + std::to_string(f.src.node),
+                     "NIC" + std::to_string(collectives::nic_of(f.src.local, G_, nics)) + " tx");
+        if (dst_here)
+          tb = track("node" + std::to_string(f.dst.node),
+                     "NIC" + std::to_string(collectives::nic_of(f.dst.local, G_, nics)) + " rx");
+      }
+      sg4::Host* src = src_here ? platform_->gpu(f.src.node, f.src.local)
+                                : platform_->remote(collectives::nic_of(f.dst.local, G_, nics));
+      sg4::Host* dst = dst_here ? platform_->gpu(f.dst.node, f.dst.local)
+                                : platform_->remote(collectives::nic_of(f.src.local, G_, nics));
+      edges.push_back(Edge{src, dst, f.bytes, ta, tb});
+    }
+    cl.flows_left = static_cast<int>(edges.size());
+    if (edges.empty()) {
+      phase_done(idx);
+      return;
+    }
+    for (const Edge& e : edges)
+      flow(token(Cont::COLL_FLOW, idx, cl.name, e.ta, e.tb), e.src, e.dst, e.bytes);
+  }
+
+  void phase_done(int idx)
+  {
+    Collective& cl = colls_[static_cast<std::size_t>(idx)];
+    const double lat = cl.plan.phases[cl.phase].latency_s;
+    if (lat > 0)
+      exec(token(Cont::COLL_DELAY, idx, cl.name + " (latency)"), platform_->timer(),
+           lat * platform::WORK_UNITS_PER_SECOND);
+    else
+      next_phase(idx);
+  }
+
+  void next_phase(int idx)
+  {
+    ++colls_[static_cast<std::size_t>(idx)].phase;
+    run_phase(idx);
+  }
+
+  const spec::Scenario& s_;
+  const workload::Workload& w_;
+  EngineOptions o_;
+  int G_ = 1;
+  bool symmetric_ = false;
+  collectives::Fabric fabric_;
+  collectives::Options copts_;
+  Timeline timeline_;
+  std::vector<std::vector<double>> duration_;
+  std::vector<std::vector<compute::CpuWork>> cpu_work_;
+  std::vector<std::vector<int>> pending_;
+  std::vector<std::vector<std::vector<TaskId>>> succ_;
+  std::vector<std::vector<int>> coll_of_; ///< per rank and task: the collective's ordinal in issue order
+  std::vector<Collective> colls_;
+  std::deque<Job> jobs_;
+  std::deque<Token> tokens_;
+  std::vector<sg4::ActivityPtr> graveyard_;
+  std::deque<std::pair<int, TaskId>> ready_;
+  std::vector<std::vector<char>> done_;
+  std::map<std::string, int> track_ids_;
+  std::unique_ptr<platform::Platform> platform_;
+  double t0_ = 0;
+  bool draining_ = false;
+};
+
+} // namespace
+
+Timeline simulate(const spec::Scenario& s, const workload::Workload& w, const EngineOptions& o)
+{
+  StepReplay r(s, w, o);
+  return r.run();
+}
+
+Timeline simulate_graphs(const spec::Scenario& s, const workload::Workload& w, std::vector<schedule::TaskGraph> graphs,
+                         const EngineOptions& o)
+{
+  StepReplay r(s, w, o, std::move(graphs));
+  return r.run();
+}
+
+} // namespace zerosim::engine

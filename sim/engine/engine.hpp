@@ -1,0 +1,40 @@
+// The discrete-event replay: the schedule's task graphs of the simulated ranks run on a SimGrid
+// platform built from the cluster spec (platform/). Streams run their tasks in issue order; a task
+// starts when its stream predecessor and its dependencies have ended; a collective starts when every
+// rank of its group has reached it and moves its bytes as NCCL's flows (collectives/); copies, NVMe
+// I/O and host work are flows and executions on the PCIe tree, the DRAM link and the CPU. docs/engine.md.
+#pragma once
+
+#include "collectives/nccl.hpp"
+#include "engine/timeline.hpp"
+#include "spec/scenario_spec.hpp"
+#include "schedule/zero_schedule.hpp"
+#include "workload/transformer.hpp"
+
+namespace zerosim::engine {
+
+enum class Replay {
+  AUTO,       ///< symmetric when the job is homogeneous data parallelism over more than one node, else full
+  FULL,       ///< every rank of every node
+  SYMMETRIC,  ///< node 0's ranks; the other nodes stand behind its NICs (design.md "Speed and scale")
+};
+
+struct EngineOptions {
+  Replay replay = Replay::AUTO;
+  collectives::Options collectives;
+  schedule::StepOptions step;
+  bool record_tracks = false;   ///< fill Timeline::tracks / intervals (for --trace)
+};
+
+/// Replays one optimizer step of `s`. Throws core::UnsupportedError for what the schedule does not model.
+Timeline simulate(const spec::Scenario& s, const workload::Workload& w, const EngineOptions& o = {});
+
+/// Replays the given graphs, one per simulated rank in node-major order (every rank of the cluster in the
+/// full replay, node 0's in the symmetric one): hand-made graphs for tests and tools.
+Timeline simulate_graphs(const spec::Scenario& s, const workload::Workload& w, std::vector<schedule::TaskGraph> graphs,
+                         const EngineOptions& o = {});
+
+/// SimGrid's network-model settings this engine uses (recorded in every result's meta).
+std::string network_model_description();
+
+} // namespace zerosim::engine

@@ -1,0 +1,92 @@
+// From a replayed step to the figures of scenario-format.md "Results": step time, tokens/s, TFLOPs
+// per GPU (model and hardware), MFU and HFU, the time breakdown by its priority rule, peak memory from
+// the allocation events at their simulated times, time to train and cost. No SimGrid. docs/outputs.md.
+#pragma once
+
+#include "engine/timeline.hpp"
+#include "memory/memory_model.hpp"
+#include "spec/scenario_spec.hpp"
+#include "workload/transformer.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zerosim::metrics {
+
+/// The keys of time_breakdown_s, highest priority first (scenario-format.md "Results").
+enum class BreakdownKey { COMPUTE, OPTIMIZER, EXPOSED_COMM, EXPOSED_PCIE, EXPOSED_NVME, IDLE };
+inline constexpr int BREAKDOWN_KEY_COUNT = 6;
+
+/// "compute", "optimizer", "exposed_comm", "exposed_pcie", "exposed_nvme", "idle".
+const char* to_string(BreakdownKey k);
+
+/// The key a task's busy time counts under: COMPUTE -> compute (forward, backward, recompute and any other
+/// GPU kernel but the optimizer's), COMPUTE with phase OPTIMIZER and every CPU_COMPUTE -> optimizer,
+/// COLLECTIVE -> exposed_comm, COPY -> exposed_pcie, NVME_READ / NVME_WRITE -> exposed_nvme; SYNC (a host
+/// wait, no work) -> none.
+std::optional<BreakdownKey> breakdown_key(const schedule::Task& t);
+
+/// time_breakdown_s: every instant of the step attributed to exactly one key, by priority
+/// compute > optimizer > exposed_comm > exposed_pcie > exposed_nvme > idle. Sums to the step time.
+struct TimeBreakdown {
+  double compute = 0;
+  double optimizer = 0;
+  double exposed_comm = 0;
+  double exposed_pcie = 0;
+  double exposed_nvme = 0;
+  double idle = 0;
+  double sum() const { return compute + optimizer + exposed_comm + exposed_pcie + exposed_nvme + idle; }
+  double& at(BreakdownKey k);
+  double at(BreakdownKey k) const;
+};
+
+/// The breakdown of one rank's step: a sweep over its tasks' [start, end) intervals (clipped to [0, step]),
+/// each elementary segment going to the highest-priority key busy in it, idle when none is. `idle` is the
+/// complement of the others (0 when the sweep found no idle segment), and the last unit in the last place
+/// goes to idle (or to the largest key when nothing is idle), so that sum() == step_time_s exactly in
+/// floating point; the sweep's own idle is checked against the complement. Throws core::InternalError for a
+/// timeline that does not match its graph or a step time that is not positive.
+TimeBreakdown time_breakdown(const engine::RankTimeline& r, double step_time_s);
+
+/// The memory events of `r` at their simulated times: the resident set first; then every allocation at its
+/// task's start and every release at its task's end; at equal times releases come before allocations, then
+/// issue order (a task's allocations, a sample of the live sums, as in issue order). A buffer released at the
+/// very instant it is allocated (a zero-length task) is live only for its own task's sample. Throws
+/// core::InternalError when a release precedes its allocation in time.
+std::vector<memory::ReplayEvent> timed_events(const engine::RankTimeline& r);
+
+/// Peak memory with every allocation at its task's simulated start and every release at its task's end
+/// (ties: releases first). Same terms and verdicts as memory::replay_memory (issue order).
+memory::MemoryReport replay_memory_timed(const spec::Scenario& s, const engine::RankTimeline& r);
+
+struct RunMetrics {
+  double step_time_s = 0;
+  int micro_steps = 0;
+  double tokens_per_s = 0;
+  double samples_per_s = 0;
+  double tflops_model = 0; ///< per GPU (scenario-format.md)
+  double tflops_hardware = 0;
+  double mfu = 0;
+  double hfu = 0;
+  double peak_flops = 0;                   ///< the dense peak MFU is taken against, per GPU (FLOP/s)
+  int rank = 0;                            ///< the global rank the memory and breakdown figures are of
+  TimeBreakdown breakdown;                 ///< of the rank with the largest peak memory (rank 0 if equal)
+  memory::MemoryReport memory;             ///< timed replay, worst rank
+  double peak_time_s = 0;                  ///< when the timed GPU peak is reached (its task's start)
+  memory::MemoryReport memory_issue_order; ///< `zerosim memory`'s replay of the same rank (to compare)
+  /// The seed's ladder when the timed replay does not fit (scenario-format.md "Command line"); each rung is
+  /// judged by the issue-order replay (`zerosim memory`), without a new simulation. Empty when it fits.
+  std::vector<memory::LadderStep> ladder;
+  std::optional<double> time_to_train_s;
+  std::optional<double> cost_per_step;
+  std::optional<double> cost_to_train;
+  std::vector<std::string> warnings; ///< the scenario's, then the metrics' own
+};
+
+/// Every figure of the result. Throws core::InternalError for an empty timeline or a step time that is not
+/// positive, core::InputError when the GPU has no dense peak for the training precision.
+RunMetrics compute_metrics(const spec::Scenario& s, const workload::Workload& w, const engine::Timeline& t);
+
+} // namespace zerosim::metrics

@@ -1,0 +1,76 @@
+// The SimGrid platform of a cluster, built in code from its spec (design.md "platform",
+// simgrid-notes.md §2): per node, one host per GPU, the host CPU (cores) and a host standing for its
+// DRAM behind a SHARED link that CPU work and every DMA into host memory cross; NVLink per GPU (split
+// duplex, through a non-blocking NVSwitch that is not a link of its own), the PCIe tree (a link per GPU,
+// a link per switch uplink to the root complex, NICs and NVMe devices on the switches in order), NICs
+// (split duplex), the fabric between nodes (a per-node uplink when oversubscribed). The only code
+// besides engine/ that knows SimGrid. docs/platform.md.
+#pragma once
+
+#include "collectives/nccl.hpp"
+#include "spec/node_spec.hpp"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace simgrid::s4u {
+class Host;
+class Disk;
+class NetZone;
+} // namespace simgrid::s4u
+
+namespace zerosim::platform {
+
+/// Speed of the GPU, DRAM, NVMe, remote and timer hosts: work on them is (seconds x this), so that an
+/// execution takes exactly the time the compute model gives when it has the host alone.
+inline constexpr double WORK_UNITS_PER_SECOND = 1e9;
+
+/// SimGrid's network-model settings (set before the first platform of the process; numbers reset for
+/// every later engine): CM02 max-min sharing, no cross-traffic, no TCP window (gamma 0), factors 1.
+void configure_network_model();
+/// The settings above, as recorded in every result's meta.
+std::string network_model_description();
+
+struct PlatformOptions {
+  /// Build only node 0; the other nodes stand behind its NICs as `remote` hosts (symmetric replay).
+  bool symmetric = false;
+  /// Full replay: the inter-node GPU pairs that need a route (collectives::inter_node_pairs).
+  std::vector<std::pair<collectives::Gpu, collectives::Gpu>> inter_node_pairs;
+};
+
+/// One built platform. Build it after the Engine exists; the root zone is sealed by the constructor.
+class Platform {
+public:
+  Platform(const spec::ClusterSpec& c, const PlatformOptions& o);
+
+  simgrid::s4u::Host* gpu(int node, int local) const;
+  simgrid::s4u::Host* cpu(int node) const;
+  /// The DRAM endpoint: a flow cpu(node) -> dram(node) crosses only the DRAM link (CPU work's traffic).
+  simgrid::s4u::Host* dram(int node) const;
+  /// NVMe device `dev` of `node`: a host on its PCIe switch holding the SimGrid disk.
+  simgrid::s4u::Host* nvme(int node, int dev) const;
+  simgrid::s4u::Disk* disk(int node, int dev) const;
+  /// Symmetric platform: the rest of the cluster seen through NIC `nic` of node 0 (its fabric uplink).
+  simgrid::s4u::Host* remote(int nic) const;
+  /// A host of unbounded cores for pure delays (collective latency terms): an execution of
+  /// t x WORK_UNITS_PER_SECOND takes t seconds, however many run at once.
+  simgrid::s4u::Host* timer() const;
+
+  int nodes_built() const { return nodes_built_; }
+  const spec::ClusterSpec& cluster() const { return cluster_; }
+
+private:
+  spec::ClusterSpec cluster_;
+  int nodes_built_ = 0;
+  std::vector<std::vector<simgrid::s4u::Host*>> gpus_;
+  std::vector<simgrid::s4u::Host*> cpus_;
+  std::vector<simgrid::s4u::Host*> drams_;
+  std::vector<std::vector<simgrid::s4u::Host*>> nvmes_;
+  std::vector<std::vector<simgrid::s4u::Disk*>> disks_;
+  std::vector<simgrid::s4u::Host*> remotes_;
+  simgrid::s4u::Host* timer_ = nullptr;
+};
+
+} // namespace zerosim::platform

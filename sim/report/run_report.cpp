@@ -1,0 +1,483 @@
+#include "report/run_report.hpp"
+
+#include "core/error.hpp"
+#include "core/text.hpp"
+#include "report/memory_report.hpp"
+#include "spec/names.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace zerosim::report {
+
+namespace {
+
+constexpr metrics::BreakdownKey BREAKDOWN_ORDER[metrics::BREAKDOWN_KEY_COUNT] = {
+    metrics::BreakdownKey::COMPUTE,      metrics::BreakdownKey::OPTIMIZER,    metrics::BreakdownKey::EXPOSED_COMM,
+    metrics::BreakdownKey::EXPOSED_PCIE, metrics::BreakdownKey::EXPOSED_NVME, metrics::BreakdownKey::IDLE};
+
+/// A member of an object the memory report built (the keys and their spelling stay in one place).
+core::Json member(const core::Json& j, const char* key)
+{
+  const core::Json* v = j.find(key);
+  if (v == nullptr)
+    throw core::InternalError(std::string("run report: the memory report has no '") + key + "'");
+  return *v;
+}
+
+core::Json optional_number(const std::optional<double>& v)
+{
+  return v ? core::Json(*v) : core::Json(nullptr);
+}
+
+/// "DeepSpeed ZeRO-3, offload_optimizer cpu, offload_param none" (as the memory table writes it).
+std::string parallelism_line(const spec::Scenario& s)
+{
+  if (s.framework != spec::Framework::DEEPSPEED)
+    return spec::to_string(s.framework);
+  const auto& z = s.deepspeed.zero;
+  return "DeepSpeed ZeRO-" + std::to_string(z.stage) + ", offload_optimizer " +
+         spec::to_string(z.offload_optimizer.device) + ", offload_param " + spec::to_string(z.offload_param.device);
+}
+
+/// Seconds for people: "12.345 s", "4.567 ms", "89.012 us".
+std::string format_seconds(double v)
+{
+  char buf[64];
+  if (v >= 1 || v == 0)
+    std::snprintf(buf, sizeof buf, "%.3f s", v);
+  else if (v >= 1e-3)
+    std::snprintf(buf, sizeof buf, "%.3f ms", v * 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.3f us", v * 1e6);
+  return buf;
+}
+
+std::string fit_tiers(const memory::MemoryReport& r)
+{
+  std::string tiers;
+  if (!r.fit_gpu)
+    tiers += " GPU";
+  if (!r.fit_cpu)
+    tiers += " host";
+  if (!r.fit_nvme)
+    tiers += " NVMe";
+  return tiers.empty() ? tiers : tiers.substr(1);
+}
+
+} // namespace
+
+core::Json run_json(const spec::Scenario& s, const workload::Workload& w, const metrics::RunMetrics& m,
+                    const engine::Timeline& t)
+{
+  // The memory keys come from the memory report, so `zerosim memory` and `zerosim run` spell them alike.
+  const core::Json mem = memory_json(s, w.params, m.memory, m.ladder);
+  const core::Json mem_issue = memory_json(s, w.params, m.memory_issue_order, {});
+
+  core::Json breakdown = core::Json::object();
+  for (auto k : BREAKDOWN_ORDER)
+    breakdown.set(metrics::to_string(k), m.breakdown.at(k));
+  core::Json warnings = core::Json::array();
+  for (const auto& text : m.warnings)
+    warnings.push(text);
+  core::Json meta = meta_json(s, t.network_model);
+  meta.set("replay", t.replay);
+
+  core::Json j = core::Json::object();
+  // The contract (scenario-format.md "Results"), in its order.
+  j.set("scenario", s.name)
+      .set("gpus", s.cluster.total_gpus())
+      .set("dp", s.dp())
+      .set("params", w.params)
+      .set("step_time_s", m.step_time_s)
+      .set("micro_steps", m.micro_steps)
+      .set("tokens_per_s", m.tokens_per_s)
+      .set("samples_per_s", m.samples_per_s)
+      .set("tflops_per_gpu", core::Json::object().set("model", m.tflops_model).set("hardware", m.tflops_hardware))
+      .set("mfu", m.mfu)
+      .set("hfu", m.hfu)
+      .set("peak_memory_bytes", member(mem, "peak_memory_bytes"))
+      .set("memory_breakdown_bytes", member(mem, "memory_breakdown_bytes"))
+      .set("fits", member(mem, "fits"))
+      .set("fit_by_tier", member(mem, "fit_by_tier"))
+      .set("shortfall_bytes", member(mem, "shortfall_bytes"))
+      .set("time_breakdown_s", breakdown)
+      .set("time_to_train_s", optional_number(m.time_to_train_s))
+      .set("cost", core::Json::object()
+                       .set("per_step", optional_number(m.cost_per_step))
+                       .set("to_train", optional_number(m.cost_to_train)))
+      .set("warnings", warnings)
+      .set("meta", meta);
+  // zerosim's own keys, after the contract's.
+  j.set("rank", m.rank)
+      .set("peak_task", m.memory.peak_task)
+      .set("peak_time_s", m.peak_time_s)
+      .set("peak_memory_issue_order_bytes", member(mem_issue, "peak_memory_bytes"))
+      .set("peak_task_issue_order", m.memory_issue_order.peak_task)
+      .set("capacity_bytes", member(mem, "capacity_bytes"))
+      .set("memory_model_bytes", member(mem, "memory_model_bytes"))
+      .set("peak_flops_per_gpu", m.peak_flops);
+  if (const core::Json* to_fit = mem.find("to_fit"))
+    j.set("to_fit", *to_fit);
+  j.set("simulation", core::Json::object()
+                          .set("simulated_ranks", static_cast<std::int64_t>(t.ranks.size()))
+                          .set("flows", static_cast<std::int64_t>(t.flows))
+                          .set("activities", static_cast<std::int64_t>(t.activities)));
+  return j;
+}
+
+void write_run_summary(std::ostream& out, const spec::Scenario& s, const workload::Workload& w,
+                       const metrics::RunMetrics& m, const engine::Timeline& t)
+{
+  const memory::MemoryReport& r = m.memory;
+  char line[512];
+
+  if (!r.fits)
+    out << "DOES NOT FIT (" << fit_tiers(r) << "): short by " << core::format_gib(r.shortfall_bytes)
+        << " at the simulated peak (rank " << m.rank << ").\n\n";
+
+  out << s.name << "\n";
+  std::snprintf(line, sizeof line, "  %s, %lld parameters; %d GPUs (%d nodes x %d); %s\n", s.model.name.c_str(),
+                static_cast<long long>(w.params), s.cluster.total_gpus(), s.cluster.nodes, s.cluster.gpus_per_node,
+                parallelism_line(s).c_str());
+  out << line;
+  std::snprintf(line, sizeof line, "  micro-batch %d x seq %d, grad_accum %d, global batch %lld, %s\n\n",
+                s.training.micro_batch, s.training.seq_len, s.training.grad_accum,
+                static_cast<long long>(s.training.global_batch), spec::to_string(s.training.precision));
+  out << line;
+
+  if (!r.fits) {
+    out << "To make it fit (the ladder, applied in order; each rung judged by the issue-order replay of "
+           "'zerosim memory'):\n";
+    for (const auto& rung : m.ladder) {
+      std::snprintf(line, sizeof line, "  + %-44s GPU %10s  host %10s  %s\n", rung.change.c_str(),
+                    core::format_gib(rung.report.gpu_device).c_str(),
+                    core::format_gib(rung.report.cpu_per_node).c_str(), rung.report.fits ? "fits" : "does not fit");
+      out << line;
+    }
+    if (!m.ladder.empty() && m.ladder.back().report.fits)
+      out << "Answer: " << m.ladder.back().change << " (with the rungs above it).\n\n";
+    else
+      out << "No rung of the ladder makes it fit: more GPUs or larger ones are needed.\n\n";
+  }
+
+  std::snprintf(line, sizeof line, "  %-22s %s  (%d micro-steps)\n", "step time", format_seconds(m.step_time_s).c_str(),
+                m.micro_steps);
+  out << line;
+  std::snprintf(line, sizeof line, "  %-22s %.1f tokens/s, %.3f samples/s\n", "throughput", m.tokens_per_s,
+                m.samples_per_s);
+  out << line;
+  std::snprintf(line, sizeof line,
+                "  %-22s model %.1f, hardware %.1f  (Megatron-LM counting; hardware adds the "
+                "recomputed forward)\n",
+                "TFLOPs per GPU", m.tflops_model, m.tflops_hardware);
+  out << line;
+  std::snprintf(line, sizeof line, "  %-22s %.1f %% / %.1f %%  of the dense %s peak, %.1f TFLOPS\n", "MFU / HFU",
+                100 * m.mfu, 100 * m.hfu, spec::to_string(s.training.precision), m.peak_flops / 1e12);
+  out << line;
+  if (m.time_to_train_s) {
+    std::snprintf(line, sizeof line, "  %-22s %.4g s (%.2f days) for %.4g tokens\n", "time to train",
+                  *m.time_to_train_s, *m.time_to_train_s / 86400, *s.training.total_tokens);
+    out << line;
+  }
+  if (m.cost_per_step) {
+    std::snprintf(line, sizeof line, "  %-22s %.4g per step", "cost", *m.cost_per_step);
+    out << line;
+    if (m.cost_to_train) {
+      std::snprintf(line, sizeof line, ", %.4g to train", *m.cost_to_train);
+      out << line;
+    }
+    std::snprintf(line, sizeof line, " (at %.4g per GPU-hour)\n", *s.price_per_gpu_hour);
+    out << line;
+  }
+
+  std::snprintf(line, sizeof line, "\nPeak memory (rank %d, at simulated times: '%s', %s)\n", m.rank,
+                r.peak_task.c_str(), format_seconds(m.peak_time_s).c_str());
+  out << line;
+  auto row = [&](const char* what, std::int64_t bytes, std::int64_t capacity, bool fit) {
+    std::snprintf(line, sizeof line, "  %-34s %12s", what, core::format_gib(bytes).c_str());
+    out << line;
+    if (capacity > 0) {
+      std::snprintf(line, sizeof line, "  of %10s  %s", core::format_gib(capacity).c_str(), fit ? "ok" : "OVER");
+      out << line;
+    }
+    out << "\n";
+  };
+  row("GPU, allocated (max_allocated)", r.gpu, 0, true);
+  row("GPU, reserved (+fragmentation)", r.gpu_reserved, 0, true);
+  row("GPU, device (+CUDA context, NCCL)", r.gpu_device, r.gpu_capacity, r.fit_gpu);
+  row("host per node", r.cpu_per_node, r.cpu_capacity, r.fit_cpu);
+  row("  of which pinned", r.cpu_pinned_per_node, 0, true);
+  row("NVMe per node", r.nvme_per_node, r.nvme_capacity, r.fit_nvme);
+  const memory::MemoryReport& q = m.memory_issue_order;
+  std::snprintf(line, sizeof line, "  %-34s %12s  ('%s'%s)\n", "GPU, allocated, in issue order",
+                core::format_gib(q.gpu).c_str(), q.peak_task.c_str(),
+                q.gpu == r.gpu ? ", the same peak" : "; zerosim memory reports this one");
+  out << line;
+
+  std::snprintf(line, sizeof line,
+                "\nTime breakdown (rank %d; each instant to one key: compute > optimizer > exposed_comm > "
+                "exposed_pcie > exposed_nvme > idle)\n",
+                m.rank);
+  out << line;
+  for (auto k : BREAKDOWN_ORDER) {
+    const double v = m.breakdown.at(k);
+    std::snprintf(line, sizeof line, "  %-22s %12.4f s  %5.1f %%\n", metrics::to_string(k), v, 100 * v / m.step_time_s);
+    out << line;
+  }
+
+  out << "\nReplay: " << t.replay << ", " << t.ranks.size() << " simulated rank" << (t.ranks.size() == 1 ? "" : "s")
+      << ", " << t.flows << " flows; network model: " << t.network_model << "\n";
+
+  if (!m.warnings.empty()) {
+    out << "\nWarnings:\n";
+    for (const auto& text : m.warnings)
+      out << "  " << text << "\n";
+  }
+}
+
+const char* stream_name(schedule::Stream st)
+{
+  switch (st) {
+  case schedule::Stream::COMPUTE:
+    return "compute stream";
+  case schedule::Stream::REDUCTION:
+    return "reduction_stream";
+  case schedule::Stream::ALLGATHER:
+    return "allgather stream";
+  case schedule::Stream::REDUCE_PARTITION:
+    return "reduce_and_partition_stream";
+  case schedule::Stream::HOST:
+    return "host (Python thread)";
+  case schedule::Stream::NVME:
+    return "aio (NVMe)";
+  }
+  return "?";
+}
+
+namespace {
+
+const char* kind_name(schedule::TaskKind k)
+{
+  switch (k) {
+  case schedule::TaskKind::COMPUTE:
+    return "compute";
+  case schedule::TaskKind::COLLECTIVE:
+    return "collective";
+  case schedule::TaskKind::COPY:
+    return "copy";
+  case schedule::TaskKind::NVME_READ:
+    return "nvme_read";
+  case schedule::TaskKind::NVME_WRITE:
+    return "nvme_write";
+  case schedule::TaskKind::CPU_COMPUTE:
+    return "cpu_compute";
+  case schedule::TaskKind::SYNC:
+    return "sync";
+  }
+  return "?";
+}
+
+const char* phase_name(schedule::Phase p)
+{
+  switch (p) {
+  case schedule::Phase::FORWARD:
+    return "forward";
+  case schedule::Phase::BACKWARD:
+    return "backward";
+  case schedule::Phase::RECOMPUTE:
+    return "recompute";
+  case schedule::Phase::GRAD_REDUCE:
+    return "grad_reduce";
+  case schedule::Phase::OPTIMIZER:
+    return "optimizer";
+  case schedule::Phase::PARAM_GATHER:
+    return "param_gather";
+  case schedule::Phase::OTHER:
+    return "other";
+  }
+  return "?";
+}
+
+/// One complete event of the trace, before it is written. Times are whole nanoseconds: Perfetto reads "ts" and
+/// "dur" in microseconds and rounds each to a nanosecond (json_utils.cc CoerceToTs, llround(ts * 1000)), so
+/// events written on a nanosecond grid keep their order and nesting exactly after import.
+struct Slice {
+  std::int64_t start = 0; ///< ns
+  std::int64_t end = 0;   ///< ns
+  size_t order = 0;       ///< input order (ties)
+  core::Json event;       ///< name, cat, args: pid, tid, ts, dur are added when written
+};
+
+/// The trace under construction: threads get globally unique ids in the order they are made.
+class TraceWriter {
+public:
+  explicit TraceWriter(std::ostream& out) : out_(out) { out_ << "{\"traceEvents\":[\n"; }
+
+  void metadata(const char* what, int pid, int tid, core::Json args)
+  {
+    core::Json e = core::Json::object();
+    e.set("name", what).set("ph", "M").set("pid", pid);
+    if (tid >= 0)
+      e.set("tid", tid);
+    e.set("args", std::move(args));
+    emit(e);
+  }
+
+  int new_process(const std::string& name)
+  {
+    const int pid = next_pid_++;
+    metadata("process_name", pid, -1, core::Json::object().set("name", name));
+    metadata("process_sort_index", pid, -1, core::Json::object().set("sort_index", pid));
+    return pid;
+  }
+
+  /// A thread (or, when its slices overlap, several: "name", "name #2", ...) holding `slices`.
+  void thread(int pid, const std::string& name, std::vector<Slice> slices)
+  {
+    std::sort(slices.begin(), slices.end(), [](const Slice& a, const Slice& b) {
+      if (a.start != b.start)
+        return a.start < b.start;
+      if (a.end != b.end)
+        return a.end > b.end; // longer first, so an enclosing slice opens before what it encloses
+      return a.order < b.order;
+    });
+    // Greedy lanes: a slice goes to the first lane whose last slice has ended by its start. An instant (zero
+    // duration) stays on the first lane: it cannot straddle a slice there, only sit inside one or after it.
+    std::vector<std::int64_t> lane_end;
+    std::vector<int> lane_of(slices.size(), 0);
+    for (size_t i = 0; i < slices.size(); ++i) {
+      size_t lane = 0;
+      if (slices[i].end == slices[i].start) {
+        if (lane_end.empty())
+          lane_end.push_back(slices[i].end);
+        lane_end[0] = std::max(lane_end[0], slices[i].end);
+        continue;
+      }
+      while (lane < lane_end.size() && lane_end[lane] > slices[i].start)
+        ++lane;
+      if (lane == lane_end.size())
+        lane_end.push_back(slices[i].end);
+      else
+        lane_end[lane] = slices[i].end;
+      lane_of[i] = static_cast<int>(lane);
+    }
+    const size_t lanes = std::max<size_t>(1, lane_end.size());
+    std::vector<int> tids;
+    for (size_t lane = 0; lane < lanes; ++lane) {
+      const int tid = next_tid_++;
+      tids.push_back(tid);
+      const std::string label = lane == 0 ? name : name + " #" + std::to_string(lane + 1);
+      metadata("thread_name", pid, tid, core::Json::object().set("name", label));
+      metadata("thread_sort_index", pid, tid, core::Json::object().set("sort_index", tid));
+    }
+    for (size_t i = 0; i < slices.size(); ++i) {
+      core::Json e = std::move(slices[i].event);
+      e.set("ph", "X")
+          .set("pid", pid)
+          .set("tid", tids[static_cast<size_t>(lane_of[i])])
+          .set("ts", static_cast<double>(slices[i].start) / 1e3)
+          .set("dur", static_cast<double>(slices[i].end - slices[i].start) / 1e3);
+      emit(e);
+    }
+  }
+
+  void finish(core::Json other)
+  {
+    out_ << "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":" << other.dump(-1) << "}\n";
+  }
+
+private:
+  void emit(const core::Json& e)
+  {
+    if (!first_)
+      out_ << ",\n";
+    first_ = false;
+    out_ << e.dump(-1);
+  }
+
+  std::ostream& out_;
+  bool first_ = true;
+  int next_pid_ = 1;
+  int next_tid_ = 1;
+};
+
+/// Seconds to whole nanoseconds.
+std::int64_t to_ns(double seconds)
+{
+  return std::llround(seconds * 1e9);
+}
+
+} // namespace
+
+void write_trace(std::ostream& out, const spec::Scenario& s, const engine::Timeline& t)
+{
+  TraceWriter trace(out);
+
+  // A process per simulated rank, a thread per stream it uses, its tasks in issue order.
+  constexpr int STREAMS = static_cast<int>(schedule::Stream::NVME) + 1;
+  for (const auto& r : t.ranks) {
+    if (r.times.size() != r.graph.tasks.size())
+      throw core::InternalError("trace: rank " + std::to_string(r.rank) + " has " + std::to_string(r.times.size()) +
+                                " task times for " + std::to_string(r.graph.tasks.size()) + " tasks");
+    std::vector<std::vector<Slice>> by_stream(STREAMS);
+    for (size_t i = 0; i < r.graph.tasks.size(); ++i) {
+      const auto& task = r.graph.tasks[i];
+      core::Json args = core::Json::object();
+      args.set("kind", kind_name(task.kind)).set("phase", phase_name(task.phase));
+      if (task.micro_step >= 0)
+        args.set("micro_step", task.micro_step);
+      if (task.kind == schedule::TaskKind::COLLECTIVE)
+        args.set("bytes", task.bytes).set("group", task.group).set("group_size", task.group_size);
+      else if (task.bytes > 0)
+        args.set("bytes", task.bytes);
+      if (task.flops > 0)
+        args.set("flops", task.flops);
+      core::Json e = core::Json::object();
+      e.set("name", task.name).set("cat", kind_name(task.kind)).set("args", std::move(args));
+      by_stream[static_cast<size_t>(task.stream)].push_back(
+          Slice{to_ns(r.times[i].start), std::max(to_ns(r.times[i].start), to_ns(r.times[i].end)), i, std::move(e)});
+    }
+    const int pid = trace.new_process("rank " + std::to_string(r.rank) + " (node " + std::to_string(r.node) + ", GPU " +
+                                      std::to_string(r.local) + ")");
+    for (int st = 0; st < STREAMS; ++st)
+      if (!by_stream[static_cast<size_t>(st)].empty())
+        trace.thread(pid, stream_name(static_cast<schedule::Stream>(st)),
+                     std::move(by_stream[static_cast<size_t>(st)]));
+  }
+
+  // A process per Track::process (in order of first appearance), a thread per track, its intervals.
+  std::vector<std::vector<Slice>> by_track(t.tracks.size());
+  for (size_t i = 0; i < t.intervals.size(); ++i) {
+    const auto& iv = t.intervals[i];
+    if (iv.track < 0 || static_cast<size_t>(iv.track) >= t.tracks.size())
+      throw core::InternalError("trace: interval '" + iv.name + "' names track " + std::to_string(iv.track) + " of " +
+                                std::to_string(t.tracks.size()));
+    core::Json e = core::Json::object();
+    e.set("name", iv.name).set("cat", "resource");
+    by_track[static_cast<size_t>(iv.track)].push_back(
+        Slice{to_ns(iv.start), std::max(to_ns(iv.start), to_ns(iv.end)), i, std::move(e)});
+  }
+  std::vector<std::string> processes;
+  for (const auto& tr : t.tracks)
+    if (std::find(processes.begin(), processes.end(), tr.process) == processes.end())
+      processes.push_back(tr.process);
+  for (const auto& p : processes) {
+    const int pid = trace.new_process(p);
+    for (size_t k = 0; k < t.tracks.size(); ++k)
+      if (t.tracks[k].process == p)
+        trace.thread(pid, t.tracks[k].name, std::move(by_track[k]));
+  }
+
+  trace.finish(core::Json::object()
+                   .set("scenario", s.name)
+                   .set("replay", t.replay)
+                   .set("step_time_s", t.step_time_s)
+                   .set("network_model", t.network_model));
+}
+
+} // namespace zerosim::report

@@ -1,0 +1,814 @@
+#include "validation/run_validation.hpp"
+
+#include "core/error.hpp"
+#include "engine/engine.hpp"
+#include "metrics/run_metrics.hpp"
+#include "workload/transformer.hpp"
+
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <map>
+#include <sstream>
+
+namespace zerosim::validation {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The categories a runner outcome adds to the not-covered groups (the mapping's are in published_rows.cpp).
+const char* const CAT_UNSUPPORTED = "not modelled by the engine yet";
+const char* const CAT_REJECTED = "scenario refused by the pipeline";
+
+/// Bytes kept of a worker's own output (SimGrid's and the program's messages), for a failure's report.
+constexpr std::size_t LOG_TAIL_BYTES = 600;
+
+std::string fixed(double v, int decimals)
+{
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+std::string signed_pct(double v)
+{
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%+.1f %%", v);
+  return buf;
+}
+
+/// Four significant digits, in the unit of the metric (MFU and HFU as percent).
+std::string figure_text(TimeMetric m, double v)
+{
+  if (m == TimeMetric::MFU || m == TimeMetric::HFU)
+    return fixed(v * 100, 1) + " %";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  std::string u = unit_of(m);
+  return u.empty() ? std::string(buf) : std::string(buf) + " " + u;
+}
+
+std::string tolerance_text(const TimeFigure& f)
+{
+  if (!f.tolerance)
+    return "";
+  char buf[96];
+  if (f.metric == TimeMetric::MFU || f.metric == TimeMetric::HFU)
+    std::snprintf(buf, sizeof buf, "+/-%.3g pt", *f.tolerance * 100);
+  else
+    std::snprintf(buf, sizeof buf, "+/-%.3g (%.1f %%)", *f.tolerance, *f.tolerance / f.value * 100);
+  return buf;
+}
+
+std::string one_line(std::string s)
+{
+  for (auto& ch : s)
+    if (ch == '\n' || ch == '\r' || ch == '\t')
+      ch = ' ';
+  return s;
+}
+
+/// Table cells may not hold a pipe or a line break.
+std::string cell(std::string s)
+{
+  for (auto& ch : s)
+    if (ch == '|' || ch == '\n' || ch == '\r')
+      ch = ch == '|' ? '/' : ' ';
+  return s;
+}
+
+std::string signal_name(int sig)
+{
+  switch (sig) {
+  case SIGSEGV:
+    return "SIGSEGV";
+  case SIGABRT:
+    return "SIGABRT";
+  case SIGBUS:
+    return "SIGBUS";
+  case SIGFPE:
+    return "SIGFPE";
+  case SIGILL:
+    return "SIGILL";
+  case SIGKILL:
+    return "SIGKILL";
+  case SIGTERM:
+    return "SIGTERM";
+  default:
+    return "signal " + std::to_string(sig);
+  }
+}
+
+// ---- the worker's answer on its pipe: a status line, then "key value" lines -------------------------------
+
+std::string serialize(const PredictedFigures& p)
+{
+  std::ostringstream os;
+  auto num = [&](const char* k, double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    os << k << ' ' << buf << '\n';
+  };
+  os << "DONE\n";
+  num("step_time_s", p.step_time_s);
+  num("samples_per_s", p.samples_per_s);
+  num("tokens_per_s", p.tokens_per_s);
+  num("tflops_model", p.tflops_model);
+  num("tflops_hardware", p.tflops_hardware);
+  num("mfu", p.mfu);
+  num("hfu", p.hfu);
+  num("backward_s", p.backward_s);
+  num("cpu_adam_s", p.cpu_adam_s);
+  os << "gpus " << p.gpus << '\n' << "fits " << (p.fits ? 1 : 0) << '\n' << "replay " << one_line(p.replay) << '\n';
+  for (const auto& w : p.warnings)
+    os << "warning " << one_line(w) << '\n';
+  return os.str();
+}
+
+RowOutcome deserialize(const std::string& text)
+{
+  RowOutcome o;
+  std::istringstream is(text);
+  std::string status;
+  std::getline(is, status);
+  if (status != "DONE") {
+    std::string rest((std::istreambuf_iterator<char>(is)), std::istreambuf_iterator<char>());
+    o.status = status == "UNSUPPORTED" ? RowStatus::UNSUPPORTED
+               : status == "REJECTED"  ? RowStatus::REJECTED
+                                       : RowStatus::FAILED;
+    o.message = one_line(rest);
+    return o;
+  }
+  o.status = RowStatus::DONE;
+  PredictedFigures& p = o.predicted;
+  std::map<std::string, double*> nums = {{"step_time_s", &p.step_time_s},
+                                         {"samples_per_s", &p.samples_per_s},
+                                         {"tokens_per_s", &p.tokens_per_s},
+                                         {"tflops_model", &p.tflops_model},
+                                         {"tflops_hardware", &p.tflops_hardware},
+                                         {"mfu", &p.mfu},
+                                         {"hfu", &p.hfu},
+                                         {"backward_s", &p.backward_s},
+                                         {"cpu_adam_s", &p.cpu_adam_s}};
+  std::string line;
+  while (std::getline(is, line)) {
+    auto sp = line.find(' ');
+    std::string key = line.substr(0, sp), value = sp == std::string::npos ? "" : line.substr(sp + 1);
+    if (auto it = nums.find(key); it != nums.end())
+      *it->second = std::strtod(value.c_str(), nullptr);
+    else if (key == "gpus")
+      p.gpus = std::atoi(value.c_str());
+    else if (key == "fits")
+      p.fits = value == "1";
+    else if (key == "replay")
+      p.replay = value;
+    else if (key == "warning")
+      p.warnings.push_back(value);
+  }
+  return o;
+}
+
+void write_all(int fd, const std::string& s)
+{
+  std::size_t off = 0;
+  while (off < s.size()) {
+    ssize_t n = ::write(fd, s.data() + off, s.size() - off);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return;
+    }
+    off += static_cast<std::size_t>(n);
+  }
+}
+
+/// The worker: runs the predictor and writes its answer; never returns.
+[[noreturn]] void worker_main(const ThroughputCase& c, const Predictor& predictor, int result_fd, int log_fd)
+{
+  // Default dispositions: a crash ends this process with its signal, which the parent reports.
+  for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTERM})
+    std::signal(sig, SIG_DFL);
+  // No core file for a crashing row: the parent reports the signal.
+  struct rlimit no_core = {0, 0};
+  ::setrlimit(RLIMIT_CORE, &no_core);
+  ::dup2(log_fd, STDOUT_FILENO);
+  ::dup2(log_fd, STDERR_FILENO);
+  std::string answer;
+  try {
+    answer = serialize(predictor(c));
+  } catch (const core::UnsupportedError& e) {
+    answer = std::string("UNSUPPORTED\n") + e.what();
+  } catch (const core::InputError& e) {
+    answer = std::string("REJECTED\n") + e.what();
+  } catch (const std::exception& e) {
+    answer = std::string("FAILED\n") + e.what();
+  } catch (...) {
+    answer = "FAILED\nan exception that is not a std::exception";
+  }
+  write_all(result_fd, answer);
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  ::_exit(0);
+}
+
+struct Worker {
+  std::size_t index = 0;
+  pid_t pid = -1;
+  int result_fd = -1;
+  int log_fd = -1;
+  std::string result;
+  std::string log;
+  Clock::time_point start;
+};
+
+/// Reads what is there; closes the descriptor at end of file. Keeps only the tail of `keep_tail` > 0.
+void read_some(int& fd, std::string& into, std::size_t keep_tail)
+{
+  if (fd < 0)
+    return;
+  char buf[8192];
+  ssize_t n = ::read(fd, buf, sizeof buf);
+  if (n > 0) {
+    into.append(buf, static_cast<std::size_t>(n));
+    if (keep_tail > 0 && into.size() > 4 * keep_tail)
+      into.erase(0, into.size() - keep_tail);
+  } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+    ::close(fd);
+    fd = -1;
+  }
+}
+
+void drain(Worker& w)
+{
+  while (w.result_fd >= 0)
+    read_some(w.result_fd, w.result, 0);
+  while (w.log_fd >= 0)
+    read_some(w.log_fd, w.log, LOG_TAIL_BYTES);
+}
+
+std::string log_tail(const std::string& log)
+{
+  std::string t = log.size() > LOG_TAIL_BYTES ? log.substr(log.size() - LOG_TAIL_BYTES) : log;
+  t = one_line(t);
+  return t.empty() ? "" : "; its last output: " + t;
+}
+
+RowOutcome finish(Worker& w, int wait_status)
+{
+  drain(w);
+  RowOutcome o;
+  if (WIFSIGNALED(wait_status)) {
+    o.status = RowStatus::FAILED;
+    o.message = "the worker was killed by " + signal_name(WTERMSIG(wait_status)) + log_tail(w.log);
+  } else if (w.result.empty()) {
+    o.status = RowStatus::FAILED;
+    o.message = "the worker exited with status " + std::to_string(WEXITSTATUS(wait_status)) + " without a result" +
+                log_tail(w.log);
+  } else {
+    o = deserialize(w.result);
+    if (o.status == RowStatus::FAILED)
+      o.message += log_tail(w.log);
+  }
+  o.wall_s = std::chrono::duration<double>(Clock::now() - w.start).count();
+  return o;
+}
+
+Worker start_worker(std::size_t index, const ThroughputCase& c, const Predictor& predictor)
+{
+  int res[2], log[2];
+  if (::pipe(res) != 0)
+    throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  if (::pipe(log) != 0) {
+    ::close(res[0]);
+    ::close(res[1]);
+    throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  }
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    for (int fd : {res[0], res[1], log[0], log[1]})
+      ::close(fd);
+    throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    ::close(res[0]);
+    ::close(log[0]);
+    worker_main(c, predictor, res[1], log[1]);
+  }
+  ::close(res[1]);
+  ::close(log[1]);
+  Worker w;
+  w.index = index;
+  w.pid = pid;
+  w.result_fd = res[0];
+  w.log_fd = log[0];
+  w.start = Clock::now();
+  return w;
+}
+
+/// Numeric order of row ids ("9" before "10"); ids that are not numbers after those, as text.
+bool row_id_less(const std::string& a, const std::string& b)
+{
+  char* ea = nullptr;
+  char* eb = nullptr;
+  long na = std::strtol(a.c_str(), &ea, 10), nb = std::strtol(b.c_str(), &eb, 10);
+  bool a_num = !a.empty() && *ea == '\0', b_num = !b.empty() && *eb == '\0';
+  if (a_num != b_num)
+    return a_num;
+  if (a_num && na != nb)
+    return na < nb;
+  return a < b;
+}
+
+void add_group_stats(std::vector<ErrorStats>& out, const std::string& prefix,
+                     const std::vector<const ThroughputComparison*>& rows,
+                     const std::function<std::string(const ThroughputComparison&)>& key)
+{
+  std::map<std::string, std::vector<double>> groups;
+  for (const auto* r : rows)
+    groups[key(*r)].push_back(std::abs(r->figures.front().error_pct));
+  for (auto& [k, v] : groups)
+    out.push_back(error_stats(prefix + k, v));
+}
+
+std::vector<ErrorStats> stats_of(const std::vector<const ThroughputComparison*>& rows)
+{
+  std::vector<ErrorStats> out;
+  if (rows.empty())
+    return out;
+  add_group_stats(out, "source ", rows, [](const ThroughputComparison& r) { return r.c.info.source_id; });
+  add_group_stats(out, "stage ", rows, [](const ThroughputComparison& r) { return std::to_string(r.c.info.stage); });
+  add_group_stats(out, "offload ", rows, [](const ThroughputComparison& r) { return r.c.info.offload; });
+  std::vector<double> all;
+  for (const auto* r : rows)
+    all.push_back(std::abs(r->figures.front().error_pct));
+  out.push_back(error_stats("overall", all));
+  return out;
+}
+
+void stats_table(std::ostringstream& md, const std::vector<ErrorStats>& stats)
+{
+  md << "| group | n | median abs error | p90 abs error |\n|---|---:|---:|---:|\n";
+  for (const auto& s : stats)
+    md << "| " << s.group << " | " << s.n << " | " << fixed(s.median_abs_pct, 1) << " % | " << fixed(s.p90_abs_pct, 1)
+       << " % |\n";
+}
+
+int gpus_of(const ThroughputCase& c)
+{
+  return c.scenario.cluster.total_gpus();
+}
+
+std::string stage_text(const ThroughputCase& c)
+{
+  return std::to_string(c.info.stage);
+}
+
+std::size_t component_count(const ThroughputReport& r)
+{
+  return static_cast<std::size_t>(std::count_if(r.comparisons.begin(), r.comparisons.end(), [](const auto& c) {
+    return is_component(c.figures.front().figure.metric);
+  }));
+}
+
+/// Not-covered rows per category, in the order of first appearance, with counts.
+std::vector<std::pair<std::string, std::vector<const ThroughputNotCovered*>>> by_category(const ThroughputReport& r)
+{
+  std::vector<std::pair<std::string, std::vector<const ThroughputNotCovered*>>> groups;
+  for (const auto& n : r.not_covered) {
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == n.category; });
+    if (it == groups.end()) {
+      groups.push_back({n.category, {}});
+      it = groups.end() - 1;
+    }
+    it->second.push_back(&n);
+  }
+  std::stable_sort(groups.begin(), groups.end(),
+                   [](const auto& a, const auto& b) { return a.second.size() > b.second.size(); });
+  return groups;
+}
+
+} // namespace
+
+std::string to_string(RowStatus s)
+{
+  switch (s) {
+  case RowStatus::DONE:
+    return "done";
+  case RowStatus::UNSUPPORTED:
+    return "not modelled";
+  case RowStatus::REJECTED:
+    return "refused";
+  case RowStatus::FAILED:
+    return "failed";
+  case RowStatus::TIMED_OUT:
+    return "timed out";
+  }
+  return "?";
+}
+
+double predicted_value(TimeMetric m, const PredictedFigures& p)
+{
+  switch (m) {
+  case TimeMetric::STEP_TIME:
+  case TimeMetric::DERIVED_STEP_TIME:
+    return p.step_time_s;
+  case TimeMetric::SAMPLES_PER_S:
+    return p.samples_per_s;
+  case TimeMetric::TOKENS_PER_S_TOTAL:
+    return p.tokens_per_s;
+  case TimeMetric::TOKENS_PER_S_PER_GPU:
+    return p.gpus > 0 ? p.tokens_per_s / p.gpus : 0;
+  case TimeMetric::TFLOPS_MODEL:
+    return p.tflops_model;
+  case TimeMetric::TFLOPS_HARDWARE:
+    return p.tflops_hardware;
+  case TimeMetric::MFU:
+    return p.mfu;
+  case TimeMetric::HFU:
+    return p.hfu;
+  case TimeMetric::BACKWARD_TIME:
+    return p.backward_s;
+  case TimeMetric::CPU_ADAM_TIME:
+    return p.cpu_adam_s;
+  }
+  return 0;
+}
+
+PredictedFigures predict_case(const ThroughputCase& c)
+{
+  const spec::Scenario& s = c.scenario;
+  workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
+  engine::Timeline t = engine::simulate(s, w, engine::EngineOptions{});
+  metrics::RunMetrics m = metrics::compute_metrics(s, w, t);
+  PredictedFigures p;
+  p.step_time_s = m.step_time_s;
+  p.samples_per_s = m.samples_per_s;
+  p.tokens_per_s = m.tokens_per_s;
+  p.tflops_model = m.tflops_model;
+  p.tflops_hardware = m.tflops_hardware;
+  p.mfu = m.mfu;
+  p.hfu = m.hfu;
+  p.gpus = s.cluster.total_gpus();
+  p.fits = m.memory.fits;
+  p.replay = t.replay;
+  p.warnings = m.warnings;
+  // Component timings of global rank 0 (DeepSpeed's timers, which these figures come from, run on every rank
+  // and are printed by rank 0).
+  auto r0 = std::find_if(t.ranks.begin(), t.ranks.end(), [](const engine::RankTimeline& r) { return r.rank == 0; });
+  if (r0 != t.ranks.end()) {
+    double bw_start = std::numeric_limits<double>::infinity(), bw_end = 0;
+    for (std::size_t i = 0; i < r0->graph.tasks.size(); ++i) {
+      const schedule::Task& k = r0->graph.tasks[i];
+      const engine::TaskTime& tt = r0->times[i];
+      if (k.kind == schedule::TaskKind::CPU_COMPUTE && k.phase == schedule::Phase::OPTIMIZER && k.flops > 0)
+        p.cpu_adam_s += tt.end - tt.start;
+      if (k.phase == schedule::Phase::BACKWARD || k.phase == schedule::Phase::RECOMPUTE) {
+        bw_start = std::min(bw_start, tt.start);
+        bw_end = std::max(bw_end, tt.end);
+      }
+      if (k.phase == schedule::Phase::GRAD_REDUCE)
+        bw_end = std::max(bw_end, tt.end);
+    }
+    p.backward_s = std::isfinite(bw_start) ? bw_end - bw_start : 0;
+  }
+  return p;
+}
+
+std::vector<RowOutcome> run_cases(const std::vector<ThroughputCase>& cases, const Predictor& predictor,
+                                  const RunOptions& options)
+{
+  std::vector<RowOutcome> outcomes(cases.size());
+  const std::size_t jobs = static_cast<std::size_t>(std::max(1, options.jobs));
+  std::vector<Worker> active;
+  std::size_t next = 0;
+  while (next < cases.size() || !active.empty()) {
+    while (active.size() < jobs && next < cases.size()) {
+      active.push_back(start_worker(next, cases[next], predictor));
+      ++next;
+    }
+    std::vector<pollfd> fds;
+    for (const auto& w : active)
+      for (int fd : {w.result_fd, w.log_fd})
+        if (fd >= 0)
+          fds.push_back(pollfd{fd, POLLIN, 0});
+    if (!fds.empty())
+      ::poll(fds.data(), static_cast<nfds_t>(fds.size()), 50);
+    else
+      ::usleep(20'000);
+    for (auto& w : active) {
+      for (const auto& p : fds) {
+        if (p.revents == 0)
+          continue;
+        if (p.fd == w.result_fd)
+          read_some(w.result_fd, w.result, 0);
+        else if (p.fd == w.log_fd)
+          read_some(w.log_fd, w.log, LOG_TAIL_BYTES);
+      }
+    }
+    for (auto it = active.begin(); it != active.end();) {
+      Worker& w = *it;
+      int status = 0;
+      pid_t got = ::waitpid(w.pid, &status, WNOHANG);
+      if (got == w.pid) {
+        outcomes[w.index] = finish(w, status);
+        if (options.on_done)
+          options.on_done(w.index, outcomes[w.index]);
+        it = active.erase(it);
+        continue;
+      }
+      double elapsed = std::chrono::duration<double>(Clock::now() - w.start).count();
+      if (elapsed > options.row_time_limit_s) {
+        ::kill(w.pid, SIGKILL);
+        ::waitpid(w.pid, &status, 0);
+        drain(w);
+        RowOutcome o;
+        o.status = RowStatus::TIMED_OUT;
+        o.wall_s = elapsed;
+        o.message = "timed out: still running after the per-row limit of " + fixed(options.row_time_limit_s, 0) +
+                    " s, killed" + log_tail(w.log);
+        outcomes[w.index] = o;
+        if (options.on_done)
+          options.on_done(w.index, outcomes[w.index]);
+        it = active.erase(it);
+        continue;
+      }
+      ++it;
+    }
+  }
+  return outcomes;
+}
+
+ThroughputReport assemble_report(int rows_total, const ThroughputMapping& mapping,
+                                 const std::vector<RowOutcome>& outcomes)
+{
+  if (outcomes.size() != mapping.cases.size())
+    throw core::InternalError("assemble_report: " + std::to_string(outcomes.size()) + " outcomes for " +
+                              std::to_string(mapping.cases.size()) + " cases");
+  ThroughputReport r;
+  r.rows_total = rows_total;
+  r.not_covered = mapping.not_covered;
+  for (std::size_t i = 0; i < mapping.cases.size(); ++i) {
+    const ThroughputCase& c = mapping.cases[i];
+    const RowOutcome& o = outcomes[i];
+    switch (o.status) {
+    case RowStatus::DONE: {
+      ThroughputComparison cmp;
+      cmp.c = c;
+      cmp.predicted = o.predicted;
+      cmp.wall_s = o.wall_s;
+      for (const auto& f : c.figures) {
+        FigureComparison fc;
+        fc.figure = f;
+        fc.predicted = predicted_value(f.metric, o.predicted);
+        fc.error_pct = (fc.predicted - f.value) / f.value * 100.0;
+        cmp.figures.push_back(fc);
+      }
+      r.comparisons.push_back(std::move(cmp));
+      break;
+    }
+    case RowStatus::UNSUPPORTED:
+      r.not_covered.push_back({c.info.row_id, c.info.source_id, c.info.model, CAT_UNSUPPORTED, o.message});
+      break;
+    case RowStatus::REJECTED:
+      r.not_covered.push_back({c.info.row_id, c.info.source_id, c.info.model, CAT_REJECTED, o.message});
+      break;
+    case RowStatus::FAILED:
+    case RowStatus::TIMED_OUT:
+      r.failures.push_back({c, o.status, o.message});
+      break;
+    }
+  }
+  std::stable_sort(r.not_covered.begin(), r.not_covered.end(),
+                   [](const auto& a, const auto& b) { return row_id_less(a.row_id, b.row_id); });
+  std::vector<const ThroughputComparison*> whole, component;
+  for (const auto& c : r.comparisons)
+    (is_component(c.figures.front().figure.metric) ? component : whole).push_back(&c);
+  r.stats = stats_of(whole);
+  r.component_stats = stats_of(component);
+  return r;
+}
+
+std::string render_headline(const ThroughputReport& r)
+{
+  std::ostringstream os;
+  const std::size_t comp = component_count(r);
+  os << "throughput validation: " << r.rows_total << " rows in the file; " << r.comparisons.size() << " compared ("
+     << r.comparisons.size() - comp << " whole-step figures, " << comp << " component timings), " << r.failures.size()
+     << " failed or timed out, " << r.not_covered.size() << " not covered\n";
+  auto table = [&](const std::vector<ErrorStats>& stats, const char* title) {
+    if (stats.empty())
+      return;
+    os << title << "\n";
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "  %-28s %5s %12s %12s\n", "group", "n", "median |err|", "p90 |err|");
+    os << buf;
+    for (const auto& s : stats) {
+      std::snprintf(buf, sizeof buf, "  %-28s %5d %10.1f %% %10.1f %%\n", s.group.c_str(), s.n, s.median_abs_pct,
+                    s.p90_abs_pct);
+      os << buf;
+    }
+  };
+  table(r.stats, "whole-step figures (primary figure of each row):");
+  table(r.component_stats, "component timings (backward pass, CPU-Adam step):");
+  for (const auto& f : r.failures)
+    os << "FAILED row " << f.c.info.row_id << " (" << to_string(f.status) << "): " << f.message << "\n";
+  return os.str();
+}
+
+std::string render_throughput_markdown(const ThroughputReport& r)
+{
+  std::ostringstream md;
+  const std::size_t comp = component_count(r);
+  md << "# Time and throughput against measurement\n\n"
+     << "Generated by `zerosim validate --run` from `results/validation/published.csv` (a copy of\n"
+     << "`shared/validation/published.csv`); method, figure priority and assumptions: `docs/validation.md`\n"
+     << "(\"Throughput\"). Do not edit by hand. Signed error = (predicted - measured) / measured; a row is never\n"
+     << "dropped because its error is large.\n\n";
+
+  md << "## Headline\n\n"
+     << "- Rows in the file: " << r.rows_total << ".\n"
+     << "- Compared: " << r.comparisons.size() << " (" << r.comparisons.size() - comp << " on a whole-step figure, "
+     << comp << " on a component timing).\n"
+     << "- Failed or timed out in the simulator: " << r.failures.size() << (r.failures.empty() ? "" : " (listed below)")
+     << ".\n"
+     << "- Not covered: " << r.not_covered.size() << " (grouped by reason below).\n\n";
+  md << "Whole-step figures (step time, samples/s, tokens/s, TFLOPs, MFU), primary figure of each row:\n\n";
+  if (r.stats.empty())
+    md << "(none)\n";
+  else
+    stats_table(md, r.stats);
+  md << "\nComponent timings (backward pass, CPU-Adam step), kept apart:\n\n";
+  if (r.component_stats.empty())
+    md << "(none)\n";
+  else
+    stats_table(md, r.component_stats);
+
+  md << "\n## Compared rows\n\n"
+     << "The primary figure of each row (priority: `docs/validation.md`). Tolerance: the chart-read tolerance the\n"
+     << "file states, or half a printed range.\n\n"
+     << "| row | source | model | GPUs | stage | offload | metric | measured | predicted | error | tolerance |\n"
+     << "|---|---|---|---:|---:|---|---|---:|---:|---:|---|\n";
+  for (const auto& c : r.comparisons) {
+    const FigureComparison& f = c.figures.front();
+    md << "| " << c.c.info.row_id << " | " << c.c.info.source_id << " | " << cell(c.c.info.model) << " | "
+       << gpus_of(c.c) << " | " << stage_text(c.c) << " | " << c.c.info.offload << " | " << to_string(f.figure.metric)
+       << " | " << figure_text(f.figure.metric, f.figure.value) << " | " << figure_text(f.figure.metric, f.predicted)
+       << " | " << signed_pct(f.error_pct) << " | " << tolerance_text(f.figure) << " |\n";
+  }
+
+  std::vector<TimeMetric> used;
+  for (const auto& c : r.comparisons)
+    for (const auto& f : c.figures)
+      if (std::find(used.begin(), used.end(), f.figure.metric) == used.end())
+        used.push_back(f.figure.metric);
+  std::sort(used.begin(), used.end());
+  md << "\nMetrics, and the predicted quantity each is compared with (scenario-format.md \"Results\"):\n\n"
+     << "| metric | definition |\n|---|---|\n";
+  for (TimeMetric m : used)
+    md << "| " << to_string(m) << " | " << definition_of(m) << " |\n";
+
+  bool any_other = std::any_of(r.comparisons.begin(), r.comparisons.end(),
+                               [](const auto& c) { return c.figures.size() > 1 || !c.c.not_compared.empty(); });
+  if (any_other) {
+    md << "\n## Other figures of the compared rows (not in the statistics)\n\n"
+       << "| row | metric | measured | predicted | error | note |\n|---|---|---:|---:|---:|---|\n";
+    for (const auto& c : r.comparisons) {
+      for (std::size_t i = 1; i < c.figures.size(); ++i) {
+        const FigureComparison& f = c.figures[i];
+        md << "| " << c.c.info.row_id << " | " << to_string(f.figure.metric) << " | "
+           << figure_text(f.figure.metric, f.figure.value) << " | " << figure_text(f.figure.metric, f.predicted)
+           << " | " << signed_pct(f.error_pct) << " | " << cell(f.figure.note) << " |\n";
+      }
+      if (!c.c.not_compared.empty())
+        md << "| " << c.c.info.row_id << " | not compared | | | | " << cell(c.c.not_compared) << " |\n";
+    }
+  }
+
+  if (!r.failures.empty()) {
+    md << "\n## Failed in the simulator\n\n"
+       << "Rows the simulator was asked about and gave no answer for (a crash, an error, or the per-row time limit):\n"
+       << "bugs or limits of the simulator, not verdicts.\n\n"
+       << "| row | source | model | config | status | message |\n|---|---|---|---|---|---|\n";
+    for (const auto& f : r.failures)
+      md << "| " << f.c.info.row_id << " | " << f.c.info.source_id << " | " << cell(f.c.info.model) << " | "
+         << cell(f.c.info.config) << " | " << to_string(f.status) << " | " << cell(f.message) << " |\n";
+  }
+
+  auto groups = by_category(r);
+  md << "\n## Not covered\n\n" << r.not_covered.size() << " rows, by reason:\n\n| reason | rows |\n|---|---:|\n";
+  for (const auto& [cat, rows] : groups)
+    md << "| " << cell(cat) << " | " << rows.size() << " |\n";
+  for (const auto& [cat, rows] : groups) {
+    md << "\n### " << cell(cat) << " (" << rows.size() << ")\n\n| row | source | model | why |\n|---|---|---|---|\n";
+    for (const auto* n : rows)
+      md << "| " << n->row_id << " | " << n->source_id << " | " << cell(n->model) << " | " << cell(n->reason) << " |\n";
+  }
+
+  md << "\n## Configuration and inputs assumed per compared row\n\n";
+  for (const auto& c : r.comparisons) {
+    md << "- row " << c.c.info.row_id << " (" << c.c.info.source_id << ", " << cell(c.c.info.locator)
+       << "; evidence: " << cell(c.c.evidence) << "): " << cell(c.c.info.config) << ". " << cell(c.c.info.assumptions);
+    if (!c.figures.front().figure.note.empty())
+      md << "; figure: " << cell(c.figures.front().figure.note);
+    if (!c.predicted.fits)
+      md << "; predicted NOT to fit in memory (simulated anyway)";
+    for (const auto& w : c.predicted.warnings)
+      md << "; engine warning: " << cell(w);
+    md << "; replay " << c.predicted.replay << ".\n";
+  }
+  return md.str();
+}
+
+std::string render_throughput_csv(const ThroughputReport& r)
+{
+  std::string out = csv_record({"row_id", "source_id", "kind", "primary", "model", "gpus", "zero_stage", "offload",
+                                "metric", "definition", "measured", "predicted", "signed_error_pct", "tolerance",
+                                "category_or_status", "notes"});
+  auto num = [](double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.6g", v);
+    return std::string(buf);
+  };
+  for (const auto& c : r.comparisons) {
+    for (std::size_t i = 0; i < c.figures.size(); ++i) {
+      const FigureComparison& f = c.figures[i];
+      std::string notes = c.c.info.config + "; " + c.c.info.assumptions;
+      if (!f.figure.note.empty())
+        notes += "; figure: " + f.figure.note;
+      out += csv_record({c.c.info.row_id, c.c.info.source_id, "compared", i == 0 ? "yes" : "no", c.c.info.model,
+                         std::to_string(gpus_of(c.c)), stage_text(c.c), c.c.info.offload, to_string(f.figure.metric),
+                         definition_of(f.figure.metric), num(f.figure.value), num(f.predicted), fixed(f.error_pct, 2),
+                         f.figure.tolerance ? num(*f.figure.tolerance) : "",
+                         is_component(f.figure.metric) ? "component timing" : "whole step", notes});
+    }
+  }
+  for (const auto& f : r.failures)
+    out += csv_record({f.c.info.row_id, f.c.info.source_id, "failed", "", f.c.info.model, std::to_string(gpus_of(f.c)),
+                       stage_text(f.c), f.c.info.offload, to_string(f.c.figures.front().metric), "",
+                       num(f.c.figures.front().value), "", "", "", to_string(f.status), f.message});
+  for (const auto& n : r.not_covered)
+    out += csv_record(
+        {n.row_id, n.source_id, "not covered", "", n.model, "", "", "", "", "", "", "", "", "", n.category, n.reason});
+  return out;
+}
+
+int validate_run_command(const std::string& csv, const std::string& out_dir, std::ostream& out, int jobs,
+                         double row_time_limit_s)
+{
+  std::ifstream in(csv, std::ios::binary);
+  if (!in)
+    throw core::InputError(csv + ": cannot read the file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  CsvTable table = CsvTable::parse(text.str(), csv);
+  std::vector<PublishedRow> rows;
+  for (std::size_t i = 0; i < table.size(); ++i)
+    rows.push_back(table.record(i));
+  ThroughputMapping mapping = map_throughput_rows(rows, node_loader_near(csv));
+  out << "throughput validation: " << mapping.cases.size() << " rows to simulate, " << mapping.not_covered.size()
+      << " not covered; " << std::max(1, jobs) << " workers, " << fixed(row_time_limit_s, 0) << " s per row at most\n";
+  out.flush();
+  RunOptions options;
+  options.jobs = jobs;
+  options.row_time_limit_s = row_time_limit_s;
+  std::size_t finished = 0;
+  options.on_done = [&](std::size_t i, const RowOutcome& o) {
+    out << "  [" << ++finished << "/" << mapping.cases.size() << "] row " << mapping.cases[i].info.row_id << ": "
+        << to_string(o.status) << ", " << fixed(o.wall_s, 1) << " s\n";
+    out.flush();
+  };
+  std::vector<RowOutcome> outcomes = run_cases(mapping.cases, predict_case, options);
+  ThroughputReport r = assemble_report(static_cast<int>(rows.size()), mapping, outcomes);
+  std::filesystem::create_directories(out_dir);
+  auto write = [](const std::string& path, const std::string& body) {
+    std::ofstream f(path, std::ios::binary);
+    if (!f)
+      throw core::InputError(path + ": cannot write the file");
+    f << body;
+  };
+  write(out_dir + "/report.md", render_throughput_markdown(r));
+  write(out_dir + "/report.csv", render_throughput_csv(r));
+  out << render_headline(r) << "report: " << out_dir << "/report.md\n";
+  return r.failures.empty() ? 0 : 1;
+}
+
+} // namespace zerosim::validation

@@ -1,0 +1,649 @@
+// Tests of sim/collectives/nccl.hpp. Every expected value is a formula of docs/collectives.md or a constant of
+// NCCL 2.20.3 (src/graph/tuning.cc, trees.cc), stated beside it. Symbols: S buffer bytes, N ranks, G GPUs per
+// node, C channels, B = C x the per-channel bottleneck bandwidth.
+#include "collectives/nccl.hpp"
+#include "core/error.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <tuple>
+#include <vector>
+
+using namespace zerosim;
+using collectives::Algorithm;
+using collectives::Fabric;
+using collectives::Flow;
+using collectives::Gpu;
+using collectives::Options;
+using collectives::Plan;
+using schedule::CollectiveKind;
+
+namespace {
+
+constexpr double US = 1e-6;
+// NCCL 2.20.3 tuning.cc, Simple protocol: ring base latency 8.4 us; per-step Simple minus LL latency
+// (hwLat): ring NVLink 3.4 - 0.6, ring NET 14.0 - 2.7, tree NVLink 28 - 0.6, tree NET 28 - 5.0 (us).
+constexpr double RING_BASE = 8.4 * US;
+constexpr double RING_NVLINK_OVERHEAD = (3.4 - 0.6) * US;
+constexpr double RING_NET_OVERHEAD = (14.0 - 2.7) * US;
+constexpr double TREE_NVLINK_OVERHEAD = (28.0 - 0.6) * US;
+constexpr double TREE_NET_OVERHEAD = (28.0 - 5.0) * US;
+
+constexpr double INTRA_BPS = 300e9;  // NVLink per GPU per direction (A100)
+constexpr double INTER_BPS = 25e9;   // 200 Gb/s HDR NIC
+constexpr double INTRA_LAT = 1 * US; // route GPU -> GPU inside a node
+constexpr double INTER_LAT = 5 * US; // route GPU -> GPU across nodes
+
+Fabric fabric(int nodes, int gpus, int nics)
+{
+  Fabric f;
+  f.nodes = nodes;
+  f.gpus_per_node = gpus;
+  f.nics_per_node = nics;
+  f.intra_Bps = INTRA_BPS;
+  f.inter_Bps = INTER_BPS;
+  f.intra_latency_s = INTRA_LAT;
+  f.inter_latency_s = INTER_LAT;
+  return f;
+}
+
+Options with_focus(int node, Options o = {})
+{
+  o.focus_node = node;
+  return o;
+}
+
+Options forced(Algorithm a)
+{
+  Options o;
+  o.all_reduce = a;
+  return o;
+}
+
+std::vector<Flow> sorted(std::vector<Flow> v)
+{
+  std::sort(v.begin(), v.end(), [](const Flow& a, const Flow& b) {
+    return std::tie(a.channel, a.src, a.dst, a.bytes) < std::tie(b.channel, b.src, b.dst, b.bytes);
+  });
+  return v;
+}
+
+std::vector<Flow> touching(const std::vector<Flow>& v, int node)
+{
+  std::vector<Flow> out;
+  for (const Flow& f : v)
+    if (f.src.node == node || f.dst.node == node)
+      out.push_back(f);
+  return out;
+}
+
+void check_endpoints(const Plan& p, const Fabric& f)
+{
+  for (const auto& ph : p.phases) {
+    for (const Flow& fl : ph.flows) {
+      CHECK(fl.src != fl.dst);
+      for (const Gpu& g : {fl.src, fl.dst}) {
+        CHECK(g.node >= 0);
+        CHECK(g.node < f.nodes);
+        CHECK(g.local >= 0);
+        CHECK(g.local < f.gpus_per_node);
+      }
+      CHECK(fl.bytes >= 0);
+    }
+  }
+}
+
+/// Every channel of a ring plan is one cycle through all N GPUs: one flow out and one in per GPU, and
+/// following the flows from any GPU returns to it after N steps.
+void check_ring_cycles(const Plan& p, const Fabric& f)
+{
+  REQUIRE(p.phases.size() == 1);
+  const int n = f.nodes * f.gpus_per_node;
+  for (int c = 0; c < p.channels; ++c) {
+    std::map<Gpu, Gpu> next;
+    std::map<Gpu, int> in;
+    for (const Flow& fl : p.phases[0].flows) {
+      if (fl.channel != c)
+        continue;
+      CHECK(next.count(fl.src) == 0);
+      next[fl.src] = fl.dst;
+      ++in[fl.dst];
+    }
+    REQUIRE(static_cast<int>(next.size()) == n);
+    for (const auto& [g, k] : in)
+      CHECK(k == 1);
+    Gpu at{0, 0};
+    std::set<Gpu> seen;
+    for (int i = 0; i < n; ++i) {
+      seen.insert(at);
+      at = next.at(at);
+    }
+    CHECK(at == Gpu{0, 0});
+    CHECK(static_cast<int>(seen.size()) == n);
+  }
+}
+
+} // namespace
+
+TEST_CASE("nic_of: GPU g uses NIC g * nics / gpus")
+{
+  // 8 GPUs, 8 NICs (DGX A100): one each. 8 GPUs, 4 NICs: pairs. 4 GPUs, 8 NICs: every other NIC.
+  for (int g = 0; g < 8; ++g) {
+    CHECK(collectives::nic_of(g, 8, 8) == g);
+    CHECK(collectives::nic_of(g, 8, 4) == g / 2);
+  }
+  for (int g = 0; g < 4; ++g)
+    CHECK(collectives::nic_of(g, 4, 8) == 2 * g);
+  CHECK(collectives::nic_of(3, 4, 0) == -1);
+  CHECK_THROWS_AS(collectives::nic_of(8, 8, 8), core::InternalError);
+}
+
+TEST_CASE("a group of one GPU is local: no phases, no flows")
+{
+  const Plan p = collectives::plan(CollectiveKind::ALL_REDUCE, 1 << 20, fabric(1, 1, 0));
+  CHECK(p.algorithm == "local");
+  CHECK(p.phases.empty());
+  CHECK(p.predicted_s == 0);
+}
+
+TEST_CASE("channels: 1 on one node; min(NICs, GPUs) across nodes; entries ceil(c G / C)")
+{
+  CHECK(collectives::channels(fabric(1, 8, 8)) == 1);
+  CHECK(collectives::channels(fabric(4, 8, 8)) == 8);
+  CHECK(collectives::channels(fabric(2, 4, 2)) == 2);
+  CHECK(collectives::channels(fabric(2, 4, 8)) == 4);
+  CHECK(collectives::channels(fabric(2, 8, 3)) == 3);
+  // C divides G: e_c = c G / C.
+  for (int c = 0; c < 8; ++c)
+    CHECK(collectives::channel_entry(c, fabric(4, 8, 8)) == c);
+  CHECK(collectives::channel_entry(1, fabric(2, 4, 2)) == 2);
+  // C = 3 does not divide G = 8: ceil(c 8 / 3) = 0, 3, 6, the first GPU of NICs 0, 1, 2.
+  CHECK(collectives::channel_entry(1, fabric(2, 8, 3)) == 3);
+  CHECK(collectives::channel_entry(2, fabric(2, 8, 3)) == 6);
+}
+
+TEST_CASE("ring on 1 node x 8: one channel, 8 flows of (N-1)/N S (AG, RS) or 2(N-1)/N S (AR)")
+{
+  const Fabric f = fabric(1, 8, 8);
+  const double S = 1e9;
+  for (CollectiveKind k : {CollectiveKind::ALL_GATHER, CollectiveKind::REDUCE_SCATTER, CollectiveKind::ALL_REDUCE}) {
+    const Plan p = collectives::plan(k, static_cast<std::int64_t>(S), f);
+    CHECK(p.algorithm == "ring");
+    CHECK(p.channels == 1);
+    REQUIRE(p.phases.size() == 1);
+    CHECK(p.phases[0].flows.size() == 8);
+    const double expected = (k == CollectiveKind::ALL_REDUCE ? 2.0 : 1.0) * 7.0 / 8.0 * S;
+    for (const Flow& fl : p.phases[0].flows) {
+      CHECK(fl.bytes == doctest::Approx(expected));
+      CHECK(fl.src.node == 0);
+      CHECK(fl.dst.node == 0);
+    }
+    check_endpoints(p, f);
+    check_ring_cycles(p, f);
+  }
+}
+
+TEST_CASE("ring on 2 nodes x 4 with 2 NICs: 2 channels, N per channel, (N-1)/N S/C per flow")
+{
+  const Fabric f = fabric(2, 4, 2);
+  const double S = 8e8;
+  for (CollectiveKind k : {CollectiveKind::ALL_GATHER, CollectiveKind::REDUCE_SCATTER, CollectiveKind::ALL_REDUCE}) {
+    const Plan p = collectives::plan(k, static_cast<std::int64_t>(S), f, forced(Algorithm::RING));
+    CHECK(p.channels == 2);
+    REQUIRE(p.phases.size() == 1);
+    // C x N = 2 x 8 flows; per channel G-1 = 3 intra edges per node and one edge leaving each node.
+    CHECK(p.phases[0].flows.size() == 16);
+    const double expected = (k == CollectiveKind::ALL_REDUCE ? 2.0 : 1.0) * 7.0 / 8.0 * S / 2.0;
+    int inter = 0;
+    for (const Flow& fl : p.phases[0].flows) {
+      CHECK(fl.bytes == doctest::Approx(expected));
+      inter += fl.src.node != fl.dst.node ? 1 : 0;
+    }
+    CHECK(inter == 4); // C channels x 2 node boundaries
+    check_endpoints(p, f);
+    check_ring_cycles(p, f);
+  }
+}
+
+TEST_CASE("ring on 4 nodes x 8 with 8 NICs: 8 channels, 256 flows of (N-1)/N S/C or 2(N-1)/N S/C")
+{
+  const Fabric f = fabric(4, 8, 8);
+  const double S = 4e9;
+  for (CollectiveKind k : {CollectiveKind::ALL_GATHER, CollectiveKind::REDUCE_SCATTER, CollectiveKind::ALL_REDUCE}) {
+    const Plan p = collectives::plan(k, static_cast<std::int64_t>(S), f, forced(Algorithm::RING));
+    CHECK(p.algorithm == "ring");
+    CHECK(p.channels == 8);
+    REQUIRE(p.phases.size() == 1);
+    CHECK(p.phases[0].flows.size() == 8 * 32);
+    const double expected = (k == CollectiveKind::ALL_REDUCE ? 2.0 : 1.0) * 31.0 / 32.0 * S / 8.0;
+    for (const Flow& fl : p.phases[0].flows)
+      CHECK(fl.bytes == doctest::Approx(expected));
+    check_endpoints(p, f);
+    check_ring_cycles(p, f);
+  }
+}
+
+TEST_CASE("ring channels balance the NICs: each used NIC of each node sends once and receives once")
+{
+  // (nodes, G, NICs): NICs = G, fewer NICs than GPUs (dividing and not), more NICs than GPUs.
+  for (const auto& [nodes, g, nics] : std::vector<std::tuple<int, int, int>>{
+           {4, 8, 8}, {2, 4, 2}, {2, 8, 4}, {3, 8, 3}, {2, 6, 4}, {2, 4, 8}, {3, 4, 1}, {5, 1, 2}}) {
+    CAPTURE(nodes);
+    CAPTURE(g);
+    CAPTURE(nics);
+    const Fabric f = fabric(nodes, g, nics);
+    const Plan p = collectives::plan(CollectiveKind::ALL_GATHER, 1 << 30, f);
+    std::map<std::pair<int, int>, int> sent;
+    std::map<std::pair<int, int>, int> received;
+    for (const Flow& fl : p.phases.at(0).flows) {
+      if (fl.src.node == fl.dst.node)
+        continue;
+      ++sent[{fl.src.node, collectives::nic_of(fl.src.local, g, nics)}];
+      ++received[{fl.dst.node, collectives::nic_of(fl.dst.local, g, nics)}];
+    }
+    const int c = collectives::channels(f);
+    CHECK(c == std::max(1, std::min(nics, g)));
+    // C NICs per node in use, each once per direction.
+    CHECK(static_cast<int>(sent.size()) == nodes * c);
+    CHECK(static_cast<int>(received.size()) == nodes * c);
+    for (const auto& [key, k] : sent)
+      CHECK(k == 1);
+    for (const auto& [key, k] : received)
+      CHECK(k == 1);
+  }
+}
+
+TEST_CASE("predicted_s of a ring all-reduce is 2(N-1)/N S/B plus NCCL's latency terms")
+{
+  SUBCASE("4 nodes x 8 GPUs, 8 NICs")
+  {
+    // B = C x min(NIC, NVLink / (C-1)) = 8 x min(25, 300/7) GB/s = 200 GB/s (each GPU is one channel's exit,
+    // so C-1 channels share its NVLink).
+    const Fabric f = fabric(4, 8, 8);
+    const double S = 1e9;
+    const double N = 32;
+    const double B = 8 * std::min(INTER_BPS, INTRA_BPS / 7);
+    CHECK(B == doctest::Approx(200e9));
+    // nsteps 2(N-1) = 62, of which 2 x nodes = 8 inter-node (tuning.cc); base 8.4 us.
+    const double latency =
+        RING_BASE + (62 - 8) * (INTRA_LAT + RING_NVLINK_OVERHEAD) + 8 * (INTER_LAT + RING_NET_OVERHEAD);
+    const Plan p =
+        collectives::plan(CollectiveKind::ALL_REDUCE, static_cast<std::int64_t>(S), f, forced(Algorithm::RING));
+    CHECK(p.predicted_s == doctest::Approx(2 * (N - 1) / N * S / B + latency));
+    // The flows pay one inter-node route latency; the phase adds the rest.
+    CHECK(p.phases[0].latency_s == doctest::Approx(latency - INTER_LAT));
+  }
+  SUBCASE("1 node x 8 GPUs: B is one NVLink direction, 2(N-1) intra steps")
+  {
+    const Fabric f = fabric(1, 8, 8);
+    const double S = 1e9;
+    const double latency = RING_BASE + 14 * (INTRA_LAT + RING_NVLINK_OVERHEAD);
+    const Plan p = collectives::plan(CollectiveKind::ALL_REDUCE, static_cast<std::int64_t>(S), f);
+    CHECK(p.algorithm == "ring");
+    CHECK(p.predicted_s == doctest::Approx(2.0 * 7 / 8 * S / INTRA_BPS + latency));
+    CHECK(p.phases[0].latency_s == doctest::Approx(latency - INTRA_LAT));
+  }
+  SUBCASE("all-gather on 2 nodes x 4 GPUs, 2 NICs: N-1 steps, nodes-1 inter")
+  {
+    // C = 2 < G: every GPU but the exits carries both channels on NVLink: B = 2 x min(25, 300/2) GB/s.
+    const Fabric f = fabric(2, 4, 2);
+    const double S = 1e9;
+    const double latency =
+        RING_BASE + (7 - 1) * (INTRA_LAT + RING_NVLINK_OVERHEAD) + 1 * (INTER_LAT + RING_NET_OVERHEAD);
+    const Plan p = collectives::plan(CollectiveKind::ALL_GATHER, static_cast<std::int64_t>(S), f);
+    CHECK(p.predicted_s == doctest::Approx(7.0 / 8 * S / (2 * INTER_BPS) + latency));
+  }
+}
+
+TEST_CASE("AUTO: tree for small all-reduces on many nodes, ring for large; ring on one or two nodes")
+{
+  // 32 nodes x 8 GPUs, 8 NICs: N = 256, B = 200 GB/s.
+  // Ring latency: 8.4 + 446 x 3.8 + 64 x 16.3 = 2746.4 us; tree latency (tuning.cc, 0 base):
+  // 2 x (7 x (1 + 27.4) + log2(32) x (5 + 23)) = 677.6 us. Tree bandwidth: 0.92 x B x 0.5.
+  // Tree wins while L_tree + S / (0.46 B) < L_ring + 2(N-1)/N S / B, i.e. below
+  // S* = (L_ring - L_tree) B / (1/0.46 - 2(N-1)/N) = 2068.8 us x 200 GB/s / 0.18173 = 2.277 GB.
+  const Fabric f = fabric(32, 8, 8);
+  const double N = 256;
+  const double B = 200e9;
+  const double l_ring =
+      RING_BASE + (510 - 64) * (INTRA_LAT + RING_NVLINK_OVERHEAD) + 64 * (INTER_LAT + RING_NET_OVERHEAD);
+  const double l_tree = 2 * (7 * (INTRA_LAT + TREE_NVLINK_OVERHEAD) + 5 * (INTER_LAT + TREE_NET_OVERHEAD));
+  CHECK(l_ring == doctest::Approx(2746.4 * US));
+  CHECK(l_tree == doctest::Approx(677.6 * US));
+  const double crossover = (l_ring - l_tree) * B / (1 / 0.46 - 2 * (N - 1) / N);
+  CHECK(crossover == doctest::Approx(2.277e9).epsilon(1e-3));
+
+  const auto algo = [&](double s) {
+    return collectives::plan(CollectiveKind::ALL_REDUCE, static_cast<std::int64_t>(s), f).algorithm;
+  };
+  CHECK(algo(64e6) == "tree");
+  CHECK(algo(0.99 * crossover) == "tree");
+  CHECK(algo(1.01 * crossover) == "ring");
+  CHECK(algo(8e9) == "ring");
+  const Plan tree = collectives::plan(CollectiveKind::ALL_REDUCE, 64'000'000, f);
+  CHECK(tree.predicted_s == doctest::Approx(l_tree + 64e6 / (0.46 * B)));
+  CHECK(tree.phases.at(0).latency_s == doctest::Approx(l_tree - INTER_LAT));
+
+  // One node (and two): the Simple tree has more latency (2 (G-1) x 28 us against 8.4 + 2(G-1) x 3.4 us)
+  // and less bandwidth (0.46 B against B N / (2(N-1)) >= 0.5 B): ring at every size.
+  for (double s : {1.0, 1e6, 1e9, 16e9}) {
+    CHECK(collectives::plan(CollectiveKind::ALL_REDUCE, static_cast<std::int64_t>(s), fabric(1, 8, 8)).algorithm ==
+          "ring");
+    CHECK(collectives::plan(CollectiveKind::ALL_REDUCE, static_cast<std::int64_t>(s), fabric(2, 8, 8)).algorithm ==
+          "ring");
+  }
+  // All-gather and reduce-scatter are always rings, whatever all_reduce says.
+  CHECK(collectives::plan(CollectiveKind::ALL_GATHER, 1000, f, forced(Algorithm::TREE)).algorithm == "ring");
+  CHECK(collectives::plan(CollectiveKind::REDUCE_SCATTER, 1000, f, forced(Algorithm::TREE)).algorithm == "ring");
+}
+
+TEST_CASE("double binary tree: NCCL's trees.cc shapes; every node has one parent per tree except the roots")
+{
+  // trees.cc illustration, 14 ranks: 0 -> 8 -> {4, 12}; 12 -> {10, 13}; 4 -> {2, 6}.
+  CHECK(collectives::dtree_links(0, 8, 14).parent == 0);
+  CHECK(collectives::dtree_links(0, 12, 14).children == std::array<int, 2>{10, 13});
+  CHECK(collectives::dtree_links(0, 4, 14).children == std::array<int, 2>{2, 6});
+  CHECK(collectives::dtree_links(0, 13, 14).parent == 12);
+  // Mirror (12 ranks, even): tree 1 is rooted at 11, whose child is 3, whose children are 1 and 7.
+  CHECK(collectives::dtree_links(1, 11, 12).parent == -1);
+  CHECK(collectives::dtree_links(1, 3, 12).parent == 11);
+  CHECK(collectives::dtree_links(1, 3, 12).children == std::array<int, 2>{7, 1}); // mirrors of 8's {4, 10}
+  // Shift (13 ranks, odd): tree 1 is rooted at 1 -> 9 -> {5, 0}; 0 -> 11.
+  CHECK(collectives::dtree_links(1, 1, 13).parent == -1);
+  CHECK(collectives::dtree_links(1, 9, 13).parent == 1);
+  CHECK(collectives::dtree_links(1, 9, 13).children == std::array<int, 2>{5, 0});
+  CHECK(collectives::dtree_links(1, 0, 13).children == std::array<int, 2>{11, -1});
+
+  for (int n = 1; n <= 300; ++n) {
+    CAPTURE(n);
+    int ceil_log2 = 0;
+    while ((1 << ceil_log2) < n)
+      ++ceil_log2;
+    for (int t = 0; t < 2; ++t) {
+      int roots = 0;
+      for (int v = 0; v < n; ++v) {
+        const auto l = collectives::dtree_links(t, v, n);
+        if (l.parent < 0) {
+          ++roots;
+        } else {
+          const auto pl = collectives::dtree_links(t, l.parent, n);
+          CHECK((pl.children[0] == v || pl.children[1] == v));
+        }
+        for (int c : l.children)
+          if (c >= 0)
+            CHECK(collectives::dtree_links(t, c, n).parent == v);
+        // Depth at most ceil(log2 n): walk up to the root.
+        int depth = 0;
+        for (int u = v; collectives::dtree_links(t, u, n).parent >= 0; u = collectives::dtree_links(t, u, n).parent)
+          ++depth;
+        CHECK(depth <= ceil_log2);
+      }
+      CHECK(roots == 1);
+    }
+    // The two trees give a node different roles: with n even no node has children in both; in all cases a
+    // node has at most 4 tree edges in all (parent + children over both trees).
+    for (int v = 0; v < n; ++v) {
+      const auto a = collectives::dtree_links(0, v, n);
+      const auto b = collectives::dtree_links(1, v, n);
+      const int ca = (a.children[0] >= 0) + (a.children[1] >= 0);
+      const int cb = (b.children[0] >= 0) + (b.children[1] >= 0);
+      if (n % 2 == 0)
+        CHECK((ca == 0 || cb == 0));
+      CHECK((a.parent >= 0) + (b.parent >= 0) + ca + cb <= 4);
+    }
+  }
+}
+
+TEST_CASE("tree all-reduce: chain flows of S/C each way, inter-node flows of S/(2C) per tree")
+{
+  SUBCASE("4 nodes x 8, 8 NICs")
+  {
+    const Fabric f = fabric(4, 8, 8);
+    const double S = 1.6e9;
+    const Plan p =
+        collectives::plan(CollectiveKind::ALL_REDUCE, static_cast<std::int64_t>(S), f, forced(Algorithm::TREE));
+    CHECK(p.algorithm == "tree");
+    CHECK(p.channels == 8);
+    REQUIRE(p.phases.size() == 1);
+    check_endpoints(p, f);
+    int intra = 0;
+    double inter_bytes = 0;
+    for (const Flow& fl : p.phases[0].flows) {
+      if (fl.src.node == fl.dst.node) {
+        ++intra;
+        CHECK(fl.bytes == doctest::Approx(S / 8));
+      } else {
+        // Heads face the network: channel c's head is GPU e_c = c on every node.
+        CHECK(fl.src.local == fl.channel);
+        CHECK(fl.dst.local == fl.channel);
+        inter_bytes += fl.bytes;
+      }
+    }
+    // Chain: C channels x nodes x (G-1) edges x 2 directions.
+    CHECK(intra == 8 * 4 * 7 * 2);
+    // Each tree has nodes-1 edges, each carrying S/(2C) up and S/(2C) down, for 2 trees x C channels:
+    // 2 x C x 2 (nodes-1) x S/(2C) = 2 (nodes-1) S.
+    CHECK(inter_bytes == doctest::Approx(2.0 * 3 * S));
+    // No NIC sends more than 4 x S/(2C) per channel (interior in one tree, leaf in the other).
+    std::map<std::tuple<int, int>, double> nic_out;
+    for (const Flow& fl : p.phases[0].flows)
+      if (fl.src.node != fl.dst.node)
+        nic_out[{fl.src.node, fl.channel}] += fl.bytes;
+    for (const auto& [key, b] : nic_out)
+      CHECK(b <= 4 * S / 16 * (1 + 1e-12));
+  }
+  SUBCASE("2 nodes: tree 0 up 1->0, down 0->1; tree 1 mirrored: per channel one flow of S/C each way")
+  {
+    const Fabric f = fabric(2, 4, 2);
+    const double S = 1e9;
+    const Plan p =
+        collectives::plan(CollectiveKind::ALL_REDUCE, static_cast<std::int64_t>(S), f, forced(Algorithm::TREE));
+    std::vector<Flow> inter;
+    for (const Flow& fl : p.phases.at(0).flows)
+      if (fl.src.node != fl.dst.node)
+        inter.push_back(fl);
+    CHECK(inter.size() == 4); // 2 channels x 2 directions
+    for (const Flow& fl : inter)
+      CHECK(fl.bytes == doctest::Approx(S / 2));
+  }
+  SUBCASE("forced on one node: the chain, S each way on each edge")
+  {
+    const Plan p = collectives::plan(CollectiveKind::ALL_REDUCE, 1'000'000, fabric(1, 8, 8), forced(Algorithm::TREE));
+    CHECK(p.algorithm == "tree");
+    CHECK(p.phases.at(0).flows.size() == 14);
+    for (const Flow& fl : p.phases.at(0).flows)
+      CHECK(fl.bytes == doctest::Approx(1e6));
+    // 2 (G-1) tree steps inside the node, minus the route latency.
+    CHECK(p.phases.at(0).latency_s == doctest::Approx(2 * 7 * (INTRA_LAT + TREE_NVLINK_OVERHEAD) - INTRA_LAT));
+  }
+}
+
+TEST_CASE("hierarchical: intra RS, inter AR among equal local indices, intra AG; AG inter first, RS intra first")
+{
+  const Fabric f = fabric(4, 8, 8);
+  const double S = 3.2e9;
+  Options o;
+  o.hierarchical = true;
+  const double intra_rs = RING_BASE + 7 * (INTRA_LAT + RING_NVLINK_OVERHEAD);
+  SUBCASE("all-reduce")
+  {
+    const Plan p = collectives::plan(CollectiveKind::ALL_REDUCE, static_cast<std::int64_t>(S), f, o);
+    CHECK(p.algorithm == "hierarchical");
+    CHECK(p.channels == 8);
+    REQUIRE(p.phases.size() == 3);
+    check_endpoints(p, f);
+    // Phase 1 and 3: a ring in each node, (G-1)/G S per edge; phase 2: G rings of `nodes` ranks on S/G,
+    // 2 (nodes-1)/nodes S/G per edge, between GPUs of the same local index.
+    for (int i : {0, 2}) {
+      CHECK(p.phases[static_cast<std::size_t>(i)].flows.size() == 4 * 8);
+      for (const Flow& fl : p.phases[static_cast<std::size_t>(i)].flows) {
+        CHECK(fl.src.node == fl.dst.node);
+        CHECK(fl.bytes == doctest::Approx(7.0 / 8 * S));
+      }
+      CHECK(p.phases[static_cast<std::size_t>(i)].latency_s == doctest::Approx(intra_rs - INTRA_LAT));
+    }
+    CHECK(p.phases[1].flows.size() == 8 * 4);
+    for (const Flow& fl : p.phases[1].flows) {
+      CHECK(fl.src.node != fl.dst.node);
+      CHECK(fl.src.local == fl.dst.local);
+      CHECK(fl.bytes == doctest::Approx(2.0 * 3 / 4 * S / 8));
+    }
+    const double inter_ar = RING_BASE + 6 * (INTER_LAT + RING_NET_OVERHEAD);
+    CHECK(p.phases[1].latency_s == doctest::Approx(inter_ar - INTER_LAT));
+    CHECK(p.predicted_s ==
+          doctest::Approx(2 * (intra_rs + 7.0 / 8 * S / INTRA_BPS) + inter_ar + 2.0 * 3 / 4 * S / 8 / INTER_BPS));
+    // Forcing the all-reduce alone gives the same plan.
+    const Plan q =
+        collectives::plan(CollectiveKind::ALL_REDUCE, static_cast<std::int64_t>(S), f, forced(Algorithm::HIERARCHICAL));
+    CHECK(q.algorithm == "hierarchical");
+    CHECK(q.predicted_s == doctest::Approx(p.predicted_s));
+  }
+  SUBCASE("all-gather: inter-node (nodes-1)/nodes S/G, then intra-node (G-1)/G S")
+  {
+    const Plan p = collectives::plan(CollectiveKind::ALL_GATHER, static_cast<std::int64_t>(S), f, o);
+    REQUIRE(p.phases.size() == 2);
+    for (const Flow& fl : p.phases[0].flows)
+      CHECK((fl.src.node != fl.dst.node && fl.bytes == doctest::Approx(3.0 / 4 * S / 8)));
+    for (const Flow& fl : p.phases[1].flows)
+      CHECK((fl.src.node == fl.dst.node && fl.bytes == doctest::Approx(7.0 / 8 * S)));
+  }
+  SUBCASE("reduce-scatter: intra-node (G-1)/G S, then inter-node (nodes-1)/nodes S/G")
+  {
+    const Plan p = collectives::plan(CollectiveKind::REDUCE_SCATTER, static_cast<std::int64_t>(S), f, o);
+    REQUIRE(p.phases.size() == 2);
+    for (const Flow& fl : p.phases[0].flows)
+      CHECK((fl.src.node == fl.dst.node && fl.bytes == doctest::Approx(7.0 / 8 * S)));
+    for (const Flow& fl : p.phases[1].flows)
+      CHECK((fl.src.node != fl.dst.node && fl.bytes == doctest::Approx(3.0 / 4 * S / 8)));
+  }
+  SUBCASE("one node has no hierarchy: the flat ring")
+  {
+    CHECK(collectives::plan(CollectiveKind::ALL_REDUCE, 1000, fabric(1, 8, 8), o).algorithm == "ring");
+  }
+}
+
+TEST_CASE("focus_node keeps exactly the flows touching the node, with the same bytes and latency")
+{
+  for (const auto& [nodes, g, nics] :
+       std::vector<std::tuple<int, int, int>>{{4, 8, 8}, {2, 4, 2}, {5, 8, 4}, {3, 1, 1}}) {
+    const Fabric f = fabric(nodes, g, nics);
+    for (Options base : {forced(Algorithm::RING), forced(Algorithm::TREE), forced(Algorithm::HIERARCHICAL)}) {
+      for (CollectiveKind k :
+           {CollectiveKind::ALL_REDUCE, CollectiveKind::ALL_GATHER, CollectiveKind::REDUCE_SCATTER}) {
+        Options all = base;
+        all.hierarchical = base.all_reduce == Algorithm::HIERARCHICAL;
+        const Plan full = collectives::plan(k, 123'456'789, f, all);
+        for (int focus = 0; focus < nodes; ++focus) {
+          CAPTURE(nodes);
+          CAPTURE(focus);
+          const Plan part = collectives::plan(k, 123'456'789, f, with_focus(focus, all));
+          CHECK(part.algorithm == full.algorithm);
+          CHECK(part.predicted_s == full.predicted_s);
+          REQUIRE(part.phases.size() == full.phases.size());
+          for (std::size_t i = 0; i < full.phases.size(); ++i) {
+            CHECK(part.phases[i].latency_s == full.phases[i].latency_s);
+            const std::vector<Flow> want = sorted(touching(full.phases[i].flows, focus));
+            const std::vector<Flow> got = sorted(part.phases[i].flows);
+            REQUIRE(got.size() == want.size());
+            for (std::size_t j = 0; j < got.size(); ++j) {
+              CHECK(got[j].src == want[j].src);
+              CHECK(got[j].dst == want[j].dst);
+              CHECK(got[j].channel == want[j].channel);
+              CHECK(got[j].bytes == doctest::Approx(want[j].bytes));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("focus plans stay O(G C) flows on 1536 GPUs")
+{
+  // 192 nodes x 8 GPUs x 8 NICs. Ring: per channel G-1 intra edges + one edge in + one edge out = C (G+1).
+  // Tree: per channel 2 (G-1) chain flows + at most 3 neighbours x 2 directions x 2 trees.
+  const Fabric f = fabric(192, 8, 8);
+  const Options o = with_focus(0);
+  CHECK(collectives::plan(CollectiveKind::ALL_GATHER, 1 << 30, f, o).phases.at(0).flows.size() == 8 * 9);
+  const Plan tree = collectives::plan(CollectiveKind::ALL_REDUCE, 1 << 20, f, o);
+  CHECK(tree.algorithm == "tree");
+  CHECK(tree.phases.at(0).flows.size() <= 8 * (14 + 12));
+  Options merged = o;
+  merged.merge_channels = true;
+  // Merged ring: G intra pairs (g -> g+1), G pairs out of the node and G into it.
+  CHECK(collectives::plan(CollectiveKind::ALL_GATHER, 1 << 30, f, merged).phases.at(0).flows.size() == 24);
+}
+
+TEST_CASE("merge_channels keeps the bytes between every GPU pair")
+{
+  const Fabric f = fabric(4, 8, 4);
+  Options m;
+  m.merge_channels = true;
+  for (CollectiveKind k : {CollectiveKind::ALL_REDUCE, CollectiveKind::ALL_GATHER}) {
+    const Plan a = collectives::plan(k, 1'000'000'000, f);
+    const Plan b = collectives::plan(k, 1'000'000'000, f, m);
+    REQUIRE(a.phases.size() == b.phases.size());
+    for (std::size_t i = 0; i < a.phases.size(); ++i) {
+      std::map<std::pair<Gpu, Gpu>, double> pa;
+      std::map<std::pair<Gpu, Gpu>, double> pb;
+      for (const Flow& fl : a.phases[i].flows)
+        pa[{fl.src, fl.dst}] += fl.bytes;
+      for (const Flow& fl : b.phases[i].flows)
+        pb[{fl.src, fl.dst}] += fl.bytes;
+      CHECK(b.phases[i].flows.size() == pb.size());
+      REQUIRE(pa.size() == pb.size());
+      for (const auto& [key, bytes] : pa)
+        CHECK(pb.at(key) == doctest::Approx(bytes));
+    }
+  }
+}
+
+TEST_CASE("inter_node_pairs covers every inter-node flow of ring, tree and hierarchical plans")
+{
+  for (const auto& [nodes, g, nics] :
+       std::vector<std::tuple<int, int, int>>{{4, 8, 8}, {2, 4, 2}, {7, 4, 2}, {3, 1, 1}}) {
+    const Fabric f = fabric(nodes, g, nics);
+    const auto pairs = collectives::inter_node_pairs(f);
+    CHECK(std::is_sorted(pairs.begin(), pairs.end()));
+    CHECK(std::adjacent_find(pairs.begin(), pairs.end()) == pairs.end());
+    const std::set<std::pair<Gpu, Gpu>> have(pairs.begin(), pairs.end());
+    std::set<std::pair<Gpu, Gpu>> used;
+    Options hier;
+    hier.hierarchical = true;
+    for (Options o : {forced(Algorithm::RING), forced(Algorithm::TREE), hier})
+      for (CollectiveKind k : {CollectiveKind::ALL_REDUCE, CollectiveKind::ALL_GATHER, CollectiveKind::REDUCE_SCATTER})
+        for (const auto& ph : collectives::plan(k, 1 << 24, f, o).phases)
+          for (const Flow& fl : ph.flows)
+            if (fl.src.node != fl.dst.node)
+              used.insert({fl.src, fl.dst});
+    // Every pair some plan uses is listed, and every listed pair is used by some plan.
+    CHECK(used == have);
+    // Focus: exactly the listed pairs with an end on the node.
+    for (int focus = 0; focus < nodes; ++focus) {
+      const auto part = collectives::inter_node_pairs(f, with_focus(focus));
+      std::vector<std::pair<Gpu, Gpu>> want;
+      for (const auto& pr : pairs)
+        if (pr.first.node == focus || pr.second.node == focus)
+          want.push_back(pr);
+      CHECK(part == want);
+    }
+  }
+  CHECK(collectives::inter_node_pairs(fabric(1, 8, 8)).empty());
+}
+
+TEST_CASE("bad fabrics and options are errors")
+{
+  CHECK_THROWS_AS(collectives::plan(CollectiveKind::ALL_REDUCE, 1, fabric(2, 8, 0)), core::InputError);
+  Fabric no_nvlink = fabric(1, 8, 8);
+  no_nvlink.intra_Bps = 0;
+  CHECK_THROWS_AS(collectives::plan(CollectiveKind::ALL_REDUCE, 1, no_nvlink), core::InputError);
+  CHECK_THROWS_AS(collectives::plan(CollectiveKind::ALL_REDUCE, -1, fabric(2, 8, 8)), core::InternalError);
+  CHECK_THROWS_AS(collectives::plan(CollectiveKind::ALL_REDUCE, 1, fabric(2, 8, 8), with_focus(2)),
+                  core::InternalError);
+  CHECK_THROWS_AS(collectives::inter_node_pairs(fabric(2, 8, 8), with_focus(-2)), core::InternalError);
+}
