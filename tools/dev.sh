@@ -29,8 +29,8 @@ cmake --build build -j "$jobs"
 
 case "$what" in
   run)
-    echo "== zerosim memory scenarios/llama2-70b-8xa100-200gbps.yaml"
-    ./build/sim/zerosim memory scenarios/llama2-70b-8xa100-200gbps.yaml
+    echo "== zerosim run scenarios/llama2-70b-8xa100-200gbps.yaml"
+    ./build/sim/zerosim run scenarios/llama2-70b-8xa100-200gbps.yaml
     ;;
   test)
     echo "== running the test suite"

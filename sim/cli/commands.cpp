@@ -11,8 +11,10 @@
 #include "report/memory_report.hpp"
 #include "report/run_report.hpp"
 #include "validation/memory_validation.hpp"
+#include "validation/run_validation.hpp"
 #include "workload/transformer.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <filesystem>
 #include <fstream>
@@ -37,10 +39,11 @@ const char* USAGE = R"(usage:
         DeepSpeed's estimate_zero{2,3}_model_states_mem_needs, to the letter (model states only)
   zerosim describe [model|node|scenario]
         the schema of each file kind, with units and defaults
-  zerosim validate --memory [CSV] [--out DIR]
-        predicted beside measured peak memory for every row of the validation data it can express
-        (default CSV results/validation/published.csv; writes memory.md and memory.csv to DIR,
-        default the CSV's folder)
+  zerosim validate [--memory] [--run] [CSV] [--out DIR] [--jobs N]
+        predicted beside measured for every row of the validation data it can express (default CSV
+        results/validation/published.csv; output to DIR, default the CSV's folder): --memory peak
+        memory (memory.md, memory.csv), --run step time and throughput, one scenario per worker
+        process, N at once, default 2 (report.md, report.csv); neither flag: both
   zerosim --version | --help
 
 Exit status: 0 done (a scenario that does not fit is a result), 1 partly failed,
@@ -73,7 +76,8 @@ struct Args {
   std::optional<std::string> out_dir;
   std::optional<std::string> params, largest_layer, gpus_per_node, nodes, stage;
   bool offload_optimizer = false, offload_param = false;
-  bool trace = false, hierarchical = false, first_step = false;
+  bool trace = false, hierarchical = false, first_step = false, run = false;
+  std::optional<std::string> jobs;
   std::optional<std::string> replay, all_reduce;
 };
 
@@ -113,6 +117,10 @@ Args parse_args(const std::vector<std::string>& args, size_t first)
       a.offload_optimizer = true;
     else if (arg == "--offload-param")
       a.offload_param = true;
+    else if (arg == "--run")
+      a.run = true;
+    else if (arg == "--jobs")
+      a.jobs = value(i);
     else if (arg == "--trace")
       a.trace = true;
     else if (arg == "--hierarchical")
@@ -277,13 +285,19 @@ int describe_command(const Args& a, std::ostream& out)
 
 int validate_command(const Args& a, std::ostream& out)
 {
-  if (!a.memory)
-    usage_error("validate: say what to validate: --memory (the timed figures arrive with the engine)");
   if (a.positional.size() > 1)
     usage_error("validate: expected at most one CSV file");
+  const int jobs = a.jobs ? static_cast<int>(parse_count("--jobs", *a.jobs)) : 2;
   const std::string csv = a.positional.empty() ? "results/validation/published.csv" : a.positional.front();
-  const std::string dir = a.out_dir ? *a.out_dir : std::filesystem::path(csv).parent_path().string();
-  return validation::validate_memory_command(csv, dir.empty() ? "." : dir, out);
+  const std::filesystem::path given = a.out_dir ? std::filesystem::path(*a.out_dir) : std::filesystem::path(csv).parent_path();
+  const std::string dir = (given.empty() ? std::filesystem::path(".") : given).string();
+  const bool both = !a.memory && !a.run;
+  int status = 0;
+  if (a.memory || both)
+    status = std::max(status, validation::validate_memory_command(csv, dir, out));
+  if (a.run || both)
+    status = std::max(status, validation::validate_run_command(csv, dir, out, jobs));
+  return status;
 }
 
 } // namespace

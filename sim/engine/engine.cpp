@@ -225,6 +225,15 @@ public:
       }
     }
     timeline_.step_time_s = step;
+    for (auto& r : timeline_.ranks) {
+      double issued = 0;
+      for (std::size_t t = 0; t < r.times.size(); ++t) {
+        const TaskId b = r.graph.tasks[t].host_barrier;
+        if (b >= 0)
+          issued = std::max(issued, r.times[static_cast<std::size_t>(b)].end);
+        r.times[t].issue = issued;
+      }
+    }
     timeline_.replay = symmetric_ ? "symmetric" : "full";
     timeline_.network_model = network_model_description();
     return std::move(timeline_);

@@ -11,6 +11,9 @@
 namespace zerosim::engine {
 
 struct TaskTime {
+  /// When the host issued it: the previous task's issue time, or the end of the task the host last waited
+  /// for (Task::host_barrier), whichever is later. The host runs ahead of the GPU between waits.
+  double issue = 0;
   double start = 0;   ///< seconds from the start of the step
   double end = 0;
 };

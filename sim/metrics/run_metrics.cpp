@@ -33,13 +33,18 @@ void check_timeline(const engine::RankTimeline& r)
   }
 }
 
-/// Makes b.sum() == step exactly in floating point by moving `b.at(k)` by a few units in the last place (the
-/// sweep leaves it within rounding of the exact complement; see docs/outputs.md).
-void close_sum(TimeBreakdown& b, BreakdownKey k, double step)
+/// Moves `b.at(k)` by a few units in its last place until b.sum() == step exactly in floating point; restores it
+/// and returns false when that cannot be reached (the sums on both sides of `step` are rounding ties).
+bool close_sum(TimeBreakdown& b, BreakdownKey k, double step)
 {
   double& v = b.at(k);
+  const double kept = v;
   for (int i = 0; i < 64 && b.sum() != step; ++i)
     v = std::nextafter(v, b.sum() < step ? std::numeric_limits<double>::infinity() : 0.0);
+  if (b.sum() == step)
+    return true;
+  v = kept;
+  return false;
 }
 
 /// "5.051 s" for a message.
@@ -179,15 +184,15 @@ TimeBreakdown time_breakdown(const engine::RankTimeline& r, double step_time_s)
                               " does not add up: busy " + core::format_number(others) + " s, idle " +
                               core::format_number(acc[static_cast<size_t>(idle)]) + " s, step " +
                               core::format_number(step_time_s) + " s");
-  // The last unit in the last place goes to idle, or to the largest busy key when nothing is idle.
-  BreakdownKey fix = BreakdownKey::IDLE;
-  if (b.idle == 0) {
-    fix = BreakdownKey::COMPUTE;
-    for (int k = 1; k < idle; ++k)
-      if (b.at(static_cast<BreakdownKey>(k)) > b.at(fix))
-        fix = static_cast<BreakdownKey>(k);
-  }
-  close_sum(b, fix, step_time_s);
+  // The last units in the last place go to the largest key that can take them (largest first; a key in the
+  // step's own binade moves the sum by a whole ulp of the step and can straddle it, a smaller one cannot).
+  std::array<BreakdownKey, BREAKDOWN_KEY_COUNT> by_size{};
+  for (int k = 0; k < BREAKDOWN_KEY_COUNT; ++k)
+    by_size[static_cast<size_t>(k)] = static_cast<BreakdownKey>(k);
+  std::stable_sort(by_size.begin(), by_size.end(), [&](BreakdownKey x, BreakdownKey y) { return b.at(x) > b.at(y); });
+  for (auto k : by_size)
+    if (b.sum() == step_time_s || (b.at(k) > 0 && close_sum(b, k, step_time_s)))
+      break;
   return b;
 }
 

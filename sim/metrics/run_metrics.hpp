@@ -44,9 +44,9 @@ struct TimeBreakdown {
 
 /// The breakdown of one rank's step: a sweep over its tasks' [start, end) intervals (clipped to [0, step]),
 /// each elementary segment going to the highest-priority key busy in it, idle when none is. `idle` is the
-/// complement of the others (0 when the sweep found no idle segment), and the last unit in the last place
-/// goes to idle (or to the largest key when nothing is idle), so that sum() == step_time_s exactly in
-/// floating point; the sweep's own idle is checked against the complement. Throws core::InternalError for a
+/// complement of the others (0 when the sweep found no idle segment), and the largest key that can takes the
+/// last units in the last place, so that sum() == step_time_s exactly in floating point; the sweep's own idle
+/// is checked against the complement. Throws core::InternalError for a
 /// timeline that does not match its graph or a step time that is not positive.
 TimeBreakdown time_breakdown(const engine::RankTimeline& r, double step_time_s);
 

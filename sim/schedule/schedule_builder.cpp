@@ -90,6 +90,7 @@ void Builder::free_on(TaskId t, BufferId b)
 TaskId Builder::add(Task t)
 {
   const auto si = static_cast<std::size_t>(t.stream);
+  t.host_barrier = barrier_;
   if (barrier_ >= 0 && !barrier_seen_[si]) {
     t.deps.push_back(barrier_);
     barrier_seen_[si] = true;

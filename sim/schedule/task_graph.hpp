@@ -61,6 +61,9 @@ struct Task {
   int micro_step = -1;              ///< 0..g-1, or -1 for the step
   int layer = -1;                   ///< index into Workload::layers, -1 if none
   std::vector<TaskId> deps;         ///< must finish before this one starts (besides stream order)
+  /// The task the host last waited for (a synchronize, a blocking copy, CPU work) before issuing this one;
+  /// -1 if none. The host issues a task when it has issued the previous one and this wait has returned.
+  TaskId host_barrier = -1;
 
   // COMPUTE / CPU_COMPUTE
   double flops = 0;                 ///< arithmetic work

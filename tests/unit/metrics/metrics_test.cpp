@@ -53,6 +53,16 @@ workload::Workload flops_only()
   return w;
 }
 
+/// A task's simulated times (issued when it starts: the metrics read start and end only).
+engine::TaskTime span(double start, double end)
+{
+  engine::TaskTime t;
+  t.issue = start;
+  t.start = start;
+  t.end = end;
+  return t;
+}
+
 schedule::BufferId buffer(schedule::TaskGraph& g, const std::string& name, MemCategory c, std::int64_t bytes)
 {
   schedule::Buffer b;
@@ -74,7 +84,7 @@ schedule::TaskId add(engine::RankTimeline& r, const std::string& name, TaskKind 
   t.stream = stream;
   t.allocs = std::move(allocs);
   t.frees = std::move(frees);
-  r.times.push_back({start, end});
+  r.times.push_back(span(start, end));
   return r.graph.add_task(t);
 }
 
@@ -170,7 +180,7 @@ engine::Timeline sequential_timeline(const spec::Scenario& s, const workload::Wo
     r.local = rank;
     r.graph = schedule::build_step_graph(s, w, rank);
     for (size_t i = 0; i < r.graph.tasks.size(); ++i)
-      r.times.push_back({static_cast<double>(i), static_cast<double>(i + 1)});
+      r.times.push_back(span(static_cast<double>(i), static_cast<double>(i + 1)));
     t.step_time_s = std::max(t.step_time_s, static_cast<double>(r.graph.tasks.size()));
     t.ranks.push_back(std::move(r));
   }
@@ -350,6 +360,34 @@ TEST_SUITE("metrics")
     CHECK(b.exposed_comm == doctest::Approx(1.5));
     CHECK(b.idle == doctest::Approx(0.3));
 
+    // 500 random steps of decimal times (multiples of 1 ms and of 1/7 ms): the sum is exact every time
+    std::uint32_t state = 777;
+    auto next = [&](std::uint32_t n) {
+      state = state * 1664525u + 1013904223u; // Numerical Recipes' LCG
+      return (state >> 8) % n;
+    };
+    const std::array<std::pair<TaskKind, Phase>, 5> kinds = {{{TaskKind::COMPUTE, Phase::FORWARD},
+                                                              {TaskKind::COMPUTE, Phase::OPTIMIZER},
+                                                              {TaskKind::COLLECTIVE, Phase::GRAD_REDUCE},
+                                                              {TaskKind::COPY, Phase::OPTIMIZER},
+                                                              {TaskKind::NVME_WRITE, Phase::OPTIMIZER}}};
+    int inexact = 0;
+    for (int trial = 0; trial < 500; ++trial) {
+      engine::RankTimeline x;
+      double last = 0;
+      for (int i = 0; i < 40; ++i) {
+        const auto [kind, phase] = kinds[next(5)];
+        const double a = next(5000) * 1e-3 + next(7) / 7e3;
+        const double e = a + next(900) * 1e-3 + next(7) / 7e3;
+        add(x, numbered("r", i), kind, phase, Stream::COMPUTE, a, e);
+        last = std::max(last, e);
+      }
+      const double st = last * (1 + next(4)) + next(3) * 0.1; // idle from none to most of the step
+      if (metrics::time_breakdown(x, st).sum() != st)
+        ++inexact;
+    }
+    CHECK(inexact == 0);
+
     // everything busy: no idle at all, the sum is still exact
     engine::RankTimeline full;
     add(full, "c", TaskKind::COMPUTE, Phase::FORWARD, Stream::COMPUTE, 0, 0.1);
@@ -365,7 +403,7 @@ TEST_SUITE("metrics")
     r.times.pop_back();
     CHECK_THROWS_AS(metrics::time_breakdown(r, 2.0), core::InternalError);
     auto bad = rank_timeline(0);
-    bad.times[0] = {1.0, 0.5}; // ends before it starts
+    bad.times[0] = span(1.0, 0.5); // ends before it starts
     CHECK_THROWS_AS(metrics::time_breakdown(bad, 2.0), core::InternalError);
     CHECK_THROWS_AS(metrics::time_breakdown(rank_timeline(0), 0.0), core::InternalError);
   }
@@ -528,7 +566,7 @@ TEST_SUITE("metrics")
     const auto extra = buffer(r1.graph, "extra", MemCategory::BUFFERS, 64);
     r1.graph.tasks[0].allocs.push_back(extra);
     r1.graph.tasks[1].frees.push_back(extra);
-    r1.times[4] = {1.6, 1.8}; // and its CPU Adam ends 0.1 s earlier: optimizer 0.2, exposed NVMe [1.8, 1.95]
+    r1.times[4] = span(1.6, 1.8); // and its CPU Adam ends 0.1 s earlier: optimizer 0.2, exposed NVMe [1.8, 1.95]
     const auto m = metrics::compute_metrics(s, flops_only(), t);
     CHECK(m.rank == 1);
     CHECK(m.memory.gpu == 1000 + 300 + 64);

@@ -263,6 +263,16 @@ workload::Workload flops_only()
   return w;
 }
 
+/// A task's simulated times (issued when it starts: the metrics read start and end only).
+engine::TaskTime span(double start, double end)
+{
+  engine::TaskTime t;
+  t.issue = start;
+  t.start = start;
+  t.end = end;
+  return t;
+}
+
 void add(engine::RankTimeline& r, const std::string& name, TaskKind kind, Phase phase, Stream stream, double start,
          double end, std::vector<schedule::BufferId> allocs = {}, std::vector<schedule::BufferId> frees = {})
 {
@@ -273,7 +283,7 @@ void add(engine::RankTimeline& r, const std::string& name, TaskKind kind, Phase 
   t.stream = stream;
   t.allocs = std::move(allocs);
   t.frees = std::move(frees);
-  r.times.push_back({start, end});
+  r.times.push_back(span(start, end));
   r.graph.add_task(t);
 }
 
