@@ -4,9 +4,9 @@
 #include "core/error.hpp"
 #include "core/json.hpp"
 #include "engine/engine.hpp"
-#include "metrics/run_metrics.hpp"
 #include "memory/estimator.hpp"
 #include "memory/memory_model.hpp"
+#include "metrics/run_metrics.hpp"
 #include "report/estimator_report.hpp"
 #include "report/memory_report.hpp"
 #include "report/run_report.hpp"
@@ -289,7 +289,8 @@ int validate_command(const Args& a, std::ostream& out)
     usage_error("validate: expected at most one CSV file");
   const int jobs = a.jobs ? static_cast<int>(parse_count("--jobs", *a.jobs)) : 2;
   const std::string csv = a.positional.empty() ? "results/validation/published.csv" : a.positional.front();
-  const std::filesystem::path given = a.out_dir ? std::filesystem::path(*a.out_dir) : std::filesystem::path(csv).parent_path();
+  const std::filesystem::path given =
+      a.out_dir ? std::filesystem::path(*a.out_dir) : std::filesystem::path(csv).parent_path();
   const std::string dir = (given.empty() ? std::filesystem::path(".") : given).string();
   const bool both = !a.memory && !a.run;
   int status = 0;

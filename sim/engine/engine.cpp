@@ -43,10 +43,10 @@ enum class Cont { TASK_PART, COLL_FLOW, COLL_DELAY };
 
 struct Token {
   Cont what = Cont::TASK_PART;
-  int index = 0;                ///< jobs_ (TASK_PART) or colls_ (COLL_*) index
+  int index = 0;                  ///< jobs_ (TASK_PART) or colls_ (COLL_*) index
   int track_a = -1, track_b = -1; ///< trace tracks the activity occupies
   std::string label;
-  sg4::ActivityPtr activity;    ///< kept alive until the activity completes (simgrid-notes.md §7.1)
+  sg4::ActivityPtr activity; ///< kept alive until the activity completes (simgrid-notes.md §7.1)
 };
 
 /// A task made of several activities (a flow and an execution, say): it ends when all have ended.
@@ -79,8 +79,10 @@ public:
     const spec::ClusterSpec& c = s.cluster;
     G_ = c.gpus_per_node;
     if (c.nodes > 1 && c.network.nics_per_node < 1)
-      throw core::InputError(s.file + ": cluster.network.nics_per_node: expected at least 1 NIC per node for a "
-                                      "cluster of " + std::to_string(c.nodes) + " nodes, found 0");
+      throw core::InputError(s.file +
+                             ": cluster.network.nics_per_node: expected at least 1 NIC per node for a "
+                             "cluster of " +
+                             std::to_string(c.nodes) + " nodes, found 0");
     symmetric_ = o.replay == engine::Replay::SYMMETRIC || (o.replay == engine::Replay::AUTO && c.nodes > 1);
     if (c.nodes == 1)
       symmetric_ = false;

@@ -7,23 +7,23 @@
 
 #include "collectives/nccl.hpp"
 #include "engine/timeline.hpp"
-#include "spec/scenario_spec.hpp"
 #include "schedule/zero_schedule.hpp"
+#include "spec/scenario_spec.hpp"
 #include "workload/transformer.hpp"
 
 namespace zerosim::engine {
 
 enum class Replay {
-  AUTO,       ///< symmetric when the job is homogeneous data parallelism over more than one node, else full
-  FULL,       ///< every rank of every node
-  SYMMETRIC,  ///< node 0's ranks; the other nodes stand behind its NICs (design.md "Speed and scale")
+  AUTO,      ///< symmetric when the job is homogeneous data parallelism over more than one node, else full
+  FULL,      ///< every rank of every node
+  SYMMETRIC, ///< node 0's ranks; the other nodes stand behind its NICs (design.md "Speed and scale")
 };
 
 struct EngineOptions {
   Replay replay = Replay::AUTO;
   collectives::Options collectives;
   schedule::StepOptions step;
-  bool record_tracks = false;   ///< fill Timeline::tracks / intervals (for --trace)
+  bool record_tracks = false; ///< fill Timeline::tracks / intervals (for --trace)
 };
 
 /// Replays one optimizer step of `s`. Throws core::UnsupportedError for what the schedule does not model.

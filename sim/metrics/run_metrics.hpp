@@ -70,13 +70,17 @@ struct RunMetrics {
   double tflops_hardware = 0;
   double mfu = 0;
   double hfu = 0;
-  double peak_flops = 0;                   ///< the dense peak MFU is taken against, per GPU (FLOP/s)
-  int rank = 0;                            ///< the global rank the memory and breakdown figures are of
-  TimeBreakdown breakdown;                 ///< of the rank with the largest peak memory (rank 0 if equal)
-  memory::MemoryReport memory;             ///< timed replay, worst rank
-  double peak_time_s = 0;                  ///< when the timed GPU peak is reached (its task's start)
-  memory::MemoryReport memory_issue_order; ///< `zerosim memory`'s replay of the same rank (to compare)
-  /// The seed's ladder when the timed replay does not fit (scenario-format.md "Command line"); each rung is
+  double peak_flops = 0;   ///< the dense peak MFU is taken against, per GPU (FLOP/s)
+  int rank = 0;            ///< the global rank the memory and breakdown figures are of
+  TimeBreakdown breakdown; ///< of the rank with the largest peak memory (rank 0 if equal)
+  /// The contract's memory: allocation events in host order (torch's max_memory_allocated), the rank with the
+  /// largest GPU peak; the same figures `zerosim memory` gives for that rank.
+  memory::MemoryReport memory;
+  double peak_time_s = 0; ///< when the host issues the task at the GPU peak (simulated time)
+  /// Device-time view (replay_memory_timed): each buffer from its allocating task's start to its freeing task's
+  /// end. What the GPU holds at once when streams overlap; a diagnostic beside `memory`.
+  memory::MemoryReport memory_device_time;
+  /// The seed's ladder when it does not fit (scenario-format.md "Command line"); each rung is
   /// judged by the issue-order replay (`zerosim memory`), without a new simulation. Empty when it fits.
   std::vector<memory::LadderStep> ladder;
   std::optional<double> time_to_train_s;

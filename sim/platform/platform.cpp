@@ -86,7 +86,9 @@ Platform::Platform(const spec::ClusterSpec& c, const PlatformOptions& o) : clust
     const std::string pre = nid(n) + ".";
     // Host CPU: its cores at the rate CPU work is counted in (compute::cpu_core_flops), and DRAM as a SHARED
     // link (one capacity for reads and writes together) that CPU work and every DMA into host memory cross.
-    p.cpu = zone->create_host(pre + "cpu", compute::cpu_core_flops(nd.cpu))->set_core_count(std::max(1, nd.cpu.cores))->seal();
+    p.cpu = zone->create_host(pre + "cpu", compute::cpu_core_flops(nd.cpu))
+                ->set_core_count(std::max(1, nd.cpu.cores))
+                ->seal();
     p.dram = zone->create_host(pre + "dram", GPU_HOST_SPEED)->seal();
     p.dram_link = zone->create_link(pre + "dram", nd.cpu.memory_bandwidth_Bps)
                       ->set_sharing_policy(sg4::Link::SharingPolicy::SHARED)
@@ -106,18 +108,20 @@ Platform::Platform(const spec::ClusterSpec& c, const PlatformOptions& o) : clust
     // NICs hang off the PCIe switches in order (scenario-format.md); each side of a NIC-to-NIC hop carries half
     // of the one-way latency of cluster.network.latency.
     for (int k = 0; k < nics; ++k) {
-      p.nic.push_back(duplex(zone, pre + "nic" + std::to_string(k), c.network.nic_bandwidth_Bps, c.network.latency_s / 2));
+      p.nic.push_back(
+          duplex(zone, pre + "nic" + std::to_string(k), c.network.nic_bandwidth_Bps, c.network.latency_s / 2));
       p.nic_switch.push_back(std::min(switches - 1, k * switches / std::max(1, nics)));
     }
     if (c.network.oversubscription > 1 && nics > 0)
-      p.fabric = duplex(zone, pre + "fabric_uplink",
-                        nics * c.network.nic_bandwidth_Bps / c.network.oversubscription, 0);
+      p.fabric =
+          duplex(zone, pre + "fabric_uplink", nics * c.network.nic_bandwidth_Bps / c.network.oversubscription, 0);
     for (int d = 0; d < nd.nvme.devices; ++d) {
       const std::string name = pre + "nvme" + std::to_string(d);
       sg4::Host* h = zone->create_host(name, GPU_HOST_SPEED)->seal();
       p.nvme.push_back(h);
       p.disks.push_back(h->create_disk(name + ".disk", nd.nvme.read_Bps, nd.nvme.write_Bps)->seal());
-      p.nvme_link.push_back(duplex(zone, name + ".pcie", std::max(nd.nvme.read_Bps, nd.nvme.write_Bps), nd.pcie.latency_s));
+      p.nvme_link.push_back(
+          duplex(zone, name + ".pcie", std::max(nd.nvme.read_Bps, nd.nvme.write_Bps), nd.pcie.latency_s));
       p.nvme_switch.push_back(std::min(switches - 1, d * switches / nd.nvme.devices));
     }
 

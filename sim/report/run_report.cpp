@@ -76,7 +76,7 @@ core::Json run_json(const spec::Scenario& s, const workload::Workload& w, const 
 {
   // The memory keys come from the memory report, so `zerosim memory` and `zerosim run` spell them alike.
   const core::Json mem = memory_json(s, w.params, m.memory, m.ladder);
-  const core::Json mem_issue = memory_json(s, w.params, m.memory_issue_order, {});
+  const core::Json mem_device = memory_json(s, w.params, m.memory_device_time, {});
 
   core::Json breakdown = core::Json::object();
   for (auto k : BREAKDOWN_ORDER)
@@ -116,8 +116,8 @@ core::Json run_json(const spec::Scenario& s, const workload::Workload& w, const 
   j.set("rank", m.rank)
       .set("peak_task", m.memory.peak_task)
       .set("peak_time_s", m.peak_time_s)
-      .set("peak_memory_issue_order_bytes", member(mem_issue, "peak_memory_bytes"))
-      .set("peak_task_issue_order", m.memory_issue_order.peak_task)
+      .set("peak_memory_device_time_bytes", member(mem_device, "peak_memory_bytes"))
+      .set("peak_task_device_time", m.memory_device_time.peak_task)
       .set("capacity_bytes", member(mem, "capacity_bytes"))
       .set("memory_model_bytes", member(mem, "memory_model_bytes"))
       .set("peak_flops_per_gpu", m.peak_flops);
@@ -195,8 +195,8 @@ void write_run_summary(std::ostream& out, const spec::Scenario& s, const workloa
     out << line;
   }
 
-  std::snprintf(line, sizeof line, "\nPeak memory (rank %d, at simulated times: '%s', %s)\n", m.rank,
-                r.peak_task.c_str(), format_seconds(m.peak_time_s).c_str());
+  std::snprintf(line, sizeof line, "\nPeak memory (rank %d; torch's count, host order: at '%s', issued at %s)\n",
+                m.rank, r.peak_task.c_str(), format_seconds(m.peak_time_s).c_str());
   out << line;
   auto row = [&](const char* what, std::int64_t bytes, std::int64_t capacity, bool fit) {
     std::snprintf(line, sizeof line, "  %-34s %12s", what, core::format_gib(bytes).c_str());
@@ -213,10 +213,10 @@ void write_run_summary(std::ostream& out, const spec::Scenario& s, const workloa
   row("host per node", r.cpu_per_node, r.cpu_capacity, r.fit_cpu);
   row("  of which pinned", r.cpu_pinned_per_node, 0, true);
   row("NVMe per node", r.nvme_per_node, r.nvme_capacity, r.fit_nvme);
-  const memory::MemoryReport& q = m.memory_issue_order;
-  std::snprintf(line, sizeof line, "  %-34s %12s  ('%s'%s)\n", "GPU, allocated, in issue order",
+  const memory::MemoryReport& q = m.memory_device_time;
+  std::snprintf(line, sizeof line, "  %-34s %12s  ('%s'%s)\n", "GPU, held at once at device times",
                 core::format_gib(q.gpu).c_str(), q.peak_task.c_str(),
-                q.gpu == r.gpu ? ", the same peak" : "; zerosim memory reports this one");
+                q.gpu == r.gpu ? ", the same peak" : "; streams overlap");
   out << line;
 
   std::snprintf(line, sizeof line,

@@ -28,7 +28,10 @@ Result run_zerosim(std::vector<std::string> args)
 
 const std::string DEFAULT_SCENARIO = std::string(ZEROSIM_SOURCE_DIR) + "/scenarios/llama2-70b-8xa100-200gbps.yaml";
 
-bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+bool has(const std::string& text, const std::string& what)
+{
+  return text.find(what) != std::string::npos;
+}
 
 } // namespace
 
@@ -42,11 +45,30 @@ TEST_SUITE("cli")
     CHECK(r.err.empty());
     CHECK(r.out.front() == '{'); // one JSON object on stdout and nothing else
     CHECK(r.out.find('{', 1) != std::string::npos);
-    for (const char* key : {"\"scenario\"", "\"gpus\": 8", "\"dp\": 8", "\"params\": 68976648192",
-                            "\"peak_memory_bytes\"", "\"gpu\"", "\"gpu_reserved\"", "\"gpu_device\"", "\"cpu_per_node\"",
-                            "\"cpu_pinned_per_node\"", "\"nvme_per_node\"", "\"memory_breakdown_bytes\"", "\"params\"",
-                            "\"grads\"", "\"optimizer\"", "\"activations\"", "\"buffers\"", "\"other\"", "\"fits\": true",
-                            "\"fit_by_tier\"", "\"shortfall_bytes\": 0", "\"warnings\"", "\"meta\"", "\"schema_version\": 1",
+    for (const char* key : {"\"scenario\"",
+                            "\"gpus\": 8",
+                            "\"dp\": 8",
+                            "\"params\": 68976648192",
+                            "\"peak_memory_bytes\"",
+                            "\"gpu\"",
+                            "\"gpu_reserved\"",
+                            "\"gpu_device\"",
+                            "\"cpu_per_node\"",
+                            "\"cpu_pinned_per_node\"",
+                            "\"nvme_per_node\"",
+                            "\"memory_breakdown_bytes\"",
+                            "\"params\"",
+                            "\"grads\"",
+                            "\"optimizer\"",
+                            "\"activations\"",
+                            "\"buffers\"",
+                            "\"other\"",
+                            "\"fits\": true",
+                            "\"fit_by_tier\"",
+                            "\"shortfall_bytes\": 0",
+                            "\"warnings\"",
+                            "\"meta\"",
+                            "\"schema_version\": 1",
                             "\"deepspeed_version\": \"0.19\""})
       CHECK_MESSAGE(has(r.out, key), key);
   }
@@ -55,14 +77,16 @@ TEST_SUITE("cli")
   {
     // 16 bytes per parameter of model states (zero-schedule.md §10.1, stage 3 without offload):
     // 16 x 68.98e9 / 8 GPUs = 138 GB per GPU > 80 GB, so the GPU tier must overflow.
-    Result r = run_zerosim({"memory", DEFAULT_SCENARIO, "--json", "--set", "deepspeed.zero_optimization.offload_optimizer.device=none"});
+    Result r = run_zerosim(
+        {"memory", DEFAULT_SCENARIO, "--json", "--set", "deepspeed.zero_optimization.offload_optimizer.device=none"});
     INFO(r.err);
     REQUIRE(r.status == 0); // not fitting is a result, not a failure
     CHECK(has(r.out, "\"fits\": false"));
     CHECK(has(r.out, "\"to_fit\""));
     CHECK(has(r.out, "\"answer\": \"deepspeed.zero_optimization.offload_optimizer.device: cpu\""));
 
-    Result table = run_zerosim({"memory", DEFAULT_SCENARIO, "--set", "deepspeed.zero_optimization.offload_optimizer.device=none"});
+    Result table =
+        run_zerosim({"memory", DEFAULT_SCENARIO, "--set", "deepspeed.zero_optimization.offload_optimizer.device=none"});
     CHECK(table.status == 0);
     CHECK(has(table.out, "DOES NOT FIT (GPU)"));
     CHECK(has(table.out, "Answer: deepspeed.zero_optimization.offload_optimizer.device: cpu"));
@@ -91,9 +115,11 @@ TEST_SUITE("cli")
 
     Result params = run_zerosim({"memory", "--estimator", "--params", "-5", "--gpus-per-node", "8", "--nodes", "1"});
     CHECK(params.status == 2);
-    CHECK(params.err == "zerosim: --params: expected a positive whole number (e.g. 7e9), found \"-5\" (see 'zerosim --help')\n");
+    CHECK(params.err ==
+          "zerosim: --params: expected a positive whole number (e.g. 7e9), found \"-5\" (see 'zerosim --help')\n");
 
-    Result stage = run_zerosim({"memory", "--estimator", "--params", "7e9", "--gpus-per-node", "8", "--nodes", "1", "--stage", "1"});
+    Result stage = run_zerosim(
+        {"memory", "--estimator", "--params", "7e9", "--gpus-per-node", "8", "--nodes", "1", "--stage", "1"});
     CHECK(stage.status == 2);
     CHECK(has(stage.err, "--stage: expected 2 or 3"));
 
@@ -118,8 +144,8 @@ TEST_SUITE("cli")
   {
     // zero-schedule.md §10.2: ZeRO-2, 2851M params, 1 node x 8 GPUs, offload_optimizer=cpu:
     // gpu = 2 * 2851e6 = 5.702e9 B = 5.31 GiB; cpu = 2851e6 * max(4*8, 16) * 1.5 = 136.848e9 B = 127.45 GiB.
-    Result r = run_zerosim({"memory", "--estimator", "--params", "2851e6", "--gpus-per-node", "8", "--nodes", "1", "--stage",
-                        "2", "--offload-optimizer", "--json"});
+    Result r = run_zerosim({"memory", "--estimator", "--params", "2851e6", "--gpus-per-node", "8", "--nodes", "1",
+                            "--stage", "2", "--offload-optimizer", "--json"});
     INFO(r.err);
     REQUIRE(r.status == 0);
     CHECK(has(r.out, "5702000000"));

@@ -2,8 +2,8 @@
 // can be computed: examples cannot rot (style-anchors.md §7.7).
 #include "config/scenario_loader.hpp"
 #include "engine/engine.hpp"
-#include "metrics/run_metrics.hpp"
 #include "memory/memory_model.hpp"
+#include "metrics/run_metrics.hpp"
 #include "workload/transformer.hpp"
 
 #include <doctest/doctest.h>
@@ -33,7 +33,8 @@ TEST_SUITE("cli")
   TEST_CASE("shipped files: every model file loads, with a positive derived parameter count")
   {
     auto files = yaml_files("models");
-    CHECK(files.size() >= 13); // the issue's list: GPT-3, MT-NLG, BLOOM, Llama-2 x3, Llama-3 x3, MPT x2, GPT-2 XL, paper shapes
+    CHECK(files.size() >=
+          13); // the issue's list: GPT-3, MT-NLG, BLOOM, Llama-2 x3, Llama-3 x3, MPT x2, GPT-2 XL, paper shapes
     for (const auto& f : files) {
       CAPTURE(f);
       auto m = zerosim::config::load_model(f);
@@ -47,9 +48,9 @@ TEST_SUITE("cli")
     // checkpoints' parameter totals (meta-llama model cards / safetensors metadata), GPT-2 XL from OpenAI's
     // release (1,557,611,200), BLOOM from bigscience/bloom's model card (176,247,271,424).
     const std::vector<std::pair<std::string, std::int64_t>> published = {
-        {"llama2-7b", 6'738'415'616},     {"llama2-13b", 13'015'864'320},   {"llama2-70b", 68'976'648'192},
-        {"llama3-8b", 8'030'261'248},     {"llama3-70b", 70'553'706'496},   {"llama3-405b", 405'853'388'800},
-        {"gpt2-xl", 1'557'611'200},       {"bloom-176b", 176'247'271'424},
+        {"llama2-7b", 6'738'415'616}, {"llama2-13b", 13'015'864'320},  {"llama2-70b", 68'976'648'192},
+        {"llama3-8b", 8'030'261'248}, {"llama3-70b", 70'553'706'496},  {"llama3-405b", 405'853'388'800},
+        {"gpt2-xl", 1'557'611'200},   {"bloom-176b", 176'247'271'424},
     };
     for (const auto& [name, count] : published) {
       CAPTURE(name);
@@ -58,9 +59,8 @@ TEST_SUITE("cli")
       CHECK(std::abs(derived - static_cast<double>(count)) <= 0.01 * static_cast<double>(count));
     }
     // and exactly where the format expresses the whole model (BLOOM's embedding layernorm cannot be written)
-    CHECK(zerosim::workload::count_params(
-              zerosim::config::load_model(std::string(ZEROSIM_SOURCE_DIR) + "/models/llama2-70b.yaml")) ==
-          68'976'648'192);
+    CHECK(zerosim::workload::count_params(zerosim::config::load_model(std::string(ZEROSIM_SOURCE_DIR) +
+                                                                      "/models/llama2-70b.yaml")) == 68'976'648'192);
   }
 
   TEST_CASE("shipped files: every node file loads")
@@ -90,7 +90,8 @@ TEST_SUITE("cli")
     }
   }
 
-  TEST_CASE("shipped files: on every DeepSpeed scenario the time breakdown sums to the step time")
+  TEST_CASE(
+      "shipped files: on every DeepSpeed scenario the time breakdown sums to the step time and run agrees with memory")
   {
     // scenario-format.md "Results": time_breakdown_s attributes every instant of the step to one key.
     for (const auto& f : yaml_files("scenarios")) {
@@ -104,6 +105,14 @@ TEST_SUITE("cli")
       CHECK(m.step_time_s > 0);
       CHECK(m.breakdown.sum() == doctest::Approx(m.step_time_s).epsilon(1e-12));
       CHECK(m.breakdown.idle >= 0);
+      // run and memory agree (docs/outputs.md §3: torch's allocated count follows host order, which the
+      // engine's issue times keep): rank 0's peak is zerosim memory's; a reported other rank only holds more.
+      const auto mem = zerosim::memory::analyze_memory(s);
+      if (m.rank == 0)
+        CHECK(m.memory.gpu == mem.gpu);
+      else
+        CHECK(m.memory.gpu >= mem.gpu);
+      CHECK(m.memory.cpu_per_node == mem.cpu_per_node);
     }
   }
 }

@@ -167,7 +167,8 @@ TEST_CASE("CPU Adam grows with parameters per node, shrinks with DRAM bandwidth,
 
   // More DRAM bandwidth: never slower, and faster here.
   const spec::Scenario fast = load(node_yaml("memory_bandwidth: 40 GB/s") + "  nodes: 1\n  gpus_per_node: 1\n", TRAIN);
-  const double t_fast = task_time(engine::simulate_graphs(fast, EMPTY, {graph_of({cpu_adam_task(1'000'000'000)})}), 0, 0);
+  const double t_fast =
+      task_time(engine::simulate_graphs(fast, EMPTY, {graph_of({cpu_adam_task(1'000'000'000)})}), 0, 0);
   CHECK(t_fast < t_1g);
 
   // Parameters per node: two ranks of one node stepping 1e9 elements each share the DRAM: twice the time.
@@ -177,9 +178,10 @@ TEST_CASE("CPU Adam grows with parameters per node, shrinks with DRAM bandwidth,
   CHECK(task_time(two, 0, 0) == doctest::Approx(2 * 28e9 / 20e9).epsilon(1e-3));
 
   // DMA into host memory crosses the same DRAM link: a 10 GB D2H copy of the other rank slows the step.
-  const engine::Timeline dma = engine::simulate_graphs(
-      s2, EMPTY,
-      {graph_of({cpu_adam_task(1'000'000'000)}), graph_of({copy_task("d2h", 10'000'000'000, schedule::CopyDirection::D2H)})});
+  const engine::Timeline dma =
+      engine::simulate_graphs(s2, EMPTY,
+                              {graph_of({cpu_adam_task(1'000'000'000)}),
+                               graph_of({copy_task("d2h", 10'000'000'000, schedule::CopyDirection::D2H)})});
   CHECK(task_time(dma, 0, 0) > t_1g * 1.05);
 }
 

@@ -444,18 +444,21 @@ TEST_SUITE("metrics")
     CHECK(timed.gpu_reserved == 2560);
     CHECK(timed.gpu_device == 2560 + memory::CUDA_CONTEXT_BYTES + memory::nccl_buffer_bytes(2));
 
-    // compute_metrics reports the timed figure, the issue-order one beside it, and says that they differ
+    // compute_metrics reports torch's count (host order: the issue-order figure, placed at the peak task's issue
+    // time), the device-time figure beside it, and says that streams overlap
     engine::Timeline t;
+    r.times[3].issue = 0.05; // the host issues fwd.1 at 0.05 s (it runs ahead of the GPU)
     t.ranks.push_back(r);
     t.step_time_s = 2.0;
     s.warnings = {"deepspeed.zero_optimization.zero_quantized_weights: not modelled"};
     const auto m = metrics::compute_metrics(s, flops_only(), t);
-    CHECK(m.memory.gpu == 2100);
-    CHECK(m.memory_issue_order.gpu == 2000);
-    CHECK(m.peak_time_s == 0.2);
+    CHECK(m.memory.gpu == 2000);
+    CHECK(m.memory.peak_task == "fwd.1");
+    CHECK(m.memory_device_time.gpu == 2100);
+    CHECK(m.peak_time_s == 0.05);
     REQUIRE(m.warnings.size() == 2);
     CHECK(m.warnings[0] == s.warnings[0]); // the scenario's first
-    CHECK(m.warnings[1].find("issue order") != std::string::npos);
+    CHECK(m.warnings[1].find("streams overlap") != std::string::npos);
   }
 
   TEST_CASE("timed replay: an allocation that starts after an earlier release has ended lowers the peak")
@@ -550,7 +553,7 @@ TEST_SUITE("metrics")
           CHECK(timed.fits == issue.fits);
         }
         const auto m = metrics::compute_metrics(s, w, t);
-        CHECK(m.memory.gpu == m.memory_issue_order.gpu);
+        CHECK(m.memory.gpu == m.memory_device_time.gpu);
         CHECK(m.warnings.empty()); // same peak: nothing to say
       }
   }

@@ -3,6 +3,7 @@
 #include "report/run_report.hpp"
 
 #include "core/error.hpp"
+#include "schedule/zero_schedule.hpp"
 
 #include <doctest/doctest.h>
 
@@ -356,6 +357,49 @@ const std::vector<std::string> CONTRACT_KEYS = {"scenario",
                                                 "warnings",
                                                 "meta"};
 
+/// A 2-block GPT (h 512, 8 heads, ffn 2048, vocab 5000, learned positions 256) on 1 node x 2 GPUs, bf16 AdamW,
+/// sequence 256, micro-batch 8, stage 0 (as tests/unit/memory/analyze_test.cpp), with `gpu_memory` per GPU.
+spec::Scenario small_gpt(std::int64_t gpu_memory)
+{
+  spec::Scenario s = two_gpus();
+  s.name = "small-gpt";
+  auto& m = s.model;
+  m.name = "gpt-small";
+  m.layers = 2;
+  m.hidden = 512;
+  m.heads = 8;
+  m.kv_heads = 8;
+  m.ffn_hidden = 2048;
+  m.vocab = 5000;
+  m.max_position = 256;
+  s.cluster.node.gpu.memory_bytes = gpu_memory;
+  s.training.seq_len = 256;
+  s.training.micro_batch = 8;
+  s.training.grad_accum = 1;
+  s.training.global_batch = 16;
+  s.warnings.clear();
+  return s;
+}
+
+/// The real step graphs of `s` with the tasks of each rank run one after another (task i on [i, i+1] s).
+engine::Timeline sequential_timeline(const spec::Scenario& s, const workload::Workload& w)
+{
+  engine::Timeline t;
+  for (int rank = 0; rank < s.dp(); ++rank) {
+    engine::RankTimeline r;
+    r.rank = rank;
+    r.local = rank;
+    r.graph = schedule::build_step_graph(s, w, rank);
+    for (size_t i = 0; i < r.graph.tasks.size(); ++i)
+      r.times.push_back(span(static_cast<double>(i), static_cast<double>(i + 1)));
+    t.step_time_s = std::max(t.step_time_s, static_cast<double>(r.graph.tasks.size()));
+    t.ranks.push_back(std::move(r));
+  }
+  t.replay = "full";
+  t.network_model = "test";
+  return t;
+}
+
 } // namespace
 
 TEST_SUITE("report")
@@ -371,8 +415,8 @@ TEST_SUITE("report")
     CHECK(std::vector<std::string>(keys.begin(), keys.begin() + static_cast<long>(CONTRACT_KEYS.size())) ==
           CONTRACT_KEYS);
     CHECK(std::vector<std::string>(keys.begin() + static_cast<long>(CONTRACT_KEYS.size()), keys.end()) ==
-          std::vector<std::string>{"rank", "peak_task", "peak_time_s", "peak_memory_issue_order_bytes",
-                                   "peak_task_issue_order", "capacity_bytes", "memory_model_bytes",
+          std::vector<std::string>{"rank", "peak_task", "peak_time_s", "peak_memory_device_time_bytes",
+                                   "peak_task_device_time", "capacity_bytes", "memory_model_bytes",
                                    "peak_flops_per_gpu", "simulation"});
     CHECK(j["tflops_per_gpu"].keys() == std::vector<std::string>{"model", "hardware"});
     CHECK(j["peak_memory_bytes"].keys() == std::vector<std::string>{"gpu", "gpu_reserved", "gpu_device", "cpu_per_node",
@@ -457,6 +501,30 @@ TEST_SUITE("report")
     CHECK(text.find("0.002222 per step, 4 to train") != std::string::npos);
     CHECK(text.find("Replay: full, 2 simulated ranks") != std::string::npos);
     CHECK(text.find(s.warnings[0]) != std::string::npos);
+  }
+
+  TEST_CASE("summary and JSON: when it does not fit, the verdict comes first and the ladder's answer is given")
+  {
+    // One byte less than what cannot be released (rounded live blocks + CUDA context + NCCL buffers): the
+    // verdict is "short by 1 B" (as tests/unit/memory/analyze_test.cpp); rung 1, micro-batch 1, fits.
+    const auto roomy = memory::analyze_memory(small_gpt(80 * GiB));
+    const auto s = small_gpt(roomy.gpu_rounded + roomy.cuda_context_bytes + roomy.nccl_bytes - 1);
+    const auto w = workload::build_workload(s.model, workload::workload_options(s));
+    const auto t = sequential_timeline(s, w);
+    const auto m = metrics::compute_metrics(s, w, t);
+    REQUIRE_FALSE(m.memory.fits);
+    std::ostringstream out;
+    report::write_run_summary(out, s, w, m, t);
+    const std::string text = out.str();
+    CAPTURE(text);
+    CHECK(text.rfind("DOES NOT FIT (GPU): short by 1 B", 0) == 0);
+    CHECK(text.find("+ training.micro_batch: 1") != std::string::npos);
+    CHECK(text.find("Answer: training.micro_batch: 1") != std::string::npos);
+    const Value j = parse(report::run_json(s, w, m, t).dump());
+    CHECK_FALSE(j["fits"].b);
+    CHECK_FALSE(j["fit_by_tier"]["gpu"].b);
+    CHECK(j["shortfall_bytes"].number == 1);
+    CHECK(j["to_fit"]["answer"].text.rfind("training.micro_batch: 1", 0) == 0);
   }
 
   TEST_CASE("trace: valid JSON, a thread per stream used and per track, an event per task and interval")
