@@ -101,6 +101,28 @@ core::Json memory_json(const spec::Scenario& s, std::int64_t params, const memor
   return j;
 }
 
+std::string memory_tier_row(const std::string& what, std::int64_t bytes, std::int64_t capacity, bool fit)
+{
+  char line[160];
+  std::snprintf(line, sizeof line, "  %-34s %12s", what.c_str(), core::format_gib(bytes).c_str());
+  std::string out = line;
+  if (capacity > 0) {
+    std::snprintf(line, sizeof line, "  of %10s  %s", core::format_gib(capacity).c_str(), fit ? "ok" : "OVER");
+    out += line;
+  }
+  return out + "\n";
+}
+
+std::string memory_tier_rows(const memory::MemoryReport& r)
+{
+  return memory_tier_row("GPU, allocated (max_allocated)", r.gpu, 0, true) +
+         memory_tier_row("GPU, reserved (+fragmentation)", r.gpu_reserved, 0, true) +
+         memory_tier_row("GPU, device (+CUDA context, NCCL)", r.gpu_device, r.gpu_capacity, r.fit_gpu) +
+         memory_tier_row("host per node", r.cpu_per_node, r.cpu_capacity, r.fit_cpu) +
+         memory_tier_row("  of which pinned", r.cpu_pinned_per_node, 0, true) +
+         memory_tier_row("NVMe per node", r.nvme_per_node, r.nvme_capacity, r.fit_nvme);
+}
+
 std::string memory_table(const spec::Scenario& s, std::int64_t params, const memory::MemoryReport& r,
                          const std::vector<memory::LadderStep>& ladder)
 {
@@ -129,26 +151,11 @@ std::string memory_table(const spec::Scenario& s, std::int64_t params, const mem
     out << "DOES NOT FIT (" << tiers.substr(1) << "): short by " << core::format_gib(r.shortfall_bytes) << ".\n\n";
   }
 
-  auto row = [&](const char* what, std::int64_t bytes, std::int64_t capacity, bool fit) {
-    std::snprintf(line, sizeof line, "  %-34s %12s", what, core::format_gib(bytes).c_str());
-    out << line;
-    if (capacity > 0) {
-      std::snprintf(line, sizeof line, "  of %10s  %s", core::format_gib(capacity).c_str(), fit ? "ok" : "OVER");
-      out << line;
-    }
-    out << "\n";
-  };
-  out << "Peak memory\n";
-  row("GPU, allocated (max_allocated)", r.gpu, 0, true);
-  row("GPU, reserved (+fragmentation)", r.gpu_reserved, 0, true);
-  row("GPU, device (+CUDA context, NCCL)", r.gpu_device, r.gpu_capacity, r.fit_gpu);
-  row("host per node", r.cpu_per_node, r.cpu_capacity, r.fit_cpu);
-  row("  of which pinned", r.cpu_pinned_per_node, 0, true);
-  row("NVMe per node", r.nvme_per_node, r.nvme_capacity, r.fit_nvme);
+  out << "Peak memory\n" << memory_tier_rows(r);
 
   out << "\nGPU memory at the peak (" << r.peak_task << ")\n";
   for (int c = 0; c < schedule::MEM_CATEGORY_COUNT; ++c)
-    row(category_key(c), r.breakdown[static_cast<size_t>(c)], 0, true);
+    out << memory_tier_row(category_key(c), r.breakdown[static_cast<size_t>(c)], 0, true);
 
   out << "\nStated terms: fragmentation " << core::format_gib(r.fragmentation_bytes) << ", CUDA context "
       << core::format_gib(r.cuda_context_bytes) << ", NCCL buffers " << core::format_gib(r.nccl_bytes)

@@ -21,6 +21,11 @@ core::Json memory_json(const spec::Scenario& s, std::int64_t params, const memor
 
 /// The same for people: the verdict first, then per-tier peaks and capacities, the breakdown at the
 /// peak, the stated terms, and the ladder's answer.
+/// One "  what   bytes  of capacity  ok|OVER" line of the memory tables (capacity 0: no verdict).
+std::string memory_tier_row(const std::string& what, std::int64_t bytes, std::int64_t capacity, bool fit);
+/// The tier lines (GPU allocated, reserved, device; host and pinned per node; NVMe per node) of `r`.
+std::string memory_tier_rows(const memory::MemoryReport& r);
+
 std::string memory_table(const spec::Scenario& s, std::int64_t params, const memory::MemoryReport& r,
                          const std::vector<memory::LadderStep>& ladder);
 

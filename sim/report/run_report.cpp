@@ -198,21 +198,7 @@ void write_run_summary(std::ostream& out, const spec::Scenario& s, const workloa
   std::snprintf(line, sizeof line, "\nPeak memory (rank %d; torch's count, host order: at '%s', issued at %s)\n",
                 m.rank, r.peak_task.c_str(), format_seconds(m.peak_time_s).c_str());
   out << line;
-  auto row = [&](const char* what, std::int64_t bytes, std::int64_t capacity, bool fit) {
-    std::snprintf(line, sizeof line, "  %-34s %12s", what, core::format_gib(bytes).c_str());
-    out << line;
-    if (capacity > 0) {
-      std::snprintf(line, sizeof line, "  of %10s  %s", core::format_gib(capacity).c_str(), fit ? "ok" : "OVER");
-      out << line;
-    }
-    out << "\n";
-  };
-  row("GPU, allocated (max_allocated)", r.gpu, 0, true);
-  row("GPU, reserved (+fragmentation)", r.gpu_reserved, 0, true);
-  row("GPU, device (+CUDA context, NCCL)", r.gpu_device, r.gpu_capacity, r.fit_gpu);
-  row("host per node", r.cpu_per_node, r.cpu_capacity, r.fit_cpu);
-  row("  of which pinned", r.cpu_pinned_per_node, 0, true);
-  row("NVMe per node", r.nvme_per_node, r.nvme_capacity, r.fit_nvme);
+  out << memory_tier_rows(r);
   const memory::MemoryReport& q = m.memory_device_time;
   std::snprintf(line, sizeof line, "  %-34s %12s  ('%s'%s)\n", "GPU, held at once at device times",
                 core::format_gib(q.gpu).c_str(), q.peak_task.c_str(),

@@ -148,19 +148,6 @@ std::string read_file(const std::string& path)
   return ss.str();
 }
 
-std::string data_dir_for(const std::string& csv)
-{
-  namespace fs = std::filesystem;
-  fs::path p = fs::absolute(fs::path(csv)).parent_path();
-  std::vector<fs::path> candidates = {p, p.parent_path(), p.parent_path().parent_path(), fs::current_path(),
-                                      fs::path(ZEROSIM_DATA_DIR)};
-  for (const auto& c : candidates)
-    if (fs::is_directory(c / "topologies"))
-      return c.string();
-  throw core::InputError(csv + ": no topologies/ folder found near the file, in the current directory or in " +
-                         std::string(ZEROSIM_DATA_DIR));
-}
-
 void stats_table(std::ostringstream& md, const std::vector<ErrorStats>& stats)
 {
   md << "| group | n | median abs error | p90 abs error |\n|---|---:|---:|---:|\n";
@@ -382,11 +369,7 @@ std::string render_csv(const ValidationReport& r)
 int validate_memory_command(const std::string& csv, const std::string& out_dir, std::ostream& out)
 {
   CsvTable table = CsvTable::parse(read_file(csv), csv);
-  std::string data_dir = data_dir_for(csv);
-  NodeLoader loader = [&](const std::string& name) {
-    return config::load_node(data_dir + "/topologies/" + name + ".yaml");
-  };
-  ValidationReport r = run_memory_validation(table, loader);
+  ValidationReport r = run_memory_validation(table, node_loader_near(csv));
   std::filesystem::create_directories(out_dir);
   auto write = [](const std::string& path, const std::string& text) {
     std::ofstream f(path, std::ios::binary);
