@@ -22,7 +22,8 @@ core::Json estimator_json(const memory::EstimatorQuery& q, const std::vector<mem
   if (q.stage == 3)
     query.set("largest_layer_params", q.largest_layer_params);
   return core::Json::object()
-      .set("estimator", q.stage == 2 ? "estimate_zero2_model_states_mem_needs" : "estimate_zero3_model_states_mem_needs")
+      .set("estimator",
+           q.stage == 2 ? "estimate_zero2_model_states_mem_needs" : "estimate_zero3_model_states_mem_needs")
       .set("note", "DeepSpeed's estimator: model states only (no activations, buffers or allocator overhead)")
       .set("query", query)
       .set("rows", list);

@@ -16,14 +16,14 @@ std::string parallelism_line(const spec::Scenario& s)
   if (s.framework != spec::Framework::DEEPSPEED)
     return spec::to_string(s.framework);
   const auto& z = s.deepspeed.zero;
-  return "DeepSpeed ZeRO-" + std::to_string(z.stage) + ", offload_optimizer " + spec::to_string(z.offload_optimizer.device) +
-         ", offload_param " + spec::to_string(z.offload_param.device);
+  return "DeepSpeed ZeRO-" + std::to_string(z.stage) + ", offload_optimizer " +
+         spec::to_string(z.offload_optimizer.device) + ", offload_param " + spec::to_string(z.offload_param.device);
 }
 
 const char* category_key(int c)
 {
-  static const char* keys[schedule::MEM_CATEGORY_COUNT] = {"params", "grads", "optimizer", "activations", "buffers",
-                                                           "other"};
+  static const char* keys[schedule::MEM_CATEGORY_COUNT] = {"params",      "grads",   "optimizer",
+                                                           "activations", "buffers", "other"};
   return keys[c];
 }
 
@@ -165,8 +165,8 @@ std::string memory_table(const spec::Scenario& s, std::int64_t params, const mem
     out << "\nTo make it fit (the ladder, applied in order):\n";
     for (const auto& rung : ladder) {
       std::snprintf(line, sizeof line, "  + %-44s GPU %10s  host %10s  %s\n", rung.change.c_str(),
-                    core::format_gib(rung.report.gpu_device).c_str(), core::format_gib(rung.report.cpu_per_node).c_str(),
-                    rung.report.fits ? "fits" : "does not fit");
+                    core::format_gib(rung.report.gpu_device).c_str(),
+                    core::format_gib(rung.report.cpu_per_node).c_str(), rung.report.fits ? "fits" : "does not fit");
       out << line;
     }
     if (!ladder.empty() && ladder.back().report.fits)

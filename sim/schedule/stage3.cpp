@@ -17,7 +17,16 @@ struct Coordinator {
   std::vector<int> most_recent;    ///< __most_recent_step_id_param_fetched_for (trace position)
   std::int64_t n_available = 0;    ///< Σ numel of available params (__n_available_params)
   std::size_t queue = 0;           ///< __param_queue head (index into the trace entries)
+  std::vector<char> inflight;      ///< per param: gathered by a call its module has not waited on yet
+  /// __ongoing_fetch_events (§5.3 step 2): per wait, the event recorded on the compute stream after it; it
+  /// completes when the waited gather and the compute issued before it have. Not reset between micro-steps.
+  std::deque<std::array<TaskId, 2>> fetch_events;
+  TaskId last_compute = -1; ///< the last forward/backward issued (the compute stream's position)
+  int syncs = 0;
 };
+
+/// `__max_ongoing_fetch_events` (partitioned_param_coordinator.py, §5.3 step 2).
+constexpr std::size_t MAX_ONGOING_FETCH_EVENTS = 2;
 
 } // namespace
 
@@ -93,6 +102,7 @@ void build_stage3(Builder& b)
   c.available.assign(np, 0);
   c.gathered.assign(np, -1);
   c.gathered_by.assign(np, -1);
+  c.inflight.assign(np, 0);
   c.most_recent.assign(np, -1);
   // Persistent params were gathered by the previous step's _post_step and are kept (§5.1, §5.7 step 4).
   // That gather bypasses the coordinator, so they never count in __n_available_params.
@@ -157,6 +167,7 @@ void build_stage3(Builder& b)
                                      nn * part[pu] * b.b_lp);
         b.alloc_on(t, c.gathered[pu]);
         c.gathered_by[pu] = t;
+        c.inflight[pu] = 1;
         c.available[pu] = 1;
         c.n_available += b.params[pu].numel;
       }
@@ -180,6 +191,21 @@ void build_stage3(Builder& b)
           now.push_back(p);
       if (!now.empty())
         gather_call(now, "fetch");
+      // Wait for the module's in-flight params (§5.3 step 2). Before each wait, with more than
+      // __max_ongoing_fetch_events outstanding, the host synchronises on the oldest: the host (and with it
+      // every later prefetch) stays a few waits ahead of the compute stream.
+      for (int p : m.params) {
+        const auto pu = static_cast<std::size_t>(p);
+        if (!c.inflight[pu])
+          continue;
+        if (c.fetch_events.size() > MAX_ONGOING_FETCH_EVENTS) {
+          const auto ev = c.fetch_events.front();
+          c.fetch_events.pop_front();
+          b.sync(mbs + ".fetch_backpressure." + std::to_string(c.syncs++), mb, {ev[0], ev[1]});
+        }
+        c.inflight[pu] = 0;
+        c.fetch_events.push_back({c.gathered_by[pu], c.last_compute});
+      }
       if (!complete)
         return;
       const std::int64_t cap = std::min(z.stage3_max_live_parameters - c.n_available, z.stage3_prefetch_bucket_size);
@@ -235,6 +261,7 @@ void build_stage3(Builder& b)
       for (int p : positions)
         fetch(p);
       const TaskId fwd = b.forward(mb, l, deps_of(positions));
+      c.last_compute = fwd;
       for (int p : positions)
         release(p, fwd);
     }
@@ -290,6 +317,7 @@ void build_stage3(Builder& b)
       const auto [first, bwd] = b.backward(mb, l, deps_of(positions));
       (void)first;
       last_bwd = bwd;
+      c.last_compute = bwd;
       // autograd's grads live until the hook copies them into the IPG bucket (modelled inside backward)
       const BufferId grads = b.transient(mbs + ".autograd_grads." + b.w.layers[static_cast<std::size_t>(l)].name,
                                          Device::GPU, MemCategory::GRADS, b.layer_grad_bytes(l));

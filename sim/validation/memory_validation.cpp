@@ -38,7 +38,10 @@ std::string signed_pct(double v)
   return buf;
 }
 
-std::string gib(double bytes) { return fixed(bytes / GIB, 2) + " GiB"; }
+std::string gib(double bytes)
+{
+  return fixed(bytes / GIB, 2) + " GiB";
+}
 
 /// Table cells may not hold a pipe or a line break.
 std::string cell(std::string s)
@@ -58,11 +61,11 @@ MemoryComparison compare(const MemoryCase& c)
     memory::ModelStatesEstimate e;
     if (c.estimator_older_formula) {
       e = memory::estimate_zero2_model_states_mem_needs_older(q.total_params, q.gpus_per_node, q.nodes);
-      r.detail = "older ZeRO-2 formula 4P + 16P/N printed by memory.rst (current code 2P + 18P/N: " +
-                 std::to_string(memory::estimate_zero2_model_states_mem_needs(q.total_params, q.gpus_per_node,
-                                                                              q.nodes, false)
-                                    .gpu_bytes) +
-                 " B)";
+      r.detail =
+          "older ZeRO-2 formula 4P + 16P/N printed by memory.rst (current code 2P + 18P/N: " +
+          std::to_string(memory::estimate_zero2_model_states_mem_needs(q.total_params, q.gpus_per_node, q.nodes, false)
+                             .gpu_bytes) +
+          " B)";
     } else if (q.stage == 2) {
       e = memory::estimate_zero2_model_states_mem_needs(q.total_params, q.gpus_per_node, q.nodes, q.offload_optimizer);
       r.detail = "estimate_zero2_model_states_mem_needs";
@@ -200,9 +203,9 @@ ValidationReport run_memory_validation(const CsvTable& table, const NodeLoader& 
     } catch (const core::UnsupportedError& e) {
       r.not_covered.push_back({c.info.row_id, c.info.source_id, c.info.model, "memory", e.what()});
     } catch (const core::InputError& e) {
-      r.not_covered.push_back({c.info.row_id, c.info.source_id, c.info.model, "memory",
-                               std::string("the DeepSpeed keys assumed for what the row does not state are rejected: ") +
-                                   e.what()});
+      r.not_covered.push_back(
+          {c.info.row_id, c.info.source_id, c.info.model, "memory",
+           std::string("the DeepSpeed keys assumed for what the row does not state are rejected: ") + e.what()});
     } catch (const std::exception& e) {
       r.failures.push_back("row " + c.info.row_id + ": " + e.what());
     }
@@ -213,9 +216,9 @@ ValidationReport run_memory_validation(const CsvTable& table, const NodeLoader& 
     } catch (const core::UnsupportedError& e) {
       r.not_covered.push_back({f.info.row_id, f.info.source_id, f.info.model, "max-model", e.what()});
     } catch (const core::InputError& e) {
-      r.not_covered.push_back({f.info.row_id, f.info.source_id, f.info.model, "max-model",
-                               std::string("the DeepSpeed keys assumed for what the row does not state are rejected: ") +
-                                   e.what()});
+      r.not_covered.push_back(
+          {f.info.row_id, f.info.source_id, f.info.model, "max-model",
+           std::string("the DeepSpeed keys assumed for what the row does not state are rejected: ") + e.what()});
     } catch (const std::exception& e) {
       r.failures.push_back("row " + f.info.row_id + ": " + e.what());
     }
@@ -263,9 +266,9 @@ std::string render_markdown(const ValidationReport& r)
     int n = 0;
     for (const auto& c : r.comparisons)
       n += c.c.metric == MemMetric::ALLOCATED ? 1 : 0;
-    md << fixed(*r.allocated_median_abs_pct, 1) << " % over " << n << " row(s) (target <= "
-       << fixed(ACCEPTED_MEDIAN_ABS_ERROR_PCT, 0) << " %): "
-       << (*r.allocated_median_abs_pct <= ACCEPTED_MEDIAN_ABS_ERROR_PCT ? "met" : "NOT met") << ".\n";
+    md << fixed(*r.allocated_median_abs_pct, 1) << " % over " << n
+       << " row(s) (target <= " << fixed(ACCEPTED_MEDIAN_ABS_ERROR_PCT, 0)
+       << " %): " << (*r.allocated_median_abs_pct <= ACCEPTED_MEDIAN_ABS_ERROR_PCT ? "met" : "NOT met") << ".\n";
   } else {
     md << "no such row could be expressed.\n";
   }
@@ -353,16 +356,17 @@ std::string render_csv(const ValidationReport& r)
                        fixed(static_cast<double>(c.predicted_bytes) / GIB, 3), fixed(c.error_pct, 1), c.verdict,
                        c.c.info.assumptions});
   for (const auto& f : r.fits) {
-    std::string verdict = std::string(f.ran_fits ? "fits" : "does not fit") +
-                          (f.doubled_fits ? std::string("; twice: ") + (*f.doubled_fits ? "fits" : "does not fit") : "") +
-                          (f.ok ? " (as published)" : " (contradicts the source)");
+    std::string verdict =
+        std::string(f.ran_fits ? "fits" : "does not fit") +
+        (f.doubled_fits ? std::string("; twice: ") + (*f.doubled_fits ? "fits" : "does not fit") : "") +
+        (f.ok ? " (as published)" : " (contradicts the source)");
     out += csv_record({f.c.info.row_id, f.c.info.source_id, "fit", f.c.info.model, f.c.info.config, "fit verdict",
                        fixed(static_cast<double>(f.capacity_bytes) / GIB, 3),
                        fixed(static_cast<double>(f.ran_peak_bytes) / GIB, 3), "", verdict, f.c.claim});
   }
   for (const auto& n : r.not_covered)
-    out += csv_record({n.row_id, n.source_id, "not covered (" + n.kind + ")", n.model, "", "", "", "", "", "",
-                       n.reason});
+    out +=
+        csv_record({n.row_id, n.source_id, "not covered (" + n.kind + ")", n.model, "", "", "", "", "", "", n.reason});
   return out;
 }
 
@@ -379,8 +383,8 @@ int validate_memory_command(const std::string& csv, const std::string& out_dir, 
   };
   write(out_dir + "/memory.md", render_markdown(r));
   write(out_dir + "/memory.csv", render_csv(r));
-  out << "memory validation: " << r.comparisons.size() << " memory comparisons, " << r.fits.size()
-      << " fit verdicts, " << r.not_covered.size() << " rows not covered, " << r.other_rows << " time-only rows\n";
+  out << "memory validation: " << r.comparisons.size() << " memory comparisons, " << r.fits.size() << " fit verdicts, "
+      << r.not_covered.size() << " rows not covered, " << r.other_rows << " time-only rows\n";
   if (r.allocated_median_abs_pct)
     out << "median |error| on allocated-memory rows: " << fixed(*r.allocated_median_abs_pct, 1) << " %\n";
   out << "acceptance: " << (r.accepted ? "met" : "NOT met") << "; report: " << out_dir << "/memory.md\n";

@@ -60,6 +60,29 @@ TEST_SUITE("schedule")
     CHECK(fwd_calls == LAYERS);
   }
 
+  TEST_CASE("stage3: the host synchronises on the oldest fetch event beyond __max_ongoing_fetch_events = 2")
+  {
+    // §5.3 step 2: every wait on an in-flight param pushes one event; before a wait, with more than 2 events
+    // outstanding the host synchronises on the oldest (a SYNC task, a host wait). The deque persists over the
+    // step, so W waits give max(0, W - 3) synchronisations; W = the number of gathered param buffers.
+    for (bool first : {true, false}) {
+      CAPTURE(first);
+      const TaskGraph gr = build_step_graph(base(3), model(), 0, StepOptions{.first_step = first});
+      int waits = 0;
+      for (const auto& buf : gr.buffers)
+        waits += buf.name.find(".gathered.") != std::string::npos;
+      int syncs = 0;
+      for (const auto& t : gr.tasks)
+        if (t.name.find("fetch_backpressure") != std::string::npos) {
+          ++syncs;
+          CHECK(t.kind == TaskKind::SYNC);
+          CHECK(!t.deps.empty());
+        }
+      CHECK(waits > 3);
+      CHECK(syncs == waits - 3);
+    }
+  }
+
   TEST_CASE("stage3: in a steady-state step every micro-step keeps the modules within max_reuse_distance")
   {
     const int g = 2;
