@@ -1,4 +1,5 @@
 #include "validation/memory_validation.hpp"
+#include "validation/report_text.hpp"
 
 #include "config/scenario_loader.hpp"
 #include "core/error.hpp"
@@ -22,34 +23,15 @@ namespace zerosim::validation {
 
 namespace {
 
+using text::cell;
+using text::fixed;
+using text::signed_pct;
+
 constexpr double GIB = 1073741824.0;
-
-std::string fixed(double v, int decimals)
-{
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
-
-std::string signed_pct(double v)
-{
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%+.1f %%", v);
-  return buf;
-}
 
 std::string gib(double bytes)
 {
   return fixed(bytes / GIB, 2) + " GiB";
-}
-
-/// Table cells may not hold a pipe or a line break.
-std::string cell(std::string s)
-{
-  for (auto& ch : s)
-    if (ch == '|' || ch == '\n' || ch == '\r')
-      ch = ch == '|' ? '/' : ' ';
-  return s;
 }
 
 MemoryComparison compare(const MemoryCase& c)

@@ -1,4 +1,5 @@
 #include "validation/run_validation.hpp"
+#include "validation/report_text.hpp"
 
 #include "core/error.hpp"
 #include "engine/engine.hpp"
@@ -29,6 +30,10 @@ namespace zerosim::validation {
 
 namespace {
 
+using text::cell;
+using text::fixed;
+using text::signed_pct;
+
 using Clock = std::chrono::steady_clock;
 
 // The categories a runner outcome adds to the not-covered groups (the mapping's are in published_rows.cpp).
@@ -37,20 +42,6 @@ const char* const CAT_REJECTED = "scenario refused by the pipeline";
 
 /// Bytes kept of a worker's own output (SimGrid's and the program's messages), for a failure's report.
 constexpr std::size_t LOG_TAIL_BYTES = 600;
-
-std::string fixed(double v, int decimals)
-{
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
-
-std::string signed_pct(double v)
-{
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%+.1f %%", v);
-  return buf;
-}
 
 /// Four significant digits, in the unit of the metric (MFU and HFU as percent).
 std::string figure_text(TimeMetric m, double v)
@@ -80,15 +71,6 @@ std::string one_line(std::string s)
   for (auto& ch : s)
     if (ch == '\n' || ch == '\r' || ch == '\t')
       ch = ' ';
-  return s;
-}
-
-/// Table cells may not hold a pipe or a line break.
-std::string cell(std::string s)
-{
-  for (auto& ch : s)
-    if (ch == '|' || ch == '\n' || ch == '\r')
-      ch = ch == '|' ? '/' : ' ';
   return s;
 }
 
