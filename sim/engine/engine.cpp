@@ -9,13 +9,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <deque>
 #include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -74,7 +73,7 @@ public:
   /// `given`: the graphs of the simulated ranks (node-major), or empty to build them from the schedule.
   StepReplay(const spec::Scenario& s, const workload::Workload& w, const EngineOptions& o,
              std::vector<schedule::TaskGraph> given = {})
-      : s_(s), w_(w), o_(o)
+      : s_(s), o_(o)
   {
     const spec::ClusterSpec& c = s.cluster;
     G_ = c.gpus_per_node;
@@ -126,6 +125,9 @@ public:
     coll_of_.resize(R);
     const int ranks_per_node = G_;
     std::size_t collectives = 0;
+    // Every rank (and every micro-step) runs the same layers: a compute task's time depends only on its
+    // phase, layer and own work, so it is computed once.
+    std::map<std::tuple<schedule::Phase, int, double, double>, double> compute_time;
     for (std::size_t ri = 0; ri < R; ++ri) {
       const auto& tasks = timeline_.ranks[ri].graph.tasks;
       duration_[ri].assign(tasks.size(), 0.0);
@@ -138,8 +140,13 @@ public:
       std::size_t n_coll = 0;
       for (TaskId t = 0; t < static_cast<TaskId>(tasks.size()); ++t) {
         const Task& k = tasks[static_cast<std::size_t>(t)];
-        if (k.kind == TaskKind::COMPUTE)
-          duration_[ri][static_cast<std::size_t>(t)] = compute::compute_task_time(k, w, s);
+        if (k.kind == TaskKind::COMPUTE) {
+          const auto key = std::make_tuple(k.phase, k.layer, k.flops, k.mem_bytes);
+          auto it = compute_time.find(key);
+          if (it == compute_time.end())
+            it = compute_time.emplace(key, compute::compute_task_time(k, w, s)).first;
+          duration_[ri][static_cast<std::size_t>(t)] = it->second;
+        }
         if (k.kind == TaskKind::CPU_COMPUTE)
           cpu_work_[ri][static_cast<std::size_t>(t)] = compute::cpu_task_work(k, c.node.cpu, ranks_per_node);
         if (k.kind == TaskKind::COLLECTIVE)
@@ -212,17 +219,10 @@ public:
     for (std::size_t ri = 0; ri < timeline_.ranks.size(); ++ri) {
       const auto& r = timeline_.ranks[ri];
       for (std::size_t t = 0; t < r.times.size(); ++t) {
-        if (!finished_at(ri, t) && std::getenv("ZEROSIM_DEBUG_STALL") != nullptr) {
-          for (std::size_t q = 0; q < timeline_.ranks.size(); ++q)
-            for (std::size_t u = 0; u < timeline_.ranks[q].times.size(); ++u)
-              if (!finished_at(q, u) && timeline_.ranks[q].graph.tasks[u].kind == TaskKind::COLLECTIVE)
-                fprintf(stderr, "rank %zu coll#%d %s pending %d ready %d\n", q, coll_of_[q][u],
-                        timeline_.ranks[q].graph.tasks[u].name.c_str(), pending_[q][u],
-                        colls_[static_cast<std::size_t>(coll_of_[q][u])].ready);
-        }
         if (!finished_at(ri, t))
           throw std::logic_error("replay stalled: rank " + std::to_string(r.rank) + " task " + r.graph.tasks[t].name +
-                                 " never ran (a dependency cycle or a collective some rank never reached)");
+                                 " never ran (a dependency cycle, or a collective some rank never reached" +
+                                 stalled_collective() + ")");
         step = std::max(step, r.times[t].end);
       }
     }
@@ -275,6 +275,16 @@ public:
   }
 
 private:
+  /// The first collective that started on some ranks but not all (for the stall message).
+  std::string stalled_collective() const
+  {
+    for (const auto& cl : colls_)
+      if (cl.ready > 0 && cl.ready < static_cast<int>(timeline_.ranks.size()))
+        return ": '" + cl.name + "' was reached by " + std::to_string(cl.ready) + " of " +
+               std::to_string(timeline_.ranks.size()) + " ranks";
+    return "";
+  }
+
   double now() const { return sg4::Engine::get_clock() - t0_; }
 
   bool finished_at(std::size_t ri, std::size_t t) const { return done_[ri][t] != 0; }
@@ -292,12 +302,14 @@ private:
     return id;
   }
 
-  Token& token(Cont what, int index, std::string label, int ta = -1, int tb = -1)
+  /// The label is kept only for the trace's intervals (no string work otherwise: this is per activity).
+  Token& token(Cont what, int index, const std::string& label, int ta = -1, int tb = -1)
   {
-    tokens_.push_back(Token{what, index, ta, tb, std::move(label), nullptr});
+    tokens_.push_back(Token{what, index, ta, tb, o_.record_tracks ? label : std::string(), nullptr});
     return tokens_.back();
   }
 
+  /// Attaches the token before the engine runs any of the activity (completions happen inside run()).
   void launch(Token& tok, sg4::ActivityPtr a)
   {
     a->set_data(&tok);
@@ -308,11 +320,9 @@ private:
   void exec(Token& tok, sg4::Host* h, double amount, int threads = 1)
   {
     sg4::ExecPtr x = sg4::Exec::init();
-    x->set_name(tok.label);
     x->set_flops_amount(amount);
     if (threads > 1)
       x->set_thread_count(threads);
-    x->set_data(&tok);
     x->set_host(h);
     if (x->get_state() == sg4::Activity::State::INITED)
       x->start();
@@ -323,9 +333,7 @@ private:
   {
     // Hosts are set last: set_destination starts the communication (simgrid-notes.md §7.2).
     sg4::CommPtr cm = sg4::Comm::sendto_init();
-    cm->set_name(tok.label);
     cm->set_payload_size(static_cast<std::uint64_t>(std::ceil(std::max(1.0, bytes)))); // a message is at least one byte
-    cm->set_data(&tok);
     cm->set_source(src);
     cm->set_destination(dst);
     if (cm->get_state() == sg4::Activity::State::INITED)
@@ -337,10 +345,8 @@ private:
   void io(Token& tok, sg4::Disk* d, double bytes, bool write)
   {
     sg4::IoPtr x = sg4::Io::init();
-    x->set_name(tok.label);
-    x->set_size(static_cast<sg_size_t>(std::max(0.0, bytes)));
+    x->set_size(static_cast<sg_size_t>(std::ceil(std::max(1.0, bytes)))); // at least one byte, as a flow
     x->set_op_type(write ? sg4::Io::OpType::WRITE : sg4::Io::OpType::READ);
-    x->set_data(&tok);
     x->set_disk(d);
     if (x->get_state() == sg4::Activity::State::INITED)
       x->start();
@@ -379,7 +385,6 @@ private:
     const Task& k = rk.graph.tasks[static_cast<std::size_t>(t)];
     rk.times[static_cast<std::size_t>(t)].start = now();
     const int node = rk.node, local = rk.local;
-    const std::string gpu_name = "gpu" + std::to_string(local);
     switch (k.kind) {
     case TaskKind::SYNC:
       finish_task(ri, t);
@@ -408,7 +413,7 @@ private:
       const bool h2d = k.direction == schedule::CopyDirection::H2D;
       const bool staged = !k.pinned;
       const int j = new_job(ri, t, staged ? 2 : 1);
-      const int tr = track(proc(rk), "PCIe " + gpu_name + (h2d ? " H2D" : " D2H"));
+      const int tr = track(proc(rk), "PCIe gpu" + std::to_string(local) + (h2d ? " H2D" : " D2H"));
       auto* g = platform_->gpu(node, local);
       auto* c = platform_->cpu(node);
       flow(token(Cont::TASK_PART, j, k.name, tr), h2d ? c : g, h2d ? g : c, static_cast<double>(k.bytes));
@@ -536,7 +541,6 @@ private:
   }
 
   const spec::Scenario& s_;
-  const workload::Workload& w_;
   EngineOptions o_;
   int G_ = 1;
   bool symmetric_ = false;

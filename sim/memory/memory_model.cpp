@@ -287,9 +287,14 @@ std::vector<std::pair<std::string, spec::Scenario>> ladder_scenarios(const spec:
 
 std::vector<LadderStep> climb_ladder(const spec::Scenario& s)
 {
-  std::vector<LadderStep> steps;
   if (analyze_memory(s).fits)
-    return steps;
+    return {};
+  return climb_ladder_rungs(s);
+}
+
+std::vector<LadderStep> climb_ladder_rungs(const spec::Scenario& s)
+{
+  std::vector<LadderStep> steps;
   for (auto& [change, scenario] : ladder_scenarios(s)) {
     LadderStep step;
     step.change = change;

@@ -124,4 +124,8 @@ std::vector<std::pair<std::string, spec::Scenario>> ladder_scenarios(const spec:
 /// fitting; empty if `s` already fits. If no rung fits, the last rung tried is returned with fits=false.
 std::vector<LadderStep> climb_ladder(const spec::Scenario& s);
 
+/// The rungs climb_ladder tries, without judging `s` itself first (for a caller that already knows it does
+/// not fit): each rung until the first that fits, or all of them.
+std::vector<LadderStep> climb_ladder_rungs(const spec::Scenario& s);
+
 } // namespace zerosim::memory

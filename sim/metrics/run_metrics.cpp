@@ -321,18 +321,8 @@ RunMetrics compute_metrics(const spec::Scenario& s, const workload::Workload& w,
 
   // The ladder when it does not fit; its rungs are judged in issue order, as `zerosim memory` judges them
   // (no new simulation).
-  if (!m.memory.fits) {
-    for (auto& [change, scenario] : memory::ladder_scenarios(s)) {
-      memory::LadderStep rung;
-      rung.change = change;
-      rung.report = memory::analyze_memory(scenario);
-      rung.scenario = std::move(scenario);
-      const bool fits = rung.report.fits;
-      m.ladder.push_back(std::move(rung));
-      if (fits)
-        break;
-    }
-  }
+  if (!m.memory.fits)
+    m.ladder = memory::climb_ladder_rungs(s);
 
   // Time to train and cost (optional inputs).
   if (s.training.total_tokens)

@@ -10,16 +10,6 @@ namespace zerosim::report {
 
 namespace {
 
-/// "DeepSpeed ZeRO-3, offload_optimizer cpu, offload_param none"
-std::string parallelism_line(const spec::Scenario& s)
-{
-  if (s.framework != spec::Framework::DEEPSPEED)
-    return spec::to_string(s.framework);
-  const auto& z = s.deepspeed.zero;
-  return "DeepSpeed ZeRO-" + std::to_string(z.stage) + ", offload_optimizer " +
-         spec::to_string(z.offload_optimizer.device) + ", offload_param " + spec::to_string(z.offload_param.device);
-}
-
 const char* category_key(int c)
 {
   static const char* keys[schedule::MEM_CATEGORY_COUNT] = {"params",      "grads",   "optimizer",
@@ -101,6 +91,44 @@ core::Json memory_json(const spec::Scenario& s, std::int64_t params, const memor
   return j;
 }
 
+std::string parallelism_line(const spec::Scenario& s)
+{
+  if (s.framework != spec::Framework::DEEPSPEED)
+    return spec::to_string(s.framework);
+  const auto& z = s.deepspeed.zero;
+  return "DeepSpeed ZeRO-" + std::to_string(z.stage) + ", offload_optimizer " +
+         spec::to_string(z.offload_optimizer.device) + ", offload_param " + spec::to_string(z.offload_param.device);
+}
+
+std::string unfit_tiers(const memory::MemoryReport& r)
+{
+  std::string tiers;
+  if (!r.fit_gpu)
+    tiers += " GPU";
+  if (!r.fit_cpu)
+    tiers += " host";
+  if (!r.fit_nvme)
+    tiers += " NVMe";
+  return tiers.empty() ? tiers : tiers.substr(1);
+}
+
+std::string ladder_lines(const std::vector<memory::LadderStep>& ladder)
+{
+  std::string out;
+  char line[256];
+  for (const auto& rung : ladder) {
+    std::snprintf(line, sizeof line, "  + %-44s GPU %10s  host %10s  %s\n", rung.change.c_str(),
+                  core::format_gib(rung.report.gpu_device).c_str(), core::format_gib(rung.report.cpu_per_node).c_str(),
+                  rung.report.fits ? "fits" : "does not fit");
+    out += line;
+  }
+  if (!ladder.empty() && ladder.back().report.fits)
+    out += "Answer: " + ladder.back().change + " (with the rungs above it).\n";
+  else
+    out += "No rung of the ladder makes it fit: more GPUs or larger ones are needed.\n";
+  return out;
+}
+
 std::string memory_tier_row(const std::string& what, std::int64_t bytes, std::int64_t capacity, bool fit)
 {
   char line[160];
@@ -141,14 +169,7 @@ std::string memory_table(const spec::Scenario& s, std::int64_t params, const mem
   if (r.fits) {
     out << "FITS: every tier is within capacity.\n\n";
   } else {
-    std::string tiers;
-    if (!r.fit_gpu)
-      tiers += " GPU";
-    if (!r.fit_cpu)
-      tiers += " host";
-    if (!r.fit_nvme)
-      tiers += " NVMe";
-    out << "DOES NOT FIT (" << tiers.substr(1) << "): short by " << core::format_gib(r.shortfall_bytes) << ".\n\n";
+    out << "DOES NOT FIT (" << unfit_tiers(r) << "): short by " << core::format_gib(r.shortfall_bytes) << ".\n\n";
   }
 
   out << "Peak memory\n" << memory_tier_rows(r);
@@ -162,17 +183,7 @@ std::string memory_table(const spec::Scenario& s, std::int64_t params, const mem
       << " (docs/memory.md)\n";
 
   if (!r.fits) {
-    out << "\nTo make it fit (the ladder, applied in order):\n";
-    for (const auto& rung : ladder) {
-      std::snprintf(line, sizeof line, "  + %-44s GPU %10s  host %10s  %s\n", rung.change.c_str(),
-                    core::format_gib(rung.report.gpu_device).c_str(),
-                    core::format_gib(rung.report.cpu_per_node).c_str(), rung.report.fits ? "fits" : "does not fit");
-      out << line;
-    }
-    if (!ladder.empty() && ladder.back().report.fits)
-      out << "Answer: " << ladder.back().change << " (with the rungs above it).\n";
-    else
-      out << "No rung of the ladder makes it fit: more GPUs or larger ones are needed.\n";
+    out << "\nTo make it fit (the ladder, applied in order):\n" << ladder_lines(ladder);
   }
 
   if (!s.warnings.empty()) {

@@ -21,6 +21,13 @@ core::Json memory_json(const spec::Scenario& s, std::int64_t params, const memor
 
 /// The same for people: the verdict first, then per-tier peaks and capacities, the breakdown at the
 /// peak, the stated terms, and the ladder's answer.
+/// "DeepSpeed ZeRO-3, offload_optimizer cpu, offload_param none" (or the framework's name).
+std::string parallelism_line(const spec::Scenario& s);
+/// The tiers that overflow, "GPU host NVMe" order; empty when everything fits.
+std::string unfit_tiers(const memory::MemoryReport& r);
+/// The ladder's rungs, one "  + change  GPU ..  host ..  fits" line each, then the answer line.
+std::string ladder_lines(const std::vector<memory::LadderStep>& ladder);
+
 /// One "  what   bytes  of capacity  ok|OVER" line of the memory tables (capacity 0: no verdict).
 std::string memory_tier_row(const std::string& what, std::int64_t bytes, std::int64_t capacity, bool fit);
 /// The tier lines (GPU allocated, reserved, device; host and pinned per node; NVMe per node) of `r`.

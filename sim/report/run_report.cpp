@@ -34,16 +34,6 @@ core::Json optional_number(const std::optional<double>& v)
   return v ? core::Json(*v) : core::Json(nullptr);
 }
 
-/// "DeepSpeed ZeRO-3, offload_optimizer cpu, offload_param none" (as the memory table writes it).
-std::string parallelism_line(const spec::Scenario& s)
-{
-  if (s.framework != spec::Framework::DEEPSPEED)
-    return spec::to_string(s.framework);
-  const auto& z = s.deepspeed.zero;
-  return "DeepSpeed ZeRO-" + std::to_string(z.stage) + ", offload_optimizer " +
-         spec::to_string(z.offload_optimizer.device) + ", offload_param " + spec::to_string(z.offload_param.device);
-}
-
 /// Seconds for people: "12.345 s", "4.567 ms", "89.012 us".
 std::string format_seconds(double v)
 {
@@ -55,18 +45,6 @@ std::string format_seconds(double v)
   else
     std::snprintf(buf, sizeof buf, "%.3f us", v * 1e6);
   return buf;
-}
-
-std::string fit_tiers(const memory::MemoryReport& r)
-{
-  std::string tiers;
-  if (!r.fit_gpu)
-    tiers += " GPU";
-  if (!r.fit_cpu)
-    tiers += " host";
-  if (!r.fit_nvme)
-    tiers += " NVMe";
-  return tiers.empty() ? tiers : tiers.substr(1);
 }
 
 } // namespace
@@ -137,8 +115,8 @@ void write_run_summary(std::ostream& out, const spec::Scenario& s, const workloa
   char line[512];
 
   if (!r.fits)
-    out << "DOES NOT FIT (" << fit_tiers(r) << "): short by " << core::format_gib(r.shortfall_bytes)
-        << " at the simulated peak (rank " << m.rank << ").\n\n";
+    out << "DOES NOT FIT (" << unfit_tiers(r) << "): short by " << core::format_gib(r.shortfall_bytes) << " (rank "
+        << m.rank << ").\n\n";
 
   out << s.name << "\n";
   std::snprintf(line, sizeof line, "  %s, %lld parameters; %d GPUs (%d nodes x %d); %s\n", s.model.name.c_str(),
@@ -151,18 +129,7 @@ void write_run_summary(std::ostream& out, const spec::Scenario& s, const workloa
   out << line;
 
   if (!r.fits) {
-    out << "To make it fit (the ladder, applied in order; each rung judged by the issue-order replay of "
-           "'zerosim memory'):\n";
-    for (const auto& rung : m.ladder) {
-      std::snprintf(line, sizeof line, "  + %-44s GPU %10s  host %10s  %s\n", rung.change.c_str(),
-                    core::format_gib(rung.report.gpu_device).c_str(),
-                    core::format_gib(rung.report.cpu_per_node).c_str(), rung.report.fits ? "fits" : "does not fit");
-      out << line;
-    }
-    if (!m.ladder.empty() && m.ladder.back().report.fits)
-      out << "Answer: " << m.ladder.back().change << " (with the rungs above it).\n\n";
-    else
-      out << "No rung of the ladder makes it fit: more GPUs or larger ones are needed.\n\n";
+    out << "To make it fit (the ladder, applied in order):\n" << ladder_lines(m.ladder) << "\n";
   }
 
   std::snprintf(line, sizeof line, "  %-22s %s  (%d micro-steps)\n", "step time", format_seconds(m.step_time_s).c_str(),
