@@ -32,8 +32,6 @@ std::string network_model_description()
 
 namespace {
 
-constexpr double GPU_HOST_SPEED = WORK_UNITS_PER_SECOND;
-
 std::string nid(int n)
 {
   return "node" + std::to_string(n);
@@ -70,18 +68,18 @@ struct NodeParts {
 
 } // namespace
 
-Platform::Platform(const spec::ClusterSpec& c, const PlatformOptions& o) : cluster_(c)
+Platform::Platform(const spec::ClusterSpec& c, const PlatformOptions& o)
 {
   const spec::NodeSpec& nd = c.node;
   const int G = c.gpus_per_node;
   const int switches = std::max(1, (nd.gpus + nd.pcie.gpus_per_switch - 1) / std::max(1, nd.pcie.gpus_per_switch));
   const int nics = c.network.nics_per_node;
-  nodes_built_ = o.symmetric ? 1 : c.nodes;
+  const int nodes_built = o.symmetric ? 1 : c.nodes;
 
   sg4::NetZone* zone = sg4::create_full_zone("cluster");
-  std::vector<NodeParts> parts(static_cast<std::size_t>(nodes_built_));
+  std::vector<NodeParts> parts(static_cast<std::size_t>(nodes_built));
 
-  for (int n = 0; n < nodes_built_; ++n) {
+  for (int n = 0; n < nodes_built; ++n) {
     NodeParts& p = parts[static_cast<std::size_t>(n)];
     const std::string pre = nid(n) + ".";
     // Host CPU: its cores at the rate CPU work is counted in (compute::cpu_core_flops), and DRAM as a SHARED
@@ -89,7 +87,7 @@ Platform::Platform(const spec::ClusterSpec& c, const PlatformOptions& o) : clust
     p.cpu = zone->create_host(pre + "cpu", compute::cpu_core_flops(nd.cpu))
                 ->set_core_count(std::max(1, nd.cpu.cores))
                 ->seal();
-    p.dram = zone->create_host(pre + "dram", GPU_HOST_SPEED)->seal();
+    p.dram = zone->create_host(pre + "dram", WORK_UNITS_PER_SECOND)->seal();
     p.dram_link = zone->create_link(pre + "dram", nd.cpu.memory_bandwidth_Bps)
                       ->set_sharing_policy(sg4::Link::SharingPolicy::SHARED)
                       ->seal();
@@ -98,7 +96,7 @@ Platform::Platform(const spec::ClusterSpec& c, const PlatformOptions& o) : clust
     for (int s = 0; s < switches; ++s)
       p.uplink.push_back(duplex(zone, pre + "pcie_switch" + std::to_string(s), nd.pcie.switch_uplink_Bps, 0));
     for (int g = 0; g < G; ++g) {
-      p.gpus.push_back(zone->create_host(pre + "gpu" + std::to_string(g), GPU_HOST_SPEED)->seal());
+      p.gpus.push_back(zone->create_host(pre + "gpu" + std::to_string(g), WORK_UNITS_PER_SECOND)->seal());
       p.pcie.push_back(duplex(zone, pre + "pcie_gpu" + std::to_string(g), nd.pcie.bandwidth_Bps, nd.pcie.latency_s));
       p.gpu_switch.push_back(std::min(switches - 1, g / std::max(1, nd.pcie.gpus_per_switch)));
       if (nd.nvlink.present)
@@ -117,7 +115,7 @@ Platform::Platform(const spec::ClusterSpec& c, const PlatformOptions& o) : clust
           duplex(zone, pre + "fabric_uplink", nics * c.network.nic_bandwidth_Bps / c.network.oversubscription, 0);
     for (int d = 0; d < nd.nvme.devices; ++d) {
       const std::string name = pre + "nvme" + std::to_string(d);
-      sg4::Host* h = zone->create_host(name, GPU_HOST_SPEED)->seal();
+      sg4::Host* h = zone->create_host(name, WORK_UNITS_PER_SECOND)->seal();
       p.nvme.push_back(h);
       p.disks.push_back(h->create_disk(name + ".disk", nd.nvme.read_Bps, nd.nvme.write_Bps)->seal());
       p.nvme_link.push_back(
@@ -188,7 +186,7 @@ Platform::Platform(const spec::ClusterSpec& c, const PlatformOptions& o) : clust
     if (o.symmetric) {
       const NodeParts& p = parts[0];
       for (int k = 0; k < nics; ++k) {
-        remotes_.push_back(zone->create_host("remote_nic" + std::to_string(k), GPU_HOST_SPEED)->seal());
+        remotes_.push_back(zone->create_host("remote_nic" + std::to_string(k), WORK_UNITS_PER_SECOND)->seal());
         for (int g = 0; g < G; ++g) {
           zone->add_route(p.gpus[static_cast<std::size_t>(g)]->get_netpoint(), remotes_.back()->get_netpoint(), nullptr,
                           nullptr, to_nic(p, g, k), false);

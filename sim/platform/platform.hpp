@@ -58,12 +58,7 @@ public:
   /// t x WORK_UNITS_PER_SECOND takes t seconds, however many run at once.
   simgrid::s4u::Host* timer() const;
 
-  int nodes_built() const { return nodes_built_; }
-  const spec::ClusterSpec& cluster() const { return cluster_; }
-
 private:
-  spec::ClusterSpec cluster_;
-  int nodes_built_ = 0;
   std::vector<std::vector<simgrid::s4u::Host*>> gpus_;
   std::vector<simgrid::s4u::Host*> cpus_;
   std::vector<simgrid::s4u::Host*> drams_;

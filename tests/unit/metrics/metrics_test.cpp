@@ -4,6 +4,7 @@
 
 #include "core/error.hpp"
 #include "schedule/zero_schedule.hpp"
+#include "timeline_fixture.hpp"
 
 #include <doctest/doctest.h>
 
@@ -18,6 +19,11 @@ using schedule::Stream;
 using schedule::TaskKind;
 
 namespace {
+
+using test::add;
+using test::buffer;
+using test::sequential_timeline;
+using test::span;
 
 constexpr std::int64_t GiB = 1024LL * 1024 * 1024;
 
@@ -51,41 +57,6 @@ workload::Workload flops_only()
   w.model_flops = 1e12;
   w.hardware_flops = 1.25e12;
   return w;
-}
-
-/// A task's simulated times (issued when it starts: the metrics read start and end only).
-engine::TaskTime span(double start, double end)
-{
-  engine::TaskTime t;
-  t.issue = start;
-  t.start = start;
-  t.end = end;
-  return t;
-}
-
-schedule::BufferId buffer(schedule::TaskGraph& g, const std::string& name, MemCategory c, std::int64_t bytes)
-{
-  schedule::Buffer b;
-  b.name = name;
-  b.category = c;
-  b.bytes = bytes;
-  return g.add_buffer(b);
-}
-
-/// Appends a task and its [start, end] to `r`.
-schedule::TaskId add(engine::RankTimeline& r, const std::string& name, TaskKind kind, Phase phase, Stream stream,
-                     double start, double end, std::vector<schedule::BufferId> allocs = {},
-                     std::vector<schedule::BufferId> frees = {})
-{
-  schedule::Task t;
-  t.name = name;
-  t.kind = kind;
-  t.phase = phase;
-  t.stream = stream;
-  t.allocs = std::move(allocs);
-  t.frees = std::move(frees);
-  r.times.push_back(span(start, end));
-  return r.graph.add_task(t);
 }
 
 /// One rank's step of 2 s (times are in seconds):
@@ -168,25 +139,6 @@ spec::Scenario small_gpt(std::int64_t gpu_memory, int stage)
   s.deepspeed.zero.stage = stage;
   s.deepspeed.zero.overlap_comm = stage == 3;
   return s;
-}
-
-/// The real step graph of `s` with its tasks run one after another: task i on [i, i+1] seconds.
-engine::Timeline sequential_timeline(const spec::Scenario& s, const workload::Workload& w)
-{
-  engine::Timeline t;
-  for (int rank = 0; rank < s.dp(); ++rank) {
-    engine::RankTimeline r;
-    r.rank = rank;
-    r.local = rank;
-    r.graph = schedule::build_step_graph(s, w, rank);
-    for (size_t i = 0; i < r.graph.tasks.size(); ++i)
-      r.times.push_back(span(static_cast<double>(i), static_cast<double>(i + 1)));
-    t.step_time_s = std::max(t.step_time_s, static_cast<double>(r.graph.tasks.size()));
-    t.ranks.push_back(std::move(r));
-  }
-  t.replay = "full";
-  t.network_model = "test";
-  return t;
 }
 
 } // namespace

@@ -4,6 +4,7 @@
 
 #include "core/error.hpp"
 #include "schedule/zero_schedule.hpp"
+#include "timeline_fixture.hpp"
 
 #include <doctest/doctest.h>
 
@@ -23,6 +24,11 @@ using schedule::Stream;
 using schedule::TaskKind;
 
 namespace {
+
+using test::add;
+using test::buffer;
+using test::sequential_timeline;
+using test::span;
 
 constexpr std::int64_t GiB = 1024LL * 1024 * 1024;
 
@@ -264,30 +270,6 @@ workload::Workload flops_only()
   return w;
 }
 
-/// A task's simulated times (issued when it starts: the metrics read start and end only).
-engine::TaskTime span(double start, double end)
-{
-  engine::TaskTime t;
-  t.issue = start;
-  t.start = start;
-  t.end = end;
-  return t;
-}
-
-void add(engine::RankTimeline& r, const std::string& name, TaskKind kind, Phase phase, Stream stream, double start,
-         double end, std::vector<schedule::BufferId> allocs = {}, std::vector<schedule::BufferId> frees = {})
-{
-  schedule::Task t;
-  t.name = name;
-  t.kind = kind;
-  t.phase = phase;
-  t.stream = stream;
-  t.allocs = std::move(allocs);
-  t.frees = std::move(frees);
-  r.times.push_back(span(start, end));
-  r.graph.add_task(t);
-}
-
 /// Rank `rank` uses three streams: compute (fwd, bwd), reduction (ar) and host (adam).
 engine::RankTimeline rank_timeline(int rank)
 {
@@ -379,25 +361,6 @@ spec::Scenario small_gpt(std::int64_t gpu_memory)
   s.training.global_batch = 16;
   s.warnings.clear();
   return s;
-}
-
-/// The real step graphs of `s` with the tasks of each rank run one after another (task i on [i, i+1] s).
-engine::Timeline sequential_timeline(const spec::Scenario& s, const workload::Workload& w)
-{
-  engine::Timeline t;
-  for (int rank = 0; rank < s.dp(); ++rank) {
-    engine::RankTimeline r;
-    r.rank = rank;
-    r.local = rank;
-    r.graph = schedule::build_step_graph(s, w, rank);
-    for (size_t i = 0; i < r.graph.tasks.size(); ++i)
-      r.times.push_back(span(static_cast<double>(i), static_cast<double>(i + 1)));
-    t.step_time_s = std::max(t.step_time_s, static_cast<double>(r.graph.tasks.size()));
-    t.ranks.push_back(std::move(r));
-  }
-  t.replay = "full";
-  t.network_model = "test";
-  return t;
 }
 
 } // namespace
