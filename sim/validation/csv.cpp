@@ -10,10 +10,10 @@ std::vector<std::vector<std::string>> parse_csv(std::string_view text, const std
   std::vector<std::string> record;
   std::string field;
   bool in_quotes = false;
-  bool field_was_quoted = false;  // the current field began with a quote (text after its closing quote is an error)
-  bool record_open = false;       // something (even an empty field before a comma) belongs to the current record
+  bool field_was_quoted = false; // the current field began with a quote (text after its closing quote is an error)
+  bool record_open = false;      // something (even an empty field before a comma) belongs to the current record
   int line = 1;
-  int quote_line = 0;             // where the open quoted field began (for the message)
+  int quote_line = 0; // where the open quoted field began (for the message)
 
   auto end_field = [&]() {
     record.push_back(std::move(field));
@@ -47,8 +47,9 @@ std::vector<std::vector<std::string>> parse_csv(std::string_view text, const std
     switch (c) {
     case '"':
       if (!field.empty() || field_was_quoted)
-        throw core::InputError(where + ":" + std::to_string(line) +
-                               ": a double quote inside an unquoted field (quote the whole field and double the quote)");
+        throw core::InputError(
+            where + ":" + std::to_string(line) +
+            ": a double quote inside an unquoted field (quote the whole field and double the quote)");
       in_quotes = true;
       field_was_quoted = true;
       record_open = true;

@@ -26,6 +26,7 @@ namespace {
 using text::cell;
 using text::fixed;
 using text::signed_pct;
+using text::stats_table;
 
 constexpr double GIB = 1073741824.0;
 
@@ -131,14 +132,6 @@ std::string read_file(const std::string& path)
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-void stats_table(std::ostringstream& md, const std::vector<ErrorStats>& stats)
-{
-  md << "| group | n | median abs error | p90 abs error |\n|---|---:|---:|---:|\n";
-  for (const auto& s : stats)
-    md << "| " << s.group << " | " << s.n << " | " << fixed(s.median_abs_pct, 1) << " % | " << fixed(s.p90_abs_pct, 1)
-       << " % |\n";
 }
 
 } // namespace

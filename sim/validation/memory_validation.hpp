@@ -22,30 +22,30 @@ inline constexpr double ACCEPTED_MEDIAN_ABS_ERROR_PCT = 15.0;
 struct MemoryComparison {
   MemoryCase c;
   std::int64_t predicted_bytes = 0;
-  double error_pct = 0;         ///< (predicted - measured) / measured x 100
-  bool ok = false;              ///< bound rows: predicted <= measured; others: |error| <= 15 %
+  double error_pct = 0; ///< (predicted - measured) / measured x 100
+  bool ok = false;      ///< bound rows: predicted <= measured; others: |error| <= 15 %
   std::string verdict;
-  std::string detail;           ///< where the GPU peak falls (task), or the estimator's formula
+  std::string detail; ///< where the GPU peak falls (task), or the estimator's formula
 };
 
 /// A fit statement beside the predicted verdicts.
 struct FitResult {
   FitCase c;
-  std::int64_t ran_peak_bytes = 0;      ///< predicted GPU peak (allocated) of the configuration that ran
-  std::int64_t capacity_bytes = 0;      ///< GPU memory of the node
-  bool ran_fits = false;                ///< predicted fit of every tier (GPU, host, NVMe)
+  std::int64_t ran_peak_bytes = 0; ///< predicted GPU peak (allocated) of the configuration that ran
+  std::int64_t capacity_bytes = 0; ///< GPU memory of the node
+  bool ran_fits = false;           ///< predicted fit of every tier (GPU, host, NVMe)
   std::string ran_detail;
   std::optional<std::int64_t> doubled_peak_bytes;
   std::optional<bool> doubled_fits;
-  bool ok = false;                      ///< ran fits, and the doubled one (if any) does not
+  bool ok = false; ///< ran fits, and the doubled one (if any) does not
 };
 
 /// Median and 90th percentile of |error| over a group of comparisons.
 struct ErrorStats {
-  std::string group;            ///< e.g. "source S09", "stage 3", "offload none", "overall"
+  std::string group; ///< e.g. "source S09", "stage 3", "offload none", "overall"
   int n = 0;
   double median_abs_pct = 0;
-  double p90_abs_pct = 0;       ///< linear interpolation between order statistics (numpy's default)
+  double p90_abs_pct = 0; ///< linear interpolation between order statistics (numpy's default)
 };
 
 struct ValidationReport {
@@ -53,16 +53,16 @@ struct ValidationReport {
   std::vector<FitResult> fits;
   std::vector<NotCovered> not_covered;
   int other_rows = 0;
-  std::vector<std::string> failures;    ///< "row N: message" for a row the pipeline failed on (a bug, not a verdict)
+  std::vector<std::string> failures; ///< "row N: message" for a row the pipeline failed on (a bug, not a verdict)
   /// Over measured comparisons (allocated and reserved) grouped per metric, source, stage, offload, overall.
   std::vector<ErrorStats> measured_stats;
   /// Over the estimator rows (a conformance test of the arithmetic, not of reality).
   std::vector<ErrorStats> estimator_stats;
-  int bound_rows = 0;                   ///< nvidia-smi rows
-  int bound_violations = 0;             ///< ... whose prediction exceeds the bound
-  std::optional<double> allocated_median_abs_pct;  ///< the acceptance figure (none when no such row)
-  bool fits_ok = false;                 ///< every fit case passed
-  bool accepted = false;                ///< allocated median <= 15 % and every fit case passed (the issue's acceptance)
+  int bound_rows = 0;                             ///< nvidia-smi rows
+  int bound_violations = 0;                       ///< ... whose prediction exceeds the bound
+  std::optional<double> allocated_median_abs_pct; ///< the acceptance figure (none when no such row)
+  bool fits_ok = false;                           ///< every fit case passed
+  bool accepted = false; ///< allocated median <= 15 % and every fit case passed (the issue's acceptance)
 };
 
 /// Median and 90th percentile of |values|.

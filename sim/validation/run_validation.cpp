@@ -33,6 +33,7 @@ namespace {
 using text::cell;
 using text::fixed;
 using text::signed_pct;
+using text::stats_table;
 
 using Clock = std::chrono::steady_clock;
 
@@ -344,14 +345,6 @@ std::vector<ErrorStats> stats_of(const std::vector<const ThroughputComparison*>&
     all.push_back(std::abs(r->figures.front().error_pct));
   out.push_back(error_stats("overall", all));
   return out;
-}
-
-void stats_table(std::ostringstream& md, const std::vector<ErrorStats>& stats)
-{
-  md << "| group | n | median abs error | p90 abs error |\n|---|---:|---:|---:|\n";
-  for (const auto& s : stats)
-    md << "| " << s.group << " | " << s.n << " | " << fixed(s.median_abs_pct, 1) << " % | " << fixed(s.p90_abs_pct, 1)
-       << " % |\n";
 }
 
 int gpus_of(const ThroughputCase& c)
