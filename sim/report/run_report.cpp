@@ -385,7 +385,7 @@ void write_trace(std::ostream& out, const spec::Scenario& s, const engine::Timel
       if (task.micro_step >= 0)
         args.set("micro_step", task.micro_step);
       if (task.kind == schedule::TaskKind::COLLECTIVE)
-        args.set("bytes", task.bytes).set("group", task.group).set("group_size", task.group_size);
+        args.set("bytes", task.bytes).set("group", schedule::to_string(task.group)).set("group_size", task.group_size);
       else if (task.bytes > 0)
         args.set("bytes", task.bytes);
       if (task.flops > 0)

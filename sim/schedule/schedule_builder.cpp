@@ -15,6 +15,8 @@ Builder::Builder(const spec::Scenario& scen, const workload::Workload& work, int
   const spec::Precision p = s.training.precision;
   mixed = p == spec::Precision::BF16 || p == spec::Precision::FP16;
   fp16 = p == spec::Precision::FP16;
+  amp = p == spec::Precision::AMP_BF16 || p == spec::Precision::AMP_FP16;
+  amp_fp16 = p == spec::Precision::AMP_FP16;
   b_lp = mixed ? 2 : 4;
   b_c = spec::dtype_bytes(s.deepspeed.communication_data_type);
   b_ga = spec::dtype_bytes(s.deepspeed.grad_accum_dtype);
@@ -120,7 +122,7 @@ void Builder::compute_waits_for(TaskId t)
 }
 
 TaskId Builder::collective(std::string name, Phase ph, Stream st, CollectiveKind k, std::int64_t bytes, int mb,
-                           std::vector<TaskId> deps)
+                           std::vector<TaskId> deps, CommGroup group)
 {
   Task t;
   t.kind = TaskKind::COLLECTIVE;
@@ -130,8 +132,10 @@ TaskId Builder::collective(std::string name, Phase ph, Stream st, CollectiveKind
   t.micro_step = mb;
   t.collective = k;
   t.bytes = bytes;
-  t.group = "dp";
-  t.group_size = n;
+  t.group = group;
+  t.group_size = group == CommGroup::INTRA_NODE   ? s.cluster.gpus_per_node
+                 : group == CommGroup::INTER_NODE ? s.cluster.nodes
+                                                  : n;
   t.deps = std::move(deps);
   return add(std::move(t));
 }
@@ -278,6 +282,29 @@ TaskId Builder::gpu_optimizer(std::string name, std::int64_t elements, double ex
   t.flops = static_cast<double>(elements) * opt_flops_per_elem;
   t.deps = std::move(deps);
   return add(std::move(t));
+}
+
+TaskId Builder::torch_optimizer(std::string name, std::int64_t elements, std::vector<TaskId> deps)
+{
+  const bool sgd = s.training.optimizer == spec::Optimizer::SGD;
+  Task t;
+  t.kind = TaskKind::COMPUTE;
+  t.phase = Phase::OPTIMIZER;
+  t.stream = Stream::COMPUTE;
+  t.name = name;
+  t.elements = elements;
+  t.mem_bytes =
+      static_cast<double>(elements) * (sgd ? TORCH_SGD_FOREACH_BYTES_PER_ELEM : TORCH_ADAMW_FOREACH_BYTES_PER_ELEM);
+  t.flops = static_cast<double>(elements) * opt_flops_per_elem;
+  t.deps = std::move(deps);
+  const TaskId id = add(std::move(t));
+  if (!sgd) {
+    const BufferId tmp = transient(name + ".foreach_sqrt", Device::GPU, MemCategory::BUFFERS,
+                                   static_cast<std::int64_t>(elements * TORCH_ADAMW_FOREACH_TEMP_BYTES_PER_ELEM));
+    alloc_on(id, tmp);
+    free_on(id, tmp);
+  }
+  return id;
 }
 
 TaskId Builder::cpu_optimizer(std::string name, std::int64_t elements, std::vector<TaskId> deps)

@@ -24,6 +24,15 @@ inline constexpr double ADAM_FLOPS_PER_ELEM = 14;
 /// Plain SGD without momentum (torch's default momentum = 0): read p, g, write p; p -= lr·g.
 inline constexpr double SGD_BYTES_PER_ELEM = 12;
 inline constexpr double SGD_FLOPS_PER_ELEM = 2;
+/// torch.optim.AdamW/Adam with its CUDA default, the foreach implementation (`_multi_tensor_adamw`,
+/// torch 2.x, amsgrad and capturable off): one pass per foreach op over fp32 tensors, bytes read + written
+/// per element: mul_(p) 8, lerp_(m, g) 12, mul_(v) 8, addcmul_(v, g, g) 12, sqrt(v) -> t 8, div_(t) 8,
+/// add_(t, eps) 8, addcdiv_(p, m, t) 16 = 80 B/elem. `torch._foreach_sqrt` returns new tensors: a
+/// transient 4 B/elem over every parameter the call steps.
+inline constexpr double TORCH_ADAMW_FOREACH_BYTES_PER_ELEM = 80;
+inline constexpr double TORCH_ADAMW_FOREACH_TEMP_BYTES_PER_ELEM = 4;
+/// torch.optim.SGD (momentum 0, the default): `_foreach_add_(params, grads, alpha=-lr)`: read p, g, write p.
+inline constexpr double TORCH_SGD_FOREACH_BYTES_PER_ELEM = 12;
 /// Minimum aio transfer, `MIN_AIO_BYTES` (§7, §11).
 inline constexpr std::int64_t MIN_AIO_BYTES = 1'048'576;
 /// `AIO_ALIGNED_BYTES` (§7, §11).
@@ -62,8 +71,12 @@ public:
   int b_lp = 2;      ///< bytes of the model dtype (§1.3)
   int b_c = 2;       ///< bytes of communication_data_type (§1.3)
   int b_ga = 2;      ///< bytes of grad_accum_dtype (§1.3)
-  bool mixed = true; ///< bf16/fp16 (a separate fp32 master exists); false for fp32
-  bool fp16 = false;
+  bool mixed = true; ///< bf16/fp16 (a separate fp32 master exists); false for fp32 and amp_*
+  bool fp16 = false; ///< precision fp16 (DeepSpeed's loss scaler)
+  /// amp_bf16 / amp_fp16: PyTorch autocast (fp32 params, grads and optimizer states, 16-bit compute):
+  /// b_lp = 4 and mixed = false; `amp_fp16` also means torch.cuda.amp.GradScaler.
+  bool amp = false;
+  bool amp_fp16 = false;
   bool v016 = false;       ///< deepspeed_version "0.16" (§14)
   bool first_step = false; ///< the run's first optimizer step (StepOptions::first_step, §5.2)
   int opt_state_bytes = 8; ///< Adam m,v: 8 B/elem; SGD without momentum: 0
@@ -96,8 +109,9 @@ public:
   /// `current_stream().wait_stream(...)`: the next task issued on COMPUTE waits for `t`.
   void compute_waits_for(TaskId t);
 
+  /// A collective over `group` (its group_size follows: WORLD n, INTRA_NODE gpus per node, INTER_NODE nodes).
   TaskId collective(std::string name, Phase ph, Stream st, CollectiveKind k, std::int64_t bytes, int mb,
-                    std::vector<TaskId> deps = {});
+                    std::vector<TaskId> deps = {}, CommGroup group = CommGroup::WORLD);
   TaskId copy(std::string name, Phase ph, Stream st, CopyDirection dir, std::int64_t bytes, bool pinned, int mb,
               std::vector<TaskId> deps = {});
   TaskId nvme(std::string name, Phase ph, bool write, std::int64_t bytes, int mb, std::vector<TaskId> deps = {});
@@ -116,6 +130,9 @@ public:
   /// counts the flatten/cast/unscale/copy-back traffic around it.
   TaskId gpu_optimizer(std::string name, std::int64_t elements, double extra_bytes_per_elem,
                        std::vector<TaskId> deps = {});
+  /// torch.optim's step on the GPU over `elements` fp32 parameters (foreach AdamW/Adam, or SGD): the
+  /// PyTorch frameworks' optimizer (DDP, FSDP). Allocates and frees the foreach sqrt temporary.
+  TaskId torch_optimizer(std::string name, std::int64_t elements, std::vector<TaskId> deps = {});
   /// CPU optimizer (DeepSpeedCPUAdam, §9.1: 28 B/elem) on the HOST thread; the host waits for it.
   TaskId cpu_optimizer(std::string name, std::int64_t elements, std::vector<TaskId> deps = {});
   /// The 1-element all-reduces of the step: overflow flag (1 byte, MAX) when `overflow`, grad norm (1 fp32).
@@ -136,5 +153,9 @@ private:
 void build_stage0(Builder& b);
 void build_stage12(Builder& b);
 void build_stage3(Builder& b);
+/// PyTorch DistributedDataParallel (docs/ddp.md); also a plain single-GPU PyTorch run (dp = 1).
+void build_ddp(Builder& b);
+/// PyTorch FullyShardedDataParallel, FSDP1 and FSDP2 (docs/fsdp.md).
+void build_fsdp(Builder& b);
 
 } // namespace zerosim::schedule::detail

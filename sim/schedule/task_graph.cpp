@@ -2,6 +2,19 @@
 
 namespace zerosim::schedule {
 
+const char* to_string(CommGroup g)
+{
+  switch (g) {
+  case CommGroup::INTRA_NODE:
+    return "intra_node";
+  case CommGroup::INTER_NODE:
+    return "inter_node";
+  case CommGroup::WORLD:
+    break;
+  }
+  return "world";
+}
+
 BufferId TaskGraph::add_buffer(Buffer b)
 {
   buffers.push_back(std::move(b));

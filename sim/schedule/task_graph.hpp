@@ -36,6 +36,15 @@ enum class Stream {
 };
 
 enum class CollectiveKind { ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER };
+
+/// The communicator a collective runs on. Every rank issues the same collectives in the same order, so
+/// the k-th collective of every rank is one call on each rank's own group of that kind.
+enum class CommGroup {
+  WORLD,      ///< every rank of the job (the data-parallel group)
+  INTRA_NODE, ///< the ranks of one node (FSDP HYBRID_SHARD's shard group); all nodes' groups run at once
+  INTER_NODE, ///< the ranks with the same local index on every node (HYBRID_SHARD's replicate group);
+              ///< all local indices' groups run at once
+};
 enum class CopyDirection { H2D, D2H };
 
 enum class Device { GPU, HOST, NVME };
@@ -74,7 +83,7 @@ struct Task {
   CollectiveKind collective = CollectiveKind::ALL_REDUCE;
   std::int64_t bytes = 0;           ///< COLLECTIVE: bytes of the full buffer (S·b); COPY/NVME: bytes moved
   int group_size = 1;               ///< ranks in the collective's group
-  std::string group = "dp";
+  CommGroup group = CommGroup::WORLD;
 
   // COPY
   CopyDirection direction = CopyDirection::H2D;
@@ -84,6 +93,9 @@ struct Task {
   std::vector<BufferId> allocs;     ///< allocated when the task is issued
   std::vector<BufferId> frees;      ///< released when the task completes
 };
+
+/// "world", "intra_node", "inter_node" (trace arguments, messages).
+const char* to_string(CommGroup g);
 
 struct TaskGraph {
   int rank = 0;

@@ -13,20 +13,8 @@ namespace {
 void check_supported(const spec::Scenario& s, const workload::Workload& w, int rank)
 {
   const std::string where = s.name.empty() ? std::string("scenario") : "scenario '" + s.name + "'";
-  if (s.framework == spec::Framework::FSDP)
-    throw core::UnsupportedError(where + ": framework fsdp: the FSDP schedule is not modelled yet (issue 4)");
-  if (s.framework == spec::Framework::DDP)
-    throw core::UnsupportedError(where + ": framework ddp: the DDP schedule is not modelled yet (issue 4)");
   if (s.training.mode == spec::Mode::INFERENCE)
     throw core::UnsupportedError(where + ": training.mode inference: the inference schedule is not modelled yet");
-  const spec::Precision p = s.training.precision;
-  if (p == spec::Precision::AMP_BF16 || p == spec::Precision::AMP_FP16)
-    throw core::UnsupportedError(where + ": training.precision amp_*: PyTorch autocast with DeepSpeed is not "
-                                         "modelled yet (use bf16, fp16 or fp32)");
-  const spec::ZeroSpec& z = s.deepspeed.zero;
-  if (z.stage < 0 || z.stage > 3)
-    throw core::InputError(where + ": deepspeed.zero_optimization.stage: expected 0, 1, 2 or 3, found " +
-                           std::to_string(z.stage));
   if (s.dp() < 1)
     throw core::InputError(where + ": cluster: no GPU (nodes x gpus_per_node = " + std::to_string(s.dp()) + ")");
   if (rank < 0 || rank >= s.dp())
@@ -36,6 +24,16 @@ void check_supported(const spec::Scenario& s, const workload::Workload& w, int r
                            std::to_string(s.training.grad_accum));
   if (w.layers.empty())
     throw core::InternalError("schedule: the workload has no layers");
+  if (s.framework != spec::Framework::DEEPSPEED)
+    return; // the DDP and FSDP builders check their own blocks
+  const spec::Precision p = s.training.precision;
+  if (p == spec::Precision::AMP_BF16 || p == spec::Precision::AMP_FP16)
+    throw core::UnsupportedError(where + ": training.precision amp_*: PyTorch autocast with DeepSpeed is not "
+                                         "modelled (use bf16, fp16 or fp32; amp_* is for ddp and fsdp)");
+  const spec::ZeroSpec& z = s.deepspeed.zero;
+  if (z.stage < 0 || z.stage > 3)
+    throw core::InputError(where + ": deepspeed.zero_optimization.stage: expected 0, 1, 2 or 3, found " +
+                           std::to_string(z.stage));
   if (z.stage == 0 && z.offload_optimizer.device != spec::OffloadDevice::NONE)
     throw core::UnsupportedError(where + ": offload_optimizer needs ZeRO stage 1, 2 or 3 (stage 0 has no "
                                          "partitioned optimizer to offload)");
@@ -69,6 +67,14 @@ TaskGraph build_step_graph(const spec::Scenario& s, const workload::Workload& w,
   check_supported(s, w, rank);
   detail::Builder b(s, w, rank);
   b.first_step = opt.first_step;
+  if (s.framework == spec::Framework::DDP) {
+    detail::build_ddp(b);
+    return std::move(b.graph);
+  }
+  if (s.framework == spec::Framework::FSDP) {
+    detail::build_fsdp(b);
+    return std::move(b.graph);
+  }
   switch (s.deepspeed.zero.stage) {
   case 0:
     detail::build_stage0(b);

@@ -19,7 +19,7 @@ struct StepOptions {
 };
 
 /// The graph of one optimizer step (all `grad_accum` micro-steps and the step) of `rank`.
-/// Throws core::UnsupportedError for configurations not modelled yet (FSDP and DDP before issue 4).
+/// Throws core::UnsupportedError for configurations not modelled yet (inference, and DeepSpeed options listed in its checks).
 TaskGraph build_step_graph(const spec::Scenario& s, const workload::Workload& w, int rank = 0,
                            const StepOptions& opt = {});
 
