@@ -27,10 +27,12 @@ namespace {
 
 const char* USAGE = R"(usage:
   zerosim run SCENARIO [--set K=V]... [--json] [--out DIR] [--trace] [--replay full|symmetric]
-        [--all-reduce auto|ring|tree] [--hierarchical] [--first-step]
+        [--all-reduce auto|ring|tree] [--hierarchical] [--first-step] [--every-micro-step]
         one optimizer step replayed on the modelled cluster: step time, tokens/s, TFLOPs per GPU,
         MFU, peak memory at simulated times, the time breakdown; --out DIR writes summary.json,
-        scenario.resolved.yaml and, with --trace, trace.json (Chrome trace events, opens in Perfetto)
+        scenario.resolved.yaml and, with --trace, trace.json (Chrome trace events, opens in Perfetto);
+        --every-micro-step simulates every micro-step of gradient accumulation instead of four and
+        the measured period of the repeated ones (slower, the same answer)
   zerosim memory SCENARIO [--set K=V]... [--json] [--out DIR]
         peak memory per GPU, host and NVMe from the schedule's allocation events (issue order),
         the fit verdict per tier and, when it does not fit, the ladder's answer
@@ -76,7 +78,7 @@ struct Args {
   std::optional<std::string> out_dir;
   std::optional<std::string> params, largest_layer, gpus_per_node, nodes, stage;
   bool offload_optimizer = false, offload_param = false;
-  bool trace = false, hierarchical = false, first_step = false, run = false;
+  bool trace = false, hierarchical = false, first_step = false, run = false, every_micro_step = false;
   std::optional<std::string> jobs;
   std::optional<std::string> replay, all_reduce;
 };
@@ -127,6 +129,8 @@ Args parse_args(const std::vector<std::string>& args, size_t first)
       a.hierarchical = true;
     else if (arg == "--first-step")
       a.first_step = true;
+    else if (arg == "--every-micro-step")
+      a.every_micro_step = true;
     else if (arg == "--replay")
       a.replay = value(i);
     else if (arg == "--all-reduce")
@@ -225,6 +229,7 @@ int run_scenario_command(const Args& a, std::ostream& out)
   engine::EngineOptions o;
   o.record_tracks = a.trace;
   o.step.first_step = a.first_step;
+  o.reuse_accumulation = !a.every_micro_step;
   o.collectives.hierarchical = a.hierarchical;
   if (a.replay) {
     if (*a.replay == "full")

@@ -518,6 +518,66 @@ Plan plan(CollectiveKind kind, std::int64_t bytes, const Fabric& f, const Option
   return p;
 }
 
+namespace {
+
+/// The fabric of one INTER_NODE group: every node with one GPU and one NIC (the local index's own).
+Fabric inter_node_group_fabric(const Fabric& f)
+{
+  Fabric x = f;
+  x.gpus_per_node = 1;
+  x.nics_per_node = std::min(f.nics_per_node, 1);
+  return x;
+}
+
+} // namespace
+
+Plan plan(CollectiveKind kind, std::int64_t bytes, const Fabric& f, const Options& o, schedule::CommGroup g)
+{
+  if (g == schedule::CommGroup::WORLD)
+    return plan(kind, bytes, f, o);
+  check_fabric(f);
+  check_options(f, o);
+  Options one_group = o;
+  one_group.focus_node = -1;
+  one_group.hierarchical = false; // a group inside one node, or of one GPU per node, has no hierarchy
+  if (one_group.all_reduce == Algorithm::HIERARCHICAL)
+    one_group.all_reduce = Algorithm::AUTO;
+  Plan out;
+  if (g == schedule::CommGroup::INTRA_NODE) {
+    Fabric node = f;
+    node.nodes = 1;
+    const Plan p = plan(kind, bytes, node, one_group);
+    out = p;
+    for (std::size_t i = 0; i < p.phases.size(); ++i) {
+      out.phases[i].flows.clear();
+      for (int n = 0; n < f.nodes; ++n) {
+        if (o.focus_node >= 0 && n != o.focus_node)
+          continue;
+        for (Flow fl : p.phases[i].flows) {
+          fl.src.node = n;
+          fl.dst.node = n;
+          out.phases[i].flows.push_back(fl);
+        }
+      }
+    }
+    return out;
+  }
+  const Plan p = plan(kind, bytes, inter_node_group_fabric(f), one_group);
+  out = p;
+  for (std::size_t i = 0; i < p.phases.size(); ++i) {
+    out.phases[i].flows.clear();
+    for (int local = 0; local < f.gpus_per_node; ++local)
+      for (Flow fl : p.phases[i].flows) {
+        if (o.focus_node >= 0 && fl.src.node != o.focus_node && fl.dst.node != o.focus_node)
+          continue;
+        fl.src.local = local;
+        fl.dst.local = local;
+        out.phases[i].flows.push_back(fl);
+      }
+  }
+  return out;
+}
+
 std::vector<std::pair<Gpu, Gpu>> inter_node_pairs(const Fabric& f, const Options& o)
 {
   check_fabric(f);
@@ -532,6 +592,16 @@ std::vector<std::pair<Gpu, Gpu>> inter_node_pairs(const Fabric& f, const Options
     double unused = 0;
     const PlanPhase rings = inter_phase(CollectiveKind::ALL_GATHER, 0, f, o, unused);
     flows.insert(flows.end(), rings.flows.begin(), rings.flows.end());
+    // The INTER_NODE groups' trees (their rings are the hierarchical rings above).
+    Options group_o = o;
+    group_o.focus_node = -1;
+    for (Flow fl : tree_flows(inter_node_group_fabric(f), group_o, 0))
+      for (int local = 0; local < f.gpus_per_node; ++local) {
+        fl.src.local = local;
+        fl.dst.local = local;
+        if (o.focus_node < 0 || fl.src.node == o.focus_node || fl.dst.node == o.focus_node)
+          flows.push_back(fl);
+      }
   }
   for (const Flow& fl : flows)
     if (fl.src.node != fl.dst.node)

@@ -93,9 +93,17 @@ struct Plan {
 /// no bandwidth), core::InternalError for a negative size or a focus node outside the cluster.
 Plan plan(schedule::CollectiveKind kind, std::int64_t bytes, const Fabric& f, const Options& o = {});
 
+/// The plan of one collective on every group of kind `g` at once (schedule::CommGroup): WORLD is plan()
+/// above; INTRA_NODE is the one-node plan of `f` repeated on every node; INTER_NODE is the plan of a
+/// cluster of `f.nodes` nodes with one GPU and one NIC each, repeated for every local index (the groups
+/// share each node's NICs on the platform). Latency terms are those of one group (the groups run
+/// side by side). Honours o.focus_node (only the flows with an end on that node).
+Plan plan(schedule::CollectiveKind kind, std::int64_t bytes, const Fabric& f, const Options& o, schedule::CommGroup g);
+
 /// Every ordered GPU pair (src, dst) on different nodes that some plan of `f` may use (ring channels,
-/// tree edges in both directions, hierarchical rings), sorted, without duplicates: the platform needs a
-/// route for each. Honours o.focus_node (only pairs with an end on that node).
+/// tree edges in both directions, hierarchical rings, the INTER_NODE groups' rings and trees), sorted,
+/// without duplicates: the platform needs a route for each. Honours o.focus_node (only pairs with an end
+/// on that node).
 std::vector<std::pair<Gpu, Gpu>> inter_node_pairs(const Fabric& f, const Options& o = {});
 
 // ---- The layout, exposed for the engine's diagnostics and for tests ----

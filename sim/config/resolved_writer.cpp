@@ -264,9 +264,19 @@ std::string resolved_yaml(const spec::Scenario& s)
     root["fsdp"] = n;
     break;
   }
-  case spec::Framework::DDP:
-    root["ddp"]["bucket_cap_mb"] = num(s.ddp.bucket_cap_mb);
+  case spec::Framework::DDP: {
+    const spec::DdpSpec& d = s.ddp;
+    YAML::Node n;
+    n["bucket_cap_mb"] = num(d.bucket_cap_mb);
+    n["first_bucket_cap_mb"] = num(d.first_bucket_cap_mb);
+    n["gradient_as_bucket_view"] = d.gradient_as_bucket_view;
+    n["no_sync"] = d.no_sync;
+    n["find_unused_parameters"] = d.find_unused_parameters;
+    n["static_graph"] = d.static_graph;
+    n["broadcast_buffers"] = d.broadcast_buffers;
+    root["ddp"] = n;
     break;
+  }
   }
   if (!s.sweep.empty()) {
     YAML::Node sw;

@@ -139,6 +139,28 @@ void read_sweep(FieldReader& r, spec::Scenario& s)
   }
 }
 
+/// The ddp block (docs/ddp.md "Defaults and keys"). bucket_cap_mb is read by read_ddp; the first bucket's cap
+/// follows PyTorch: dist._DEFAULT_FIRST_BUCKET_BYTES (1 MiB) only when bucket_cap_mb is not given.
+void read_ddp_block(FieldReader& d, spec::Scenario& s)
+{
+  const bool cap_given = d.has("bucket_cap_mb");
+  s.ddp = read_ddp(d);
+  spec::DdpSpec& out = s.ddp;
+  out.first_bucket_cap_mb = d.opt_number("first_bucket_cap_mb", 1e-300, 1e300, "a positive number")
+                                .value_or(cap_given ? out.bucket_cap_mb : 1.0);
+  out.gradient_as_bucket_view = d.get_bool("gradient_as_bucket_view", false);
+  out.no_sync = d.get_bool("no_sync", false);
+  out.find_unused_parameters = d.get_bool("find_unused_parameters", false);
+  out.static_graph = d.get_bool("static_graph", false);
+  out.broadcast_buffers = d.get_bool("broadcast_buffers", true);
+  if (out.find_unused_parameters)
+    s.warnings.push_back("ddp.find_unused_parameters: not modelled (the autograd-graph traversal on the CPU at every "
+                         "forward; its buckets and used-map all-reduce are modelled)");
+  if (out.static_graph)
+    s.warnings.push_back("ddp.static_graph: not modelled (static graph: the steady state is the default one; its "
+                         "first iteration is not modelled)");
+}
+
 void read_measured(FieldReader& m, spec::MeasuredSpec& out)
 {
   out.step_time_s = m.opt_quantity("step_time", UnitKind::TIME);
@@ -228,7 +250,7 @@ spec::Scenario read_scenario(ScenarioDocument& doc)
   } else {
     s.framework = spec::Framework::DDP;
     if (std::optional<FieldReader> d = r.opt_map("ddp"))
-      s.ddp = read_ddp(*d);
+      read_ddp_block(*d, s);
   }
   // fsdp: {} / ddp: {} (empty) are valid: take the keys so they are not reported.
   r.take("fsdp");

@@ -342,7 +342,19 @@ const Schema& fsdp_schema()
 
 const Schema& ddp_schema()
 {
-  static const Schema s{"ddp", {key("bucket_cap_mb", "number > 0", "25", "gradient bucket size in MiB (PyTorch)")}};
+  static const Schema s{
+      "ddp",
+      {key("bucket_cap_mb", "number > 0", "25", "gradient bucket cap in MiB (PyTorch's bucket_cap_mb)"),
+       key("first_bucket_cap_mb", "number > 0", "1 if bucket_cap_mb is not given, else bucket_cap_mb",
+           "cap of the first bucket reduced, in MiB (dist._DEFAULT_FIRST_BUCKET_BYTES = 1 MiB)"),
+       key("gradient_as_bucket_view", "bool", "false", "param.grad are views into the all-reduce buckets"),
+       key("no_sync", "bool", "false",
+           "gradient accumulation under model.no_sync(): one all-reduce per step instead of per micro-step"),
+       key("find_unused_parameters", "bool", "false",
+           "no bucket rebuild, an all-reduce of the used-parameter map per backward (docs/ddp.md)"),
+       key("static_graph", "bool", "false",
+           "static graph: the steady state is the default one; its first iteration is not modelled", nullptr, N),
+       key("broadcast_buffers", "bool", "true", "broadcast module buffers at forward (no buffers in the workload)")}};
   return s;
 }
 

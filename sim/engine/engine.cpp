@@ -2,6 +2,7 @@
 
 #include "compute/compute_model.hpp"
 #include "core/error.hpp"
+#include "core/json.hpp"
 #include "platform/platform.hpp"
 #include "spec/names.hpp"
 
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <limits>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -125,6 +127,7 @@ public:
     coll_of_.resize(R);
     const int ranks_per_node = G_;
     std::size_t collectives = 0;
+    std::vector<std::pair<schedule::CollectiveKind, schedule::CommGroup>> call_of; // rank 0's k-th collective
     // Every rank (and every micro-step) runs the same layers: a compute task's time depends only on its
     // phase, layer and own work, so it is computed once.
     std::map<std::tuple<schedule::Phase, int, double, double>, double> compute_time;
@@ -149,9 +152,16 @@ public:
         }
         if (k.kind == TaskKind::CPU_COMPUTE)
           cpu_work_[ri][static_cast<std::size_t>(t)] = compute::cpu_task_work(k, c.node.cpu, ranks_per_node);
-        if (k.kind == TaskKind::COLLECTIVE)
-          coll_of_[ri][static_cast<std::size_t>(t)] = static_cast<int>(n_coll++); // NCCL matches calls on a
-                                                                                  // communicator by issue order
+        if (k.kind == TaskKind::COLLECTIVE) {
+          // NCCL matches calls on a communicator by issue order: the k-th call of every rank is one collective.
+          if (ri == 0)
+            call_of.emplace_back(k.collective, k.group);
+          else if (n_coll < call_of.size() && call_of[n_coll] != std::make_pair(k.collective, k.group))
+            throw std::logic_error(
+                "task graphs: collective " + k.name + " of rank " + std::to_string(timeline_.ranks[ri].rank) +
+                " is not the same call (kind, group) as rank 0's collective number " + std::to_string(n_coll));
+          coll_of_[ri][static_cast<std::size_t>(t)] = static_cast<int>(n_coll++);
+        }
         std::vector<TaskId> preds = k.deps;
         if (auto it = last_on_stream.find(k.stream); it != last_on_stream.end())
           preds.push_back(it->second);
@@ -467,12 +477,14 @@ private:
     Collective& cl = colls_[static_cast<std::size_t>(idx)];
     std::int64_t bytes = 0;
     schedule::CollectiveKind kind = schedule::CollectiveKind::ALL_REDUCE;
+    schedule::CommGroup group = schedule::CommGroup::WORLD;
     for (std::size_t r = 0; r < timeline_.ranks.size(); ++r) {
       const Task& k = timeline_.ranks[r].graph.tasks[static_cast<std::size_t>(cl.task_of_rank[r])];
       bytes = std::max(bytes, k.bytes);
       kind = k.collective;
+      group = k.group;
     }
-    cl.plan = collectives::plan(kind, bytes, fabric_, copts_);
+    cl.plan = collectives::plan(kind, bytes, fabric_, copts_, group);
     cl.phase = 0;
     run_phase(idx);
   }
@@ -568,15 +580,49 @@ private:
 
 Timeline simulate(const spec::Scenario& s, const workload::Workload& w, const EngineOptions& o)
 {
-  StepReplay r(s, w, o);
-  return r.run();
+  const int g = s.training.grad_accum;
+  const int k = REUSE_SIMULATED_MICRO_STEPS;
+  EngineOptions opts = o;
+  opts.step.simulated_micro_steps = o.reuse_accumulation && g > k ? k : 0;
+  StepReplay r(s, w, opts);
+  Timeline t = r.run();
+  t.step = opts.step;
+  if (opts.step.simulated_micro_steps == 0) {
+    t.reuse = AccumulationReuse{g, g, 0, 0, t.step_time_s};
+    return t;
+  }
+  // Accumulation reuse (design.md "Speed and scale"): the middle micro-steps run the same program from the
+  // same state, so the replay simulated micro-steps 0 .. k-3 and g-2, g-1, and each of the g - k others adds
+  // the period between the first starts of micro-steps k-3 and g-2 (consecutive in the simulated timeline).
+  // docs/engine.md.
+  const int before = k - 3;
+  double start1 = std::numeric_limits<double>::infinity(), start2 = start1;
+  for (const RankTimeline& rt : t.ranks)
+    for (std::size_t i = 0; i < rt.times.size(); ++i) {
+      const int mb = rt.graph.tasks[i].micro_step;
+      if (mb == before)
+        start1 = std::min(start1, rt.times[i].start);
+      else if (mb == g - 2)
+        start2 = std::min(start2, rt.times[i].start);
+    }
+  const double period = start2 - start1;
+  if (!std::isfinite(period) || !(period > 0))
+    throw core::InternalError("engine: accumulation reuse found no period between micro-steps " +
+                              std::to_string(before) + " and " + std::to_string(g - 2) + " (" +
+                              core::format_number(period) + " s)");
+  t.reuse = AccumulationReuse{g, k, period, start1, t.step_time_s};
+  t.step_time_s += (g - k) * period;
+  return t;
 }
 
 Timeline simulate_graphs(const spec::Scenario& s, const workload::Workload& w, std::vector<schedule::TaskGraph> graphs,
                          const EngineOptions& o)
 {
   StepReplay r(s, w, o, std::move(graphs));
-  return r.run();
+  Timeline t = r.run();
+  const int g = t.ranks.empty() ? 1 : t.ranks.front().graph.micro_steps;
+  t.reuse = AccumulationReuse{g, g, 0, 0, t.step_time_s};
+  return t;
 }
 
 } // namespace zerosim::engine

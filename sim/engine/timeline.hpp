@@ -4,7 +4,9 @@
 #pragma once
 
 #include "schedule/task_graph.hpp"
+#include "schedule/zero_schedule.hpp"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,11 +43,35 @@ struct TrackInterval {
   std::string name; ///< the task it serves
 };
 
+/// Accumulation reuse (design.md "Speed and scale"): the middle micro-steps are identical, so the replay
+/// simulates the first few and the last two (engine::REUSE_SIMULATED_MICRO_STEPS) and each of the others adds
+/// one period. `repeated() == 0`: every micro-step was simulated.
+struct AccumulationReuse {
+  int micro_steps = 1;           ///< the step's micro-steps (training.grad_accum)
+  int simulated_micro_steps = 1; ///< those the replay simulated; the last two carry their real indices
+  double period_s = 0;           ///< what each micro-step not simulated adds to the step
+  /// [window_start_s, window_start_s + period_s): one repeated micro-step inside the simulated timeline
+  /// (from the first start of the last leading micro-step simulated to the first start of micro-step g-2).
+  double window_start_s = 0;
+  double simulated_end_s = 0; ///< the simulated timeline's last end
+  int repeated() const { return micro_steps - simulated_micro_steps; }
+  /// A time of the simulated timeline as a time of the real step (later than the window: shifted).
+  double real_time(double t) const
+  {
+    return t >= window_start_s + period_s && repeated() > 0 ? t + repeated() * period_s : t;
+  }
+};
+
 struct Timeline {
   std::vector<RankTimeline> ranks; ///< the simulated ranks (all of them, or one node's in the symmetric replay)
   std::vector<Track> tracks;
   std::vector<TrackInterval> intervals;
-  double step_time_s = 0;    ///< the last task's end over every simulated rank
+  /// The step: the simulated timeline's last end, plus one period per micro-step not simulated (`reuse`).
+  double step_time_s = 0;
+  AccumulationReuse reuse;
+  /// How the schedule built the simulated ranks' graphs (so that metrics can build another rank's the same
+  /// way); empty when the graphs were given (engine::simulate_graphs).
+  std::optional<schedule::StepOptions> step;
   std::string replay;        ///< "full" or "symmetric" (meta)
   std::string network_model; ///< SimGrid's network-model settings, as recorded in meta
   long flows = 0;            ///< SimGrid communications the replay created

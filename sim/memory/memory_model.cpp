@@ -237,6 +237,32 @@ std::vector<std::pair<std::string, spec::Scenario>> ladder_scenarios(const spec:
     cur.training.activation_checkpointing = spec::Checkpointing::FULL;
     push("training.activation_checkpointing: full");
   }
+  if (cur.framework == spec::Framework::FSDP) {
+    // FSDP's own rungs (docs/fsdp.md §5, §7): shard everything over all GPUs, then offload to the CPU.
+    auto& f = cur.fsdp;
+    // 3. FULL_SHARD from NO_SHARD, SHARD_GRAD_OP or HYBRID_SHARD (whose shards span one node only); with FSDP2
+    //    (reshard_after_forward given) also reshard after forward.
+    const bool v2 = f.reshard_after_forward.has_value();
+    const bool v2_keeps = v2 && !*f.reshard_after_forward;
+    if (f.sharding_strategy != spec::FsdpSharding::FULL_SHARD || v2_keeps) {
+      std::string change;
+      if (f.sharding_strategy != spec::FsdpSharding::FULL_SHARD) {
+        f.sharding_strategy = spec::FsdpSharding::FULL_SHARD;
+        change = "fsdp.sharding_strategy: FULL_SHARD";
+      }
+      if (v2_keeps) {
+        f.reshard_after_forward = true;
+        change += (change.empty() ? "" : ", ") + std::string("fsdp.reshard_after_forward: true");
+      }
+      push(change);
+    }
+    // 4. CPUOffload(offload_params=True): parameters, gradients and the optimizer on the CPU.
+    if (training && !f.cpu_offload) {
+      f.cpu_offload = true;
+      push("fsdp.cpu_offload: true");
+    }
+    return rungs;
+  }
   if (cur.framework != spec::Framework::DEEPSPEED)
     return rungs;
 

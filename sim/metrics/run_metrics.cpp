@@ -112,13 +112,12 @@ std::optional<BreakdownKey> breakdown_key(const schedule::Task& t)
   return std::nullopt;
 }
 
-TimeBreakdown time_breakdown(const engine::RankTimeline& r, double step_time_s)
-{
-  check_timeline(r);
-  if (!(step_time_s > 0) || !std::isfinite(step_time_s))
-    throw core::InternalError("metrics: the step time " + core::format_number(step_time_s) + " is not positive");
+namespace {
 
-  // Interval endpoints: (time, key, +1 at the start / -1 at the end), clipped to [0, step].
+/// The sweep of time_breakdown over [t0, t1): per key (idle last), the time attributed to it.
+std::array<double, BREAKDOWN_KEY_COUNT> sweep_breakdown(const engine::RankTimeline& r, double t0, double t1)
+{
+  // Interval endpoints: (time, key, +1 at the start / -1 at the end), clipped to [t0, t1].
   struct Edge {
     double time;
     int key;
@@ -130,10 +129,10 @@ TimeBreakdown time_breakdown(const engine::RankTimeline& r, double step_time_s)
     const auto key = breakdown_key(r.graph.tasks[i]);
     if (!key)
       continue;
-    const double a = std::clamp(r.times[i].start, 0.0, step_time_s);
-    const double b = std::clamp(r.times[i].end, 0.0, step_time_s);
+    const double a = std::clamp(r.times[i].start, t0, t1);
+    const double b = std::clamp(r.times[i].end, t0, t1);
     if (!(b > a))
-      continue; // an instant, or outside the step: no time to attribute
+      continue; // an instant, or outside the span: no time to attribute
     edges.push_back({a, static_cast<int>(*key), +1});
     edges.push_back({b, static_cast<int>(*key), -1});
   }
@@ -153,7 +152,7 @@ TimeBreakdown time_breakdown(const engine::RankTimeline& r, double step_time_s)
       ++k;
     acc[static_cast<size_t>(k)] += to - from;
   };
-  double prev = 0;
+  double prev = t0;
   for (size_t i = 0; i < edges.size();) {
     const double now = edges[i].time;
     attribute(prev, now);
@@ -161,8 +160,15 @@ TimeBreakdown time_breakdown(const engine::RankTimeline& r, double step_time_s)
       busy[static_cast<size_t>(edges[i].key)] += edges[i].delta;
     prev = now;
   }
-  attribute(prev, step_time_s);
+  attribute(prev, t1);
+  return acc;
+}
 
+/// From the swept times to the breakdown of a step of `step_time_s`: idle is the complement, checked against
+/// the sweep's own, and the last units in the last place make the sum exact.
+TimeBreakdown settle_breakdown(const std::array<double, BREAKDOWN_KEY_COUNT>& acc, double step_time_s, int rank)
+{
+  const int idle = static_cast<int>(BreakdownKey::IDLE);
   TimeBreakdown b;
   for (int k = 0; k < idle; ++k)
     b.at(static_cast<BreakdownKey>(k)) = acc[static_cast<size_t>(k)];
@@ -172,7 +178,7 @@ TimeBreakdown time_breakdown(const engine::RankTimeline& r, double step_time_s)
   b.idle = acc[static_cast<size_t>(idle)] == 0 ? 0.0 : std::max(0.0, step_time_s - others);
   const double tolerance = 1e-9 * step_time_s;
   if (std::abs(step_time_s - others - acc[static_cast<size_t>(idle)]) > tolerance)
-    throw core::InternalError("metrics: the time breakdown of rank " + std::to_string(r.rank) +
+    throw core::InternalError("metrics: the time breakdown of rank " + std::to_string(rank) +
                               " does not add up: busy " + core::format_number(others) + " s, idle " +
                               core::format_number(acc[static_cast<size_t>(idle)]) + " s, step " +
                               core::format_number(step_time_s) + " s");
@@ -186,6 +192,34 @@ TimeBreakdown time_breakdown(const engine::RankTimeline& r, double step_time_s)
     if (b.sum() == step_time_s || (b.at(k) > 0 && close_sum(b, k, step_time_s)))
       break;
   return b;
+}
+
+void check_step_time(double step_time_s)
+{
+  if (!(step_time_s > 0) || !std::isfinite(step_time_s))
+    throw core::InternalError("metrics: the step time " + core::format_number(step_time_s) + " is not positive");
+}
+
+} // namespace
+
+TimeBreakdown time_breakdown(const engine::RankTimeline& r, double step_time_s)
+{
+  check_timeline(r);
+  check_step_time(step_time_s);
+  return settle_breakdown(sweep_breakdown(r, 0, step_time_s), step_time_s, r.rank);
+}
+
+TimeBreakdown time_breakdown(const engine::RankTimeline& r, const engine::AccumulationReuse& reuse, double step_time_s)
+{
+  if (reuse.repeated() <= 0)
+    return time_breakdown(r, step_time_s);
+  check_timeline(r);
+  check_step_time(step_time_s);
+  std::array<double, BREAKDOWN_KEY_COUNT> acc = sweep_breakdown(r, 0, reuse.simulated_end_s);
+  const auto window = sweep_breakdown(r, reuse.window_start_s, reuse.window_start_s + reuse.period_s);
+  for (size_t k = 0; k < acc.size(); ++k)
+    acc[k] += reuse.repeated() * window[k];
+  return settle_breakdown(acc, step_time_s, r.rank);
 }
 
 std::vector<memory::ReplayEvent> timed_events(const engine::RankTimeline& r)
@@ -299,25 +333,41 @@ RunMetrics compute_metrics(const spec::Scenario& s, const workload::Workload& w,
   // issue times; the replay only places the peak in time. The rank with the largest peak is reported (lowest
   // rank on ties). Beside it, the device-time view: each buffer live from its allocating task's start to its
   // freeing task's end, what the GPU really holds at once when streams overlap (a diagnostic, not the contract).
-  size_t worst = 0;
+  // The ranks not simulated (symmetric replay) whose allocations may differ are replayed in issue order from
+  // their own graphs, built as the replay built its own (schedule::memory_ranks).
+  auto take = [&](memory::MemoryReport r, int rank) {
+    if (r.gpu > m.memory.gpu || (r.gpu == m.memory.gpu && rank < m.rank) || m.memory.peak_task.empty()) {
+      m.memory = std::move(r);
+      m.rank = rank;
+    }
+  };
+  size_t worst = 0; // the simulated rank with the largest peak: its breakdown and device-time view are reported
+  std::int64_t worst_gpu = -1;
+  std::vector<bool> simulated(static_cast<size_t>(s.dp()), false);
   for (size_t i = 0; i < t.ranks.size(); ++i) {
     check_timeline(t.ranks[i]);
     memory::MemoryReport r = memory::replay_memory(s, t.ranks[i].graph);
-    const bool better = i == 0 || r.gpu > m.memory.gpu || (r.gpu == m.memory.gpu && t.ranks[i].rank < m.rank);
-    if (better) {
-      m.memory = std::move(r);
-      m.rank = t.ranks[i].rank;
+    if (r.gpu > worst_gpu) {
+      worst_gpu = r.gpu;
       worst = i;
     }
+    if (t.ranks[i].rank >= 0 && t.ranks[i].rank < s.dp())
+      simulated[static_cast<size_t>(t.ranks[i].rank)] = true;
+    take(std::move(r), t.ranks[i].rank);
   }
+  if (t.step) // graphs the schedule built (not hand-made ones): the other ranks' are built the same way
+    for (int rank : schedule::memory_ranks(s))
+      if (!simulated[static_cast<size_t>(rank)])
+        take(memory::replay_memory(s, schedule::build_step_graph(s, w, rank, *t.step)), rank);
   const engine::RankTimeline& rt = t.ranks[worst];
+  m.timeline_rank = rt.rank;
   m.memory_device_time = replay_memory_timed(s, rt);
   for (size_t i = 0; i < rt.graph.tasks.size(); ++i)
     if (rt.graph.tasks[i].name == m.memory.peak_task) {
-      m.peak_time_s = rt.times[i].issue;
+      m.peak_time_s = t.reuse.real_time(rt.times[i].issue);
       break;
     }
-  m.breakdown = time_breakdown(rt, step);
+  m.breakdown = time_breakdown(rt, t.reuse, step);
 
   // The ladder when it does not fit; its rungs are judged in issue order, as `zerosim memory` judges them
   // (no new simulation).

@@ -50,6 +50,10 @@ struct TimeBreakdown {
 /// timeline that does not match its graph or a step time that is not positive.
 TimeBreakdown time_breakdown(const engine::RankTimeline& r, double step_time_s);
 
+/// The breakdown of a step replayed with accumulation reuse: the simulated timeline's, plus
+/// reuse.repeated() times that of the repeated micro-step's window; sums to `step_time_s` exactly.
+TimeBreakdown time_breakdown(const engine::RankTimeline& r, const engine::AccumulationReuse& reuse, double step_time_s);
+
 /// The memory events of `r` at their simulated times: the resident set first; then every allocation at its
 /// task's start and every release at its task's end; at equal times releases come before allocations, then
 /// issue order (a task's allocations, a sample of the live sums, as in issue order). A buffer released at the
@@ -70,13 +74,18 @@ struct RunMetrics {
   double tflops_hardware = 0;
   double mfu = 0;
   double hfu = 0;
-  double peak_flops = 0;   ///< the dense peak MFU is taken against, per GPU (FLOP/s)
-  int rank = 0;            ///< the global rank the memory and breakdown figures are of
-  TimeBreakdown breakdown; ///< of the rank with the largest peak memory (rank 0 if equal)
+  double peak_flops = 0; ///< the dense peak MFU is taken against, per GPU (FLOP/s)
+  int rank = 0;          ///< the global rank `memory` is of: the largest GPU peak over every rank (lowest rank on ties)
+  /// The simulated rank with the largest GPU peak (lowest on ties): `breakdown`, `memory_device_time` and
+  /// `peak_time_s` are of it (= `rank` unless that rank was not simulated).
+  int timeline_rank = 0;
+  TimeBreakdown breakdown; ///< of timeline_rank
   /// The contract's memory: allocation events in host order (torch's max_memory_allocated), the rank with the
-  /// largest GPU peak; the same figures `zerosim memory` gives for that rank.
+  /// largest GPU peak among the simulated ranks and schedule::memory_ranks (in the symmetric replay, the ranks
+  /// off node 0 whose allocations can differ are replayed from their own graphs); the same figures
+  /// `zerosim memory` gives for that rank.
   memory::MemoryReport memory;
-  double peak_time_s = 0; ///< when the host issues the task at the GPU peak (simulated time)
+  double peak_time_s = 0; ///< when timeline_rank's host issues the task named memory.peak_task (simulated time)
   /// Device-time view (replay_memory_timed): each buffer from its allocating task's start to its freeing task's
   /// end. What the GPU holds at once when streams overlap; a diagnostic beside `memory`.
   memory::MemoryReport memory_device_time;

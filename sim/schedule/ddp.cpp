@@ -1,13 +1,323 @@
-// Being written (issue 4); see docs/ddp.md.
+// PyTorch DistributedDataParallel with torch.optim and, for amp_*, torch.autocast / GradScaler (docs/ddp.md).
+// The Reducer (torch/csrc/distributed/c10d/reducer.cpp) is cited by function name; dp = 1 is the plain
+// single-GPU loop without the DDP wrapper.
 #include "schedule/schedule_builder.hpp"
 
 #include "core/error.hpp"
 
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <vector>
+
 namespace zerosim::schedule::detail {
 
-void build_ddp(Builder&)
+namespace {
+
+/// bucket_cap_mb is in MiB: `bucket_bytes_cap = int(bucket_cap_mb * 1024 * 1024)` (distributed.py).
+constexpr double MIB = 1024.0 * 1024.0;
+/// An autocast cast reads the fp32 weight and writes its 16-bit copy (`cached_cast`); its backward
+/// (ToCopyBackward) reads the 16-bit weight gradient and writes it in fp32: 4 + 2 bytes per element.
+constexpr double AUTOCAST_CAST_BYTES_PER_ELEM = 4 + 2;
+/// `_amp_foreach_non_finite_check_and_unscale_` (grad_scaler.py `_unscale_grads_`): read and write every
+/// fp32 gradient.
+constexpr double UNSCALE_BYTES_PER_ELEM = 8;
+/// One multiply and one finite test per element: a stated estimate.
+constexpr double UNSCALE_FLOPS_PER_ELEM = 2;
+/// GradScaler's state: the fp32 `_scale` and the int32 `_growth_tracker` (grad_scaler.py).
+constexpr std::int64_t GRAD_SCALER_STATE_BYTES = 8;
+/// `local_used_map_`: one int32 per parameter tensor (reducer.cpp `initialize_local_used_map`).
+constexpr std::int64_t USED_MAP_BYTES_PER_TENSOR = 4;
+
+/// A cap in bytes; caps beyond 2^62 bytes (any model's size) are all "no limit" and avoid an overflowing cast.
+std::int64_t cap_bytes(double mib)
 {
-  throw core::UnsupportedError("framework ddp: its schedule is being written (issue 4)");
+  const double bytes = mib * MIB;
+  constexpr double NO_LIMIT = 4.611686018427387904e18; // 2^62
+  return bytes >= NO_LIMIT ? static_cast<std::int64_t>(NO_LIMIT) : static_cast<std::int64_t>(bytes);
+}
+
+struct DdpBucket {
+  std::vector<int> params; ///< indices into Builder::params, in assignment order
+  std::int64_t bytes = 0;
+  int launch_layer = -1; ///< the layer after whose backward the bucket is all-reduced
+};
+
+/// `compute_bucket_assignment_by_size`: append tensors in `order`; a bucket closes once its size is >= the
+/// current limit, which is `first` for the first bucket closed and `cap` afterwards; the rest is the last one.
+std::vector<DdpBucket> assign_buckets(const Builder& b, const std::vector<int>& order, std::int64_t first,
+                                      std::int64_t cap, int elem_bytes)
+{
+  std::vector<DdpBucket> out;
+  DdpBucket cur;
+  std::int64_t limit = first;
+  for (int pi : order) {
+    cur.params.push_back(pi);
+    cur.bytes += b.params[static_cast<std::size_t>(pi)].numel * elem_bytes;
+    if (cur.bytes >= limit) {
+      out.push_back(std::move(cur));
+      cur = DdpBucket{};
+      limit = cap;
+    }
+  }
+  if (!cur.params.empty())
+    out.push_back(std::move(cur));
+  return out;
+}
+
+/// Elements autocast casts to 16 bits in `layer`'s forward: the linear weights and biases (not the norms,
+/// which autocast runs in fp32, nor the embedding lookup); the LM head of a tied model casts the embedding.
+std::int64_t autocast_numel(const Builder& b, int layer)
+{
+  const workload::Layer& l = b.w.layers[static_cast<std::size_t>(layer)];
+  std::int64_t e = 0;
+  for (const workload::ParamTensor& t : l.params) {
+    const bool norm = t.module.size() >= 4 && t.module.compare(t.module.size() - 4, 4, "norm") == 0;
+    if (!norm && t.module.rfind("embed.", 0) != 0)
+      e += t.numel;
+  }
+  if (l.kind == workload::LayerKind::LM_HEAD && b.s.model.tied_embeddings)
+    for (const workload::Layer& other : b.w.layers)
+      if (other.kind == workload::LayerKind::EMBEDDING)
+        for (const workload::ParamTensor& t : other.params)
+          if (t.module == "embed.tokens")
+            e += t.numel;
+  return e;
+}
+
+std::int64_t layer_numel(const Builder& b, int layer)
+{
+  std::int64_t e = 0;
+  for (int p : b.layer_params[static_cast<std::size_t>(layer)])
+    e += b.params[static_cast<std::size_t>(p)].numel;
+  return e;
+}
+
+Task grad_reduce_copy(std::string name, int mb, int layer, std::int64_t elements, int elem_bytes)
+{
+  Task t;
+  t.kind = TaskKind::COMPUTE;
+  t.phase = Phase::GRAD_REDUCE;
+  t.stream = Stream::COMPUTE;
+  t.name = std::move(name);
+  t.micro_step = mb;
+  t.layer = layer;
+  t.elements = elements;
+  t.mem_bytes = 2.0 * static_cast<double>(elements * elem_bytes); // read one, write one
+  return t;
+}
+
+Task step_pass(std::string name, std::int64_t elements, double bytes_per_elem, double flops_per_elem)
+{
+  Task t;
+  t.kind = TaskKind::COMPUTE;
+  t.phase = Phase::OPTIMIZER;
+  t.stream = Stream::COMPUTE;
+  t.name = std::move(name);
+  t.elements = elements;
+  t.mem_bytes = static_cast<double>(elements) * bytes_per_elem;
+  t.flops = static_cast<double>(elements) * flops_per_elem;
+  return t;
+}
+
+} // namespace
+
+void build_ddp(Builder& b)
+{
+  const spec::DdpSpec& d = b.s.ddp;
+  const std::string where = b.s.name.empty() ? std::string("scenario") : "scenario '" + b.s.name + "'";
+  if (!(d.bucket_cap_mb > 0) || !(d.first_bucket_cap_mb > 0))
+    throw core::InputError(where + ": ddp.bucket_cap_mb and ddp.first_bucket_cap_mb: expected positive numbers (MiB)");
+
+  const std::int64_t psi = b.psi;
+  const auto nl = static_cast<int>(b.w.layers.size());
+  const int g = b.g;
+  const bool ddp = b.n > 1;  // dp = 1: the plain single-GPU loop, no DDP wrapper (docs/ddp.md)
+  const int bp = b.b_lp;     // param and gradient dtype: 4 (amp_*, fp32) or 2 (bf16, fp16)
+  const bool lowp = b.mixed; // bf16 / fp16: 16-bit model, fp32 master (zerosim's reading, docs/ddp.md)
+  const bool scaler = b.fp16 || b.amp_fp16;
+  const bool view = ddp && d.gradient_as_bucket_view;
+  // reducer.cpp dynamic_graph_find_unused(): find_unused_parameters without static_graph.
+  const bool find_unused = ddp && d.find_unused_parameters && !d.static_graph;
+  const bool full_ckpt = b.s.training.activation_checkpointing == spec::Checkpointing::FULL;
+  // The first micro-step whose backward is synchronised: the last one under no_sync, else the first.
+  const int first_synced = d.no_sync ? g - 1 : 0;
+
+  // Model states (docs/ddp.md "Memory").
+  b.resident("params", Device::GPU, MemCategory::PARAMS, psi * bp);
+  if (lowp)
+    b.resident("fp32_master", Device::GPU, MemCategory::OPTIMIZER, psi * 4);
+  b.resident("optimizer_states", Device::GPU, MemCategory::OPTIMIZER, psi * b.opt_state_bytes);
+  if (scaler)
+    b.resident("grad_scaler.state", Device::GPU, MemCategory::OTHER, GRAD_SCALER_STATE_BYTES);
+
+  // Buckets (reducer.cpp compute_bucket_assignment_by_size, rebuild_buckets; distributed.py _ddp_init_helper).
+  std::vector<DdpBucket> buckets;
+  if (ddp) {
+    const std::int64_t cap = cap_bytes(d.bucket_cap_mb);
+    const std::int64_t first = cap_bytes(d.first_bucket_cap_mb);
+    std::vector<int> ready; // gradient-ready order: layers in reverse, tensors in reverse inside a layer
+    for (int l = nl - 1; l >= 0; --l) {
+      const auto& lp = b.layer_params[static_cast<std::size_t>(l)];
+      ready.insert(ready.end(), lp.rbegin(), lp.rend());
+    }
+    if (find_unused) {
+      // No rebuild: the construction-time buckets, forward order with [first, cap], reversed.
+      std::vector<int> fwd(b.params.size());
+      for (std::size_t i = 0; i < fwd.size(); ++i)
+        fwd[i] = static_cast<int>(i);
+      buckets = assign_buckets(b, fwd, first, cap, bp);
+      std::reverse(buckets.begin(), buckets.end());
+    } else if (b.first_step) {
+      // The first iteration runs on the construction-time assignment, limits [sys.maxsize]: one bucket.
+      const std::int64_t all = std::numeric_limits<std::int64_t>::max();
+      buckets = assign_buckets(b, ready, all, all, bp);
+    } else {
+      buckets = assign_buckets(b, ready, first, cap, bp); // rebuilt in gradient-ready order
+    }
+    // A bucket is complete once its lowest layer's backward is done; buckets launch strictly in order.
+    int prev = nl;
+    for (DdpBucket& bk : buckets) {
+      int low = nl;
+      for (int pi : bk.params)
+        low = std::min(low, b.params[static_cast<std::size_t>(pi)].layer);
+      bk.launch_layer = std::min(low, prev);
+      prev = bk.launch_layer;
+    }
+    // Each bucket's flat `gradients` tensor (initialize_buckets), alive across steps; with
+    // gradient_as_bucket_view it is where param.grad lives.
+    for (std::size_t i = 0; i < buckets.size(); ++i)
+      b.resident("ddp_bucket." + std::to_string(i), Device::GPU, view ? MemCategory::GRADS : MemCategory::BUFFERS,
+                 buckets[i].bytes);
+  }
+  std::vector<std::vector<int>> launched_at(static_cast<std::size_t>(nl));
+  for (std::size_t i = 0; i < buckets.size(); ++i)
+    launched_at[static_cast<std::size_t>(buckets[i].launch_layer)].push_back(static_cast<int>(i));
+
+  std::vector<std::int64_t> cast_numel(static_cast<std::size_t>(nl), 0);
+  if (b.amp)
+    for (int l = 0; l < nl; ++l)
+      cast_numel[static_cast<std::size_t>(l)] = autocast_numel(b, l);
+
+  // param.grad held as its own tensor: from its first backward to zero_grad after the step (no view), or
+  // until the synchronised micro-step repoints it into the bucket (view, under no_sync).
+  std::vector<BufferId> grads(static_cast<std::size_t>(nl), -1);
+
+  for (int mb = 0; mb < g; ++mb) {
+    const std::string mbs = "mb" + std::to_string(mb);
+    const bool synced = ddp && (!d.no_sync || mb == g - 1);
+
+    // Forward under autocast: each layer's 16-bit weight casts, cached for the autocast region and saved
+    // for the backward (docs/ddp.md "Autocast").
+    std::vector<BufferId> casts(static_cast<std::size_t>(nl), -1);
+    TaskId last_fwd = -1;
+    for (int l = 0; l < nl; ++l) {
+      last_fwd = b.forward(mb, l);
+      const std::int64_t e = cast_numel[static_cast<std::size_t>(l)];
+      if (e > 0) {
+        b.task(last_fwd).mem_bytes += static_cast<double>(e) * AUTOCAST_CAST_BYTES_PER_ELEM;
+        casts[static_cast<std::size_t>(l)] = b.transient(
+            mbs + ".autocast." + b.w.layers[static_cast<std::size_t>(l)].name, Device::GPU, MemCategory::PARAMS, 2 * e);
+        b.alloc_on(last_fwd, casts[static_cast<std::size_t>(l)]);
+      }
+    }
+    // Under full checkpointing nothing is saved in the forward: the cache alone holds the casts of the
+    // recomputed layers, until the autocast region exits at the end of the forward.
+    std::vector<char> recast(static_cast<std::size_t>(nl), 0);
+    for (int l = 0; l < nl; ++l)
+      if (full_ckpt && b.w.layers[static_cast<std::size_t>(l)].recompute_flops > 0 &&
+          casts[static_cast<std::size_t>(l)] >= 0) {
+        b.free_on(last_fwd, casts[static_cast<std::size_t>(l)]);
+        recast[static_cast<std::size_t>(l)] = 1;
+      }
+
+    std::vector<TaskId> ars(buckets.size(), -1);
+    TaskId last_ar = -1;
+    for (int l = nl - 1; l >= 0; --l) {
+      const std::string& lname = b.w.layers[static_cast<std::size_t>(l)].name;
+      const auto [first, bwd] = b.backward(mb, l);
+      const std::int64_t e = cast_numel[static_cast<std::size_t>(l)];
+      if (e > 0) {
+        b.task(bwd).mem_bytes += static_cast<double>(e) * AUTOCAST_CAST_BYTES_PER_ELEM; // ToCopyBackward
+        if (recast[static_cast<std::size_t>(l)]) {
+          b.task(first).mem_bytes += static_cast<double>(e) * AUTOCAST_CAST_BYTES_PER_ELEM;
+          const BufferId rc =
+              b.transient(mbs + ".autocast_recompute." + lname, Device::GPU, MemCategory::PARAMS, 2 * e);
+          b.alloc_on(first, rc);
+          b.free_on(bwd, rc);
+        } else {
+          b.free_on(bwd, casts[static_cast<std::size_t>(l)]);
+        }
+      }
+
+      const std::int64_t numel = layer_numel(b, l);
+      BufferId repointed = -1; // the param.grad the copy-in replaces by its bucket view
+      if (!view) {
+        if (mb == 0) {
+          grads[static_cast<std::size_t>(l)] =
+              b.transient("grads." + lname, Device::GPU, MemCategory::GRADS, numel * bp);
+          b.alloc_on(bwd, grads[static_cast<std::size_t>(l)]);
+        }
+      } else if (mb < first_synced) {
+        if (mb == 0) {
+          grads[static_cast<std::size_t>(l)] =
+              b.transient("grads." + lname, Device::GPU, MemCategory::GRADS, numel * bp);
+          b.alloc_on(bwd, grads[static_cast<std::size_t>(l)]);
+        }
+      } else if (mb == first_synced) {
+        repointed = grads[static_cast<std::size_t>(l)];
+        grads[static_cast<std::size_t>(l)] = -1;
+        if (repointed < 0) { // zero_grad(set_to_none) left it None: AccumulateGrad made a fresh one
+          repointed = b.transient(mbs + ".autograd_grads." + lname, Device::GPU, MemCategory::GRADS, numel * bp);
+          b.alloc_on(bwd, repointed);
+        }
+      }
+      if (!synced || numel == 0)
+        continue;
+      // The hooks: grad / N written into the bucket (mark_variable_ready_dense), then every bucket this layer
+      // completes is launched on the NCCL stream (mark_bucket_ready, all_reduce_bucket).
+      const TaskId copy_in = b.add(grad_reduce_copy(mbs + ".ddp.copy_in." + lname, mb, l, numel, bp));
+      b.free_on(copy_in, repointed);
+      for (int i : launched_at[static_cast<std::size_t>(l)]) {
+        ars[static_cast<std::size_t>(i)] =
+            b.collective(mbs + ".allreduce." + std::to_string(i), Phase::GRAD_REDUCE, Stream::REDUCTION,
+                         CollectiveKind::ALL_REDUCE, buckets[static_cast<std::size_t>(i)].bytes, mb, {copy_in});
+        last_ar = ars[static_cast<std::size_t>(i)];
+      }
+    }
+    if (!synced)
+      continue;
+    if (find_unused) // all_reduce_local_used_map, launched with the last bucket
+      last_ar = b.collective(mbs + ".allreduce.local_used_map", Phase::GRAD_REDUCE, Stream::REDUCTION,
+                             CollectiveKind::ALL_REDUCE,
+                             USED_MAP_BYTES_PER_TENSOR * static_cast<std::int64_t>(b.params.size()), mb, {last_ar});
+    // finalize_backward: per bucket a stream wait on its all-reduce, then (without the view) the averaged
+    // bucket is copied back into param.grad (copy_bucket_to_grad).
+    if (!view)
+      for (std::size_t i = 0; i < buckets.size(); ++i) {
+        Task t = grad_reduce_copy(mbs + ".ddp.copy_out." + std::to_string(i), mb, -1, buckets[i].bytes / bp, bp);
+        t.deps = {ars[i]};
+        b.add(std::move(t));
+      }
+    b.compute_waits_for(last_ar);
+  }
+
+  // Step. bf16/fp16: the 16-bit grads cast into fp32 for the master; fp16 / amp_fp16: the scaler's unscale and
+  // inf check, whose .item() the host waits for (GradScaler._maybe_opt_step); torch.optim over Ψ fp32 elements.
+  BufferId fp32_grads = -1;
+  if (lowp) {
+    const TaskId cast = b.add(step_pass("step.grads_to_fp32", psi, bp + 4.0, 0));
+    fp32_grads = b.transient("step.fp32_grads", Device::GPU, MemCategory::BUFFERS, psi * 4);
+    b.alloc_on(cast, fp32_grads);
+  }
+  if (scaler)
+    b.host_wait(b.add(step_pass("step.grad_scaler.unscale", psi, UNSCALE_BYTES_PER_ELEM, UNSCALE_FLOPS_PER_ELEM)));
+  const TaskId opt = b.torch_optimizer("step.optimizer", psi);
+  b.free_on(opt, fp32_grads);
+  for (BufferId gb : grads)
+    b.free_on(opt, gb); // zero_grad(set_to_none=True)
+  if (lowp)
+    b.add(step_pass("step.master_to_params", psi, 4.0 + bp, 0));
 }
 
 } // namespace zerosim::schedule::detail

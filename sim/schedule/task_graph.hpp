@@ -14,25 +14,25 @@ using TaskId = std::int32_t;
 using BufferId = std::int32_t;
 
 enum class TaskKind {
-  COMPUTE,        ///< GPU kernel(s): forward, backward or recompute of a layer, or the GPU optimizer step
-  COLLECTIVE,     ///< NCCL collective over a group
-  COPY,           ///< PCIe copy between GPU and host memory
-  NVME_READ,      ///< aio read from NVMe into pinned host memory
-  NVME_WRITE,     ///< aio write from pinned host memory to NVMe
-  CPU_COMPUTE,    ///< host work: CPU Adam, casts and copies in host memory
-  SYNC,           ///< a host-side wait (device synchronize, stream synchronize, event wait): no work
+  COMPUTE,     ///< GPU kernel(s): forward, backward or recompute of a layer, or the GPU optimizer step
+  COLLECTIVE,  ///< NCCL collective over a group
+  COPY,        ///< PCIe copy between GPU and host memory
+  NVME_READ,   ///< aio read from NVMe into pinned host memory
+  NVME_WRITE,  ///< aio write from pinned host memory to NVMe
+  CPU_COMPUTE, ///< host work: CPU Adam, casts and copies in host memory
+  SYNC,        ///< a host-side wait (device synchronize, stream synchronize, event wait): no work
 };
 
 enum class Phase { FORWARD, BACKWARD, RECOMPUTE, GRAD_REDUCE, OPTIMIZER, PARAM_GATHER, OTHER };
 
 /// The stream (or host thread) a task is issued on. Tasks on one stream run in issue order.
 enum class Stream {
-  COMPUTE,            ///< the default CUDA stream
-  REDUCTION,          ///< stage 1/2 `reduction_stream` (used with overlap_comm)
-  ALLGATHER,          ///< stage 3 all-gather stream (overlap_comm)
-  REDUCE_PARTITION,   ///< stage 3 `reduce_and_partition_stream` (overlap_comm)
-  HOST,               ///< the Python thread / CPU (CPU Adam, host copies)
-  NVME,               ///< the aio handle
+  COMPUTE,          ///< the default CUDA stream
+  REDUCTION,        ///< stage 1/2 `reduction_stream` (used with overlap_comm)
+  ALLGATHER,        ///< stage 3 all-gather stream (overlap_comm)
+  REDUCE_PARTITION, ///< stage 3 `reduce_and_partition_stream` (overlap_comm)
+  HOST,             ///< the Python thread / CPU (CPU Adam, host copies)
+  NVME,             ///< the aio handle
 };
 
 enum class CollectiveKind { ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER };
@@ -55,9 +55,9 @@ inline constexpr int MEM_CATEGORY_COUNT = 6;
 /// One allocation: created by the task that lists it in `allocs`, released by the task
 /// that lists it in `frees`. Buffers in TaskGraph::resident live across steps.
 struct Buffer {
-  std::string name;          ///< e.g. "ipg_bucket.0", "gathered.block.3", "fp32_master"
+  std::string name; ///< e.g. "ipg_bucket.0", "gathered.block.3", "fp32_master"
   Device device = Device::GPU;
-  bool pinned = false;       ///< host memory only: page-locked
+  bool pinned = false; ///< host memory only: page-locked
   MemCategory category = MemCategory::OTHER;
   std::int64_t bytes = 0;
 };
@@ -66,32 +66,32 @@ struct Task {
   TaskKind kind = TaskKind::COMPUTE;
   Phase phase = Phase::OTHER;
   Stream stream = Stream::COMPUTE;
-  std::string name;                 ///< human-readable, unique within the graph, e.g. "mb0.fwd.block.3"
-  int micro_step = -1;              ///< 0..g-1, or -1 for the step
-  int layer = -1;                   ///< index into Workload::layers, -1 if none
-  std::vector<TaskId> deps;         ///< must finish before this one starts (besides stream order)
+  std::string name;         ///< human-readable, unique within the graph, e.g. "mb0.fwd.block.3"
+  int micro_step = -1;      ///< 0..g-1, or -1 for the step
+  int layer = -1;           ///< index into Workload::layers, -1 if none
+  std::vector<TaskId> deps; ///< must finish before this one starts (besides stream order)
   /// The task the host last waited for (a synchronize, a blocking copy, CPU work) before issuing this one;
   /// -1 if none. The host issues a task when it has issued the previous one and this wait has returned.
   TaskId host_barrier = -1;
 
   // COMPUTE / CPU_COMPUTE
-  double flops = 0;                 ///< arithmetic work
-  double mem_bytes = 0;             ///< memory traffic (HBM for GPU, DRAM for CPU)
-  std::int64_t elements = 0;        ///< elements updated (optimizer steps)
+  double flops = 0;          ///< arithmetic work
+  double mem_bytes = 0;      ///< memory traffic (HBM for GPU, DRAM for CPU)
+  std::int64_t elements = 0; ///< elements updated (optimizer steps)
 
   // COLLECTIVE
   CollectiveKind collective = CollectiveKind::ALL_REDUCE;
-  std::int64_t bytes = 0;           ///< COLLECTIVE: bytes of the full buffer (S·b); COPY/NVME: bytes moved
-  int group_size = 1;               ///< ranks in the collective's group
+  std::int64_t bytes = 0; ///< COLLECTIVE: bytes of the full buffer (S·b); COPY/NVME: bytes moved
+  int group_size = 1;     ///< ranks in the collective's group
   CommGroup group = CommGroup::WORLD;
 
   // COPY
   CopyDirection direction = CopyDirection::H2D;
-  bool pinned = true;               ///< host side page-locked
+  bool pinned = true; ///< host side page-locked
 
   // memory events
-  std::vector<BufferId> allocs;     ///< allocated when the task is issued
-  std::vector<BufferId> frees;      ///< released when the task completes
+  std::vector<BufferId> allocs; ///< allocated when the task is issued
+  std::vector<BufferId> frees;  ///< released when the task completes
 };
 
 /// "world", "intra_node", "inter_node" (trace arguments, messages).
@@ -102,11 +102,16 @@ struct TaskGraph {
   int dp = 1;
   int micro_steps = 1;
   std::vector<Buffer> buffers;
-  std::vector<BufferId> resident;   ///< allocated before the step and alive across steps (model states)
-  std::vector<Task> tasks;          ///< in issue order (the host program order of this rank)
+  std::vector<BufferId> resident; ///< allocated before the step and alive across steps (model states)
+  std::vector<Task> tasks;        ///< in issue order (the host program order of this rank)
 
   BufferId add_buffer(Buffer b);
   TaskId add_task(Task t);
 };
+
+/// Renumbers micro-steps `first` and later by `shift`: Task::micro_step, and the "mb<k>." prefix of task and
+/// buffer names. Accumulation reuse builds a graph of a few micro-steps and labels its last ones as the real
+/// step's last ones (engine::simulate, design.md "Speed and scale"); micro_steps grows by `shift`.
+void shift_micro_steps(TaskGraph& g, int first, int shift);
 
 } // namespace zerosim::schedule

@@ -62,8 +62,38 @@ void check_supported(const spec::Scenario& s, const workload::Workload& w, int r
 
 } // namespace
 
+std::vector<int> memory_ranks(const spec::Scenario& s)
+{
+  const int n = s.dp();
+  std::vector<int> ranks;
+  const int stage = s.deepspeed.zero.stage;
+  if (s.framework == spec::Framework::DEEPSPEED && (stage == 1 || stage == 2)) {
+    for (int r = 0; r < n; ++r)
+      ranks.push_back(r);
+    return ranks;
+  }
+  ranks.push_back(0);
+  if (n > 1)
+    ranks.push_back(n - 1);
+  return ranks;
+}
+
 TaskGraph build_step_graph(const spec::Scenario& s, const workload::Workload& w, int rank, const StepOptions& opt)
 {
+  const int k = opt.simulated_micro_steps;
+  if (k > 0 && k < s.training.grad_accum) {
+    if (k < 3)
+      throw core::InternalError("schedule: accumulation reuse needs at least 3 simulated micro-steps, asked " +
+                                std::to_string(k));
+    spec::Scenario reduced = s;
+    reduced.training.grad_accum = k;
+    reduced.training.global_batch = static_cast<std::int64_t>(s.training.micro_batch) * k * s.dp();
+    StepOptions whole = opt;
+    whole.simulated_micro_steps = 0;
+    TaskGraph g = build_step_graph(reduced, w, rank, whole);
+    shift_micro_steps(g, k - 2, s.training.grad_accum - k);
+    return g;
+  }
   check_supported(s, w, rank);
   detail::Builder b(s, w, rank);
   b.first_step = opt.first_step;

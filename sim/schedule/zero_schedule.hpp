@@ -6,6 +6,8 @@
 #include "spec/scenario_spec.hpp"
 #include "workload/transformer.hpp"
 
+#include <vector>
+
 namespace zerosim::schedule {
 
 /// Which optimizer step of the run the graph describes.
@@ -16,10 +18,21 @@ struct StepOptions {
   /// `release_and_reset_all`) nor the next forward invalidates it (zero-schedule.md §5.2).
   /// true: the run's first step; stage-3 micro-step 0 RECORDs the trace (no prefetch, no reuse).
   bool first_step = false;
+  /// Accumulation reuse (engine::simulate): when > 0 and below training.grad_accum, the graph holds only
+  /// this many micro-steps (at least 3): the first ones keep their indices, the last two are labelled as
+  /// the step's last two (schedule::shift_micro_steps). 0: every micro-step.
+  int simulated_micro_steps = 0;
 };
 
+/// The ranks whose peak memory can differ: every rank for ZeRO-1/2 (each rank's partition boundary cuts
+/// the flat buffer at a different tensor, so its gradient buckets differ); otherwise 0 and dp-1 (ZeRO-3,
+/// FSDP shard every tensor or unit evenly with padding; DDP and ZeRO-0 replicate: only the last rank could
+/// differ). Metrics take the peak over these and the simulated ranks.
+std::vector<int> memory_ranks(const spec::Scenario& s);
+
 /// The graph of one optimizer step (all `grad_accum` micro-steps and the step) of `rank`.
-/// Throws core::UnsupportedError for configurations not modelled yet (inference, and DeepSpeed options listed in its checks).
+/// Throws core::UnsupportedError for configurations not modelled yet (inference, and DeepSpeed options listed in its
+/// checks).
 TaskGraph build_step_graph(const spec::Scenario& s, const workload::Workload& w, int rank = 0,
                            const StepOptions& opt = {});
 

@@ -145,9 +145,17 @@ struct FsdpSpec {
   std::string wrap = "block";                  ///< one unit per transformer block
 };
 
-/// PyTorch DistributedDataParallel.
+/// PyTorch DistributedDataParallel (docs/ddp.md; defaults are PyTorch's, torch/nn/parallel/distributed.py).
 struct DdpSpec {
-  double bucket_cap_mb = 25;
+  double bucket_cap_mb = 25;             ///< MiB: bucket_bytes_cap = int(bucket_cap_mb * 1024 * 1024)
+  /// MiB. Resolved: 1 (dist._DEFAULT_FIRST_BUCKET_BYTES = 1024 * 1024) when bucket_cap_mb is not given, else
+  /// bucket_cap_mb (DDP passes the small first cap only for bucket_cap_mb=None).
+  double first_bucket_cap_mb = 1;
+  bool gradient_as_bucket_view = false;  ///< param.grad are views into the buckets (no separate grads)
+  bool no_sync = false;                  ///< micro-steps 0..g-2 under model.no_sync(): one all-reduce per step
+  bool find_unused_parameters = false;   ///< no bucket rebuild; an all-reduce of the used map per backward
+  bool static_graph = false;             ///< the same steady state as the default (named in warnings)
+  bool broadcast_buffers = true;         ///< no effect: the modelled transformer has no buffers
 };
 
 /// A figure a real run of the scenario gave (for comparison; never used in prediction).

@@ -617,10 +617,11 @@ TEST_CASE("inter_node_pairs covers every inter-node flow of ring, tree and hiera
     hier.hierarchical = true;
     for (Options o : {forced(Algorithm::RING), forced(Algorithm::TREE), hier})
       for (CollectiveKind k : {CollectiveKind::ALL_REDUCE, CollectiveKind::ALL_GATHER, CollectiveKind::REDUCE_SCATTER})
-        for (const auto& ph : collectives::plan(k, 1 << 24, f, o).phases)
-          for (const Flow& fl : ph.flows)
-            if (fl.src.node != fl.dst.node)
-              used.insert({fl.src, fl.dst});
+        for (schedule::CommGroup grp : {schedule::CommGroup::WORLD, schedule::CommGroup::INTER_NODE})
+          for (const auto& ph : collectives::plan(k, 1 << 24, f, o, grp).phases)
+            for (const Flow& fl : ph.flows)
+              if (fl.src.node != fl.dst.node)
+                used.insert({fl.src, fl.dst});
     // Every pair some plan uses is listed, and every listed pair is used by some plan.
     CHECK(used == have);
     // Focus: exactly the listed pairs with an end on the node.
@@ -634,6 +635,51 @@ TEST_CASE("inter_node_pairs covers every inter-node flow of ring, tree and hiera
     }
   }
   CHECK(collectives::inter_node_pairs(fabric(1, 8, 8)).empty());
+}
+
+TEST_CASE("group plans: INTRA_NODE is the one-node plan on every node, INTER_NODE one ring per local index")
+{
+  const Fabric f = fabric(4, 8, 2);
+  const std::int64_t S = 1 << 26;
+  // INTRA_NODE reduce-scatter: the 8-GPU ring of one node, on each of the 4 nodes: 4 x the flows of the
+  // one-node plan, each flow inside its node, the same latency (the groups run side by side).
+  Fabric one = f;
+  one.nodes = 1;
+  const Plan node_plan = collectives::plan(CollectiveKind::REDUCE_SCATTER, S, one);
+  const Plan intra = collectives::plan(CollectiveKind::REDUCE_SCATTER, S, f, {}, schedule::CommGroup::INTRA_NODE);
+  REQUIRE(intra.phases.size() == node_plan.phases.size());
+  for (std::size_t i = 0; i < intra.phases.size(); ++i) {
+    CHECK(intra.phases[i].flows.size() == 4 * node_plan.phases[i].flows.size());
+    CHECK(intra.phases[i].latency_s == node_plan.phases[i].latency_s);
+    for (const Flow& fl : intra.phases[i].flows)
+      CHECK(fl.src.node == fl.dst.node);
+  }
+  // INTER_NODE all-gather (ring over 4 nodes, one GPU each): each of the 8 local indices has a ring of 4
+  // edges, each carrying (N-1)/N S = 3/4 S (ring all-gather per-edge volume, docs/collectives.md).
+  const Plan inter =
+      collectives::plan(CollectiveKind::ALL_GATHER, S, f, forced(Algorithm::RING), schedule::CommGroup::INTER_NODE);
+  std::map<int, int> edges_per_local;
+  for (const auto& ph : inter.phases)
+    for (const Flow& fl : ph.flows) {
+      CHECK(fl.src.local == fl.dst.local);
+      CHECK(fl.src.node != fl.dst.node);
+      CHECK(fl.bytes == doctest::Approx(0.75 * S));
+      ++edges_per_local[fl.src.local];
+    }
+  CHECK(edges_per_local.size() == 8);
+  for (const auto& [local, n] : edges_per_local)
+    CHECK(n == 4);
+  // Focus on node 1: only the flows with an end there (2 per local index: in and out).
+  Options focus = forced(Algorithm::RING);
+  focus.focus_node = 1;
+  std::size_t focused = 0;
+  for (const auto& ph :
+       collectives::plan(CollectiveKind::ALL_GATHER, S, f, focus, schedule::CommGroup::INTER_NODE).phases)
+    for (const Flow& fl : ph.flows) {
+      CHECK((fl.src.node == 1 || fl.dst.node == 1));
+      ++focused;
+    }
+  CHECK(focused == 16);
 }
 
 TEST_CASE("bad fabrics and options are errors")

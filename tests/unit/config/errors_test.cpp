@@ -137,6 +137,32 @@ TEST_SUITE("config")
               "\"FULL\"");
   }
 
+  TEST_CASE("errors: the ddp block")
+  {
+    // Every bad value names file, line, column, key, what is expected and what was found (line 9 follows the
+    // 8 lines of BASE; the column is that of the value).
+    CHECK(load_error(BASE + "ddp: {bucket_cap_mb: 0}\n") ==
+          SCEN + ":9:22: ddp.bucket_cap_mb: expected a positive number, found \"0\"");
+    CHECK(load_error(BASE + "ddp: {bucket_cap_mb: 25 MiB}\n") ==
+          SCEN + ":9:22: ddp.bucket_cap_mb: expected a positive number, found \"25 MiB\"");
+    CHECK(load_error(BASE + "ddp: {first_bucket_cap_mb: -1}\n") ==
+          SCEN + ":9:28: ddp.first_bucket_cap_mb: expected a positive number, found \"-1\"");
+    CHECK(load_error(BASE + "ddp: {gradient_as_bucket_view: maybe}\n") ==
+          SCEN + ":9:32: ddp.gradient_as_bucket_view: expected true or false, found \"maybe\"");
+    CHECK(load_error(BASE + "ddp: {no_sync: 2}\n") == SCEN + ":9:16: ddp.no_sync: expected true or false, found \"2\"");
+    CHECK(load_error(BASE + "ddp: {find_unused_parameters: [true]}\n") ==
+          SCEN + ":9:31: ddp.find_unused_parameters: expected true or false, found a list");
+    CHECK(load_error(BASE + "ddp: {static_graph: sometimes}\n") ==
+          SCEN + ":9:21: ddp.static_graph: expected true or false, found \"sometimes\"");
+    CHECK(load_error(BASE + "ddp: {broadcast_buffers: {}}\n") ==
+          SCEN + ":9:26: ddp.broadcast_buffers: expected true or false, found a mapping");
+    CHECK(load_error(BASE + "ddp: {bucket_cap: 25}\n") ==
+          SCEN + ":9:7: ddp.bucket_cap: unknown key (did you mean 'bucket_cap_mb'?); accepted keys: bucket_cap_mb, "
+                 "first_bucket_cap_mb, gradient_as_bucket_view, no_sync, find_unused_parameters, static_graph, "
+                 "broadcast_buffers");
+    CHECK(load_error(BASE + "ddp: 25\n") == SCEN + ":9:6: ddp: expected a mapping, found \"25\"");
+  }
+
   TEST_CASE("errors: the deepspeed block")
   {
     CHECK(load_error(BASE + "deepspeed:\n  zero_optimization: {stage: 4}\n") ==

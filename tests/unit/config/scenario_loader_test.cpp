@@ -118,6 +118,14 @@ void check_same(const spec::Scenario& a, const spec::Scenario& b)
   CHECK(a.deepspeed.gradient_clipping == b.deepspeed.gradient_clipping);
   CHECK(a.deepspeed.activation_checkpointing.partition_activations ==
         b.deepspeed.activation_checkpointing.partition_activations);
+  CHECK(a.framework == b.framework);
+  CHECK(a.ddp.bucket_cap_mb == b.ddp.bucket_cap_mb);
+  CHECK(a.ddp.first_bucket_cap_mb == b.ddp.first_bucket_cap_mb);
+  CHECK(a.ddp.gradient_as_bucket_view == b.ddp.gradient_as_bucket_view);
+  CHECK(a.ddp.no_sync == b.ddp.no_sync);
+  CHECK(a.ddp.find_unused_parameters == b.ddp.find_unused_parameters);
+  CHECK(a.ddp.static_graph == b.ddp.static_graph);
+  CHECK(a.ddp.broadcast_buffers == b.ddp.broadcast_buffers);
   CHECK(a.sweep == b.sweep);
   CHECK(a.measured.step_time_s == b.measured.step_time_s);
   CHECK(a.measured.tflops_per_gpu == b.measured.tflops_per_gpu);
@@ -249,7 +257,14 @@ measured: {step_time: 12.3 s, tflops_per_gpu: 145, tflops_definition: hardware, 
 
     spec::Scenario d = load_scenario_text(BASE + "ddp: {}\n", SCEN);
     CHECK(d.framework == spec::Framework::DDP);
-    CHECK(d.ddp.bucket_cap_mb == 25); // PyTorch default
+    CHECK(d.ddp.bucket_cap_mb == 25);      // PyTorch: bucket_cap_mb=None -> 25 MiB
+    CHECK(d.ddp.first_bucket_cap_mb == 1); // and then dist._DEFAULT_FIRST_BUCKET_BYTES = 1 MiB
+    CHECK_FALSE(d.ddp.gradient_as_bucket_view);
+    CHECK_FALSE(d.ddp.no_sync);
+    CHECK_FALSE(d.ddp.find_unused_parameters);
+    CHECK_FALSE(d.ddp.static_graph);
+    CHECK(d.ddp.broadcast_buffers);
+    CHECK(d.warnings.empty());
 
     spec::Scenario inf =
         load_scenario_text(BASE + "  mode: inference\ninference: {prompt_tokens: 2048, generate_tokens: "
@@ -259,6 +274,50 @@ measured: {step_time: 12.3 s, tflops_per_gpu: 145, tflops_definition: hardware, 
     CHECK(inf.inference.batch == 1);
     CHECK(inf.inference.prompt_tokens == 2048);
     CHECK(inf.inference.generate_tokens == 128);
+  }
+
+  TEST_CASE("scenario_loader: the ddp block, its first-bucket rule, warnings and round trip")
+  {
+    // A given bucket_cap_mb is also the first bucket's cap (distributed.py passes _DEFAULT_FIRST_BUCKET_BYTES
+    // only for bucket_cap_mb=None).
+    spec::Scenario a = load_scenario_text(BASE + "ddp: {bucket_cap_mb: 50}\n", SCEN);
+    CHECK(a.ddp.bucket_cap_mb == 50);
+    CHECK(a.ddp.first_bucket_cap_mb == 50);
+    spec::Scenario b = load_scenario_text(BASE + "ddp: {bucket_cap_mb: 50, first_bucket_cap_mb: 0.5}\n", SCEN);
+    CHECK(b.ddp.first_bucket_cap_mb == 0.5);
+    spec::Scenario c = load_scenario_text(BASE + R"(ddp:
+  first_bucket_cap_mb: 2
+  gradient_as_bucket_view: true
+  no_sync: true
+  find_unused_parameters: true
+  static_graph: true
+  broadcast_buffers: false
+)",
+                                          SCEN);
+    CHECK(c.ddp.bucket_cap_mb == 25);
+    CHECK(c.ddp.first_bucket_cap_mb == 2);
+    CHECK(c.ddp.gradient_as_bucket_view);
+    CHECK(c.ddp.no_sync);
+    CHECK(c.ddp.find_unused_parameters);
+    CHECK(c.ddp.static_graph);
+    CHECK_FALSE(c.ddp.broadcast_buffers);
+    CHECK(c.warnings == std::vector<std::string>{
+                            "ddp.find_unused_parameters: not modelled (the autograd-graph traversal on the CPU at "
+                            "every forward; its buckets and used-map all-reduce are modelled)",
+                            "ddp.static_graph: not modelled (static graph: the steady state is the default one; its "
+                            "first iteration is not modelled)"});
+    // resolved_yaml writes every ddp key; reading it back gives the same scenario (and the same warnings).
+    check_same(c, load_scenario_text(resolved_yaml(c), SCEN));
+    check_same(a, load_scenario_text(resolved_yaml(a), SCEN));
+    spec::Scenario e = load_scenario_text(BASE + "ddp: {}\n", SCEN);
+    check_same(e, load_scenario_text(resolved_yaml(e), SCEN));
+    // --set reaches the ddp keys.
+    LoadOptions o;
+    o.sets = {"ddp.no_sync=true", "ddp.bucket_cap_mb=10"};
+    spec::Scenario f = load_scenario_text(BASE + "ddp: {}\n", SCEN, o);
+    CHECK(f.ddp.no_sync);
+    CHECK(f.ddp.bucket_cap_mb == 10);
+    CHECK(f.ddp.first_bucket_cap_mb == 10);
   }
 
   TEST_CASE("scenario_loader: keys not modelled are accepted and named in warnings")

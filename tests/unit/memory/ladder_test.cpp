@@ -99,11 +99,22 @@ TEST_SUITE("memory")
     CHECK(rungs[6].second.deepspeed.zero.offload_param.nvme_path == "/local_nvme");
   }
 
-  TEST_CASE("ladder: other frameworks get the micro-batch and checkpointing rungs only")
+  TEST_CASE("ladder: FSDP climbs to FULL_SHARD and CPU offload; DDP has nothing beyond checkpointing")
   {
+    // docs/fsdp.md §5, §7: what FSDP offers to fit is sharding everything over all GPUs, then the CPU offload.
     auto s = base();
     s.framework = spec::Framework::FSDP;
-    const auto rungs = memory::ladder_scenarios(s);
-    CHECK(rungs.size() == 2); // micro-batch 1, activation checkpointing
+    s.fsdp.sharding_strategy = spec::FsdpSharding::SHARD_GRAD_OP;
+    auto rungs = memory::ladder_scenarios(s);
+    REQUIRE(rungs.size() == 4); // micro-batch 1, activation checkpointing, FULL_SHARD, cpu_offload
+    CHECK(rungs[2].first == "fsdp.sharding_strategy: FULL_SHARD");
+    CHECK(rungs[2].second.fsdp.sharding_strategy == spec::FsdpSharding::FULL_SHARD);
+    CHECK(rungs[3].first == "fsdp.cpu_offload: true");
+    CHECK(rungs[3].second.fsdp.cpu_offload);
+    s.fsdp.sharding_strategy = spec::FsdpSharding::FULL_SHARD;
+    CHECK(memory::ladder_scenarios(s).size() == 3); // already fully sharded: no FULL_SHARD rung
+    // DDP replicates everything: no rung of its own (docs/ddp.md).
+    s.framework = spec::Framework::DDP;
+    CHECK(memory::ladder_scenarios(s).size() == 2);
   }
 }

@@ -1,0 +1,137 @@
+// The fast paths of the replay (issue 4, design.md "Speed and scale") give the answer of the slow ones:
+// accumulation reuse (four micro-steps simulated, the others one measured period each) against every
+// micro-step simulated, and the symmetric replay (node 0 simulated, the rest behind its NICs) against the
+// full per-rank replay. Expected values are the slow path's own figures.
+#include "config/scenario_loader.hpp"
+#include "engine/engine.hpp"
+#include "metrics/run_metrics.hpp"
+#include "workload/transformer.hpp"
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+using namespace zerosim;
+
+namespace {
+
+/// `gpus_per_node` GPUs of a DGX A100 80GB per node, one 200 Gb/s NIC per 4 GPUs.
+spec::Scenario job(const std::string& model, int nodes, int gpus_per_node, int grad_accum, const std::string& framework,
+                   const std::string& precision = "bf16")
+{
+  const std::string text =
+      "name: fast-path\nmodel: " + model + "\ncluster:\n  node: dgx-a100-80gb\n  nodes: " + std::to_string(nodes) +
+      "\n  gpus_per_node: " + std::to_string(gpus_per_node) +
+      "\n  network: {nic_bandwidth: 200 Gbps, nics_per_node: " + std::to_string(std::max(1, gpus_per_node / 4)) +
+      "}\ntraining: {seq_len: 1024, micro_batch: 1, grad_accum: " + std::to_string(grad_accum) +
+      ", precision: " + precision + ", activation_checkpointing: full}\n" + framework;
+  return config::load_scenario_text(text, std::string(ZEROSIM_SOURCE_DIR) + "/scenarios/fast-path-test.yaml");
+}
+
+struct Run {
+  engine::Timeline t;
+  metrics::RunMetrics m;
+};
+
+Run run(const spec::Scenario& s, const engine::EngineOptions& o)
+{
+  const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
+  Run r;
+  r.t = engine::simulate(s, w, o);
+  r.m = metrics::compute_metrics(s, w, r.t);
+  return r;
+}
+
+engine::EngineOptions options(engine::Replay replay, bool reuse)
+{
+  engine::EngineOptions o;
+  o.replay = replay;
+  o.reuse_accumulation = reuse;
+  return o;
+}
+
+const std::vector<std::pair<std::string, std::string>> FRAMEWORKS = {
+    {"ZeRO-0", "deepspeed: {zero_optimization: {stage: 0}}\n"},
+    {"ZeRO-1 overlap_comm", "deepspeed: {zero_optimization: {stage: 1, overlap_comm: true}}\n"},
+    {"ZeRO-2", "deepspeed: {zero_optimization: {stage: 2}}\n"},
+    {"ZeRO-3", "deepspeed: {zero_optimization: {stage: 3}}\n"},
+    {"ZeRO-3 + CPU optimizer", "deepspeed: {zero_optimization: {stage: 3, offload_optimizer: {device: cpu}}}\n"},
+    {"DDP", "ddp: {}\n"},
+    {"FSDP FULL_SHARD", "fsdp: {sharding_strategy: FULL_SHARD}\n"},
+    {"FSDP HYBRID_SHARD", "fsdp: {sharding_strategy: HYBRID_SHARD}\n"},
+    {"FSDP2", "fsdp: {reshard_after_forward: true}\n"},
+};
+
+} // namespace
+
+TEST_CASE("accumulation reuse gives the step of every micro-step simulated")
+{
+  // The middle micro-steps are the same program from the same state, so simulating 0, 1, 2, g-2, g-1 and
+  // adding (g - 5) periods must reproduce the whole replay: step time and each breakdown key to 1e-9 relative (the
+  // sums of a few hundred floating-point times), memory exactly, and the peak at the same task.
+  for (const auto& [label, fw] : FRAMEWORKS) {
+    CAPTURE(label);
+    const spec::Scenario s = job("gpt2-xl", 2, 4, 9, fw);
+    const Run all = run(s, options(engine::Replay::AUTO, false));
+    const Run reused = run(s, options(engine::Replay::AUTO, true));
+    CHECK(all.t.reuse.repeated() == 0);
+    CHECK(reused.t.reuse.simulated_micro_steps == engine::REUSE_SIMULATED_MICRO_STEPS);
+    CHECK(reused.t.reuse.repeated() == 4);
+    CHECK(reused.m.step_time_s == doctest::Approx(all.m.step_time_s).epsilon(1e-9));
+    for (int k = 0; k < metrics::BREAKDOWN_KEY_COUNT; ++k) {
+      const auto key = static_cast<metrics::BreakdownKey>(k);
+      CAPTURE(metrics::to_string(key));
+      CHECK(reused.m.breakdown.at(key) ==
+            doctest::Approx(all.m.breakdown.at(key)).epsilon(1e-9).scale(all.m.step_time_s));
+    }
+    CHECK(reused.m.breakdown.sum() == reused.m.step_time_s);
+    CHECK(reused.m.memory.gpu == all.m.memory.gpu);
+    CHECK(reused.m.memory.cpu_per_node == all.m.memory.cpu_per_node);
+    CHECK(reused.m.memory.peak_task == all.m.memory.peak_task);
+    CHECK(reused.m.peak_time_s == doctest::Approx(all.m.peak_time_s).epsilon(1e-9));
+  }
+}
+
+TEST_CASE("accumulation reuse: the replay's size does not grow with grad_accum")
+{
+  // The cost of a step is independent of grad_accum beyond a constant (issue 4): 8 and 512 micro-steps
+  // create the same SimGrid activities, and the step grows by exactly 504 periods.
+  const spec::Scenario s8 = job("gpt2-xl", 1, 4, 8, FRAMEWORKS[3].second);
+  const spec::Scenario s512 = job("gpt2-xl", 1, 4, 512, FRAMEWORKS[3].second);
+  const Run a = run(s8, {});
+  const Run b = run(s512, {});
+  CHECK(a.t.activities == b.t.activities);
+  CHECK(a.t.flows == b.t.flows);
+  CHECK(b.t.reuse.period_s == doctest::Approx(a.t.reuse.period_s).epsilon(1e-12));
+  CHECK(b.m.step_time_s == doctest::Approx(a.m.step_time_s + 504 * a.t.reuse.period_s).epsilon(1e-12));
+}
+
+TEST_CASE("the symmetric replay agrees with the full replay")
+{
+  // Issue 4: within 1 % on step time and exactly on memory, on scenarios of up to 64 GPUs.
+  struct Case {
+    std::string label;
+    spec::Scenario s;
+  };
+  const std::vector<Case> cases = {
+      {"ZeRO-3, 2 x 4 GPUs", job("llama2-7b", 2, 4, 2, FRAMEWORKS[3].second)},
+      {"ZeRO-2, 4 x 8 GPUs", job("gpt2-xl", 4, 8, 1, FRAMEWORKS[2].second)},
+      {"ZeRO-1 overlap_comm, 8 x 8 GPUs", job("gpt2-xl", 8, 8, 1, FRAMEWORKS[1].second)},
+      {"DDP, 4 x 8 GPUs", job("gpt2-xl", 4, 8, 2, FRAMEWORKS[5].second)},
+      {"FSDP FULL_SHARD, 8 x 8 GPUs", job("llama2-7b", 8, 8, 1, FRAMEWORKS[6].second)},
+      {"FSDP HYBRID_SHARD, 4 x 8 GPUs", job("gpt2-xl", 4, 8, 1, FRAMEWORKS[7].second)},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.label);
+    const Run full = run(c.s, options(engine::Replay::FULL, true));
+    const Run sym = run(c.s, options(engine::Replay::SYMMETRIC, true));
+    CHECK(full.t.replay == "full");
+    CHECK(sym.t.replay == "symmetric");
+    CHECK(full.t.ranks.size() == static_cast<std::size_t>(c.s.dp()));
+    CHECK(sym.t.ranks.size() == static_cast<std::size_t>(c.s.cluster.gpus_per_node));
+    CHECK(sym.m.step_time_s == doctest::Approx(full.m.step_time_s).epsilon(0.01));
+    CHECK(sym.m.memory.gpu == full.m.memory.gpu);
+    CHECK(sym.m.memory.cpu_per_node == full.m.memory.cpu_per_node);
+  }
+}
