@@ -116,7 +116,8 @@ struct LadderStep {
 /// made and the scenario with it and every earlier rung. Rungs already in effect or that would be a step
 /// back are skipped. Rungs: training.micro_batch 1 (the global batch is kept when the user gave it: grad_accum
 /// grows), activation checkpointing full (training only), ZeRO stage 2, offload_optimizer cpu, stage 3,
-/// offload_param cpu, both offloads nvme. The ZeRO rungs apply to DeepSpeed scenarios only.
+/// offload_param cpu, both offloads nvme. The ZeRO rungs apply to DeepSpeed scenarios only; FSDP climbs to
+/// sharding_strategy FULL_SHARD, then cpu_offload (docs/fsdp.md); DDP has no rung of its own.
 std::vector<std::pair<std::string, spec::Scenario>> ladder_scenarios(const spec::Scenario& s);
 
 /// Climb the ladder (micro-batch 1, activation checkpointing, stage 2, optimizer offload, stage 3,

@@ -139,6 +139,7 @@ void add_note(std::string& notes, const std::string& note)
 const char* const CAT_NO_FIGURE = "no time or throughput figure";
 const char* const CAT_FSDP = "PyTorch FSDP / DDP (issue 4)";
 const char* const CAT_FAIRSCALE = "FairScale sharded DDP";
+const char* const CAT_AC = "activation checkpointing variant not modelled";
 const char* const CAT_TP_PP = "tensor / pipeline parallelism (README trap 6)";
 const char* const CAT_OFFLOAD = "NVMe or parameter offload (a later issue)";
 const char* const CAT_FP8 = "FP8 / context parallelism / ZeRO++ (README trap 4)";
@@ -169,18 +170,157 @@ std::optional<int> stage_of(const std::string& text)
   return std::nullopt;
 }
 
+bool is_fairscale(const PublishedRow& row)
+{
+  return contains(field(row, "zero_stage"), "fairscale") || contains(field(row, "framework"), "fairscale");
+}
+
+/// The PyTorch framework of a row (FSDP or DDP), or DEEPSPEED for every other row (FairScale rows too: they are
+/// not covered). Rules: framework_label in published_rows.hpp.
+spec::Framework framework_of(const PublishedRow& row)
+{
+  if (is_fairscale(row))
+    return spec::Framework::DEEPSPEED;
+  const std::string& fw = field(row, "framework");
+  const std::string sharding = lower(trim(field(row, "fsdp_sharding")));
+  // "1.2B (PyTorch DDP baseline)" (ZeRO-3 Offload blog); "PyTorch DDP", "Accelerate + PyTorch DDP".
+  if (contains(field(row, "model"), "ddp baseline") || (contains(fw, "ddp") && !contains(fw, "fsdp")))
+    return spec::Framework::DDP;
+  // Accelerate's FSDP table rows with sharding "none (DDP)" / "none": the DDP baseline of the comparison.
+  if (sharding.rfind("none", 0) == 0 && contains(fw, "fsdp"))
+    return spec::Framework::DDP;
+  if (!sharding.empty() || contains(field(row, "zero_stage"), "equivalent") || contains(fw, "fsdp"))
+    return spec::Framework::FSDP;
+  return spec::Framework::DEEPSPEED;
+}
+
+/// An FSDP strategy and how it was read from the row.
+struct ShardingRead {
+  spec::FsdpSharding strategy = spec::FsdpSharding::FULL_SHARD;
+  std::string note; ///< set when the strategy is not written in the row's fsdp_sharding column
+};
+
+/// The model size of a fms-fsdp row ("Llama 2 7B arch" -> "7"), "" when none is named.
+std::string size_in_billions(const std::string& model)
+{
+  static const std::regex re(R"((\d+)B\b)");
+  std::smatch m;
+  return std::regex_search(model, m, re) ? m.str(1) : "";
+}
+
+/// The FSDP sharding strategy of an FSDP row: the fsdp_sharding column ("FULL_SHARD", "FSDP2 fully_shard",
+/// "SHARD_GRAD_OP", ...), else the zero_stage column ("3-equivalent" = FULL_SHARD, "2-equivalent" =
+/// SHARD_GRAD_OP: README "Columns"); nullopt when neither says.
+std::optional<ShardingRead> fsdp_sharding_of(const PublishedRow& row)
+{
+  ShardingRead r;
+  if (contains(field(row, "framework"), "fms-fsdp")) {
+    // The IBM/PyTorch blog's table does not state the strategy. fms-fsdp's launch scripts do, per model size:
+    // scripts/7b.sh and scripts/13b.sh pass --sharding_strategy=hsdp (HYBRID_SHARD: shard within a node,
+    // replicate across nodes), scripts/34b.sh and scripts/70b.sh --sharding_strategy=fsdp (FULL_SHARD); their
+    // activation checkpointing (off for 7b, on for 34b/70b) matches the table's rows.
+    const std::string size = size_in_billions(field(row, "model"));
+    if (size == "7" || size == "13") {
+      r.strategy = spec::FsdpSharding::HYBRID_SHARD;
+      r.note = "HYBRID_SHARD: fms-fsdp scripts/" + size + "b.sh --sharding_strategy=hsdp (not in the table)";
+      return r;
+    }
+    if (size == "34" || size == "70") {
+      r.strategy = spec::FsdpSharding::FULL_SHARD;
+      r.note = "FULL_SHARD: fms-fsdp scripts/" + size + "b.sh --sharding_strategy=fsdp (not in the table)";
+      return r;
+    }
+    return std::nullopt;
+  }
+  const std::string sharding = lower(field(row, "fsdp_sharding"));
+  const std::string stage = lower(field(row, "zero_stage"));
+  auto strategy_in = [](const std::string& t) -> std::optional<spec::FsdpSharding> {
+    if (t.find("full_shard") != std::string::npos || t.find("fully_shard") != std::string::npos ||
+        t.find("full shard") != std::string::npos)
+      return spec::FsdpSharding::FULL_SHARD;
+    if (t.find("shard_grad_op") != std::string::npos)
+      return spec::FsdpSharding::SHARD_GRAD_OP;
+    if (t.find("hybrid_shard") != std::string::npos)
+      return spec::FsdpSharding::HYBRID_SHARD;
+    if (t.find("no_shard") != std::string::npos)
+      return spec::FsdpSharding::NO_SHARD;
+    return std::nullopt;
+  };
+  if (auto st = strategy_in(sharding)) {
+    r.strategy = *st;
+    return r;
+  }
+  if (auto st = strategy_in(stage)) {
+    r.strategy = *st;
+    r.note = "strategy from zero_stage '" + field(row, "zero_stage") + "'";
+    return r;
+  }
+  if (stage.rfind("3-equivalent", 0) == 0 || stage.rfind("2-equivalent", 0) == 0) {
+    r.strategy = stage[0] == '3' ? spec::FsdpSharding::FULL_SHARD : spec::FsdpSharding::SHARD_GRAD_OP;
+    r.note = std::string(stage[0] == '3' ? "FULL_SHARD" : "SHARD_GRAD_OP") + " from zero_stage '" +
+             field(row, "zero_stage") + "' (README: 3-equivalent = FULL_SHARD, 2-equivalent = SHARD_GRAD_OP)";
+    return r;
+  }
+  return std::nullopt;
+}
+
+const char* sharding_name(spec::FsdpSharding s)
+{
+  switch (s) {
+  case spec::FsdpSharding::FULL_SHARD:
+    return "FULL_SHARD";
+  case spec::FsdpSharding::SHARD_GRAD_OP:
+    return "SHARD_GRAD_OP";
+  case spec::FsdpSharding::HYBRID_SHARD:
+    return "HYBRID_SHARD";
+  case spec::FsdpSharding::NO_SHARD:
+    return "NO_SHARD";
+  }
+  return "?";
+}
+
+/// A PyTorch row's selective activation checkpointing: torchtitan's "selective layer" (every 2nd block fully
+/// recomputed, selective_ac_option "2") or "selective op" (a per-op save list: every second matmul output and
+/// the attention outputs kept, the rest recomputed), fms-fsdp's selective checkpointing (a fraction of the
+/// blocks). None is Megatron's selective recompute (the attention core only), the selective mode modelled.
+bool torch_selective_ac(const PublishedRow& row)
+{
+  const std::string ac = lower(trim(field(row, "activation_checkpointing")));
+  return ac.rfind("selective", 0) == 0 || ac.find("(selective") != std::string::npos;
+}
+
+/// What a PyTorch row's selective activation checkpointing is, from its framework's code.
+std::string selective_ac_text(const PublishedRow& row)
+{
+  const std::string ac = lower(field(row, "activation_checkpointing"));
+  if (contains(field(row, "framework"), "torchtitan")) {
+    // torchtitan torchtitan/models/llama/parallelize_llama.py apply_ac: selective_ac_option "op" saves the
+    // outputs of the ops in _save_list (mm, SDPA, ...) but recomputes every second mm and everything else; an
+    // integer option N checkpoints every N-th block whole (the config's default is "2"; the llama3 tomls set
+    // "op").
+    if (ac.find("layer") != std::string::npos)
+      return "torchtitan's per-layer selective checkpointing (every 2nd block recomputed whole, the rest kept)";
+    if (ac.find("op") != std::string::npos)
+      return "torchtitan's per-op selective checkpointing (matmul and attention outputs kept except every second "
+             "matmul's, the other ops recomputed)";
+    return "torchtitan's selective checkpointing (per-op in the llama3 tomls: every second matmul and the "
+           "non-matmul ops recomputed)";
+  }
+  if (contains(field(row, "framework"), "fms-fsdp"))
+    // fms-fsdp fms_fsdp/policies/ac_handler.py: selective_checkpointing p checkpoints a fraction p of the blocks.
+    return "fms-fsdp's selective checkpointing (a fraction of the blocks recomputed whole)";
+  return "selective checkpointing of " + field(row, "framework");
+}
+
 /// Reasons why a row cannot be expressed yet (empty: it can). Trap numbers refer to shared/validation/README.md.
 std::vector<Exclusion> exclusions(const PublishedRow& row)
 {
   std::vector<Exclusion> why;
   const std::string& model = field(row, "model");
   const std::string& stage = field(row, "zero_stage");
-  const std::string& framework = field(row, "framework");
   const std::string& other = field(row, "other_parallel");
-  if (!trim(field(row, "fsdp_sharding")).empty() || contains(stage, "equivalent") || contains(framework, "fsdp") ||
-      contains(framework, "ddp") || contains(model, "ddp baseline"))
-    why.push_back({CAT_FSDP, "PyTorch FSDP/DDP run: the FSDP and DDP schedules are not built yet (issue 4)"});
-  if (contains(stage, "fairscale") || contains(framework, "fairscale"))
+  const spec::Framework fw = framework_of(row);
+  if (is_fairscale(row))
     why.push_back({CAT_FAIRSCALE, "FairScale sharded DDP (OSS/SDP) is not modelled"});
   auto tp = leading_number(field(row, "tp"));
   auto pp = leading_number(field(row, "pp"));
@@ -205,7 +345,15 @@ std::vector<Exclusion> exclusions(const PublishedRow& row)
     why.push_back({CAT_TILING,
                    "the limit measured is memory-centric tiling under GPU memory pre-fragmented into 2 GB chunks (the "
                    "largest contiguous allocation); the memory model has neither tiling nor a fragmentation limit"});
-  if (why.empty()) {
+  if (fw != spec::Framework::DEEPSPEED && torch_selective_ac(row))
+    why.push_back({CAT_AC, "activation checkpointing '" + trim(field(row, "activation_checkpointing")) +
+                               "': " + selective_ac_text(row) +
+                               ", neither full recompute nor Megatron's selective recompute of the attention core "
+                               "(the two modes modelled)"});
+  if (fw == spec::Framework::FSDP && why.empty() && !fsdp_sharding_of(row))
+    why.push_back({CAT_INPUTS, "FSDP sharding strategy not stated (fsdp_sharding '" + field(row, "fsdp_sharding") +
+                                   "', zero_stage '" + stage + "')"});
+  if (why.empty() && fw == spec::Framework::DEEPSPEED) {
     auto s = stage_of(stage);
     if (!s || *s < 0 || *s > 3)
       why.push_back({CAT_STAGE, "ZeRO stage '" + stage + "' is not one DeepSpeed stage"});
@@ -263,6 +411,22 @@ spec::ModelSpec model_from_shape(const PublishedRow& row, int layers, int hidden
     m.tied_embeddings = true;
     m.max_position = std::max(1024, seq_len);
   }
+  if (contains(m.name, "mingpt")) {
+    // karpathy/minGPT mingpt/model.py: the output head is its own nn.Linear(n_embd, vocab_size, bias=False), not
+    // tied to tok_emb; the position table has block_size rows.
+    m.tied_embeddings = false;
+    m.max_position = seq_len;
+    add_note(notes, "minGPT layout: GPT-2 blocks, untied output head, position table of seq_len rows");
+  } else if (lower(m.name).rfind("mpt-", 0) == 0) {
+    // llm-foundry's benchmark configs (scripts/train/yamls/pretrain/mpt-*.yaml via submit_benchmarks.py) set
+    // only d_model, n_heads, n_layers, expansion_ratio 4, vocab 50368 and max_seq_len = the run's sequence:
+    // MPTConfig's defaults then give learned positions (learned_pos_emb true, alibi false) with max_seq_len
+    // rows, biases (no_bias false), LayerNorm, GELU MLP, the output tied to wte. The README tables' NumParams
+    // confirm it: MPT-70b at 2048 has 64,862,437,376 = this layout's count.
+    m.max_position = seq_len;
+    add_note(notes, "MPT benchmark layout: learned positions of seq_len rows, biases, tied output (llm-foundry "
+                    "MPTConfig defaults)");
+  }
   auto vocab = plain_int(field(row, "vocab"));
   if (vocab) {
     m.vocab = *vocab;
@@ -284,7 +448,7 @@ spec::ModelSpec model_from_shape(const PublishedRow& row, int layers, int hidden
 /// The node for a row: the topology file, with the row's GPU or host memory where it differs from the file.
 spec::NodeSpec node_for(const PublishedRow& row, const NodeLoader& load_node, std::string& notes)
 {
-  std::string name = node_name_for(field(row, "gpu"), field(row, "gpu_mem_GB"));
+  std::string name = node_name_for(field(row, "gpu"), field(row, "gpu_mem_GB"), field(row, "inter_node_network"));
   spec::NodeSpec node = load_node(name);
   add_note(notes, "node topologies/" + name + ".yaml");
   // GPU memory: row figures are GB as marketed (HBM sizes are binary: a "32 GB" V100 has 32 GiB); override only
@@ -311,6 +475,57 @@ spec::NodeSpec node_for(const PublishedRow& row, const NodeLoader& load_node, st
     add_note(notes, "host memory " + trim(cpu_text) + " GiB (row) over the node file's");
   }
   return node;
+}
+
+/// The fabric between nodes: the row's inter_node_network figure (a hardware input, README "Columns") over the
+/// node file's NICs. "N x B Gb/s" gives N NICs of B each; "B per GPU" one NIC of B per GPU; any other figure (per
+/// node, or unqualified: "2 Tb/s RoCE", "800 Gbps inter-node") is the node's total, spread over the node file's
+/// NIC count. The figure replaces the node file's only when the totals differ by more than 3 %; a text without a
+/// bandwidth ("not stated", "AWS Elastic Fabric Adapter (EFA)") keeps the node file's NICs, and says so. Latency:
+/// the config layer's default 5 us (scenario_loader.cpp: NCCL's network base latency, src/graph/tuning.cc
+/// hwLat[NCCL_HW_NET]); non-blocking fabric.
+spec::NetworkSpec network_for(const PublishedRow& row, const spec::NodeSpec& node, int nodes, std::string& notes)
+{
+  spec::NetworkSpec net;
+  net.nic_bandwidth_Bps = node.nics.bandwidth_Bps;
+  net.nics_per_node = node.nics.count;
+  net.latency_s = 5e-6;
+  net.oversubscription = 1;
+  const std::string text = trim(field(row, "inter_node_network"));
+  static const std::regex bw_re(R"((?:(\d+)\s*x\s*)?(\d+(?:\.\d+)?)\s*(Tb/s|Tbps|Gb/s|Gbps)\b)", std::regex::icase);
+  std::smatch m;
+  const double node_total_bps = node.nics.bandwidth_Bps * 8.0 * node.nics.count;
+  auto gbps = [](double bps) {
+    std::ostringstream os;
+    os << bps / 1e9;
+    return os.str();
+  };
+  if (!std::regex_search(text, m, bw_re)) {
+    if (nodes > 1)
+      add_note(notes, "inter-node network " + (text.empty() ? std::string("not stated") : "'" + text + "'") +
+                          ": the node file's " + std::to_string(node.nics.count) + " x " +
+                          gbps(node.nics.bandwidth_Bps * 8) + " Gb/s");
+    return net;
+  }
+  double bps = std::stod(m.str(2)) * (lower(m.str(3))[0] == 't' ? 1e12 : 1e9);
+  int count = node.nics.count;
+  double per_nic_bps = bps / std::max(1, count);
+  if (!m.str(1).empty()) {
+    count = std::stoi(m.str(1));
+    per_nic_bps = bps;
+  } else if (contains(text, "per gpu")) {
+    count = node.gpus;
+    per_nic_bps = bps;
+  }
+  const double total_bps = per_nic_bps * count;
+  if (node_total_bps > 0 && std::abs(total_bps - node_total_bps) / node_total_bps <= 0.03)
+    return net;
+  net.nics_per_node = count;
+  net.nic_bandwidth_Bps = per_nic_bps / 8.0;
+  add_note(notes, "inter-node network '" + text + "': " + std::to_string(count) + " x " + gbps(per_nic_bps) +
+                      " Gb/s per node over the node file's " + std::to_string(node.nics.count) + " x " +
+                      gbps(node.nics.bandwidth_Bps * 8) + " Gb/s");
+  return net;
 }
 
 /// The DeepSpeed zero_optimization block of a row: DeepSpeed 0.19's defaults as the config layer resolves them
@@ -373,9 +588,82 @@ spec::Checkpointing parse_checkpointing(const std::string& text, std::string& no
     return spec::Checkpointing::FULL;
   if (t.rfind("selective", 0) == 0)
     return spec::Checkpointing::SELECTIVE;
-  if (t.empty())
+  if (t.empty() || t.rfind("not stated", 0) == 0)
     add_note(notes, "activation checkpointing not stated: none assumed");
   return spec::Checkpointing::NONE;
+}
+
+/// The training precision of a PyTorch row, and for FSDP the MixedPrecision dtypes of the run's code. zerosim's
+/// precisions (scenario-format.md): bf16/fp16 = FSDP MixedPrecision(param_dtype = reduce_dtype = the 16-bit type)
+/// over fp32 sharded parameters; amp_bf16/amp_fp16 = torch.autocast over fp32 parameters; fp32.
+spec::Precision torch_precision(const PublishedRow& row, spec::Framework fw, spec::FsdpSpec& fsdp, std::string& notes)
+{
+  const std::string t = lower(trim(field(row, "precision")));
+  const std::string& framework = field(row, "framework");
+  if (t.rfind("fp32", 0) == 0 || (t.rfind("not stated", 0) == 0 && t.find("fp32") != std::string::npos)) {
+    if (t.rfind("fp32", 0) != 0)
+      add_note(notes, "precision '" + field(row, "precision") + "' read as fp32");
+    return spec::Precision::FP32;
+  }
+  const bool bf16 = t.find("bf16") != std::string::npos;
+  if (fw == spec::Framework::DDP) {
+    // DDP has no parameter-dtype mixed precision: "fp16"/"bf16" with DDP (HF Trainer --fp16, Accelerate
+    // mixed_precision, "DDP+AMP") is torch.autocast over fp32 parameters.
+    add_note(notes, std::string("DDP mixed precision is torch.autocast: ") + (bf16 ? "amp_bf16" : "amp_fp16"));
+    return bf16 ? spec::Precision::AMP_BF16 : spec::Precision::AMP_FP16;
+  }
+  if (t.rfind("amp_bf16", 0) == 0) {
+    if (t.find("default") != std::string::npos) {
+      // Composer 2023, which the llm-foundry tables ran on (prepare_fsdp_module in composer/trainer/
+      // dist_strategy.py, and the get_mixed_precision helper that added amp_fp8): mixed_precision 'DEFAULT' =
+      // MixedPrecision(param_dtype fp32 / None: the fp32 parameters are gathered as they are, reduce_dtype = the
+      // autocast dtype, buffer_dtype = fp32), under autocast. Later Composer swapped DEFAULT to bf16 parameters
+      // and fp32 reduction.
+      fsdp.param_dtype = spec::Dtype::FP32;
+      fsdp.reduce_dtype = spec::Dtype::BF16;
+      add_note(notes, "Composer MP mode DEFAULT: autocast bf16, fp32 parameter all-gather, bf16 gradient reduction");
+    }
+    return spec::Precision::AMP_BF16;
+  }
+  if (bf16) {
+    if (t.find("pure") != std::string::npos) {
+      // Composer 'PURE' = MixedPrecision(param_dtype = reduce_dtype = buffer_dtype = the autocast dtype).
+      fsdp.param_dtype = spec::Dtype::BF16;
+      fsdp.reduce_dtype = spec::Dtype::BF16;
+      add_note(notes, "Composer MP mode PURE: bf16 parameter all-gather and gradient reduction");
+    } else if (contains(framework, "torchtitan")) {
+      // torchtitan's job config defaults: mixed_precision_param "bfloat16", mixed_precision_reduce "float32"
+      // (torchtitan/config_manager.py), applied by fully_shard's MixedPrecisionPolicy.
+      fsdp.param_dtype = spec::Dtype::BF16;
+      fsdp.reduce_dtype = spec::Dtype::FP32;
+      add_note(notes, "torchtitan defaults: bf16 parameters, fp32 gradient reduction");
+    } else if (contains(framework, "fms-fsdp")) {
+      // fms-fsdp fms_fsdp/policies/mixed_precision.py bfSixteen: param_dtype = reduce_dtype = bfloat16.
+      fsdp.param_dtype = spec::Dtype::BF16;
+      fsdp.reduce_dtype = spec::Dtype::BF16;
+      add_note(notes, "fms-fsdp bfSixteen policy: bf16 parameters and gradient reduction");
+    } else {
+      add_note(notes, "bf16 mixed precision: MixedPrecision(param_dtype = reduce_dtype = bf16) over fp32 parameters "
+                      "(the reduce dtype is not stated)");
+    }
+    return spec::Precision::BF16;
+  }
+  if (t.find("fp16") != std::string::npos)
+    return spec::Precision::FP16;
+  add_note(notes, "precision '" + field(row, "precision") + "' read as bf16 mixed precision");
+  return spec::Precision::BF16;
+}
+
+/// FlashAttention in the run's code: the row names it (the llm-foundry tables: "MPT models, FlashAttention";
+/// fms-fsdp: "SDPA FlashAttention-2"; the Llama 2 70B FSDP blog: "flash-attn v2"), or torchtitan, whose Llama
+/// attention calls F.scaled_dot_product_attention (torchtitan/models/llama/model.py), which runs the
+/// FlashAttention-2 kernel for causal bf16 attention on A100 and H100.
+bool flash_attention_of(const PublishedRow& row)
+{
+  for (const char* k : {"framework", "activation_checkpointing", "other_parallel", "notes"})
+    if (contains(field(row, k), "flash"))
+      return true;
+  return contains(field(row, "framework"), "torchtitan");
 }
 
 /// Total GPUs: the leading number, unless the field says the figure's screenshot shows another count.
@@ -430,47 +718,95 @@ spec::Scenario build_scenario(const PublishedRow& row, const NodeLoader& load_no
   if (s.cluster.nodes * s.cluster.gpus_per_node != in.total_gpus)
     throw core::InputError(s.name + ": " + std::to_string(in.total_gpus) + " GPUs do not fill whole nodes of " +
                            std::to_string(node.gpus));
-  s.cluster.network.nic_bandwidth_Bps = node.nics.bandwidth_Bps;
-  s.cluster.network.nics_per_node = node.nics.count;
-  // The config layer's default one-way NIC-to-NIC latency (scenario_loader.cpp: NCCL's network base latency,
-  // src/graph/tuning.cc hwLat[NCCL_HW_NET], 5 us); non-blocking fabric.
-  s.cluster.network.latency_s = 5e-6;
-  s.cluster.network.oversubscription = 1;
+  s.cluster.network = network_for(row, node, s.cluster.nodes, info.assumptions);
 
+  const spec::Framework fw = framework_of(row);
   s.training.seq_len = in.seq_len;
   s.training.micro_batch = in.shape.micro_batch;
   auto ga = plain_int(field(row, "grad_accum"));
   s.training.grad_accum = ga ? *ga : 1;
   s.training.global_batch = static_cast<std::int64_t>(s.training.micro_batch) * s.training.grad_accum * in.total_gpus;
-  s.training.precision = parse_precision(field(row, "precision"), info.assumptions);
+  s.training.precision = fw == spec::Framework::DEEPSPEED ? parse_precision(field(row, "precision"), info.assumptions)
+                                                          : torch_precision(row, fw, s.fsdp, info.assumptions);
   s.training.activation_checkpointing = parse_checkpointing(field(row, "activation_checkpointing"), info.assumptions);
-  // V100 and Turing GPUs have no FlashAttention kernels, and the Megatron-LM/HF code of these runs predates it.
-  s.training.flash_attention = false;
-  s.training.optimizer = spec::Optimizer::ADAM;
+  // V100 and Turing GPUs have no FlashAttention kernels, and the Megatron-LM/HF code of these runs predates it;
+  // the PyTorch runs that used it say so (flash_attention_of).
+  s.training.flash_attention = flash_attention_of(row);
+  // DeepSpeed's Megatron examples use Adam (FusedAdam / DeepSpeedCPUAdam); the PyTorch runs' code uses AdamW
+  // (Composer decoupled_adamw, torchtitan and fms-fsdp AdamW, minGPT's configure_optimizers, the HF Trainer).
+  s.training.optimizer = fw == spec::Framework::DEEPSPEED ? spec::Optimizer::ADAM : spec::Optimizer::ADAMW;
   s.training.mode = spec::Mode::TRAIN;
 
-  s.framework = spec::Framework::DEEPSPEED;
+  s.framework = fw;
   s.deepspeed_version = "0.19";
-  s.deepspeed.zero = zero_for(row, in.stage, info.assumptions);
-  s.deepspeed.communication_data_type = model_dtype(s.training.precision); // §1.3: model dtype unless given
-  s.deepspeed.grad_accum_dtype = model_dtype(s.training.precision);
-
-  info.stage = in.stage;
-  const auto& z = s.deepspeed.zero;
-  info.offload =
-      z.offload_optimizer.device == spec::OffloadDevice::NONE && z.offload_param.device == spec::OffloadDevice::NONE
-          ? "none"
-          : "opt " + std::string(spec::to_string(z.offload_optimizer.device)) + " + param " +
-                std::string(spec::to_string(z.offload_param.device));
   std::ostringstream cfg;
-  cfg << "ZeRO-" << in.stage;
-  if (info.offload != "none")
-    cfg << " (" << info.offload << ")";
+  info.framework = framework_label(row);
+  if (fw == spec::Framework::DEEPSPEED) {
+    s.deepspeed.zero = zero_for(row, in.stage, info.assumptions);
+    s.deepspeed.communication_data_type = model_dtype(s.training.precision); // §1.3: model dtype unless given
+    s.deepspeed.grad_accum_dtype = model_dtype(s.training.precision);
+    info.stage = in.stage;
+    info.strategy = "stage " + std::to_string(in.stage);
+    const auto& z = s.deepspeed.zero;
+    info.offload =
+        z.offload_optimizer.device == spec::OffloadDevice::NONE && z.offload_param.device == spec::OffloadDevice::NONE
+            ? "none"
+            : "opt " + std::string(spec::to_string(z.offload_optimizer.device)) + " + param " +
+                  std::string(spec::to_string(z.offload_param.device));
+    cfg << "ZeRO-" << in.stage;
+    if (info.offload != "none")
+      cfg << " (" << info.offload << ")";
+  } else if (fw == spec::Framework::FSDP) {
+    // exclusions() lets no FSDP row without a strategy through.
+    ShardingRead sh = *fsdp_sharding_of(row);
+    if (!sh.note.empty())
+      add_note(info.assumptions, sh.note);
+    spec::FsdpSpec& f = s.fsdp;
+    f.sharding_strategy = sh.strategy;
+    const std::string sharding_text = lower(field(row, "fsdp_sharding"));
+    const std::string& framework = field(row, "framework");
+    if (contains(framework, "fsdp2") || sharding_text.find("fully_shard") != std::string::npos) {
+      // FSDP2 fully_shard: reshard_after_forward=True is FULL_SHARD's behaviour (torchtitan's default for the
+      // data-parallel mesh, fsdp_reshard_after_forward "default").
+      f.reshard_after_forward = sh.strategy != spec::FsdpSharding::SHARD_GRAD_OP;
+      add_note(info.assumptions,
+               "FSDP2 fully_shard, reshard_after_forward " + std::string(*f.reshard_after_forward ? "True" : "False"));
+    }
+    if (contains(framework, "composer")) {
+      // Composer 2023 (composer/trainer/dist_strategy.py, prepare_fsdp_module): fsdp_config backward_prefetch
+      // defaults to BACKWARD_POST; llm-foundry's submit_benchmarks.py sets limit_all_gathers true.
+      f.backward_prefetch = spec::BackwardPrefetch::BACKWARD_POST;
+      f.limit_all_gathers = true;
+      add_note(info.assumptions, "Composer FSDP defaults: backward_prefetch BACKWARD_POST, limit_all_gathers true");
+    }
+    f.cpu_offload = parse_offload(field(row, "offload_param")) == spec::OffloadDevice::CPU;
+    // One FSDP unit per transformer block: Composer's MPT fsdp_wrap_fn, torchtitan's per-block fully_shard,
+    // fms-fsdp's and Accelerate's transformer auto-wrap policies, the FSDP paper's minGPT block wrapping.
+    f.wrap = contains(field(row, "fsdp_sharding"), "whole model") ? "model" : "block";
+    info.stage = sh.strategy == spec::FsdpSharding::SHARD_GRAD_OP ? 2
+                 : sh.strategy == spec::FsdpSharding::NO_SHARD    ? 0
+                                                                  : 3;
+    info.strategy = std::string("FSDP ") + sharding_name(sh.strategy);
+    info.offload = f.cpu_offload ? "FSDP CPU offload" : "none";
+    cfg << info.strategy;
+    if (f.param_dtype || f.reduce_dtype)
+      cfg << " (params " << spec::to_string(f.param_dtype.value_or(model_dtype(s.training.precision))) << ", reduce "
+          << spec::to_string(f.reduce_dtype.value_or(model_dtype(s.training.precision))) << ")";
+    if (f.cpu_offload)
+      cfg << " (CPU offload)";
+  } else {
+    info.stage = 0;
+    info.strategy = "DDP";
+    info.offload = "none";
+    cfg << "DDP (bucket_cap_mb " << s.ddp.bucket_cap_mb << ")";
+  }
   cfg << ", " << in.total_gpus << " x " << node.gpu.model << ", " << s.model.layers << "x" << s.model.hidden << ", mb "
       << s.training.micro_batch << ", seq " << in.seq_len << ", " << spec::to_string(s.training.precision) << ", ckpt "
       << (s.training.activation_checkpointing == spec::Checkpointing::FULL        ? "full"
           : s.training.activation_checkpointing == spec::Checkpointing::SELECTIVE ? "selective"
                                                                                   : "none");
+  if (s.training.flash_attention)
+    cfg << ", FlashAttention";
   info.config = cfg.str();
   return s;
 }
@@ -483,6 +819,7 @@ RowInfo info_of(const PublishedRow& row)
   info.source = field(row, "source");
   info.locator = field(row, "locator");
   info.model = field(row, "model");
+  info.framework = framework_label(row);
   return info;
 }
 
@@ -728,9 +1065,13 @@ std::optional<double> leading_number(const std::string& text)
   return v;
 }
 
-std::string node_name_for(const std::string& gpu, const std::string& gpu_mem_GB)
+std::string node_name_for(const std::string& gpu, const std::string& gpu_mem_GB, const std::string& inter_node_network)
 {
   auto mem = leading_number(gpu_mem_GB);
+  // AWS's A100 instances with Elastic Fabric Adapter: p4d.24xlarge (A100 40 GB) and p4de.24xlarge (A100 80 GB),
+  // 4 x 100 Gb/s EFA (topologies/aws-p4d-24xlarge.yaml, aws-p4de-24xlarge.yaml).
+  if (contains(gpu, "a100") && !contains(gpu, "pcie") && contains(inter_node_network, "elastic fabric"))
+    return mem && *mem < 60 ? "aws-p4d-24xlarge" : "aws-p4de-24xlarge";
   if (contains(gpu, "v100"))
     return mem && *mem < 20 ? "dgx-1v-16gb" : "dgx-2";
   if (contains(gpu, "titan rtx"))
@@ -750,6 +1091,21 @@ std::string node_name_for(const std::string& gpu, const std::string& gpu_mem_GB)
   if (contains(gpu, "h100"))
     return mem && *mem > 90 ? "grand-teton-h100-96gb" : "dgx-h100";
   return "";
+}
+
+std::string framework_label(const PublishedRow& row)
+{
+  if (is_fairscale(row))
+    return "FairScale";
+  switch (framework_of(row)) {
+  case spec::Framework::FSDP:
+    return "FSDP";
+  case spec::Framework::DDP:
+    return "DDP";
+  case spec::Framework::DEEPSPEED:
+    break;
+  }
+  return "DeepSpeed";
 }
 
 double figure_unit_bytes(const PublishedRow& row)
@@ -777,6 +1133,9 @@ void map_row(const PublishedRow& row, const NodeLoader& load_node, RowMapping& i
     return;
   }
   auto why = exclusions(row);
+  if (framework_of(row) != spec::Framework::DEEPSPEED)
+    why.insert(why.begin(), {CAT_FSDP, "PyTorch FSDP/DDP run: the memory validation maps DeepSpeed rows only so far "
+                                       "(issue 4 compares the FSDP/DDP time and throughput figures, report.md)"});
   if (!why.empty()) {
     std::string reason = joined(why);
     std::string kind = has_mem ? "memory" : claimed_size(field(row, "max_model_fit")) ? "max-model" : "fit";
@@ -889,18 +1248,31 @@ const PublishedRow* same_size_shape(const PublishedRow& row, const std::vector<P
   return nullptr;
 }
 
+/// A model dimension: a whole number, or one followed by a remark in parentheses ("96 (assumed)": the FSDP
+/// paper's minGPT 175B, whose GPT-3 shape the data file assumes); nullopt otherwise.
+std::optional<int> dimension_of(const std::string& text)
+{
+  if (auto v = plain_int(text))
+    return v;
+  static const std::regex re(R"(^\s*(\d+)\s*\(.*\)\s*$)");
+  std::smatch m;
+  if (std::regex_match(text, m, re))
+    return std::stoi(m.str(1));
+  return std::nullopt;
+}
+
 /// The inputs a row needs for a throughput comparison that it does not give (empty: all given).
 std::vector<std::string> missing_inputs(const PublishedRow& row)
 {
   std::vector<std::string> miss;
-  if (!plain_int(field(row, "layers")) || !plain_int(field(row, "hidden")))
+  if (!dimension_of(field(row, "layers")) || !dimension_of(field(row, "hidden")))
     miss.push_back("model dimensions (layers '" + field(row, "layers") + "', hidden '" + field(row, "hidden") + "')");
   if (!leading_number(field(row, "micro_batch")))
     miss.push_back("micro-batch per GPU ('" + field(row, "micro_batch") + "')");
   if (!leading_number(field(row, "total_gpus")) &&
       !(leading_number(field(row, "gpus_per_node")) && leading_number(field(row, "nodes"))))
     miss.push_back("GPU count");
-  if (node_name_for(field(row, "gpu"), field(row, "gpu_mem_GB")).empty())
+  if (node_name_for(field(row, "gpu"), field(row, "gpu_mem_GB"), field(row, "inter_node_network")).empty())
     miss.push_back("a node file for GPU '" + field(row, "gpu") + "'");
   return miss;
 }
@@ -1018,10 +1390,35 @@ std::vector<TimeFigure> figures_of(const PublishedRow& row, std::string& not_com
       measured.push_back(f);
     }
   }
+  if (derived && contains(field(row, "notes"), "upper bound")) {
+    // Row 634 (Llama 2 70B FSDP blog): "~13.5 h for 500 steps (incl. eval every 100 & 2 ckpt saves)"; the file's
+    // notes: the derived step time "is an upper bound (includes eval/checkpoint time)" of unknown share.
+    add_note(not_compared, "derived_step_time_s '" + derived->written +
+                               "': an upper bound including evaluation and checkpointing (the row's notes), not "
+                               "a step time");
+    derived.reset();
+  }
   if (measured.empty() && derived)
     measured.push_back(*derived);
   else if (derived)
     add_note(not_compared, "derived_step_time_s '" + derived->written + "': not used, a measured figure exists");
+  // A samples/s figure printed as a whole number beside a tokens/s figure of the same run (the llm-foundry
+  // tables round "Throughput (S/s)" to integers: "3" stands for 2.5-3.5, "0" for a fraction) gives way to the
+  // tokens/s figure, the same measurement to 5-6 significant digits; it is still compared, after it.
+  auto samples = std::find_if(measured.begin(), measured.end(),
+                              [](const TimeFigure& f) { return f.metric == TimeMetric::SAMPLES_PER_S; });
+  auto tokens = std::find_if(measured.begin(), measured.end(), [](const TimeFigure& f) {
+    return f.metric == TimeMetric::TOKENS_PER_S_TOTAL || f.metric == TimeMetric::TOKENS_PER_S_PER_GPU;
+  });
+  if (samples != measured.end() && tokens != measured.end() && samples < tokens && plain_int(samples->written)) {
+    TimeFigure moved = *samples;
+    add_note(moved.note, "printed as a whole number (rounded); the tokens/s figure is the primary one");
+    measured.erase(samples);
+    auto after = std::find_if(measured.begin(), measured.end(), [](const TimeFigure& f) {
+      return f.metric == TimeMetric::TOKENS_PER_S_TOTAL || f.metric == TimeMetric::TOKENS_PER_S_PER_GPU;
+    });
+    measured.insert(after + 1, moved);
+  }
   return measured;
 }
 
@@ -1187,7 +1584,7 @@ void map_throughput_row(const PublishedRow& row, const std::vector<PublishedRow>
 {
   RowInfo info = info_of(row);
   auto not_covered = [&](const char* category, const std::string& reason) {
-    into.not_covered.push_back({info.row_id, info.source_id, info.model, category, reason});
+    into.not_covered.push_back({info.row_id, info.source_id, info.model, category, reason, info.framework});
   };
   if (is_figure_column_empty(row)) {
     std::string what = field(row, "provenance") == "estimator" ? "a DeepSpeed estimator output (memory.md compares it)"
@@ -1202,7 +1599,10 @@ void map_throughput_row(const PublishedRow& row, const std::vector<PublishedRow>
   std::vector<Exclusion> why = exclusions(r);
   const std::string opt = lower(trim(field(r, "offload_optimizer")));
   const std::string par = lower(trim(field(r, "offload_param")));
-  if (opt.rfind("nvme", 0) == 0 || par.rfind("cpu", 0) == 0 || par.rfind("nvme", 0) == 0) {
+  // DeepSpeed's timed NVMe and parameter offload are a later issue; FSDP's CPUOffload(offload_params=True) is
+  // FsdpSpec::cpu_offload (build_scenario).
+  const bool deepspeed = framework_of(r) == spec::Framework::DEEPSPEED;
+  if (deepspeed && (opt.rfind("nvme", 0) == 0 || par.rfind("cpu", 0) == 0 || par.rfind("nvme", 0) == 0)) {
     Exclusion e{CAT_OFFLOAD, "offload_optimizer '" + field(r, "offload_optimizer") + "', offload_param '" +
                                  field(r, "offload_param") +
                                  "': the timed NVMe and parameter offload are validated in a later issue"};
@@ -1242,14 +1642,18 @@ void map_throughput_row(const PublishedRow& row, const std::vector<PublishedRow>
   }
 
   BuildInputs in;
-  in.shape = {*plain_int(field(r, "layers")), *plain_int(field(r, "hidden")),
+  in.shape = {*dimension_of(field(r, "layers")), *dimension_of(field(r, "hidden")),
               static_cast<int>(*leading_number(field(r, "heads"))),
               static_cast<int>(*leading_number(field(r, "micro_batch")))};
+  for (const char* k : {"layers", "hidden"})
+    if (!plain_int(field(r, k)))
+      add_note(notes, std::string(k) + " from '" + field(r, k) + "'");
   if (!plain_int(field(r, "micro_batch")))
     add_note(notes, "micro-batch " + std::to_string(in.shape.micro_batch) + " from '" + field(r, "micro_batch") + "'");
   in.seq_len = seq_len_of(r, notes);
   in.total_gpus = total_gpus(r, notes);
-  in.stage = *stage_of(field(r, "zero_stage"));
+  // A PyTorch row has no DeepSpeed stage; build_scenario sets the one its strategy is equivalent to.
+  in.stage = deepspeed ? *stage_of(field(r, "zero_stage")) : 0;
   ThroughputCase c;
   c.info = info;
   c.info.assumptions = notes;
@@ -1258,9 +1662,14 @@ void map_throughput_row(const PublishedRow& row, const std::vector<PublishedRow>
   t.grad_accum = grad_accum_of(r, t.micro_batch, in.total_gpus, c.info.assumptions);
   t.global_batch = static_cast<std::int64_t>(t.micro_batch) * t.grad_accum * in.total_gpus;
   t.global_batch_given = !trim(field(r, "global_batch")).empty();
-  // FlashAttention (Dao et al., 2022-05): V100s have no kernels for it; the other runs' code (Megatron-LM and
-  // Megatron-DeepSpeed of 2021-2022, Hugging Face LLaMA of 2023 with its default eager attention) did not use it.
-  add_note(c.info.assumptions, contains(c.scenario.cluster.node.gpu.model, "v100")
+  // FlashAttention (Dao et al., 2022-05): V100s have no kernels for it; the DeepSpeed runs' code (Megatron-LM and
+  // Megatron-DeepSpeed of 2021-2022, Hugging Face LLaMA of 2023 with its default eager attention) did not use it;
+  // the PyTorch runs that did are flash_attention_of's.
+  add_note(c.info.assumptions, c.scenario.training.flash_attention
+                                   ? (contains(field(r, "framework"), "torchtitan")
+                                          ? "FlashAttention on (torchtitan's F.scaled_dot_product_attention)"
+                                          : "FlashAttention on (the row names it)")
+                               : contains(c.scenario.cluster.node.gpu.model, "v100")
                                    ? "FlashAttention off (no V100 kernels)"
                                    : "FlashAttention off (the run's code used standard attention)");
   if (c.scenario.training.precision == spec::Precision::FP16 && !contains(field(r, "precision"), "fp16"))
@@ -1283,7 +1692,7 @@ ThroughputMapping map_throughput_rows(const std::vector<PublishedRow>& rows, con
       map_throughput_row(r, rows, load_node, m);
     } catch (const core::InputError& e) {
       m.not_covered.push_back({field(r, "row_id"), field(r, "source_id"), field(r, "model"), CAT_INPUTS,
-                               std::string("the row cannot be mapped: ") + e.what()});
+                               std::string("the row cannot be mapped: ") + e.what(), framework_label(r)});
     }
   }
   return m;

@@ -43,8 +43,13 @@ struct RowInfo {
   std::string model;
   std::string config;      ///< short: "ZeRO-2, offload opt cpu, 1 x V100-32GB, mb 10, seq 1024, ckpt full"
   std::string assumptions; ///< inputs the row does not state and this mapping assumed, "; "-separated
-  int stage = 0;           ///< ZeRO stage (for the per-stage statistics)
+  int stage = 0;           ///< ZeRO stage, or the ZeRO stage an FSDP strategy is equivalent to (3: FULL_SHARD)
   std::string offload;     ///< "none" | "opt cpu" | "opt cpu + param cpu" | "opt nvme + param nvme" ...
+  /// The framework the run used (framework_label): "DeepSpeed", "FSDP", "DDP" or "FairScale".
+  std::string framework = "DeepSpeed";
+  /// The sharding group of the statistics: "stage N" for DeepSpeed, "FSDP FULL_SHARD" (SHARD_GRAD_OP,
+  /// HYBRID_SHARD, NO_SHARD) for FSDP, "DDP" for DDP.
+  std::string strategy;
 };
 
 /// A published memory figure and how to predict it.
@@ -89,8 +94,16 @@ struct RowMapping {
 };
 
 /// The topology file for a row's `gpu` and `gpu_mem_GB` columns (a name under topologies/), or "" when
-/// none is shipped for it.
-std::string node_name_for(const std::string& gpu, const std::string& gpu_mem_GB);
+/// none is shipped for it. `inter_node_network` names the machine where the GPU alone does not: an A100 row
+/// on AWS Elastic Fabric Adapter is a p4d (40 GB) or p4de (80 GB) instance.
+std::string node_name_for(const std::string& gpu, const std::string& gpu_mem_GB,
+                          const std::string& inter_node_network = "");
+
+/// The framework a row ran on, for the per-framework statistics: "FSDP" (PyTorch FullyShardedDataParallel,
+/// FSDP1 or FSDP2: an `fsdp_sharding` other than "none", an `N-equivalent` stage, or an FSDP framework),
+/// "DDP" (PyTorch DistributedDataParallel, or an FSDP framework run with sharding "none"), "FairScale"
+/// (sharded DDP), else "DeepSpeed".
+std::string framework_label(const PublishedRow& row);
 
 /// The leading number of a field such as "1024 (example default, not restated)" or "32 (8 KV)";
 /// nullopt when the field does not start with a number.
@@ -160,8 +173,9 @@ struct ThroughputNotCovered {
   std::string row_id;
   std::string source_id;
   std::string model;
-  std::string category; ///< the group of the report ("tensor / pipeline parallelism (README trap 6)", ...)
-  std::string reason;   ///< every reason that applies, "; "-separated
+  std::string category;  ///< the group of the report ("tensor / pipeline parallelism (README trap 6)", ...)
+  std::string reason;    ///< every reason that applies, "; "-separated
+  std::string framework; ///< framework_label of the row
 };
 
 struct ThroughputMapping {

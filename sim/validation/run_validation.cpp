@@ -321,6 +321,15 @@ bool row_id_less(const std::string& a, const std::string& b)
   return a < b;
 }
 
+/// The sharding group of a row's statistics: "stage N" for DeepSpeed, the FSDP strategy ("FSDP FULL_SHARD") or
+/// "DDP" for the PyTorch frameworks.
+std::string strategy_group(const RowInfo& info)
+{
+  if (info.framework == "DeepSpeed" || info.strategy.empty())
+    return "stage " + std::to_string(info.stage);
+  return info.strategy;
+}
+
 void add_group_stats(std::vector<ErrorStats>& out, const std::string& prefix,
                      const std::vector<const ThroughputComparison*>& rows,
                      const std::function<std::string(const ThroughputComparison&)>& key)
@@ -338,7 +347,8 @@ std::vector<ErrorStats> stats_of(const std::vector<const ThroughputComparison*>&
   if (rows.empty())
     return out;
   add_group_stats(out, "source ", rows, [](const ThroughputComparison& r) { return r.c.info.source_id; });
-  add_group_stats(out, "stage ", rows, [](const ThroughputComparison& r) { return std::to_string(r.c.info.stage); });
+  add_group_stats(out, "framework ", rows, [](const ThroughputComparison& r) { return r.c.info.framework; });
+  add_group_stats(out, "", rows, [](const ThroughputComparison& r) { return strategy_group(r.c.info); });
   add_group_stats(out, "offload ", rows, [](const ThroughputComparison& r) { return r.c.info.offload; });
   std::vector<double> all;
   for (const auto* r : rows)
@@ -354,7 +364,56 @@ int gpus_of(const ThroughputCase& c)
 
 std::string stage_text(const ThroughputCase& c)
 {
-  return std::to_string(c.info.stage);
+  if (c.info.framework == "DeepSpeed" || c.info.strategy.empty())
+    return std::to_string(c.info.stage);
+  return c.info.strategy;
+}
+
+/// The frameworks in the order the report lists them; any other label after these, in first-seen order.
+const char* const FRAMEWORK_ORDER[] = {"DeepSpeed", "FSDP", "DDP"};
+
+std::vector<FrameworkSummary> framework_summaries(const ThroughputReport& r)
+{
+  std::vector<FrameworkSummary> out;
+  for (const char* f : FRAMEWORK_ORDER) {
+    FrameworkSummary s;
+    s.framework = f;
+    out.push_back(s);
+  }
+  auto entry = [&](const std::string& f) -> FrameworkSummary& {
+    auto it = std::find_if(out.begin(), out.end(), [&](const FrameworkSummary& s) { return s.framework == f; });
+    if (it != out.end())
+      return *it;
+    FrameworkSummary s;
+    s.framework = f;
+    out.push_back(s);
+    return out.back();
+  };
+  std::map<std::string, std::vector<double>> errors;
+  for (const auto& c : r.comparisons) {
+    FrameworkSummary& s = entry(c.c.info.framework);
+    ++s.rows;
+    if (is_component(c.figures.front().figure.metric)) {
+      ++s.component;
+    } else {
+      ++s.compared;
+      errors[s.framework].push_back(std::abs(c.figures.front().error_pct));
+    }
+  }
+  for (const auto& f : r.failures) {
+    FrameworkSummary& s = entry(f.c.info.framework);
+    ++s.rows;
+    ++s.failed;
+  }
+  for (const auto& n : r.not_covered) {
+    FrameworkSummary& s = entry(n.framework.empty() ? std::string("DeepSpeed") : n.framework);
+    ++s.rows;
+    ++s.not_covered;
+  }
+  for (auto& s : out)
+    if (!errors[s.framework].empty())
+      s.whole_step = error_stats("framework " + s.framework, errors[s.framework]);
+  return out;
 }
 
 std::size_t component_count(const ThroughputReport& r)
@@ -561,10 +620,12 @@ ThroughputReport assemble_report(int rows_total, const ThroughputMapping& mappin
       break;
     }
     case RowStatus::UNSUPPORTED:
-      r.not_covered.push_back({c.info.row_id, c.info.source_id, c.info.model, CAT_UNSUPPORTED, o.message});
+      r.not_covered.push_back(
+          {c.info.row_id, c.info.source_id, c.info.model, CAT_UNSUPPORTED, o.message, c.info.framework});
       break;
     case RowStatus::REJECTED:
-      r.not_covered.push_back({c.info.row_id, c.info.source_id, c.info.model, CAT_REJECTED, o.message});
+      r.not_covered.push_back(
+          {c.info.row_id, c.info.source_id, c.info.model, CAT_REJECTED, o.message, c.info.framework});
       break;
     case RowStatus::FAILED:
     case RowStatus::TIMED_OUT:
@@ -579,6 +640,7 @@ ThroughputReport assemble_report(int rows_total, const ThroughputMapping& mappin
     (is_component(c.figures.front().figure.metric) ? component : whole).push_back(&c);
   r.stats = stats_of(whole);
   r.component_stats = stats_of(component);
+  r.frameworks = framework_summaries(r);
   return r;
 }
 
@@ -602,6 +664,23 @@ std::string render_headline(const ThroughputReport& r)
       os << buf;
     }
   };
+  os << "per framework (rows in the file: compared on a whole-step figure, on a component timing, failed, not "
+        "covered):\n";
+  for (const auto& f : r.frameworks) {
+    char buf[200];
+    if (f.whole_step)
+      std::snprintf(buf, sizeof buf,
+                    "  %-10s %4d rows: %4d compared, %2d component timings, %3d failed, %4d not covered; median "
+                    "|err| %.1f %%, p90 %.1f %%\n",
+                    f.framework.c_str(), f.rows, f.compared, f.component, f.failed, f.not_covered,
+                    f.whole_step->median_abs_pct, f.whole_step->p90_abs_pct);
+    else
+      std::snprintf(buf, sizeof buf,
+                    "  %-10s %4d rows: %4d compared, %2d component timings, %3d failed, %4d not covered; no "
+                    "whole-step figure compared\n",
+                    f.framework.c_str(), f.rows, f.compared, f.component, f.failed, f.not_covered);
+    os << buf;
+  }
   table(r.stats, "whole-step figures (primary figure of each row):");
   table(r.component_stats, "component timings (backward pass, CPU-Adam step):");
   for (const auto& f : r.failures)
@@ -626,7 +705,20 @@ std::string render_throughput_markdown(const ThroughputReport& r)
      << "- Failed or timed out in the simulator: " << r.failures.size() << (r.failures.empty() ? "" : " (listed below)")
      << ".\n"
      << "- Not covered: " << r.not_covered.size() << " (grouped by reason below).\n\n";
-  md << "Whole-step figures (step time, samples/s, tokens/s, TFLOPs, MFU), primary figure of each row:\n\n";
+  md << "Per framework (the rows of the file by the framework they ran on; median and p90 of |error| over the\n"
+     << "whole-step figures compared):\n\n"
+     << "| framework | rows | compared (whole step) | component timings | failed | not covered | median abs error | "
+        "p90 abs error |\n|---|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const auto& f : r.frameworks) {
+    md << "| " << f.framework << " | " << f.rows << " | " << f.compared << " | " << f.component << " | " << f.failed
+       << " | " << f.not_covered << " | ";
+    if (f.whole_step)
+      md << fixed(f.whole_step->median_abs_pct, 1) << " % | " << fixed(f.whole_step->p90_abs_pct, 1) << " % |\n";
+    else
+      md << "none compared | |\n";
+  }
+  md << "\nWhole-step figures (step time, samples/s, tokens/s, TFLOPs, MFU), primary figure of each row, per source,\n"
+     << "framework, ZeRO stage or FSDP strategy, offload mode and overall:\n\n";
   if (r.stats.empty())
     md << "(none)\n";
   else
@@ -640,7 +732,9 @@ std::string render_throughput_markdown(const ThroughputReport& r)
   md << "\n## Compared rows\n\n"
      << "The primary figure of each row (priority: `docs/validation.md`). Tolerance: the chart-read tolerance the\n"
      << "file states, or half a printed range.\n\n"
-     << "| row | source | model | GPUs | stage | offload | metric | measured | predicted | error | tolerance |\n"
+     << "| row | source | model | GPUs | stage / strategy | offload | metric | measured | predicted | error | "
+        "tolerance "
+        "|\n"
      << "|---|---|---|---:|---:|---|---|---:|---:|---:|---|\n";
   for (const auto& c : r.comparisons) {
     const FigureComparison& f = c.figures.front();

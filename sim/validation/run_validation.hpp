@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -97,16 +98,30 @@ struct RowFailure {
   std::string message;
 };
 
+/// The rows of one framework (RowInfo::framework): how many ended where, and the statistics of its whole-step
+/// comparisons.
+struct FrameworkSummary {
+  std::string framework; ///< "DeepSpeed", "FSDP", "DDP", or another framework_label
+  int rows = 0;          ///< rows of the file with this framework
+  int compared = 0;      ///< compared on a whole-step figure
+  int component = 0;     ///< compared on a component timing
+  int failed = 0;        ///< failed or timed out in the simulator
+  int not_covered = 0;
+  std::optional<ErrorStats> whole_step; ///< |error| of the whole-step comparisons; none when there is none
+};
+
 struct ThroughputReport {
   int rows_total = 0;                            ///< rows in the file
   std::vector<ThroughputComparison> comparisons; ///< in file order
   std::vector<RowFailure> failures;
   std::vector<ThroughputNotCovered> not_covered; ///< in file order
-  /// |error| of the primary figure, whole-step figures (time, rates, TFLOPs, MFU): per source, ZeRO stage,
-  /// offload mode, and overall.
+  /// |error| of the primary figure, whole-step figures (time, rates, TFLOPs, MFU): per source, framework, ZeRO
+  /// stage or FSDP strategy, offload mode, and overall.
   std::vector<ErrorStats> stats;
   /// The same for component timings (backward pass, CPU-Adam step), kept apart from the whole-step figures.
   std::vector<ErrorStats> component_stats;
+  /// Per framework: DeepSpeed, FSDP, DDP always (a framework without a compared row says so), then any other.
+  std::vector<FrameworkSummary> frameworks;
 };
 
 /// Puts the outcomes (same order as mapping.cases) beside the measured figures. An UNSUPPORTED or REJECTED
@@ -118,7 +133,8 @@ ThroughputReport assemble_report(int rows_total, const ThroughputMapping& mappin
 std::string render_throughput_markdown(const ThroughputReport& r);
 /// results/validation/report.csv: one record per compared figure, failed row and row not covered.
 std::string render_throughput_csv(const ThroughputReport& r);
-/// The headline printed on the terminal: counts, then median and p90 per source, stage, offload and overall.
+/// The headline printed on the terminal: counts, the per-framework summary, then median and p90 per source,
+/// framework, stage or strategy, offload and overall.
 std::string render_headline(const ThroughputReport& r);
 
 /// `zerosim validate --run`: reads `csv` (published.csv), loads node files from the topologies/ folder nearest

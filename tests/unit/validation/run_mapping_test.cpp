@@ -3,14 +3,17 @@
 #include "validation/run_validation.hpp"
 
 #include "core/error.hpp"
+#include "workload/transformer.hpp"
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -21,14 +24,32 @@ using namespace zerosim::validation;
 namespace {
 
 /// Stand-ins for the node files, so that the mapping is tested alone: topologies/dgx-2.yaml (16 x V100 32 GiB,
-/// 1.5 TiB host, 8 x 100 Gb/s: NVIDIA DGX-2 datasheet) and topologies/azure-ndm-a100-v4.yaml (8 x A100 80 GiB,
-/// 1900 GiB host of which 340 GB reserved, 8 x 200 Gb/s: Microsoft Learn NDm A100 v4-series).
+/// 1.5 TiB host, 8 x 100 Gb/s: NVIDIA DGX-2 datasheet), topologies/azure-ndm-a100-v4.yaml (8 x A100 80 GiB,
+/// 1900 GiB host of which 340 GB reserved, 8 x 200 Gb/s: Microsoft Learn NDm A100 v4-series), dgx-h100.yaml
+/// (8 x H100 80 GiB, 2 TiB host, 8 x 400 Gb/s ConnectX-7: NVIDIA DGX H100 datasheet), dgx-a100-80gb.yaml (8 x
+/// A100 80 GiB, 2 TiB host, 8 x 200 Gb/s HDR: NVIDIA DGX A100 datasheet), aws-p4de-24xlarge.yaml (8 x A100 80 GiB,
+/// 1152 GiB host, 4 x 100 Gb/s EFA: AWS EC2 P4 instance page) and workstation-2x-titan-rtx.yaml (2 x TITAN RTX
+/// 24 GiB, one 10 Gb/s NIC).
 NodeLoader fake_nodes()
 {
   return [](const std::string& name) {
     spec::NodeSpec n;
     n.name = name;
-    if (name == "azure-ndm-a100-v4") {
+    if (name == "dgx-h100" || name == "dgx-a100-80gb" || name == "aws-p4de-24xlarge") {
+      n.gpu.model = name == "dgx-h100" ? "H100-SXM5-80GB" : "A100-SXM4-80GB";
+      n.gpu.memory_bytes = 80LL << 30;
+      n.gpus = 8;
+      n.cpu.memory_bytes = name == "aws-p4de-24xlarge" ? 1152LL << 30 : 2048LL << 30;
+      n.nics.count = name == "aws-p4de-24xlarge" ? 4 : 8;
+      n.nics.bandwidth_Bps = name == "dgx-h100" ? 50e9 : name == "dgx-a100-80gb" ? 25e9 : 12.5e9;
+    } else if (name == "workstation-2x-titan-rtx") {
+      n.gpu.model = "TITAN-RTX-24GB";
+      n.gpu.memory_bytes = 24LL << 30;
+      n.gpus = 2;
+      n.cpu.memory_bytes = 128LL << 30;
+      n.nics.count = 1;
+      n.nics.bandwidth_Bps = 1.25e9;
+    } else if (name == "azure-ndm-a100-v4") {
       n.gpu.model = "A100-SXM4-80GB";
       n.gpu.memory_bytes = 80LL << 30;
       n.gpus = 8;
@@ -169,19 +190,266 @@ PublishedRow row_85()
           {"completeness", "A"}};
 }
 
+/// `base` with some columns rewritten (a row of the same source that differs in a few cells).
+PublishedRow with(PublishedRow base, const std::vector<std::pair<std::string, std::string>>& cells)
+{
+  for (const auto& [k, v] : cells)
+    base.insert_or_assign(k, v);
+  return base;
+}
+
 /// published.csv row 51 (ZeRO-Offload Figure 8: the 1B model, 20 layers x 2048, on one V100).
 PublishedRow row_51()
 {
-  PublishedRow r = row_56();
-  r["row_id"] = "51";
-  r["model"] = "GPT-2-like 1B";
-  r["params_B"] = "1";
-  r["layers"] = "20";
-  r["hidden"] = "2048";
-  r["micro_batch"] = "32";
-  r["grad_accum"] = "16.0";
-  r["tflops_per_gpu"] = "36.0";
-  return r;
+  return with(row_56(), {{"row_id", "51"},
+                         {"model", "GPT-2-like 1B"},
+                         {"params_B", "1"},
+                         {"layers", "20"},
+                         {"hidden", "2048"},
+                         {"micro_batch", "32"},
+                         {"grad_accum", "16.0"},
+                         {"tflops_per_gpu", "36.0"}});
+}
+
+/// published.csv row 350 (llm-foundry benchmarks, 'H100 80GB BF16 (Large Scale)': MPT-70b on 512 H100).
+PublishedRow row_350()
+{
+  return {{"row_id", "350"},
+          {"source_id", "S14"},
+          {"locator", "section 'H100 80GB BF16 (Large Scale, >= 128 GPUs)'"},
+          {"evidence_type", "table"},
+          {"provenance", "measured"},
+          {"framework", "Composer + PyTorch FSDP (MPT models, FlashAttention)"},
+          {"model", "MPT-70b"},
+          {"params_B", "64.862"},
+          {"layers", "80"},
+          {"hidden", "8192"},
+          {"ffn_hidden", "32768"},
+          {"heads", "64"},
+          {"seq_len", "2048"},
+          {"vocab", "50368"},
+          {"gpu", "H100 SXM"},
+          {"gpu_mem_GB", "80"},
+          {"gpus_per_node", "8"},
+          {"nodes", "64"},
+          {"total_gpus", "512"},
+          {"inter_node_network", "not stated (MosaicML platform)"},
+          {"zero_stage", "3-equivalent"},
+          {"fsdp_sharding", "FULL_SHARD"},
+          {"offload_optimizer", "none"},
+          {"offload_param", "none"},
+          {"tp", "1"},
+          {"pp", "1"},
+          {"global_batch", "4096"},
+          {"micro_batch", "8"},
+          {"grad_accum", "1"},
+          {"precision", "amp_bf16 (MP mode DEFAULT)"},
+          {"activation_checkpointing", "yes"},
+          {"tflops_per_gpu", "408.0"},
+          {"tflops_includes_recompute", "no for 'Model TFLOP'/MFU; HFU counts recompute"},
+          {"mfu", "0.4125"},
+          {"hfu", "0.55"},
+          {"samples_per_s", "251"},
+          {"tokens_per_s_total", "515636"},
+          {"tokens_per_s_per_gpu", "1007"},
+          {"derived_step_time_s", "16.268"},
+          {"completeness", "B"}};
+}
+
+/// published.csv row 427 (llm-foundry, 'A100 80GB with 1600 Gbps node-node interconnect': MPT-70b, MP mode PURE).
+PublishedRow row_427()
+{
+  return with(row_350(), {{"row_id", "427"},
+                          {"locator", "section 'A100 80GB with 1600 Gbps node-node interconnect (RoCE)'"},
+                          {"gpu", "A100 SXM"},
+                          {"nodes", "8"},
+                          {"total_gpus", "64"},
+                          {"inter_node_network", "1600 Gbps RoCE per node"},
+                          {"global_batch", "2048"},
+                          {"grad_accum", "4"},
+                          {"precision", "bf16 (MP mode PURE)"},
+                          {"tflops_per_gpu", "166.0"},
+                          {"mfu", "0.5333"},
+                          {"hfu", "0.711"},
+                          {"samples_per_s", "12"},
+                          {"tokens_per_s_total", "26274"},
+                          {"tokens_per_s_per_gpu", "410"},
+                          {"derived_step_time_s", "159.637"},
+                          {"completeness", "A"}});
+}
+
+/// published.csv row 568 (torchtitan docs/performance.md, 64 A100: Llama 3 70B, FSDP2, full checkpointing).
+PublishedRow row_568()
+{
+  return {{"row_id", "568"},
+          {"source_id", "S15"},
+          {"locator", "docs/performance.md (64 A100)"},
+          {"evidence_type", "table"},
+          {"provenance", "measured"},
+          {"framework", "torchtitan (PyTorch FSDP2, per-parameter sharding)"},
+          {"model", "Llama 3 70B"},
+          {"params_B", "70.6"},
+          {"layers", "80"},
+          {"hidden", "8192"},
+          {"ffn_hidden", "28672"},
+          {"heads", "64 (8 KV)"},
+          {"seq_len", "8192"},
+          {"vocab", "128256"},
+          {"gpu", "A100"},
+          {"gpu_mem_GB", "80"},
+          {"gpus_per_node", "8"},
+          {"nodes", "8"},
+          {"total_gpus", "64"},
+          {"zero_stage", "3-equivalent"},
+          {"fsdp_sharding", "FSDP2 fully_shard (reshard_after_forward=True)"},
+          {"global_batch", "64"},
+          {"micro_batch", "1"},
+          {"grad_accum", "1"},
+          {"precision", "bf16 mixed"},
+          {"activation_checkpointing", "full"},
+          {"mfu", "0.517"},
+          {"tokens_per_s_per_gpu", "331"},
+          {"derived_step_time_s", "24.75"},
+          {"completeness", "B"}};
+}
+
+/// published.csv row 595 (PyTorch/IBM "Maximizing training throughput" Table 1: fms-fsdp, Llama 2 7B, 96 H100).
+PublishedRow row_595()
+{
+  return {{"row_id", "595"},
+          {"source_id", "S16"},
+          {"locator", "Table 1 (MFU/HFU)"},
+          {"evidence_type", "table"},
+          {"provenance", "measured"},
+          {"framework", "PyTorch FSDP (fms-fsdp), SDPA FlashAttention-2"},
+          {"model", "Llama 2 7B arch"},
+          {"params_B", "7.0"},
+          {"layers", "32"},
+          {"hidden", "4096"},
+          {"ffn_hidden", "11008"},
+          {"heads", "32"},
+          {"seq_len", "4096"},
+          {"vocab", "32000"},
+          {"gpu", "H100"},
+          {"gpu_mem_GB", "80"},
+          {"gpus_per_node", "8"},
+          {"nodes", "12"},
+          {"total_gpus", "96"},
+          {"inter_node_network", "800 Gbps inter-node"},
+          {"zero_stage", "3-equivalent (likely; HSDP possible)"},
+          {"fsdp_sharding", "FSDP (strategy per fms-fsdp config; not in table)"},
+          {"global_batch", "192"},
+          {"micro_batch", "2"},
+          {"precision", "bf16 mixed; AdamW fp32 states"},
+          {"activation_checkpointing", "no"},
+          {"mfu", "0.37"},
+          {"hfu", "0.37"},
+          {"tokens_per_s_per_gpu", "7500"},
+          {"derived_step_time_s", "1.09"},
+          {"completeness", "B"}};
+}
+
+/// published.csv row 318 (the PyTorch FSDP paper, Fig. 7(b): minGPT 175B on 128 A100, micro-batch 1).
+PublishedRow row_318()
+{
+  return {{"row_id", "318"},
+          {"source_id", "S13"},
+          {"locator", "Figs 7(b) TFLOPS and 8(b) memory; Sec 5.4 text"},
+          {"evidence_type", "chart-read (+/-2)"},
+          {"provenance", "measured"},
+          {"framework", "PyTorch FSDP"},
+          {"model", "minGPT 175B (GPT-3 dims assumed)"},
+          {"params_B", "175"},
+          {"layers", "96 (assumed)"},
+          {"hidden", "12288 (assumed)"},
+          {"heads", "96 (assumed)"},
+          {"seq_len", "2048"},
+          {"vocab", "50000"},
+          {"gpu", "A100"},
+          {"gpu_mem_GB", "80"},
+          {"gpus_per_node", "8"},
+          {"nodes", "16"},
+          {"total_gpus", "128"},
+          {"inter_node_network", "2 Tb/s RoCE"},
+          {"zero_stage", "3-equivalent"},
+          {"fsdp_sharding", "FULL_SHARD + backward prefetch + rate limiter"},
+          {"global_batch", "128"},
+          {"micro_batch", "1"},
+          {"precision", "bf16 mixed"},
+          {"activation_checkpointing", "yes (Sec 5.4: AC + BF16 + Adam)"},
+          {"tflops_per_gpu", "173.5"},
+          {"tflops_includes_recompute", "not stated"},
+          {"completeness", "A"}};
+}
+
+/// published.csv row 634 (HF blog "Fine-tuning Llama 2 70B using PyTorch FSDP": 16 A100 on AWS EFA).
+PublishedRow row_634()
+{
+  return {{"row_id", "634"},
+          {"source_id", "S18"},
+          {"locator", "'Bringing it all together'"},
+          {"evidence_type", "table (text)"},
+          {"provenance", "measured"},
+          {"framework", "Accelerate/TRL + PyTorch FSDP"},
+          {"model", "Llama-2-70b-chat-hf"},
+          {"layers", "80"},
+          {"hidden", "8192"},
+          {"ffn_hidden", "28672"},
+          {"heads", "64 (8 KV)"},
+          {"seq_len", "2048"},
+          {"vocab", "32000"},
+          {"gpu", "A100"},
+          {"gpu_mem_GB", "80"},
+          {"gpus_per_node", "8"},
+          {"nodes", "2"},
+          {"total_gpus", "16"},
+          {"inter_node_network", "AWS Elastic Fabric Adapter (EFA)"},
+          {"cpu_mem_per_node_GB", "1024"},
+          {"zero_stage", "3-equivalent"},
+          {"fsdp_sharding", "FULL_SHARD, transformer auto-wrap"},
+          {"global_batch", "16"},
+          {"micro_batch", "1"},
+          {"grad_accum", "1"},
+          {"precision", "bf16 mixed"},
+          {"activation_checkpointing", "yes (+ flash-attn v2)"},
+          {"step_time_s", "~13.5 h for 500 steps (incl. eval every 100 & 2 ckpt saves)"},
+          {"derived_step_time_s", "97.2"},
+          {"completeness", "B"},
+          {"notes", "Derived ~97 s/step is an upper bound (includes eval/checkpoint time). Packing on."}};
+}
+
+/// published.csv row 618 (HF blog "Accelerate Large Model Training using PyTorch FSDP" Table 1: the DDP run of
+/// GPT-2 Large, fp16, on 2 TITAN RTX).
+PublishedRow row_618()
+{
+  return {{"row_id", "618"},
+          {"source_id", "S18"},
+          {"locator", "Table 1 (GPT-2 Large)"},
+          {"evidence_type", "table (text)"},
+          {"provenance", "measured"},
+          {"framework", "Accelerate + PyTorch FSDP"},
+          {"model", "gpt2-large"},
+          {"layers", "36"},
+          {"hidden", "1280"},
+          {"heads", "20"},
+          {"seq_len", "12"},
+          {"gpu", "Titan RTX"},
+          {"gpu_mem_GB", "24"},
+          {"gpus_per_node", "2"},
+          {"total_gpus", "2"},
+          {"zero_stage", "0"},
+          {"fsdp_sharding", "none (DDP)"},
+          {"offload_param", "none"},
+          {"micro_batch", "7"},
+          {"precision", "fp16"},
+          {"step_time_s", "~8 min for 1 epoch wikitext-2"},
+          {"completeness", "B"}};
+}
+
+const TimeFigure* figure_of(const ThroughputCase& c, TimeMetric m)
+{
+  auto it = std::find_if(c.figures.begin(), c.figures.end(), [&](const TimeFigure& f) { return f.metric == m; });
+  return it == c.figures.end() ? nullptr : &*it;
 }
 
 ThroughputMapping map_one(const PublishedRow& r, const std::vector<PublishedRow>& all = {})
@@ -213,9 +481,9 @@ std::vector<PublishedRow> shipped_rows()
   return rows;
 }
 
-/// A case with one figure, for the report and runner tests.
+/// A case with one figure, for the report and runner tests; `framework` and `strategy` as RowInfo writes them.
 ThroughputCase hand_case(const std::string& id, const std::string& source, int stage, TimeMetric metric,
-                         double measured)
+                         double measured, const std::string& framework = "DeepSpeed", const std::string& strategy = "")
 {
   ThroughputCase c;
   c.info.row_id = id;
@@ -223,6 +491,8 @@ ThroughputCase hand_case(const std::string& id, const std::string& source, int s
   c.info.model = "model " + id;
   c.info.stage = stage;
   c.info.offload = "none";
+  c.info.framework = framework;
+  c.info.strategy = strategy;
   c.scenario.cluster.nodes = 1;
   c.scenario.cluster.gpus_per_node = 8;
   TimeFigure f;
@@ -352,10 +622,16 @@ TEST_SUITE("validation")
 
   TEST_CASE("run mapping: rows outside the modelled set are not covered, each in its group")
   {
-    PublishedRow fsdp = row_211();
-    fsdp["zero_stage"] = "3-equivalent";
-    fsdp["fsdp_sharding"] = "FULL_SHARD";
-    CHECK(category_of(fsdp) == "PyTorch FSDP / DDP (issue 4)");
+    // torchtitan row 566: "selective layer" checkpointing (every 2nd block), neither full nor Megatron-selective.
+    PublishedRow layer_ac = with(row_568(), {{"row_id", "566"}, {"activation_checkpointing", "selective layer"}});
+    CHECK(category_of(layer_ac) == "activation checkpointing variant not modelled");
+    PublishedRow fairscale = row_211(); // S18 rows 612-613
+    fairscale["framework"] = "FairScale sharded_ddp";
+    fairscale["zero_stage"] = "1-2 (FairScale OSS/SDP)";
+    CHECK(category_of(fairscale) == "FairScale sharded DDP");
+    PublishedRow fp8 = row_350(); // S14 rows 420-426
+    fp8["precision"] = "amp_fp8 (MP mode DEFAULT)";
+    CHECK(category_of(fp8) == "FP8 / context parallelism / ZeRO++ (README trap 4)");
     PublishedRow tp = row_211();
     tp["tp"] = "8";
     CHECK(category_of(tp) == "tensor / pipeline parallelism (README trap 6)");
@@ -407,20 +683,259 @@ TEST_SUITE("validation")
     CHECK(seen.size() == rows.size());
     for (const auto& r : rows)
       CHECK_MESSAGE(seen.count(r.at("row_id")) == 1, "row " << r.at("row_id"));
+    auto is_case = [&](const PublishedRow& r) {
+      return std::any_of(m.cases.begin(), m.cases.end(),
+                         [&](const ThroughputCase& c) { return c.info.row_id == r.at("row_id"); });
+    };
     // Every row of the Azure blog (S07: ZeRO-3 with CPU optimizer offload, no TP/PP, completeness B, one
-    // TFLOPs figure each) is simulated; no FSDP, TP/PP or NVMe row is.
-    for (const auto& r : rows)
+    // TFLOPs figure each) is simulated; so is every llm-foundry row (S14: FSDP, shapes, batch and GPUs given)
+    // except the FP8 ones (README trap 4). No TP/PP or DeepSpeed NVMe row is.
+    for (const auto& r : rows) {
       if (r.at("source_id") == "S07" && r.at("completeness") != "C")
-        CHECK_MESSAGE(std::any_of(m.cases.begin(), m.cases.end(),
-                                  [&](const ThroughputCase& c) { return c.info.row_id == r.at("row_id"); }),
-                      "row " << r.at("row_id"));
+        CHECK_MESSAGE(is_case(r), "row " << r.at("row_id"));
+      if (r.at("source_id") == "S14")
+        CHECK_MESSAGE(is_case(r) == (r.at("precision").find("fp8") == std::string::npos), "row " << r.at("row_id"));
+    }
+    std::map<std::string, const PublishedRow*> by_id;
+    for (const auto& r : rows)
+      by_id[r.at("row_id")] = &r;
     for (const auto& c : m.cases) {
-      CHECK(c.scenario.framework == spec::Framework::DEEPSPEED);
-      CHECK(c.scenario.deepspeed.zero.offload_param.device == spec::OffloadDevice::NONE);
-      CHECK(c.scenario.deepspeed.zero.offload_optimizer.device != spec::OffloadDevice::NVME);
+      const PublishedRow& r = *by_id.at(c.info.row_id);
+      CHECK(c.info.framework == framework_label(r));
+      if (c.scenario.framework == spec::Framework::DEEPSPEED) {
+        CHECK(c.info.framework == "DeepSpeed");
+        CHECK(c.scenario.deepspeed.zero.offload_param.device == spec::OffloadDevice::NONE);
+        CHECK(c.scenario.deepspeed.zero.offload_optimizer.device != spec::OffloadDevice::NVME);
+      } else {
+        CHECK(c.info.framework == (c.scenario.framework == spec::Framework::FSDP ? "FSDP" : "DDP"));
+      }
+      CHECK(leading_number(r.at("tp")).value_or(1) <= 1);
+      CHECK(leading_number(r.at("pp")).value_or(1) <= 1);
+      CHECK(r.at("precision").find("fp8") == std::string::npos);
       CHECK(c.completeness != "C");
       CHECK_FALSE(c.figures.empty());
     }
+  }
+
+  TEST_CASE("run mapping: llm-foundry row 350 (MPT-70b on 512 H100, amp_bf16 DEFAULT) is Composer's FSDP")
+  {
+    ThroughputMapping m = map_one(row_350());
+    REQUIRE(m.cases.size() == 1);
+    const ThroughputCase& c = m.cases[0];
+    const spec::Scenario& s = c.scenario;
+    CHECK(s.framework == spec::Framework::FSDP);
+    CHECK(s.fsdp.sharding_strategy == spec::FsdpSharding::FULL_SHARD); // fsdp_sharding "FULL_SHARD"
+    CHECK_FALSE(s.fsdp.reshard_after_forward.has_value());             // FSDP1 (Composer 2023)
+    // "amp_bf16 (MP mode DEFAULT)": autocast bf16; Composer 2023's DEFAULT gathers the fp32 parameters and
+    // reduces gradients in bf16.
+    CHECK(s.training.precision == spec::Precision::AMP_BF16);
+    REQUIRE(s.fsdp.param_dtype.has_value());
+    CHECK(*s.fsdp.param_dtype == spec::Dtype::FP32);
+    REQUIRE(s.fsdp.reduce_dtype.has_value());
+    CHECK(*s.fsdp.reduce_dtype == spec::Dtype::BF16);
+    CHECK(s.fsdp.backward_prefetch == spec::BackwardPrefetch::BACKWARD_POST); // Composer's fsdp_config default
+    CHECK_FALSE(s.fsdp.cpu_offload);                                          // offload_param "none"
+    CHECK(s.fsdp.wrap == "block");
+    CHECK(s.training.activation_checkpointing == spec::Checkpointing::FULL); // "yes"
+    CHECK(s.training.flash_attention);                                       // "... FlashAttention" (framework)
+    CHECK(s.training.optimizer == spec::Optimizer::ADAMW);
+    CHECK(s.cluster.node.name == "dgx-h100"); // H100 SXM, 80 GB
+    CHECK(s.cluster.nodes == 64);             // 512 GPUs / 8
+    CHECK(s.cluster.gpus_per_node == 8);
+    CHECK(s.cluster.network.nics_per_node == 8); // "not stated": the node file's 8 x 400 Gb/s
+    CHECK(s.cluster.network.nic_bandwidth_Bps == doctest::Approx(50e9));
+    CHECK(s.training.seq_len == 2048);
+    CHECK(s.training.micro_batch == 8);
+    CHECK(s.training.grad_accum == 1);
+    CHECK(s.training.global_batch == 4096); // 8 x 1 x 512, the row's global batch
+    CHECK(s.model.ffn_hidden == 32768);
+    CHECK(s.model.vocab == 50368);
+    CHECK(s.model.position == spec::PositionKind::LEARNED);
+    CHECK(s.model.max_position == 2048);
+    CHECK(s.model.bias);
+    CHECK(s.model.tied_embeddings);
+    // llm-foundry's README table prints NumParams 64862437376 for MPT-70b at sequence 2048.
+    CHECK(workload::count_params(s.model) == 64'862'437'376LL);
+    // The samples/s cell "251" is a rounded integer: tokens/s (515636) is the primary figure, samples/s next.
+    REQUIRE(c.figures.size() >= 3);
+    CHECK(c.figures[0].metric == TimeMetric::TOKENS_PER_S_TOTAL);
+    CHECK(c.figures[0].value == doctest::Approx(515636));
+    CHECK(c.figures[1].metric == TimeMetric::SAMPLES_PER_S);
+    CHECK(c.figures[1].value == doctest::Approx(251));
+    const TimeFigure* tflops = figure_of(c, TimeMetric::TFLOPS_MODEL); // "no for 'Model TFLOP'/MFU"
+    REQUIRE(tflops != nullptr);
+    CHECK(tflops->value == doctest::Approx(408.0));
+    CHECK(c.info.framework == "FSDP");
+    CHECK(c.info.strategy == "FSDP FULL_SHARD");
+    CHECK(c.info.stage == 3);
+  }
+
+  TEST_CASE("run mapping: llm-foundry SHARD_GRAD_OP and PURE rows")
+  {
+    // Row 362: MPT-3b, "2-equivalent", SHARD_GRAD_OP, no checkpointing.
+    PublishedRow r362 = with(row_350(), {{"row_id", "362"},
+                                         {"model", "MPT-3b"},
+                                         {"layers", "32"},
+                                         {"hidden", "2560"},
+                                         {"ffn_hidden", "10240"},
+                                         {"heads", "20"},
+                                         {"zero_stage", "2-equivalent"},
+                                         {"fsdp_sharding", "SHARD_GRAD_OP"},
+                                         {"activation_checkpointing", "no"},
+                                         {"samples_per_s", "5416"},
+                                         {"tokens_per_s_total", "11092218"}});
+    ThroughputMapping a = map_one(r362);
+    REQUIRE(a.cases.size() == 1);
+    CHECK(a.cases[0].scenario.fsdp.sharding_strategy == spec::FsdpSharding::SHARD_GRAD_OP);
+    CHECK(a.cases[0].scenario.training.activation_checkpointing == spec::Checkpointing::NONE);
+    CHECK(a.cases[0].info.strategy == "FSDP SHARD_GRAD_OP");
+    CHECK(a.cases[0].info.stage == 2);
+    // "5416" is a whole number too: tokens/s stays the primary figure.
+    CHECK(a.cases[0].figures[0].metric == TimeMetric::TOKENS_PER_S_TOTAL);
+    // Row 427: "bf16 (MP mode PURE)" = MixedPrecision(param = reduce = bf16), zerosim's bf16; on A100 80 GB with
+    // "1600 Gbps RoCE per node" = the DGX A100's 8 x 200 Gb/s, so the node file's NICs stay.
+    ThroughputMapping b = map_one(row_427());
+    REQUIRE(b.cases.size() == 1);
+    const spec::Scenario& s = b.cases[0].scenario;
+    CHECK(s.training.precision == spec::Precision::BF16);
+    CHECK(s.fsdp.param_dtype.value_or(spec::Dtype::FP32) == spec::Dtype::BF16);
+    CHECK(s.fsdp.reduce_dtype.value_or(spec::Dtype::FP32) == spec::Dtype::BF16);
+    CHECK(s.cluster.node.name == "dgx-a100-80gb");
+    CHECK(s.cluster.network.nics_per_node == 8);
+    CHECK(s.cluster.network.nic_bandwidth_Bps == doctest::Approx(25e9));
+    CHECK(s.training.grad_accum == 4);
+    CHECK(s.training.global_batch == 2048); // 8 x 4 x 64
+  }
+
+  TEST_CASE("run mapping: torchtitan row 568 is FSDP2 with bf16 parameters and fp32 reduction")
+  {
+    ThroughputMapping m = map_one(row_568());
+    REQUIRE(m.cases.size() == 1);
+    const ThroughputCase& c = m.cases[0];
+    const spec::Scenario& s = c.scenario;
+    CHECK(s.framework == spec::Framework::FSDP);
+    CHECK(s.fsdp.sharding_strategy == spec::FsdpSharding::FULL_SHARD);
+    REQUIRE(s.fsdp.reshard_after_forward.has_value()); // "FSDP2 fully_shard (reshard_after_forward=True)"
+    CHECK(*s.fsdp.reshard_after_forward);
+    CHECK(s.training.precision == spec::Precision::BF16); // "bf16 mixed"
+    CHECK(s.fsdp.param_dtype.value_or(spec::Dtype::FP32) == spec::Dtype::BF16);
+    REQUIRE(s.fsdp.reduce_dtype.has_value()); // torchtitan's mixed_precision_reduce default "float32"
+    CHECK(*s.fsdp.reduce_dtype == spec::Dtype::FP32);
+    CHECK(s.fsdp.backward_prefetch == spec::BackwardPrefetch::BACKWARD_PRE); // not Composer: PyTorch's default
+    CHECK(s.training.activation_checkpointing == spec::Checkpointing::FULL); // "full"
+    CHECK(s.training.flash_attention);                                       // torchtitan's SDPA
+    CHECK(s.model.kv_heads == 8);                                            // "64 (8 KV)"
+    CHECK(s.model.ffn == spec::FfnKind::SWIGLU);
+    CHECK(s.model.vocab == 128256);
+    CHECK(s.model.ffn_hidden == 28672);
+    CHECK(s.cluster.node.name == "dgx-a100-80gb");
+    CHECK(s.cluster.nodes == 8);
+    REQUIRE_FALSE(c.figures.empty());
+    CHECK(c.figures[0].metric == TimeMetric::TOKENS_PER_S_PER_GPU); // WPS per GPU, 331
+    CHECK(c.figures[0].value == doctest::Approx(331));
+    const TimeFigure* mfu = figure_of(c, TimeMetric::MFU);
+    REQUIRE(mfu != nullptr);
+    CHECK(mfu->value == doctest::Approx(0.517));
+  }
+
+  TEST_CASE("run mapping: fms-fsdp rows take the launch script's strategy and the row's 800 Gb/s network")
+  {
+    ThroughputMapping m = map_one(row_595());
+    REQUIRE(m.cases.size() == 1);
+    const spec::Scenario& s = m.cases[0].scenario;
+    // scripts/7b.sh --sharding_strategy=hsdp: shard within a node, replicate across the 12 nodes.
+    CHECK(s.fsdp.sharding_strategy == spec::FsdpSharding::HYBRID_SHARD);
+    CHECK(m.cases[0].info.strategy == "FSDP HYBRID_SHARD");
+    CHECK(m.cases[0].info.assumptions.find("scripts/7b.sh") != std::string::npos);
+    // fms-fsdp's bfSixteen policy: param and reduce dtype bf16.
+    CHECK(s.training.precision == spec::Precision::BF16);
+    CHECK(s.fsdp.reduce_dtype.value_or(spec::Dtype::FP32) == spec::Dtype::BF16);
+    // "800 Gbps inter-node" over the DGX H100's 8 NICs: 100 Gb/s = 12.5e9 B/s each (the file has 8 x 400 Gb/s).
+    CHECK(s.cluster.node.name == "dgx-h100");
+    CHECK(s.cluster.network.nics_per_node == 8);
+    CHECK(s.cluster.network.nic_bandwidth_Bps == doctest::Approx(800e9 / 8 / 8));
+    CHECK(s.training.grad_accum == 1); // 192 / (2 x 96)
+    CHECK(s.training.flash_attention); // "SDPA FlashAttention-2"
+    // scripts/34b.sh --sharding_strategy=fsdp.
+    ThroughputMapping big = map_one(with(row_595(), {{"row_id", "599"},
+                                                     {"model", "Llama 2 34B arch"},
+                                                     {"layers", "48"},
+                                                     {"hidden", "8192"},
+                                                     {"ffn_hidden", "22016"},
+                                                     {"heads", "64 (8 KV)"},
+                                                     {"activation_checkpointing", "yes"}}));
+    REQUIRE(big.cases.size() == 1);
+    CHECK(big.cases[0].scenario.fsdp.sharding_strategy == spec::FsdpSharding::FULL_SHARD);
+    CHECK(big.cases[0].scenario.training.activation_checkpointing == spec::Checkpointing::FULL);
+    // fms-fsdp's selective checkpointing (a fraction of the blocks) is not modelled.
+    PublishedRow sel = with(row_595(), {{"row_id", "597"}, {"activation_checkpointing", "selective (every n blocks)"}});
+    CHECK(category_of(sel) == "activation checkpointing variant not modelled");
+  }
+
+  TEST_CASE("run mapping: the FSDP paper's minGPT row 318 and the Llama 2 70B blog row 634")
+  {
+    ThroughputMapping m = map_one(row_318());
+    REQUIRE(m.cases.size() == 1);
+    const ThroughputCase& c = m.cases[0];
+    const spec::Scenario& s = c.scenario;
+    CHECK(s.model.layers == 96); // "96 (assumed)"
+    CHECK(s.model.hidden == 12288);
+    CHECK(s.model.heads == 96);
+    CHECK(s.model.vocab == 50000);
+    CHECK_FALSE(s.model.tied_embeddings); // minGPT's separate head
+    CHECK_FALSE(s.training.flash_attention);
+    CHECK(s.fsdp.sharding_strategy == spec::FsdpSharding::FULL_SHARD);
+    CHECK(s.training.precision == spec::Precision::BF16);
+    CHECK(s.training.activation_checkpointing == spec::Checkpointing::FULL);
+    // "2 Tb/s RoCE" per node over the DGX A100's 8 NICs: 250 Gb/s = 31.25e9 B/s each.
+    CHECK(s.cluster.network.nics_per_node == 8);
+    CHECK(s.cluster.network.nic_bandwidth_Bps == doctest::Approx(2e12 / 8 / 8));
+    REQUIRE(c.figures.size() == 1);
+    // Definition not stated, checkpointing on, not a DeepSpeed/Megatron framework: model TFLOPs.
+    CHECK(c.figures[0].metric == TimeMetric::TFLOPS_MODEL);
+    CHECK(c.figures[0].value == doctest::Approx(173.5));
+    CHECK(*c.figures[0].tolerance == doctest::Approx(2)); // chart-read (+/-2)
+
+    // Row 634: the derived ~97 s/step includes evaluation and checkpoints (an upper bound, says the file).
+    PublishedRow r634 = row_634();
+    CHECK(category_of(r634) == "figure not comparable");
+    ThroughputMapping n = map_one(r634);
+    CHECK(n.not_covered[0].reason.find("upper bound") != std::string::npos);
+    CHECK(n.not_covered[0].framework == "FSDP");
+    // With a step time of its own the row is built on the AWS p4de node its EFA network names.
+    ThroughputMapping with_time = map_one(with(r634, {{"step_time_s", "10"}}));
+    REQUIRE(with_time.cases.size() == 1);
+    CHECK(with_time.cases[0].scenario.cluster.node.name == "aws-p4de-24xlarge");
+    CHECK(with_time.cases[0].scenario.cluster.network.nics_per_node == 4); // EFA: no bandwidth in the text
+    CHECK(with_time.cases[0].scenario.training.flash_attention);           // "yes (+ flash-attn v2)"
+    CHECK(node_name_for("A100", "80", "AWS Elastic Fabric Adapter (EFA)") == "aws-p4de-24xlarge");
+    CHECK(node_name_for("A100", "40", "AWS Elastic Fabric Adapter (EFA)") == "aws-p4d-24xlarge");
+    CHECK(node_name_for("A100", "80") == "dgx-a100-80gb");
+  }
+
+  TEST_CASE("run mapping: DDP rows and the framework of each row")
+  {
+    // Row 618: Accelerate's DDP run (fsdp_sharding "none (DDP)"), fp16 = torch.autocast. Its only time is per
+    // epoch; with a step time of its own it maps to a DDP scenario on the two TITAN RTX.
+    CHECK(category_of(row_618()) == "figure not comparable");
+    ThroughputMapping m = map_one(with(row_618(), {{"step_time_s", "0.5"}}));
+    REQUIRE(m.cases.size() == 1);
+    const ThroughputCase& c = m.cases[0];
+    CHECK(c.scenario.framework == spec::Framework::DDP);
+    CHECK(c.scenario.training.precision == spec::Precision::AMP_FP16);
+    CHECK(c.scenario.cluster.node.name == "workstation-2x-titan-rtx");
+    CHECK(c.scenario.cluster.total_gpus() == 2);
+    CHECK(c.scenario.training.seq_len == 12);
+    CHECK(c.info.framework == "DDP");
+    CHECK(c.info.strategy == "DDP");
+    // framework_label reads the framework, model and sharding columns.
+    CHECK(framework_label(row_618()) == "DDP");
+    CHECK(framework_label(with(row_618(), {{"framework", "PyTorch DDP+AMP"}, {"fsdp_sharding", ""}})) == "DDP");
+    CHECK(framework_label(with(row_211(), {{"model", "1.2B (PyTorch DDP baseline)"}})) == "DDP");
+    CHECK(framework_label(row_350()) == "FSDP");
+    CHECK(framework_label(row_568()) == "FSDP");
+    CHECK(framework_label(with(row_211(), {{"framework", "FairScale sharded_ddp"}})) == "FairScale");
+    CHECK(framework_label(row_211()) == "DeepSpeed");
   }
 
   TEST_CASE("run report: signed error, statistics per group, and every row listed")
@@ -431,7 +946,7 @@ TEST_SUITE("validation")
     m.cases.push_back(hand_case("3", "S02", 2, TimeMetric::SAMPLES_PER_S, 4.0));
     m.cases.push_back(hand_case("4", "S02", 2, TimeMetric::CPU_ADAM_TIME, 0.5));
     m.cases.push_back(hand_case("5", "S03", 1, TimeMetric::STEP_TIME, 1.0));
-    m.not_covered.push_back({"9", "S09", "m9", "tensor / pipeline parallelism (README trap 6)", "tp 8"});
+    m.not_covered.push_back({"9", "S09", "m9", "tensor / pipeline parallelism (README trap 6)", "tp 8", "DeepSpeed"});
     std::vector<RowOutcome> out(5);
     out[0].status = RowStatus::DONE;
     out[0].predicted.step_time_s = 11.0; // +10 %
@@ -464,7 +979,7 @@ TEST_SUITE("validation")
         std::find_if(r.stats.begin(), r.stats.end(), [](const ErrorStats& s) { return s.group == "source S01"; });
     REQUIRE(s01 != r.stats.end());
     CHECK(s01->n == 1);
-    REQUIRE(r.component_stats.size() == 4); // source, stage, offload, overall
+    REQUIRE(r.component_stats.size() == 5); // source, framework, stage, offload, overall
     CHECK(r.component_stats.back().median_abs_pct == doctest::Approx(20.0));
 
     std::string md = render_throughput_markdown(r);
@@ -482,6 +997,70 @@ TEST_SUITE("validation")
     std::string head = render_headline(r);
     CHECK(head.find("7 rows in the file; 3 compared (2 whole-step figures, 1 component timings), 1 failed or timed "
                     "out, 2 not covered") != std::string::npos);
+  }
+
+  TEST_CASE("run report: medians per framework, and per FSDP strategy beside the ZeRO stages")
+  {
+    ThroughputMapping m;
+    m.cases.push_back(hand_case("1", "S07", 3, TimeMetric::STEP_TIME, 10.0));
+    m.cases.push_back(hand_case("2", "S14", 3, TimeMetric::SAMPLES_PER_S, 100.0, "FSDP", "FSDP FULL_SHARD"));
+    m.cases.push_back(hand_case("3", "S14", 2, TimeMetric::TOKENS_PER_S_TOTAL, 1000.0, "FSDP", "FSDP SHARD_GRAD_OP"));
+    m.cases.push_back(hand_case("4", "S18", 0, TimeMetric::STEP_TIME, 2.0, "DDP", "DDP"));
+    m.not_covered.push_back({"5", "S18", "m5", "figure not comparable", "per epoch", "DDP"});
+    m.not_covered.push_back({"6", "S18", "m6", "FairScale sharded DDP", "FairScale", "FairScale"});
+    std::vector<RowOutcome> out(4);
+    out[0].status = RowStatus::DONE;
+    out[0].predicted.step_time_s = 11.0; // +10 %
+    out[1].status = RowStatus::DONE;
+    out[1].predicted.samples_per_s = 80.0; // -20 %
+    out[2].status = RowStatus::DONE;
+    out[2].predicted.tokens_per_s = 1300.0; // +30 %
+    out[3].status = RowStatus::FAILED;
+    out[3].message = "a bug";
+    ThroughputReport r = assemble_report(6, m, out);
+    REQUIRE(r.frameworks.size() == 4); // DeepSpeed, FSDP, DDP always, then FairScale
+    const FrameworkSummary& ds = r.frameworks[0];
+    const FrameworkSummary& fsdp = r.frameworks[1];
+    const FrameworkSummary& ddp = r.frameworks[2];
+    CHECK(ds.framework == "DeepSpeed");
+    CHECK(ds.rows == 1);
+    REQUIRE(ds.whole_step.has_value());
+    CHECK(ds.whole_step->median_abs_pct == doctest::Approx(10.0));
+    CHECK(fsdp.framework == "FSDP");
+    CHECK(fsdp.rows == 2);
+    CHECK(fsdp.compared == 2);
+    REQUIRE(fsdp.whole_step.has_value());
+    // |errors| 20 and 30: median 25; p90 by linear interpolation 20 + 0.9 x (30 - 20) = 29.
+    CHECK(fsdp.whole_step->median_abs_pct == doctest::Approx(25.0));
+    CHECK(fsdp.whole_step->p90_abs_pct == doctest::Approx(29.0));
+    CHECK(ddp.framework == "DDP");
+    CHECK(ddp.rows == 2);
+    CHECK(ddp.compared == 0);
+    CHECK(ddp.failed == 1);
+    CHECK(ddp.not_covered == 1);
+    CHECK_FALSE(ddp.whole_step.has_value());
+    CHECK(r.frameworks[3].framework == "FairScale");
+    CHECK(r.frameworks[3].not_covered == 1);
+    auto group = [&](const std::string& g) {
+      auto it = std::find_if(r.stats.begin(), r.stats.end(), [&](const ErrorStats& s) { return s.group == g; });
+      REQUIRE_MESSAGE(it != r.stats.end(), g);
+      return *it;
+    };
+    CHECK(group("framework FSDP").n == 2);
+    CHECK(group("framework FSDP").median_abs_pct == doctest::Approx(25.0));
+    CHECK(group("framework DeepSpeed").median_abs_pct == doctest::Approx(10.0));
+    CHECK(group("FSDP FULL_SHARD").median_abs_pct == doctest::Approx(20.0));
+    CHECK(group("FSDP SHARD_GRAD_OP").median_abs_pct == doctest::Approx(30.0));
+    CHECK(group("stage 3").n == 1); // the DeepSpeed row only: FSDP rows are grouped by strategy
+    std::string md = render_throughput_markdown(r);
+    CHECK(md.find("| FSDP | 2 | 2 | 0 | 0 | 0 | 25.0 % | 29.0 % |") != std::string::npos);
+    CHECK(md.find("| DDP | 2 | 0 | 0 | 1 | 1 | none compared | |") != std::string::npos);
+    CHECK(md.find("| 2 | S14 | model 2 | 8 | FSDP FULL_SHARD | none | samples/s") != std::string::npos);
+    std::string head = render_headline(r);
+    CHECK(head.find("FSDP          2 rows:    2 compared,  0 component timings,   0 failed,    0 not covered; "
+                    "median |err| 25.0 %") != std::string::npos);
+    CHECK(head.find("DDP           2 rows:    0 compared,  0 component timings,   1 failed,    1 not covered; no "
+                    "whole-step figure") != std::string::npos);
   }
 
   TEST_CASE("run report: predicted values follow the figure's definition")

@@ -1,0 +1,146 @@
+// Physics of the PyTorch frameworks (issue 4 acceptance): the bytes each GPU puts on the wire in one step,
+// from the schedule's collectives planned as NCCL rings, against the closed forms of docs/ddp.md and
+// docs/fsdp.md. Ψ is the model's parameter count; N the data-parallel degree.
+#include "collectives/nccl.hpp"
+#include "config/scenario_loader.hpp"
+#include "schedule/zero_schedule.hpp"
+#include "workload/transformer.hpp"
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+using namespace zerosim;
+using schedule::CollectiveKind;
+
+namespace {
+
+spec::Scenario job(int nodes, int grad_accum, const std::string& precision, const std::string& framework)
+{
+  const std::string text = "name: framework-physics\nmodel: gpt2-xl\ncluster:\n  node: dgx-a100-80gb\n  nodes: " +
+                           std::to_string(nodes) +
+                           "\ntraining: {seq_len: 1024, micro_batch: 1, grad_accum: " + std::to_string(grad_accum) +
+                           ", precision: " + precision + "}\n" + framework;
+  return config::load_scenario_text(text, std::string(ZEROSIM_SOURCE_DIR) + "/scenarios/framework-physics.yaml");
+}
+
+/// Bytes per step, per kind of collective, that GPU 0 of node 0 sends, every collective of rank 0's graph
+/// planned as NCCL rings over the scenario's cluster (figures of the links do not matter for bytes).
+struct Wire {
+  double all_reduce = 0, all_gather = 0, reduce_scatter = 0;
+  int all_gathers = 0, reduce_scatters = 0, all_reduces = 0;
+};
+
+Wire wire_bytes(const spec::Scenario& s)
+{
+  const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
+  const schedule::TaskGraph g = schedule::build_step_graph(s, w, 0);
+  collectives::Fabric f;
+  f.nodes = s.cluster.nodes;
+  f.gpus_per_node = s.cluster.gpus_per_node;
+  f.nics_per_node = s.cluster.network.nics_per_node;
+  f.intra_Bps = 300e9;
+  f.inter_Bps = 25e9;
+  f.intra_latency_s = 1e-6;
+  f.inter_latency_s = 5e-6;
+  collectives::Options ring;
+  ring.all_reduce = collectives::Algorithm::RING;
+  Wire out;
+  for (const schedule::Task& t : g.tasks) {
+    if (t.kind != schedule::TaskKind::COLLECTIVE)
+      continue;
+    double sent = 0;
+    for (const auto& ph : collectives::plan(t.collective, t.bytes, f, ring, t.group).phases)
+      for (const auto& fl : ph.flows)
+        if (fl.src == collectives::Gpu{0, 0})
+          sent += fl.bytes;
+    switch (t.collective) {
+    case CollectiveKind::ALL_REDUCE:
+      out.all_reduce += sent;
+      ++out.all_reduces;
+      break;
+    case CollectiveKind::ALL_GATHER:
+      out.all_gather += sent;
+      ++out.all_gathers;
+      break;
+    case CollectiveKind::REDUCE_SCATTER:
+      out.reduce_scatter += sent;
+      ++out.reduce_scatters;
+      break;
+    }
+  }
+  return out;
+}
+
+double psi(const spec::Scenario& s)
+{
+  return static_cast<double>(workload::build_workload(s.model, workload::workload_options(s)).params);
+}
+
+} // namespace
+
+TEST_CASE("DDP: each GPU sends 2(N-1)/N x Psi x bytes per gradient element per all-reduced backward")
+{
+  // A ring all-reduce of S bytes sends 2(N-1)/N S from every rank (reduce-scatter then all-gather); DDP
+  // all-reduces every gradient once per synchronised backward (docs/ddp.md): amp keeps fp32 gradients (4 B),
+  // bf16 16-bit ones (2 B). No other collective (the model has no buffers to broadcast).
+  for (const auto& [precision, bytes] : {std::pair<std::string, double>{"amp_bf16", 4}, {"bf16", 2}}) {
+    for (int nodes : {1, 2}) {
+      CAPTURE(precision);
+      CAPTURE(nodes);
+      const spec::Scenario s = job(nodes, 1, precision, "ddp: {}\n");
+      const double n = s.dp();
+      const Wire w = wire_bytes(s);
+      CHECK(w.all_reduce == doctest::Approx(2 * (n - 1) / n * psi(s) * bytes).epsilon(1e-9));
+      CHECK(w.all_gather == 0);
+      CHECK(w.reduce_scatter == 0);
+    }
+  }
+  // g micro-steps: every backward all-reduces (g x), unless they run under no_sync (1 x).
+  const spec::Scenario plain = job(1, 4, "amp_bf16", "ddp: {}\n");
+  const spec::Scenario no_sync = job(1, 4, "amp_bf16", "ddp: {no_sync: true}\n");
+  const double one = 2.0 * 7 / 8 * psi(plain) * 4;
+  CHECK(wire_bytes(plain).all_reduce == doctest::Approx(4 * one).epsilon(1e-9));
+  CHECK(wire_bytes(no_sync).all_reduce == doctest::Approx(one).epsilon(1e-9));
+}
+
+TEST_CASE("FSDP FULL_SHARD: every block gathered twice per micro-step, once without reshard_after_forward")
+{
+  // A ring all-gather or reduce-scatter of S bytes sends (N-1)/N S from every rank. FULL_SHARD gathers each
+  // block's unit in forward and again in backward; the root unit (embedding, final norm, LM head) stays
+  // gathered from forward to backward (docs/fsdp.md §3): all-gather bytes = (N-1)/N b_p (2 Ψ_blocks + Ψ_root)
+  // per micro-step; SHARD_GRAD_OP (and FSDP2 reshard_after_forward: false) gathers each unit once:
+  // (N-1)/N b_p Ψ. Every unit reduce-scatters once per micro-step: (N-1)/N b_r Ψ. Padding of the flat
+  // parameters to a multiple of N adds at most N-1 elements per unit (tolerance 1e-6).
+  const spec::Scenario s = job(1, 2, "bf16", "fsdp: {sharding_strategy: FULL_SHARD}\n");
+  const workload::Workload wl = workload::build_workload(s.model, workload::workload_options(s));
+  double blocks = 0;
+  for (const auto& l : wl.layers)
+    if (l.block >= 0)
+      for (const auto& p : l.params)
+        blocks += static_cast<double>(p.numel);
+  const double root = static_cast<double>(wl.params) - blocks;
+  const double n = s.dp(), g = 2, b = 2;
+  const Wire full = wire_bytes(s);
+  CHECK(full.all_gather == doctest::Approx(g * (n - 1) / n * b * (2 * blocks + root)).epsilon(1e-6));
+  CHECK(full.reduce_scatter == doctest::Approx(g * (n - 1) / n * b * (blocks + root)).epsilon(1e-6));
+  for (const char* once :
+       {"fsdp: {sharding_strategy: SHARD_GRAD_OP}\n", "fsdp: {reshard_after_forward: false}\n"}) {
+    CAPTURE(once);
+    const Wire w = wire_bytes(job(1, 2, "bf16", once));
+    CHECK(w.all_gather == doctest::Approx(g * (n - 1) / n * b * (blocks + root)).epsilon(1e-6));
+    CHECK(w.reduce_scatter == doctest::Approx(full.reduce_scatter).epsilon(1e-6));
+  }
+  CHECK(full.all_reduce < 1e-3 * full.reduce_scatter); // nothing but scalars is all-reduced
+}
+
+TEST_CASE("FSDP: an fp32 reduce_dtype doubles the reduce-scatter bytes")
+{
+  // mixed_precision.reduce_dtype sets the gradient's dtype on the wire (docs/fsdp.md §6): fp32 4 B against
+  // bf16 2 B; the all-gathers stay in param_dtype (bf16).
+  const Wire bf16 = wire_bytes(job(2, 1, "bf16", "fsdp: {mixed_precision: {param_dtype: bf16, reduce_dtype: bf16}}\n"));
+  const Wire fp32 = wire_bytes(job(2, 1, "bf16", "fsdp: {mixed_precision: {param_dtype: bf16, reduce_dtype: fp32}}\n"));
+  CHECK(fp32.reduce_scatter == doctest::Approx(2 * bf16.reduce_scatter).epsilon(1e-12));
+  CHECK(fp32.all_gather == doctest::Approx(bf16.all_gather).epsilon(1e-12));
+  CHECK(fp32.reduce_scatters == bf16.reduce_scatters);
+}
