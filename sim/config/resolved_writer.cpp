@@ -1,9 +1,9 @@
 // resolved_yaml(): the scenario with model and node inlined, every default written and "auto" resolved.
 // load_scenario_text(resolved_yaml(s)) gives s back (tests/unit/config/scenario_loader_test.cpp).
 #include "config/readers.hpp"
-#include "spec/names.hpp"
 #include "config/scenario_loader.hpp"
 #include "config/units.hpp"
+#include "spec/names.hpp"
 
 #include <yaml-cpp/yaml.h>
 
@@ -47,6 +47,8 @@ YAML::Node model_node(const spec::ModelSpec& m)
                   : m.position == spec::PositionKind::ROPE  ? "rope"
                                                             : "alibi";
   n["bias"] = m.bias;
+  if (m.dropout)
+    n["dropout"] = *m.dropout;
   if (m.position == spec::PositionKind::LEARNED)
     n["max_position"] = m.max_position;
   n["source"] = m.source;

@@ -592,23 +592,23 @@ Timeline simulate(const spec::Scenario& s, const workload::Workload& w, const En
     return t;
   }
   // Accumulation reuse (design.md "Speed and scale"): the middle micro-steps run the same program from the
-  // same state, so the replay simulated micro-steps 0 .. k-3 and g-2, g-1, and each of the g - k others adds
-  // the period between the first starts of micro-steps k-3 and g-2 (consecutive in the simulated timeline).
+  // same state, so the replay simulated micro-steps 0 .. k-2 and g-1, and each of the g - k others adds the
+  // period between the first starts of micro-steps k-2 and g-1 (consecutive in the simulated timeline).
   // docs/engine.md.
-  const int before = k - 3;
+  const int before = k - 2;
   double start1 = std::numeric_limits<double>::infinity(), start2 = start1;
   for (const RankTimeline& rt : t.ranks)
     for (std::size_t i = 0; i < rt.times.size(); ++i) {
       const int mb = rt.graph.tasks[i].micro_step;
       if (mb == before)
         start1 = std::min(start1, rt.times[i].start);
-      else if (mb == g - 2)
+      else if (mb == g - 1)
         start2 = std::min(start2, rt.times[i].start);
     }
   const double period = start2 - start1;
   if (!std::isfinite(period) || !(period > 0))
     throw core::InternalError("engine: accumulation reuse found no period between micro-steps " +
-                              std::to_string(before) + " and " + std::to_string(g - 2) + " (" +
+                              std::to_string(before) + " and " + std::to_string(g - 1) + " (" +
                               core::format_number(period) + " s)");
   t.reuse = AccumulationReuse{g, k, period, start1, t.step_time_s};
   t.step_time_s += (g - k) * period;

@@ -44,14 +44,14 @@ struct TrackInterval {
 };
 
 /// Accumulation reuse (design.md "Speed and scale"): the middle micro-steps are identical, so the replay
-/// simulates the first few and the last two (engine::REUSE_SIMULATED_MICRO_STEPS) and each of the others adds
-/// one period. `repeated() == 0`: every micro-step was simulated.
+/// simulates the first few and the last (engine::REUSE_SIMULATED_MICRO_STEPS) and each of the others adds one
+/// period. `repeated() == 0`: every micro-step was simulated.
 struct AccumulationReuse {
   int micro_steps = 1;           ///< the step's micro-steps (training.grad_accum)
-  int simulated_micro_steps = 1; ///< those the replay simulated; the last two carry their real indices
+  int simulated_micro_steps = 1; ///< those the replay simulated; the last carries its real index
   double period_s = 0;           ///< what each micro-step not simulated adds to the step
   /// [window_start_s, window_start_s + period_s): one repeated micro-step inside the simulated timeline
-  /// (from the first start of the last leading micro-step simulated to the first start of micro-step g-2).
+  /// (from the first start of the last leading micro-step simulated to the first start of micro-step g-1).
   double window_start_s = 0;
   double simulated_end_s = 0; ///< the simulated timeline's last end
   int repeated() const { return micro_steps - simulated_micro_steps; }

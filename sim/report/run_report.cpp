@@ -104,7 +104,10 @@ core::Json run_json(const spec::Scenario& s, const workload::Workload& w, const 
   j.set("simulation", core::Json::object()
                           .set("simulated_ranks", static_cast<std::int64_t>(t.ranks.size()))
                           .set("flows", static_cast<std::int64_t>(t.flows))
-                          .set("activities", static_cast<std::int64_t>(t.activities)));
+                          .set("activities", static_cast<std::int64_t>(t.activities))
+                          .set("micro_steps_simulated", static_cast<std::int64_t>(t.reuse.simulated_micro_steps))
+                          .set("micro_step_period_s", t.reuse.period_s)
+                          .set("breakdown_rank", static_cast<std::int64_t>(m.timeline_rank)));
   return j;
 }
 
@@ -162,20 +165,30 @@ void write_run_summary(std::ostream& out, const spec::Scenario& s, const workloa
     out << line;
   }
 
-  std::snprintf(line, sizeof line, "\nPeak memory (rank %d; torch's count, host order: at '%s', issued at %s)\n",
-                m.rank, r.peak_task.c_str(), format_seconds(m.peak_time_s).c_str());
+  if (m.rank == m.timeline_rank)
+    std::snprintf(line, sizeof line, "\nPeak memory (rank %d; torch's count, host order: at '%s', issued at %s)\n",
+                  m.rank, r.peak_task.c_str(), format_seconds(m.peak_time_s).c_str());
+  else
+    std::snprintf(line, sizeof line,
+                  "\nPeak memory (rank %d, not simulated, replayed from its schedule; torch's count, host order: at "
+                  "'%s')\n",
+                  m.rank, r.peak_task.c_str());
   out << line;
   out << memory_tier_rows(r);
   const memory::MemoryReport& q = m.memory_device_time;
-  std::snprintf(line, sizeof line, "  %-34s %12s  ('%s'%s)\n", "GPU, held at once at device times",
-                core::format_gib(q.gpu).c_str(), q.peak_task.c_str(),
-                q.gpu == r.gpu ? ", the same peak" : "; streams overlap");
+  const std::string held = m.rank == m.timeline_rank ? std::string("GPU, held at once at device times")
+                                                     : "GPU at device times, rank " + std::to_string(m.timeline_rank);
+  std::snprintf(line, sizeof line, "  %-34s %12s  ('%s'%s)\n", held.c_str(), core::format_gib(q.gpu).c_str(),
+                q.peak_task.c_str(),
+                m.rank != m.timeline_rank ? ""
+                : q.gpu == r.gpu          ? ", the same peak"
+                                          : "; streams overlap");
   out << line;
 
   std::snprintf(line, sizeof line,
                 "\nTime breakdown (rank %d; each instant to one key: compute > optimizer > exposed_comm > "
                 "exposed_pcie > exposed_nvme > idle)\n",
-                m.rank);
+                m.timeline_rank);
   out << line;
   for (auto k : BREAKDOWN_ORDER) {
     const double v = m.breakdown.at(k);
@@ -184,7 +197,12 @@ void write_run_summary(std::ostream& out, const spec::Scenario& s, const workloa
   }
 
   out << "\nReplay: " << t.replay << ", " << t.ranks.size() << " simulated rank" << (t.ranks.size() == 1 ? "" : "s")
-      << ", " << t.flows << " flows; network model: " << t.network_model << "\n";
+      << ", " << t.flows << " flows";
+  if (t.reuse.repeated() > 0)
+    out << ", " << t.reuse.simulated_micro_steps << " of " << t.reuse.micro_steps
+        << " micro-steps simulated (the others at the measured period, " << core::format_number(t.reuse.period_s)
+        << " s)";
+  out << "; network model: " << t.network_model << "\n";
 
   if (!m.warnings.empty()) {
     out << "\nWarnings:\n";

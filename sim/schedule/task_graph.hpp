@@ -110,8 +110,8 @@ struct TaskGraph {
 };
 
 /// Renumbers micro-steps `first` and later by `shift`: Task::micro_step, and the "mb<k>." prefix of task and
-/// buffer names. Accumulation reuse builds a graph of a few micro-steps and labels its last ones as the real
-/// step's last ones (engine::simulate, design.md "Speed and scale"); micro_steps grows by `shift`.
+/// buffer names. Accumulation reuse builds a graph of a few micro-steps and labels its last one as the real
+/// step's last one (engine::simulate, design.md "Speed and scale"); micro_steps grows by `shift`.
 void shift_micro_steps(TaskGraph& g, int first, int shift);
 
 } // namespace zerosim::schedule

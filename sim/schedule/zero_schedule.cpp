@@ -91,7 +91,7 @@ TaskGraph build_step_graph(const spec::Scenario& s, const workload::Workload& w,
     StepOptions whole = opt;
     whole.simulated_micro_steps = 0;
     TaskGraph g = build_step_graph(reduced, w, rank, whole);
-    shift_micro_steps(g, k - 2, s.training.grad_accum - k);
+    shift_micro_steps(g, k - 1, s.training.grad_accum - k);
     return g;
   }
   check_supported(s, w, rank);

@@ -19,8 +19,8 @@ struct StepOptions {
   /// true: the run's first step; stage-3 micro-step 0 RECORDs the trace (no prefetch, no reuse).
   bool first_step = false;
   /// Accumulation reuse (engine::simulate): when > 0 and below training.grad_accum, the graph holds only
-  /// this many micro-steps (at least 3): the first ones keep their indices, the last two are labelled as
-  /// the step's last two (schedule::shift_micro_steps). 0: every micro-step.
+  /// this many micro-steps (at least 3): the first ones keep their indices, the last is labelled as the
+  /// step's last (schedule::shift_micro_steps). 0: every micro-step.
   int simulated_micro_steps = 0;
 };
 

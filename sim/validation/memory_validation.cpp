@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 
 #ifndef ZEROSIM_DATA_DIR
@@ -86,7 +87,7 @@ FitResult judge(const FitCase& f)
   r.capacity_bytes = ran.gpu_capacity;
   r.ran_fits = ran.fits;
   r.ran_detail = ran.fits ? "fits" : "does not fit (short " + gib(static_cast<double>(ran.shortfall_bytes)) + ")";
-  r.ok = ran.fits;
+  r.ok = ran.fits == f.expect_fit;
   if (f.doubled) {
     memory::MemoryReport twice = memory::analyze_memory(*f.doubled);
     r.doubled_peak_bytes = twice.gpu;
@@ -107,6 +108,15 @@ void add_group_stats(std::vector<ErrorStats>& out, const std::string& prefix,
     out.push_back(error_stats(prefix + k, v));
 }
 
+/// The sharding group of a row's statistics: "stage N" for DeepSpeed, the FSDP strategy ("FSDP FULL_SHARD") or
+/// "DDP" for the PyTorch frameworks (as in the throughput report).
+std::string strategy_group(const RowInfo& info)
+{
+  if (info.framework == "DeepSpeed" || info.strategy.empty())
+    return "stage " + std::to_string(info.stage);
+  return info.strategy;
+}
+
 std::vector<ErrorStats> stats_of(const std::vector<const MemoryComparison*>& rows, bool per_metric)
 {
   std::vector<ErrorStats> out;
@@ -115,12 +125,69 @@ std::vector<ErrorStats> stats_of(const std::vector<const MemoryComparison*>& row
   if (per_metric)
     add_group_stats(out, "metric ", rows, [](const MemoryComparison& r) { return to_string(r.c.metric); });
   add_group_stats(out, "source ", rows, [](const MemoryComparison& r) { return r.c.info.source_id; });
-  add_group_stats(out, "stage ", rows, [](const MemoryComparison& r) { return std::to_string(r.c.info.stage); });
+  add_group_stats(out, "framework ", rows, [](const MemoryComparison& r) { return r.c.info.framework; });
+  add_group_stats(out, "", rows, [](const MemoryComparison& r) { return strategy_group(r.c.info); });
   add_group_stats(out, "offload ", rows, [](const MemoryComparison& r) { return r.c.info.offload; });
   std::vector<double> all;
   for (const auto* r : rows)
     all.push_back(std::abs(r->error_pct));
   out.push_back(error_stats("overall", all));
+  return out;
+}
+
+/// The frameworks in the order the report lists them; any other label after these, in first-seen order.
+const char* const FRAMEWORK_ORDER[] = {"DeepSpeed", "FSDP", "DDP"};
+
+std::vector<MemoryFrameworkSummary> framework_summaries(const ValidationReport& r,
+                                                        const std::map<std::string, std::string>& failed_framework)
+{
+  std::vector<MemoryFrameworkSummary> out;
+  for (const char* f : FRAMEWORK_ORDER) {
+    MemoryFrameworkSummary s;
+    s.framework = f;
+    out.push_back(s);
+  }
+  auto entry = [&](const std::string& label) -> MemoryFrameworkSummary& {
+    const std::string f = label.empty() ? std::string("DeepSpeed") : label;
+    auto it = std::find_if(out.begin(), out.end(), [&](const MemoryFrameworkSummary& s) { return s.framework == f; });
+    if (it != out.end())
+      return *it;
+    MemoryFrameworkSummary s;
+    s.framework = f;
+    out.push_back(s);
+    return out.back();
+  };
+  // A row can give a comparison and a fit verdict, or two comparisons: count the row once per framework.
+  std::map<std::string, std::set<std::string>> rows;
+  std::map<std::string, std::vector<double>> errors;
+  for (const auto& c : r.comparisons) {
+    MemoryFrameworkSummary& s = entry(c.c.info.framework);
+    ++s.comparisons;
+    rows[s.framework].insert(c.c.info.row_id);
+    if (c.c.metric == MemMetric::ALLOCATED || c.c.metric == MemMetric::RESERVED)
+      errors[s.framework].push_back(std::abs(c.error_pct));
+  }
+  for (const auto& f : r.fits) {
+    MemoryFrameworkSummary& s = entry(f.c.info.framework);
+    ++s.fits;
+    s.fits_ok += f.ok ? 1 : 0;
+    rows[s.framework].insert(f.c.info.row_id);
+  }
+  for (const auto& n : r.not_covered) {
+    MemoryFrameworkSummary& s = entry(n.framework);
+    ++s.not_covered;
+    rows[s.framework].insert(n.row_id);
+  }
+  for (const auto& [row_id, framework] : failed_framework) {
+    MemoryFrameworkSummary& s = entry(framework);
+    ++s.failed;
+    rows[s.framework].insert(row_id);
+  }
+  for (auto& s : out) {
+    s.rows = static_cast<int>(rows[s.framework].size());
+    if (!errors[s.framework].empty())
+      s.measured = error_stats("framework " + s.framework, errors[s.framework]);
+  }
   return out;
 }
 
@@ -167,35 +234,42 @@ ValidationReport run_memory_validation(const CsvTable& table, const NodeLoader& 
       map_row(row, load_node, mapping);
     } catch (const core::InputError& e) {
       mapping.not_covered.push_back({row["row_id"], row["source_id"], row["model"], "memory",
-                                     std::string("the row cannot be mapped: ") + e.what()});
+                                     std::string("the row cannot be mapped: ") + e.what(), framework_label(row)});
     }
   }
   r.not_covered = mapping.not_covered;
   r.other_rows = mapping.other_rows;
+  std::map<std::string, std::string> failed_framework; // row_id -> framework of the rows the pipeline failed on
+  // The keys the mapping assumes where a row states none: DeepSpeed's ds_config defaults, or FSDP's and DDP's.
+  auto rejected = [](const RowInfo& info) {
+    return "the " + std::string(info.framework == "DeepSpeed" ? "DeepSpeed" : "PyTorch " + info.framework) +
+           " keys assumed for what the row does not state are rejected: ";
+  };
   for (const auto& c : mapping.memory) {
     try {
       r.comparisons.push_back(compare(c));
     } catch (const core::UnsupportedError& e) {
-      r.not_covered.push_back({c.info.row_id, c.info.source_id, c.info.model, "memory", e.what()});
+      r.not_covered.push_back({c.info.row_id, c.info.source_id, c.info.model, "memory", e.what(), c.info.framework});
     } catch (const core::InputError& e) {
       r.not_covered.push_back(
-          {c.info.row_id, c.info.source_id, c.info.model, "memory",
-           std::string("the DeepSpeed keys assumed for what the row does not state are rejected: ") + e.what()});
+          {c.info.row_id, c.info.source_id, c.info.model, "memory", rejected(c.info) + e.what(), c.info.framework});
     } catch (const std::exception& e) {
       r.failures.push_back("row " + c.info.row_id + ": " + e.what());
+      failed_framework[c.info.row_id] = c.info.framework;
     }
   }
   for (const auto& f : mapping.fits) {
+    const std::string kind = f.doubled && f.doubled->model.layers != f.ran.model.layers ? "max-model" : "fit";
     try {
       r.fits.push_back(judge(f));
     } catch (const core::UnsupportedError& e) {
-      r.not_covered.push_back({f.info.row_id, f.info.source_id, f.info.model, "max-model", e.what()});
+      r.not_covered.push_back({f.info.row_id, f.info.source_id, f.info.model, kind, e.what(), f.info.framework});
     } catch (const core::InputError& e) {
       r.not_covered.push_back(
-          {f.info.row_id, f.info.source_id, f.info.model, "max-model",
-           std::string("the DeepSpeed keys assumed for what the row does not state are rejected: ") + e.what()});
+          {f.info.row_id, f.info.source_id, f.info.model, kind, rejected(f.info) + e.what(), f.info.framework});
     } catch (const std::exception& e) {
       r.failures.push_back("row " + f.info.row_id + ": " + e.what());
+      failed_framework[f.info.row_id] = f.info.framework;
     }
   }
 
@@ -224,6 +298,7 @@ ValidationReport run_memory_validation(const CsvTable& table, const NodeLoader& 
   r.fits_ok = !r.fits.empty() && std::all_of(r.fits.begin(), r.fits.end(), [](const FitResult& f) { return f.ok; });
   r.accepted = r.allocated_median_abs_pct && *r.allocated_median_abs_pct <= ACCEPTED_MEDIAN_ABS_ERROR_PCT &&
                r.fits_ok && r.failures.empty();
+  r.frameworks = framework_summaries(r, failed_framework);
   return r;
 }
 
@@ -250,8 +325,9 @@ std::string render_markdown(const ValidationReport& r)
   int fits_passed = 0;
   for (const auto& f : r.fits)
     fits_passed += f.ok ? 1 : 0;
-  md << "- Fit statements reproduced (as ran: fits; at twice the size: does not): " << fits_passed << " of "
-     << r.fits.size() << ".\n";
+  md << "- Fit statements reproduced (as ran: fits, or does not where the source reports out of memory; at twice the "
+        "size: does not): "
+     << fits_passed << " of " << r.fits.size() << ".\n";
   if (!r.failures.empty()) {
     md << "- Rows the pipeline failed on (bugs, not verdicts): " << r.failures.size() << ".\n";
     for (const auto& f : r.failures)
@@ -268,6 +344,20 @@ std::string render_markdown(const ValidationReport& r)
       first = false;
     }
   md << (first ? "" : "; docs/validation.md says why)") << ".\n\n";
+
+  md << "Per framework (the memory, fit and estimator rows of the file by the framework they ran on; median and p90\n"
+     << "of |error| over the measured allocated and reserved comparisons):\n\n"
+     << "| framework | rows | memory comparisons | fit verdicts (reproduced) | not covered | failed | median abs error "
+        "| p90 abs error |\n|---|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const auto& f : r.frameworks) {
+    md << "| " << f.framework << " | " << f.rows << " | " << f.comparisons << " | " << f.fits << " (" << f.fits_ok
+       << ") | " << f.not_covered << " | " << f.failed << " | ";
+    if (f.measured)
+      md << fixed(f.measured->median_abs_pct, 1) << " % | " << fixed(f.measured->p90_abs_pct, 1) << " % |\n";
+    else
+      md << "none compared | |\n";
+  }
+  md << "\n";
 
   md << "## Memory rows\n\n"
      << "| row_id | source | model | config | metric | measured | predicted | signed error | verdict |\n"
@@ -287,13 +377,17 @@ std::string render_markdown(const ValidationReport& r)
        << cell(f.c.info.config) << " | " << gib(static_cast<double>(f.capacity_bytes)) << " | "
        << gib(static_cast<double>(f.ran_peak_bytes)) << " | " << f.ran_detail << " | "
        << (f.doubled_peak_bytes ? gib(static_cast<double>(*f.doubled_peak_bytes)) : std::string("-")) << " | "
-       << (f.doubled_fits ? (*f.doubled_fits ? "fits" : "does not fit") : "- (not a maximum)") << " | "
-       << (f.ok ? "as published" : "CONTRADICTS the source") << " |\n";
+       << (f.doubled_fits   ? (*f.doubled_fits ? "fits" : "does not fit")
+           : f.c.expect_fit ? "- (not a maximum)"
+                            : "- (out of memory as written)")
+       << " | " << (f.ok ? "as published" : "CONTRADICTS the source") << " |\n";
   }
-  md << "\nTwice the size: a max-model row at twice the layers; a max-batch row at twice the micro-batch.\n\n";
+  md << "\nTwice the size: a max-model row at twice the layers; a max-batch row at twice the micro-batch. A row whose\n"
+     << "source reports an out-of-memory error for the configuration as written must be predicted not to fit.\n\n";
 
   md << "## Error statistics\n\n"
-     << "Measured rows (allocated and reserved; nvidia-smi rows are upper bounds and enter only the acceptance):\n\n";
+     << "Measured rows (allocated and reserved; nvidia-smi rows are upper bounds and enter only the acceptance), per\n"
+     << "metric, source, framework, ZeRO stage (DeepSpeed) or FSDP strategy / DDP, offload mode and overall:\n\n";
   if (r.measured_stats.empty())
     md << "(none)\n";
   else
@@ -362,6 +456,22 @@ int validate_memory_command(const std::string& csv, const std::string& out_dir, 
       << r.not_covered.size() << " rows not covered, " << r.other_rows << " time-only rows\n";
   if (r.allocated_median_abs_pct)
     out << "median |error| on allocated-memory rows: " << fixed(*r.allocated_median_abs_pct, 1) << " %\n";
+  out << "per framework (memory/fit/estimator rows: comparisons, fit verdicts reproduced, not covered, failed; "
+         "|error| of allocated and reserved):\n";
+  for (const auto& f : r.frameworks) {
+    char buf[240];
+    std::snprintf(buf, sizeof buf,
+                  "  %-10s %4d rows: %3d comparisons, %2d of %2d fit verdicts, %3d not covered, %d failed",
+                  f.framework.c_str(), f.rows, f.comparisons, f.fits_ok, f.fits, f.not_covered, f.failed);
+    out << buf;
+    if (f.measured) {
+      std::snprintf(buf, sizeof buf, "; median %.1f %%, p90 %.1f %% (n = %d)\n", f.measured->median_abs_pct,
+                    f.measured->p90_abs_pct, f.measured->n);
+      out << buf;
+    } else {
+      out << "; none compared\n";
+    }
+  }
   out << "acceptance: " << (r.accepted ? "met" : "NOT met") << "; report: " << out_dir << "/memory.md\n";
   return r.failures.empty() ? 0 : 1;
 }

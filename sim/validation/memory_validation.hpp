@@ -37,7 +37,7 @@ struct FitResult {
   std::string ran_detail;
   std::optional<std::int64_t> doubled_peak_bytes;
   std::optional<bool> doubled_fits;
-  bool ok = false; ///< ran fits, and the doubled one (if any) does not
+  bool ok = false; ///< ran's verdict is the source's (c.expect_fit), and the doubled one (if any) does not fit
 };
 
 /// Median and 90th percentile of |error| over a group of comparisons.
@@ -48,13 +48,27 @@ struct ErrorStats {
   double p90_abs_pct = 0; ///< linear interpolation between order statistics (numpy's default)
 };
 
+/// The memory and fit rows of one framework (framework_label: "DeepSpeed", "FSDP", "DDP", ...).
+struct MemoryFrameworkSummary {
+  std::string framework;
+  int rows = 0;        ///< rows of the file with a memory figure or a fit statement (estimator rows included)
+  int comparisons = 0; ///< memory comparisons (a row with an allocated and a reserved figure gives two)
+  int fits = 0;        ///< fit verdicts
+  int fits_ok = 0;     ///< ... reproduced
+  int not_covered = 0; ///< rows not covered
+  int failed = 0;      ///< rows the pipeline failed on
+  /// |error| over its measured allocated and reserved comparisons; none when there is none.
+  std::optional<ErrorStats> measured;
+};
+
 struct ValidationReport {
   std::vector<MemoryComparison> comparisons;
   std::vector<FitResult> fits;
   std::vector<NotCovered> not_covered;
   int other_rows = 0;
   std::vector<std::string> failures; ///< "row N: message" for a row the pipeline failed on (a bug, not a verdict)
-  /// Over measured comparisons (allocated and reserved) grouped per metric, source, stage, offload, overall.
+  /// Over measured comparisons (allocated and reserved) grouped per metric, source, framework, ZeRO stage (DeepSpeed)
+  /// or FSDP strategy / DDP, offload, overall.
   std::vector<ErrorStats> measured_stats;
   /// Over the estimator rows (a conformance test of the arithmetic, not of reality).
   std::vector<ErrorStats> estimator_stats;
@@ -63,6 +77,8 @@ struct ValidationReport {
   std::optional<double> allocated_median_abs_pct; ///< the acceptance figure (none when no such row)
   bool fits_ok = false;                           ///< every fit case passed
   bool accepted = false; ///< allocated median <= 15 % and every fit case passed (the issue's acceptance)
+  /// DeepSpeed, FSDP and DDP always (in that order), then any other framework of the file.
+  std::vector<MemoryFrameworkSummary> frameworks;
 };
 
 /// Median and 90th percentile of |values|.

@@ -137,7 +137,6 @@ void add_note(std::string& notes, const std::string& note)
 // The groups rows not covered are counted in (the throughput report groups by them; the memory report lists
 // the reason texts alone).
 const char* const CAT_NO_FIGURE = "no time or throughput figure";
-const char* const CAT_FSDP = "PyTorch FSDP / DDP (issue 4)";
 const char* const CAT_FAIRSCALE = "FairScale sharded DDP";
 const char* const CAT_AC = "activation checkpointing variant not modelled";
 const char* const CAT_TP_PP = "tensor / pipeline parallelism (README trap 6)";
@@ -416,16 +415,22 @@ spec::ModelSpec model_from_shape(const PublishedRow& row, int layers, int hidden
     // tied to tok_emb; the position table has block_size rows.
     m.tied_embeddings = false;
     m.max_position = seq_len;
-    add_note(notes, "minGPT layout: GPT-2 blocks, untied output head, position table of seq_len rows");
+    // minGPT's GPT.get_default_config (and the older GPTConfig): embd_pdrop = resid_pdrop = attn_pdrop = 0.1.
+    m.dropout = 0.1;
+    add_note(notes, "minGPT layout: GPT-2 blocks, untied output head, position table of seq_len rows, dropout 0.1 "
+                    "(minGPT defaults)");
   } else if (lower(m.name).rfind("mpt-", 0) == 0) {
     // llm-foundry's benchmark configs (scripts/train/yamls/pretrain/mpt-*.yaml via submit_benchmarks.py) set
     // only d_model, n_heads, n_layers, expansion_ratio 4, vocab 50368 and max_seq_len = the run's sequence:
     // MPTConfig's defaults then give learned positions (learned_pos_emb true, alibi false) with max_seq_len
     // rows, biases (no_bias false), LayerNorm, GELU MLP, the output tied to wte. The README tables' NumParams
     // confirm it: MPT-70b at 2048 has 64,862,437,376 = this layout's count.
+    // MPTConfig's attn_pdrop, resid_pdrop and emb_pdrop default to 0 and the benchmark yamls set none: biases but
+    // no dropout (left unset, the workload's rule "dropout iff biases" would keep dropout masks the runs did not).
     m.max_position = seq_len;
-    add_note(notes, "MPT benchmark layout: learned positions of seq_len rows, biases, tied output (llm-foundry "
-                    "MPTConfig defaults)");
+    m.dropout = 0.0;
+    add_note(notes, "MPT benchmark layout: learned positions of seq_len rows, biases, tied output, no dropout "
+                    "(llm-foundry MPTConfig defaults)");
   }
   auto vocab = plain_int(field(row, "vocab"));
   if (vocab) {
@@ -690,6 +695,51 @@ int total_gpus(const PublishedRow& row, std::string& notes)
   return static_cast<int>(*n);
 }
 
+std::string number_text(double v)
+{
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+/// A model dimension: a whole number, or one followed by a remark in parentheses ("96 (assumed)": the FSDP
+/// paper's minGPT 175B, whose GPT-3 shape the data file assumes); nullopt otherwise.
+std::optional<int> dimension_of(const std::string& text)
+{
+  if (auto v = plain_int(text))
+    return v;
+  static const std::regex re(R"(^\s*(\d+)\s*\(.*\)\s*$)");
+  std::smatch m;
+  if (std::regex_match(text, m, re))
+    return std::stoi(m.str(1));
+  return std::nullopt;
+}
+
+/// The gradient-accumulation steps of a row: grad_accum as written (rounded when the source gives a fraction),
+/// else global_batch / (micro_batch x GPUs), else 1.
+int grad_accum_of(const PublishedRow& row, int micro_batch, int gpus, std::string& notes)
+{
+  const std::string& ga_text = field(row, "grad_accum");
+  if (auto ga = leading_number(ga_text)) {
+    if (*ga == std::floor(*ga))
+      return std::max(1, static_cast<int>(*ga));
+    int r = std::max(1, static_cast<int>(std::lround(*ga)));
+    add_note(notes, "grad_accum " + trim(ga_text) + " in the row (not whole): " + std::to_string(r) + " used");
+    return r;
+  }
+  if (auto gb = leading_number(field(row, "global_batch"))) {
+    double ga = *gb / (static_cast<double>(micro_batch) * gpus);
+    int r = std::max(1, static_cast<int>(std::lround(ga)));
+    if (ga != std::floor(ga) || ga < 1)
+      add_note(notes, "global batch " + number_text(*gb) + " over micro-batch " + std::to_string(micro_batch) + " x " +
+                          std::to_string(gpus) + " GPUs = " + number_text(ga) + " micro-steps: " + std::to_string(r) +
+                          " used");
+    return r;
+  }
+  add_note(notes, "neither grad_accum nor global batch stated: 1 micro-step per step assumed");
+  return 1;
+}
+
 struct Shape {
   int layers = 0;
   int hidden = 0;
@@ -838,6 +888,61 @@ int seq_len_of(const PublishedRow& row, std::string& notes)
   return 1024;
 }
 
+/// The model shape and micro-batch a row states, or nullopt when one of them is missing: layers and hidden as whole
+/// numbers or with a remark ("96 (assumed)"), heads and micro-batch by their leading number ("32 (8 KV)"). Every
+/// cell read from more than a plain number is noted in `notes`.
+std::optional<Shape> shape_of(const PublishedRow& row, std::string& notes)
+{
+  auto layers = dimension_of(field(row, "layers"));
+  auto hidden = dimension_of(field(row, "hidden"));
+  auto heads = leading_number(field(row, "heads"));
+  auto mb = leading_number(field(row, "micro_batch"));
+  if (!layers || !hidden || !heads || !mb)
+    return std::nullopt;
+  Shape shape{*layers, *hidden, static_cast<int>(*heads), static_cast<int>(*mb)};
+  for (const char* k : {"layers", "hidden"})
+    if (!plain_int(field(row, k)))
+      add_note(notes, std::string(k) + " from '" + field(row, k) + "'");
+  if (!plain_int(field(row, "micro_batch")))
+    add_note(notes, "micro-batch " + std::to_string(shape.micro_batch) + " from '" + field(row, "micro_batch") + "'");
+  return shape;
+}
+
+/// The scenario of a row, for every mapping (memory figures, fit statements, time and throughput figures): the
+/// model of `shape`, the node, network, framework (DeepSpeed stage and ds_config, FSDP strategy and options, DDP),
+/// precision, checkpointing and batch the row gives (build_scenario), then the gradient-accumulation steps
+/// (grad_accum_of) and the global batch they imply. Every input assumed goes to `info.assumptions`, the short
+/// description to `info.config`. Rules: docs/validation.md, "Building the scenario from a row".
+spec::Scenario row_scenario(const PublishedRow& row, const NodeLoader& load_node, const Shape& shape, RowInfo& info)
+{
+  BuildInputs in;
+  in.shape = shape;
+  in.seq_len = seq_len_of(row, info.assumptions);
+  in.total_gpus = total_gpus(row, info.assumptions);
+  // A PyTorch row has no DeepSpeed stage; build_scenario sets the one its strategy is equivalent to. exclusions()
+  // lets no DeepSpeed row without one stage through.
+  in.stage = framework_of(row) == spec::Framework::DEEPSPEED ? *stage_of(field(row, "zero_stage")) : 0;
+  spec::Scenario s = build_scenario(row, load_node, in, info);
+  spec::TrainingSpec& t = s.training;
+  t.grad_accum = grad_accum_of(row, t.micro_batch, in.total_gpus, info.assumptions);
+  t.global_batch = static_cast<std::int64_t>(t.micro_batch) * t.grad_accum * in.total_gpus;
+  t.global_batch_given = !trim(field(row, "global_batch")).empty();
+  // FlashAttention (Dao et al., 2022-05): V100s have no kernels for it; the DeepSpeed runs' code (Megatron-LM and
+  // Megatron-DeepSpeed of 2021-2022, Hugging Face LLaMA of 2023 with its default eager attention) did not use it;
+  // the PyTorch runs that did are flash_attention_of's.
+  add_note(info.assumptions, t.flash_attention
+                                 ? (contains(field(row, "framework"), "torchtitan")
+                                        ? "FlashAttention on (torchtitan's F.scaled_dot_product_attention)"
+                                        : "FlashAttention on (the row names it)")
+                             : contains(s.cluster.node.gpu.model, "v100")
+                                 ? "FlashAttention off (no V100 kernels)"
+                                 : "FlashAttention off (the run's code used standard attention)");
+  if (t.precision == spec::Precision::FP16 && !contains(field(row, "precision"), "fp16"))
+    add_note(info.assumptions, "fp16 and bf16 have the same dense peak on these GPUs");
+  info.config += ", ga " + std::to_string(t.grad_accum);
+  return s;
+}
+
 void map_estimator_row(const PublishedRow& row, RowMapping& into)
 {
   RowInfo info = info_of(row);
@@ -858,7 +963,7 @@ void map_estimator_row(const PublishedRow& row, RowMapping& into)
   else if (*stage == 3 && !has_largest)
     why = "stage-3 estimator needs the largest layer's parameter count, not given";
   if (!why.empty()) {
-    into.not_covered.push_back({info.row_id, info.source_id, model, "memory", why});
+    into.not_covered.push_back({info.row_id, info.source_id, model, "memory", why, info.framework});
     return;
   }
   MemoryCase c;
@@ -907,49 +1012,72 @@ std::optional<MemMetric> metric_of(const std::string& metric_text)
   return std::nullopt;
 }
 
+/// The ZeRO stage a row's run is equivalent to in what every GPU holds: the DeepSpeed stage; for FSDP, 3 for
+/// FULL_SHARD and HYBRID_SHARD (parameters sharded), 2 for SHARD_GRAD_OP, 0 for NO_SHARD; 0 for DDP.
+std::optional<int> equivalent_stage(const PublishedRow& row)
+{
+  switch (framework_of(row)) {
+  case spec::Framework::DEEPSPEED:
+    return stage_of(field(row, "zero_stage"));
+  case spec::Framework::DDP:
+    return 0;
+  case spec::Framework::FSDP:
+    break;
+  }
+  auto sh = fsdp_sharding_of(row);
+  if (!sh)
+    return std::nullopt;
+  return sh->strategy == spec::FsdpSharding::SHARD_GRAD_OP ? 2 : sh->strategy == spec::FsdpSharding::NO_SHARD ? 0 : 3;
+}
+
 void map_memory_row(const PublishedRow& row, const NodeLoader& load_node, RowMapping& into)
 {
   RowInfo info = info_of(row);
   auto figure = plain_number(field(row, "peak_mem_GB"));
   auto metric = metric_of(field(row, "mem_metric"));
-  auto layers = plain_int(field(row, "layers"));
-  auto hidden = plain_int(field(row, "hidden"));
-  auto heads = leading_number(field(row, "heads"));
-  auto mb = leading_number(field(row, "micro_batch"));
+  std::string shape_notes;
+  auto shape = shape_of(row, shape_notes);
   std::string why;
   if (!figure)
     why = "figure '" + field(row, "peak_mem_GB") + "' is not one number for one configuration";
   else if (!metric)
     why = "memory metric '" + field(row, "mem_metric") +
           "' is none the model predicts (torch allocated, reserved, nvidia-smi used)";
-  else if (!layers || !hidden || !heads)
+  else if (!dimension_of(field(row, "layers")) || !dimension_of(field(row, "hidden")) ||
+           !leading_number(field(row, "heads")))
     why = "model dimensions not given ('" + info.model + "')";
-  else if (!mb)
+  else if (!shape)
     why = "micro-batch not given";
-  else if (node_name_for(field(row, "gpu"), field(row, "gpu_mem_GB")).empty())
+  else if (node_name_for(field(row, "gpu"), field(row, "gpu_mem_GB"), field(row, "inter_node_network")).empty())
     why = "no node file for GPU '" + field(row, "gpu") + "'";
   if (!why.empty()) {
-    into.not_covered.push_back({info.row_id, info.source_id, info.model, "memory", why});
+    into.not_covered.push_back({info.row_id, info.source_id, info.model, "memory", why, info.framework});
     return;
   }
-  BuildInputs in;
-  in.shape = {*layers, *hidden, static_cast<int>(*heads), static_cast<int>(*mb)};
-  in.seq_len = seq_len_of(row, info.assumptions);
-  in.total_gpus = total_gpus(row, info.assumptions);
-  in.stage = *stage_of(field(row, "zero_stage"));
+  info.assumptions = shape_notes;
   MemoryCase c;
-  c.scenario = build_scenario(row, load_node, in, info);
-  c.info = info;
+  c.scenario = row_scenario(row, load_node, *shape, info);
   c.metric = *metric;
   c.metric_text = field(row, "mem_metric");
   double unit = figure_unit_bytes(row);
   c.unit = unit == GIB ? "GiB" : "GB";
   c.measured_bytes = *figure * unit;
-  // A second figure in the same metric text: "torch max allocated (rank 0); max reserved 18.84 GB".
-  static const std::regex reserved_re(R"(max reserved\s+(\d+(?:\.\d+)?))");
+  if (c.unit == "GB")
+    add_note(info.assumptions, "figures in GB read as 10^9 bytes (README trap 7)");
+  if (auto tol = chart_tolerance(field(row, "evidence_type")))
+    add_note(info.assumptions, "read off a chart, +/-" + number_text(*tol) + " " + c.unit);
+  // torch's active_bytes (allocated blocks plus blocks whose release waits on another stream, record_stream) has no
+  // predicted counterpart.
+  static const std::regex active_re(R"(\bactive\s+(\d+(?:\.\d+)?))");
+  std::smatch am;
+  if (std::regex_search(c.metric_text, am, active_re))
+    add_note(info.assumptions, "'active " + am.str(1) + "' not compared: torch's active bytes are not predicted");
+  c.info = info;
+  // A second figure in the same metric text: "torch max allocated (rank 0); max reserved 18.84 GB" (DeepSpeed log),
+  // "peak allocated 47 / active 63 / reserved 78 GB" (FSDP paper, Figure 6).
+  static const std::regex reserved_re(R"(reserved\s+(\d+(?:\.\d+)?))");
   std::smatch rm;
-  std::string metric_text = c.metric_text;
-  bool second = c.metric == MemMetric::ALLOCATED && std::regex_search(metric_text, rm, reserved_re);
+  bool second = c.metric == MemMetric::ALLOCATED && std::regex_search(c.metric_text, rm, reserved_re);
   MemoryCase reserved = c;
   into.memory.push_back(std::move(c));
   if (second) {
@@ -959,6 +1087,12 @@ void map_memory_row(const PublishedRow& row, const NodeLoader& load_node, RowMap
   }
 }
 
+/// A fit statement that the configuration as written ran out of memory ("OOM at BS 1").
+bool claims_oom(const std::string& claim)
+{
+  return lower(trim(claim)).rfind("oom", 0) == 0;
+}
+
 void map_fit_row(const PublishedRow& row, const NodeLoader& load_node, RowMapping& into)
 {
   RowInfo info = info_of(row);
@@ -966,14 +1100,15 @@ void map_fit_row(const PublishedRow& row, const NodeLoader& load_node, RowMappin
   auto size = claimed_size(claim);
   bool max_batch = contains(claim, "max bs");
   std::string kind = size ? "max-model" : "fit";
-  auto stage = *stage_of(field(row, "zero_stage"));
+  // exclusions() lets through only rows with one DeepSpeed stage or a stated FSDP strategy.
+  const int stage = *equivalent_stage(row);
   std::string why;
-  if (node_name_for(field(row, "gpu"), field(row, "gpu_mem_GB")).empty())
+  if (node_name_for(field(row, "gpu"), field(row, "gpu_mem_GB"), field(row, "inter_node_network")).empty())
     why = "no node file for GPU '" + field(row, "gpu") + "'";
   Shape shape;
   std::string shape_note;
-  auto layers = plain_int(field(row, "layers"));
-  auto hidden = plain_int(field(row, "hidden"));
+  auto layers = dimension_of(field(row, "layers"));
+  auto hidden = dimension_of(field(row, "hidden"));
   auto heads = leading_number(field(row, "heads"));
   if (layers && hidden && heads) {
     shape = {*layers, *hidden, static_cast<int>(*heads), 0};
@@ -1001,7 +1136,7 @@ void map_fit_row(const PublishedRow& row, const NodeLoader& load_node, RowMappin
     why = "model dimensions not given ('" + info.model + "')";
   }
   if (!why.empty()) {
-    into.not_covered.push_back({info.row_id, info.source_id, info.model, kind, why});
+    into.not_covered.push_back({info.row_id, info.source_id, info.model, kind, why, info.framework});
     return;
   }
   if (!shape_note.empty())
@@ -1012,16 +1147,15 @@ void map_fit_row(const PublishedRow& row, const NodeLoader& load_node, RowMappin
     shape.micro_batch = 1;
     add_note(info.assumptions, "micro-batch 1 assumed (not stated)");
   }
-  BuildInputs in;
-  in.shape = shape;
-  in.seq_len = seq_len_of(row, info.assumptions);
-  in.total_gpus = total_gpus(row, info.assumptions);
-  in.stage = stage;
   FitCase f;
-  f.ran = build_scenario(row, load_node, in, info);
+  f.ran = row_scenario(row, load_node, shape, info);
   f.info = info;
   f.claim = claim;
-  if (size) {
+  f.expect_fit = !claims_oom(claim);
+  if (!f.expect_fit) {
+    // "OOM at BS 1" (Accelerate FSDP blog, Table 2: DDP on GPT-2 XL): the configuration as written must be predicted
+    // not to fit; there is no larger one to test.
+  } else if (size) {
     spec::Scenario twice = f.ran;
     twice.model.layers *= 2;
     twice.name += " at twice the layers";
@@ -1133,13 +1267,11 @@ void map_row(const PublishedRow& row, const NodeLoader& load_node, RowMapping& i
     return;
   }
   auto why = exclusions(row);
-  if (framework_of(row) != spec::Framework::DEEPSPEED)
-    why.insert(why.begin(), {CAT_FSDP, "PyTorch FSDP/DDP run: the memory validation maps DeepSpeed rows only so far "
-                                       "(issue 4 compares the FSDP/DDP time and throughput figures, report.md)"});
   if (!why.empty()) {
     std::string reason = joined(why);
     std::string kind = has_mem ? "memory" : claimed_size(field(row, "max_model_fit")) ? "max-model" : "fit";
-    into.not_covered.push_back({field(row, "row_id"), field(row, "source_id"), field(row, "model"), kind, reason});
+    into.not_covered.push_back(
+        {field(row, "row_id"), field(row, "source_id"), field(row, "model"), kind, reason, framework_label(row)});
     return;
   }
   if (has_mem)
@@ -1167,13 +1299,6 @@ namespace {
 const char* const FIGURE_COLUMNS[] = {
     "step_time_s", "samples_per_s", "tokens_per_s_total", "tokens_per_s_per_gpu", "tflops_per_gpu",
     "mfu",         "hfu",           "derived_step_time_s"};
-
-std::string number_text(double v)
-{
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
 
 bool is_figure_column_empty(const PublishedRow& row)
 {
@@ -1248,25 +1373,14 @@ const PublishedRow* same_size_shape(const PublishedRow& row, const std::vector<P
   return nullptr;
 }
 
-/// A model dimension: a whole number, or one followed by a remark in parentheses ("96 (assumed)": the FSDP
-/// paper's minGPT 175B, whose GPT-3 shape the data file assumes); nullopt otherwise.
-std::optional<int> dimension_of(const std::string& text)
-{
-  if (auto v = plain_int(text))
-    return v;
-  static const std::regex re(R"(^\s*(\d+)\s*\(.*\)\s*$)");
-  std::smatch m;
-  if (std::regex_match(text, m, re))
-    return std::stoi(m.str(1));
-  return std::nullopt;
-}
-
 /// The inputs a row needs for a throughput comparison that it does not give (empty: all given).
 std::vector<std::string> missing_inputs(const PublishedRow& row)
 {
   std::vector<std::string> miss;
   if (!dimension_of(field(row, "layers")) || !dimension_of(field(row, "hidden")))
     miss.push_back("model dimensions (layers '" + field(row, "layers") + "', hidden '" + field(row, "hidden") + "')");
+  else if (!leading_number(field(row, "heads")))
+    miss.push_back("attention heads ('" + field(row, "heads") + "')");
   if (!leading_number(field(row, "micro_batch")))
     miss.push_back("micro-batch per GPU ('" + field(row, "micro_batch") + "')");
   if (!leading_number(field(row, "total_gpus")) &&
@@ -1283,31 +1397,6 @@ std::string joined_list(const std::vector<std::string>& items)
   for (const auto& i : items)
     add_note(out, i);
   return out;
-}
-
-/// The gradient-accumulation steps of a row: grad_accum as written (rounded when the source gives a fraction),
-/// else global_batch / (micro_batch x GPUs), else 1.
-int grad_accum_of(const PublishedRow& row, int micro_batch, int gpus, std::string& notes)
-{
-  const std::string& ga_text = field(row, "grad_accum");
-  if (auto ga = leading_number(ga_text)) {
-    if (*ga == std::floor(*ga))
-      return std::max(1, static_cast<int>(*ga));
-    int r = std::max(1, static_cast<int>(std::lround(*ga)));
-    add_note(notes, "grad_accum " + trim(ga_text) + " in the row (not whole): " + std::to_string(r) + " used");
-    return r;
-  }
-  if (auto gb = leading_number(field(row, "global_batch"))) {
-    double ga = *gb / (static_cast<double>(micro_batch) * gpus);
-    int r = std::max(1, static_cast<int>(std::lround(ga)));
-    if (ga != std::floor(ga) || ga < 1)
-      add_note(notes, "global batch " + number_text(*gb) + " over micro-batch " + std::to_string(micro_batch) + " x " +
-                          std::to_string(gpus) + " GPUs = " + number_text(ga) + " micro-steps: " + std::to_string(r) +
-                          " used");
-    return r;
-  }
-  add_note(notes, "neither grad_accum nor global batch stated: 1 micro-step per step assumed");
-  return 1;
 }
 
 /// The row with inputs filled in from the source's other rows or stated conventions, each recorded in `notes`.
@@ -1641,42 +1730,12 @@ void map_throughput_row(const PublishedRow& row, const std::vector<PublishedRow>
     return;
   }
 
-  BuildInputs in;
-  in.shape = {*dimension_of(field(r, "layers")), *dimension_of(field(r, "hidden")),
-              static_cast<int>(*leading_number(field(r, "heads"))),
-              static_cast<int>(*leading_number(field(r, "micro_batch")))};
-  for (const char* k : {"layers", "hidden"})
-    if (!plain_int(field(r, k)))
-      add_note(notes, std::string(k) + " from '" + field(r, k) + "'");
-  if (!plain_int(field(r, "micro_batch")))
-    add_note(notes, "micro-batch " + std::to_string(in.shape.micro_batch) + " from '" + field(r, "micro_batch") + "'");
-  in.seq_len = seq_len_of(r, notes);
-  in.total_gpus = total_gpus(r, notes);
-  // A PyTorch row has no DeepSpeed stage; build_scenario sets the one its strategy is equivalent to.
-  in.stage = deepspeed ? *stage_of(field(r, "zero_stage")) : 0;
+  // missing_inputs() lets no row without layers, hidden, heads or micro-batch through.
+  const Shape shape = *shape_of(r, notes);
   ThroughputCase c;
   c.info = info;
   c.info.assumptions = notes;
-  c.scenario = build_scenario(r, load_node, in, c.info);
-  spec::TrainingSpec& t = c.scenario.training;
-  t.grad_accum = grad_accum_of(r, t.micro_batch, in.total_gpus, c.info.assumptions);
-  t.global_batch = static_cast<std::int64_t>(t.micro_batch) * t.grad_accum * in.total_gpus;
-  t.global_batch_given = !trim(field(r, "global_batch")).empty();
-  // FlashAttention (Dao et al., 2022-05): V100s have no kernels for it; the DeepSpeed runs' code (Megatron-LM and
-  // Megatron-DeepSpeed of 2021-2022, Hugging Face LLaMA of 2023 with its default eager attention) did not use it;
-  // the PyTorch runs that did are flash_attention_of's.
-  add_note(c.info.assumptions, c.scenario.training.flash_attention
-                                   ? (contains(field(r, "framework"), "torchtitan")
-                                          ? "FlashAttention on (torchtitan's F.scaled_dot_product_attention)"
-                                          : "FlashAttention on (the row names it)")
-                               : contains(c.scenario.cluster.node.gpu.model, "v100")
-                                   ? "FlashAttention off (no V100 kernels)"
-                                   : "FlashAttention off (the run's code used standard attention)");
-  if (c.scenario.training.precision == spec::Precision::FP16 && !contains(field(r, "precision"), "fp16"))
-    add_note(c.info.assumptions, "fp16 and bf16 have the same dense peak on these GPUs");
-  std::ostringstream cfg;
-  cfg << c.info.config << ", ga " << t.grad_accum;
-  c.info.config = cfg.str();
+  c.scenario = row_scenario(r, load_node, shape, c.info);
   c.figures = std::move(figures);
   c.evidence = field(r, "evidence_type");
   c.completeness = field(r, "completeness");

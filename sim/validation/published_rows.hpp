@@ -67,13 +67,17 @@ struct MemoryCase {
   bool estimator_older_formula = false;
 };
 
-/// A published "largest model (or batch) that trained" statement and the configurations that test it.
+/// A published "largest model (or batch) that trained" statement, or an out-of-memory statement, and the
+/// configurations that test it.
 struct FitCase {
   RowInfo info;
   std::string claim;                     ///< the row's max_model_fit as written
   spec::Scenario ran;                    ///< the configuration that ran (must be predicted to fit)
   std::optional<spec::Scenario> doubled; ///< the same model at twice the layers (must be predicted not to fit);
                                          ///< absent when the claim is not a maximum
+  /// The verdict the source reports for `ran`: true (it trained), false for an out-of-memory statement ("OOM at
+  /// BS 1": the configuration as written must be predicted not to fit, and there is no `doubled`).
+  bool expect_fit = true;
 };
 
 /// A memory or max-model row the simulator cannot express yet, and why.
@@ -83,6 +87,7 @@ struct NotCovered {
   std::string model;
   std::string kind; ///< "memory" | "max-model" | "fit"
   std::string reason;
+  std::string framework; ///< framework_label of the row
 };
 
 /// Every row of the file sorted into the four outcomes.

@@ -48,8 +48,8 @@ struct Shape {
   /// One fused qkv module (GPT-2 c_attn, Megatron query_key_value) iff the model has biases and no GQA;
   /// separate q_proj, k_proj, v_proj otherwise (Llama). docs/workload.md §1.2.
   bool fused_qkv = false;
-  /// Dropout (p > 0) in training iff the model has biases: GPT-2/GPT-3/Megatron GPT train with p = 0.1,
-  /// Llama/MPT/Mistral with none. An assumption: ModelSpec has no dropout field. docs/workload.md §1.3.
+  /// Dropout (p > 0) in training: the model's `dropout` when given, else iff the model has biases (GPT-2/GPT-3/
+  /// Megatron GPT train with p = 0.1, Llama/MPT/Mistral with none). docs/workload.md §1.3.
   bool dropout = false;
 };
 
@@ -103,7 +103,7 @@ Shape resolve(const spec::ModelSpec& m)
     s.max_position = m.max_position;
   }
   s.fused_qkv = s.bias && s.kv == s.a;
-  s.dropout = s.bias;
+  s.dropout = m.dropout ? *m.dropout > 0 : s.bias;
   return s;
 }
 

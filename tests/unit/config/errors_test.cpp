@@ -196,6 +196,10 @@ TEST_SUITE("config")
     const std::string m = "model: {name: m, layers: 2, hidden: 64, heads: 8, vocab: 100, position: rope";
     CHECK(load_error(replaced(BASE, "model: test-gpt", m + ", kv_heads: 3}")) ==
           SCEN + ":2:89: model.kv_heads: expected a divisor of heads (8), found \"3\"");
+    CHECK(load_error(replaced(BASE, "model: test-gpt", m + ", dropout: 1}")) ==
+          SCEN + ":2:88: model.dropout: expected a probability, 0 <= p < 1, found \"1\"");
+    CHECK(load_error(replaced(BASE, "model: test-gpt", m + ", dropout: -0.1}")) ==
+          SCEN + ":2:88: model.dropout: expected a probability, 0 <= p < 1, found \"-0.1\"");
     CHECK(load_error(replaced(BASE, "model: test-gpt", replaced(m, "heads: 8", "heads: 6") + "}")) ==
           SCEN + ":2:48: model.heads: expected a divisor of hidden (64), found \"6\"");
     CHECK(load_error(replaced(BASE, "model: test-gpt", replaced(m, ", position: rope", "") + "}")) ==

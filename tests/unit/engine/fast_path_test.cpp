@@ -67,9 +67,10 @@ const std::vector<std::pair<std::string, std::string>> FRAMEWORKS = {
 
 TEST_CASE("accumulation reuse gives the step of every micro-step simulated")
 {
-  // The middle micro-steps are the same program from the same state, so simulating 0, 1, 2, g-2, g-1 and
-  // adding (g - 5) periods must reproduce the whole replay: step time and each breakdown key to 1e-9 relative (the
-  // sums of a few hundred floating-point times), memory exactly, and the peak at the same task.
+  // The middle micro-steps are the same program from the same state, so simulating 0, 1, g-1 and adding (g - 3)
+  // periods reproduces the whole replay, up to the first micro-step's tail still felt by micro-step 1
+  // (engine::REUSE_SIMULATED_MICRO_STEPS): step time and each breakdown key within 1e-3 of the step; memory
+  // exactly, and the peak at the same task.
   for (const auto& [label, fw] : FRAMEWORKS) {
     CAPTURE(label);
     const spec::Scenario s = job("gpt2-xl", 2, 4, 9, fw);
@@ -77,19 +78,19 @@ TEST_CASE("accumulation reuse gives the step of every micro-step simulated")
     const Run reused = run(s, options(engine::Replay::AUTO, true));
     CHECK(all.t.reuse.repeated() == 0);
     CHECK(reused.t.reuse.simulated_micro_steps == engine::REUSE_SIMULATED_MICRO_STEPS);
-    CHECK(reused.t.reuse.repeated() == 4);
-    CHECK(reused.m.step_time_s == doctest::Approx(all.m.step_time_s).epsilon(1e-9));
+    CHECK(reused.t.reuse.repeated() == 9 - engine::REUSE_SIMULATED_MICRO_STEPS);
+    CHECK(reused.m.step_time_s == doctest::Approx(all.m.step_time_s).epsilon(1e-3));
     for (int k = 0; k < metrics::BREAKDOWN_KEY_COUNT; ++k) {
       const auto key = static_cast<metrics::BreakdownKey>(k);
       CAPTURE(metrics::to_string(key));
       CHECK(reused.m.breakdown.at(key) ==
-            doctest::Approx(all.m.breakdown.at(key)).epsilon(1e-9).scale(all.m.step_time_s));
+            doctest::Approx(all.m.breakdown.at(key)).epsilon(1e-3).scale(all.m.step_time_s));
     }
     CHECK(reused.m.breakdown.sum() == reused.m.step_time_s);
     CHECK(reused.m.memory.gpu == all.m.memory.gpu);
     CHECK(reused.m.memory.cpu_per_node == all.m.memory.cpu_per_node);
     CHECK(reused.m.memory.peak_task == all.m.memory.peak_task);
-    CHECK(reused.m.peak_time_s == doctest::Approx(all.m.peak_time_s).epsilon(1e-9));
+    CHECK(reused.m.peak_time_s == doctest::Approx(all.m.peak_time_s).epsilon(1e-3));
   }
 }
 

@@ -17,10 +17,10 @@ namespace {
 
 spec::Scenario job(int nodes, int grad_accum, const std::string& precision, const std::string& framework)
 {
-  const std::string text = "name: framework-physics\nmodel: gpt2-xl\ncluster:\n  node: dgx-a100-80gb\n  nodes: " +
-                           std::to_string(nodes) +
-                           "\ntraining: {seq_len: 1024, micro_batch: 1, grad_accum: " + std::to_string(grad_accum) +
-                           ", precision: " + precision + "}\n" + framework;
+  const std::string text =
+      "name: framework-physics\nmodel: gpt2-xl\ncluster:\n  node: dgx-a100-80gb\n  nodes: " + std::to_string(nodes) +
+      "\ntraining: {seq_len: 1024, micro_batch: 1, grad_accum: " + std::to_string(grad_accum) +
+      ", precision: " + precision + "}\n" + framework;
   return config::load_scenario_text(text, std::string(ZEROSIM_SOURCE_DIR) + "/scenarios/framework-physics.yaml");
 }
 
@@ -124,8 +124,7 @@ TEST_CASE("FSDP FULL_SHARD: every block gathered twice per micro-step, once with
   const Wire full = wire_bytes(s);
   CHECK(full.all_gather == doctest::Approx(g * (n - 1) / n * b * (2 * blocks + root)).epsilon(1e-6));
   CHECK(full.reduce_scatter == doctest::Approx(g * (n - 1) / n * b * (blocks + root)).epsilon(1e-6));
-  for (const char* once :
-       {"fsdp: {sharding_strategy: SHARD_GRAD_OP}\n", "fsdp: {reshard_after_forward: false}\n"}) {
+  for (const char* once : {"fsdp: {sharding_strategy: SHARD_GRAD_OP}\n", "fsdp: {reshard_after_forward: false}\n"}) {
     CAPTURE(once);
     const Wire w = wire_bytes(job(1, 2, "bf16", once));
     CHECK(w.all_gather == doctest::Approx(g * (n - 1) / n * b * (blocks + root)).epsilon(1e-6));

@@ -6,7 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
-
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -60,15 +60,44 @@ TEST_SUITE("validation")
     }
   }
 
-  TEST_CASE("accuracy: every max-model configuration that ran fits and its double does not")
+  TEST_CASE("accuracy: every fit statement is reproduced, but for the documented misses")
   {
+    // A max-model or max-batch configuration that ran must be predicted to fit and the same at twice the layers
+    // (or micro-batch) not to fit; an out-of-memory statement (Accelerate FSDP blog Table 2: DDP on GPT-2 XL,
+    // rows 624-625) must be predicted not to fit as written.
+    // Known misses: the same blog's largest batches of GPT-2 Large and XL (Tables 1-2, rows 617-623 and 626-628) at
+    // the block_size of 12 tokens its commands print. At 12 tokens a sample's activations are a few tens of MB, so
+    // twice the published largest batch is predicted to fit (docs/validation.md, "FSDP and DDP rows"); the source's
+    // maxima cannot be memory limits at that sequence length. When that is resolved, this list must shrink.
+    const std::vector<std::string> known_misses = {"617", "618", "619", "620", "621",
+                                                   "622", "623", "626", "627", "628"};
     ValidationReport r = run_on_shipped_data();
     REQUIRE_FALSE(r.fits.empty());
     for (const auto& f : r.fits) {
       INFO("published.csv row " << f.c.info.row_id << ": " << f.c.claim);
-      CHECK(f.ran_fits);
+      const bool known = std::find(known_misses.begin(), known_misses.end(), f.c.info.row_id) != known_misses.end();
+      CHECK(f.ok != known);
+      if (known)
+        continue;
+      CHECK(f.ran_fits == f.c.expect_fit);
       if (f.doubled_fits)
         CHECK_FALSE(*f.doubled_fits);
     }
+  }
+
+  TEST_CASE("accuracy: the FSDP paper's minGPT 175B allocated peaks are within 15 %")
+  {
+    // published.csv rows 318-324, 327 (Zhao et al. 2023, Fig. 8(b)): torch peak allocated, read off a chart (+/-2 GB).
+    ValidationReport r = run_on_shipped_data();
+    int n = 0;
+    for (const auto& c : r.comparisons) {
+      if (c.c.info.source_id != "S13" || c.c.metric != MemMetric::ALLOCATED)
+        continue;
+      ++n;
+      INFO("published.csv row " << c.c.info.row_id << ": predicted " << c.predicted_bytes << " B, measured "
+                                << c.c.measured_bytes << " B");
+      CHECK(std::abs(c.error_pct) <= ACCEPTED_MEDIAN_ABS_ERROR_PCT);
+    }
+    CHECK(n == 8);
   }
 }

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <vector>
 
 using namespace zerosim;
 using namespace zerosim::validation;
@@ -11,8 +12,10 @@ namespace {
 
 constexpr double GIB = 1073741824.0;
 
-/// A stand-in for topologies/dgx-2.yaml (16 x V100-SXM3 32 GiB, 1.5 TiB host: NVIDIA DGX-2 datasheet),
-/// so that these tests depend on the mapping alone. Records the names asked for.
+/// Stand-ins for the node files, so that these tests depend on the mapping alone: topologies/dgx-2.yaml (16 x
+/// V100-SXM3 32 GiB, 1.5 TiB host: NVIDIA DGX-2 datasheet), dgx-a100-80gb.yaml (8 x A100 80 GiB, 2 TiB host, 8 x
+/// 200 Gb/s HDR: NVIDIA DGX A100 datasheet) and workstation-2x-titan-rtx.yaml (2 x TITAN RTX 24 GiB, one 10 Gb/s
+/// NIC). Records the names asked for.
 struct FakeNodes {
   std::vector<std::string> asked;
   NodeLoader loader()
@@ -21,12 +24,28 @@ struct FakeNodes {
       asked.push_back(name);
       spec::NodeSpec n;
       n.name = name;
-      n.gpu.model = "V100-SXM3-32GB";
-      n.gpu.memory_bytes = 32LL << 30;
-      n.gpus = 16;
-      n.cpu.memory_bytes = 1536LL << 30;
-      n.nics.count = 8;
-      n.nics.bandwidth_Bps = 12.5e9;
+      if (name == "dgx-a100-80gb") {
+        n.gpu.model = "A100-SXM4-80GB";
+        n.gpu.memory_bytes = 80LL << 30;
+        n.gpus = 8;
+        n.cpu.memory_bytes = 2048LL << 30;
+        n.nics.count = 8;
+        n.nics.bandwidth_Bps = 25e9;
+      } else if (name == "workstation-2x-titan-rtx") {
+        n.gpu.model = "TITAN-RTX-24GB";
+        n.gpu.memory_bytes = 24LL << 30;
+        n.gpus = 2;
+        n.cpu.memory_bytes = 128LL << 30;
+        n.nics.count = 1;
+        n.nics.bandwidth_Bps = 1.25e9;
+      } else {
+        n.gpu.model = "V100-SXM3-32GB";
+        n.gpu.memory_bytes = 32LL << 30;
+        n.gpus = 16;
+        n.cpu.memory_bytes = 1536LL << 30;
+        n.nics.count = 8;
+        n.nics.bandwidth_Bps = 12.5e9;
+      }
       return n;
     };
   }
@@ -88,6 +107,102 @@ PublishedRow row_213()
           {"mem_metric", "nvidia-smi used 32290/32480 MiB (caching allocator; upper bound)"}};
 }
 
+/// published.csv row 318 (the PyTorch FSDP paper, Figs 7(b) and 8(b): minGPT 175B on 128 A100 80 GB, micro-batch 1):
+/// the columns the mappings read, as written there.
+PublishedRow row_318()
+{
+  return {{"row_id", "318"},
+          {"source_id", "S13"},
+          {"locator", "Figs 7(b) TFLOPS and 8(b) memory; Sec 5.4 text"},
+          {"evidence_type", "chart-read (+/-2)"},
+          {"provenance", "measured"},
+          {"framework", "PyTorch FSDP"},
+          {"model", "minGPT 175B (GPT-3 dims assumed)"},
+          {"params_B", "175"},
+          {"layers", "96 (assumed)"},
+          {"hidden", "12288 (assumed)"},
+          {"heads", "96 (assumed)"},
+          {"seq_len", "2048"},
+          {"vocab", "50000"},
+          {"gpu", "A100"},
+          {"gpu_mem_GB", "80"},
+          {"gpus_per_node", "8"},
+          {"nodes", "16"},
+          {"total_gpus", "128"},
+          {"inter_node_network", "2 Tb/s RoCE"},
+          {"zero_stage", "3-equivalent"},
+          {"fsdp_sharding", "FULL_SHARD + backward prefetch + rate limiter"},
+          {"dp", "128"},
+          {"global_batch", "128"},
+          {"micro_batch", "1"},
+          {"precision", "bf16 mixed"},
+          {"activation_checkpointing", "yes (Sec 5.4: AC + BF16 + Adam)"},
+          {"tflops_per_gpu", "173.5"},
+          {"tflops_includes_recompute", "not stated"},
+          {"peak_mem_GB", "47"},
+          {"mem_metric", "peak allocated 47 / active 63 / reserved 78 GB"},
+          {"completeness", "A"}};
+}
+
+/// published.csv row 622 (HF blog "Accelerate Large Model Training using PyTorch FSDP", Table 1: GPT-2 Large, FSDP
+/// FULL_SHARD with CPU offload, largest batch 20 on 2 TITAN RTX).
+PublishedRow row_622()
+{
+  return {{"row_id", "622"},
+          {"source_id", "S18"},
+          {"locator", "Table 1 (GPT-2 Large)"},
+          {"evidence_type", "table (text)"},
+          {"provenance", "measured"},
+          {"framework", "Accelerate + PyTorch FSDP"},
+          {"model", "gpt2-large"},
+          {"params_B", "0.774"},
+          {"layers", "36"},
+          {"hidden", "1280"},
+          {"heads", "20"},
+          {"seq_len", "12"},
+          {"gpu", "Titan RTX"},
+          {"gpu_mem_GB", "24"},
+          {"gpus_per_node", "2"},
+          {"total_gpus", "2"},
+          {"zero_stage", "3-equivalent"},
+          {"fsdp_sharding", "FULL_SHARD"},
+          {"offload_param", "cpu (params+grads)"},
+          {"dp", "2"},
+          {"micro_batch", "20"},
+          {"precision", "fp32"},
+          {"step_time_s", "~23 min for 1 epoch wikitext-2"},
+          {"max_model_fit", "max BS 20"},
+          {"completeness", "B"}};
+}
+
+/// published.csv row 624 (same blog, Table 2: GPT-2 XL with DDP on one TITAN RTX: "OOM Error" at batch 1).
+PublishedRow row_624()
+{
+  return {{"row_id", "624"},
+          {"source_id", "S18"},
+          {"locator", "Table 2 (GPT-2 XL)"},
+          {"evidence_type", "table (text)"},
+          {"provenance", "measured"},
+          {"framework", "Accelerate + PyTorch FSDP"},
+          {"model", "gpt2-xl"},
+          {"params_B", "1.56"},
+          {"layers", "48"},
+          {"hidden", "1600"},
+          {"heads", "25"},
+          {"seq_len", "12"},
+          {"gpu", "Titan RTX"},
+          {"gpu_mem_GB", "24"},
+          {"total_gpus", "1"},
+          {"zero_stage", "0"},
+          {"fsdp_sharding", "none"},
+          {"offload_param", "none"},
+          {"dp", "1"},
+          {"micro_batch", "1"},
+          {"precision", "fp32"},
+          {"max_model_fit", "OOM at BS 1"},
+          {"completeness", "B"}};
+}
+
 } // namespace
 
 TEST_SUITE("validation")
@@ -104,20 +219,20 @@ TEST_SUITE("validation")
     // ZeRO-Offload Table 3 (published.csv row 59): 13B = 65 layers x 4096, micro-batch 4 on one GPU.
     CHECK(f.ran.model.layers == 65);
     CHECK(f.ran.model.hidden == 4096);
-    CHECK(f.ran.model.vocab == 50304);        // GPT-2 BPE 50,257 padded to a multiple of 128 by Megatron-LM
+    CHECK(f.ran.model.vocab == 50304); // GPT-2 BPE 50,257 padded to a multiple of 128 by Megatron-LM
     CHECK(f.ran.model.tied_embeddings);
     CHECK(f.ran.training.micro_batch == 4);
-    CHECK(f.ran.training.seq_len == 1024);    // Megatron-LM GPT-2 example default (not stated by the row)
+    CHECK(f.ran.training.seq_len == 1024); // Megatron-LM GPT-2 example default (not stated by the row)
     CHECK(f.ran.training.activation_checkpointing == spec::Checkpointing::FULL);
     CHECK(f.ran.training.precision == spec::Precision::FP16);
     CHECK(f.ran.deepspeed.zero.stage == 2);
     CHECK(f.ran.deepspeed.zero.offload_optimizer.device == spec::OffloadDevice::CPU);
-    CHECK_FALSE(f.ran.deepspeed.zero.overlap_comm);   // DeepSpeed default: stage 3 only (zero-schedule.md §11)
-    CHECK(f.ran.deepspeed.communication_data_type == spec::Dtype::FP16);   // model dtype (§1.3)
+    CHECK_FALSE(f.ran.deepspeed.zero.overlap_comm); // DeepSpeed default: stage 3 only (zero-schedule.md §11)
+    CHECK(f.ran.deepspeed.communication_data_type == spec::Dtype::FP16); // model dtype (§1.3)
     CHECK(f.ran.cluster.total_gpus() == 1);
     CHECK(nodes.asked == std::vector<std::string>{"dgx-2"});
     REQUIRE(f.doubled.has_value());
-    CHECK(f.doubled->model.layers == 130);    // twice the layers
+    CHECK(f.doubled->model.layers == 130); // twice the layers
     CHECK(f.doubled->model.hidden == 4096);
   }
 
@@ -146,7 +261,7 @@ TEST_SUITE("validation")
     REQUIRE(m.memory.size() == 1);
     const MemoryCase& c = m.memory[0];
     CHECK(c.metric == MemMetric::DEVICE_USED);
-    CHECK(c.measured_bytes == doctest::Approx(31.5 * GIB));   // 32290 MiB read as 31.5 GiB (README trap 7)
+    CHECK(c.measured_bytes == doctest::Approx(31.5 * GIB)); // 32290 MiB read as 31.5 GiB (README trap 7)
     REQUIRE(c.scenario.has_value());
     const spec::Scenario& s = *c.scenario;
     CHECK(s.model.layers == 50);
@@ -155,7 +270,8 @@ TEST_SUITE("validation")
     CHECK(s.training.micro_batch == 10);
     CHECK(s.training.seq_len == 1024);
     CHECK(s.deepspeed.zero.stage == 2);
-    // docs/_tutorials/zero-offload.md: {"stage": 2, "cpu_offload": true, "contiguous_gradients": true, "overlap_comm": true}
+    // docs/_tutorials/zero-offload.md: {"stage": 2, "cpu_offload": true, "contiguous_gradients": true, "overlap_comm":
+    // true}
     CHECK(s.deepspeed.zero.offload_optimizer.device == spec::OffloadDevice::CPU);
     CHECK(s.deepspeed.zero.overlap_comm);
     CHECK(c.info.stage == 2);
@@ -177,21 +293,28 @@ TEST_SUITE("validation")
     map_row(r, nodes.loader(), m);
     REQUIRE(m.memory.size() == 2);
     CHECK(m.memory[0].metric == MemMetric::ALLOCATED);
-    CHECK(m.memory[0].measured_bytes == doctest::Approx(8.28 * GIB));   // DeepSpeed log: bytes / 2^30
+    CHECK(m.memory[0].measured_bytes == doctest::Approx(8.28 * GIB)); // DeepSpeed log: bytes / 2^30
     CHECK(m.memory[1].metric == MemMetric::RESERVED);
     CHECK(m.memory[1].measured_bytes == doctest::Approx(18.84 * GIB));
-    CHECK(m.memory[0].scenario->cluster.nodes == 4);                     // 64 GPUs on 16-GPU nodes
-    CHECK(m.memory[0].scenario->deepspeed.zero.reduce_bucket_size == 10'000'000);   // zeropp.md ds_config
+    CHECK(m.memory[0].scenario->cluster.nodes == 4);                              // 64 GPUs on 16-GPU nodes
+    CHECK(m.memory[0].scenario->deepspeed.zero.reduce_bucket_size == 10'000'000); // zeropp.md ds_config
   }
 
   TEST_CASE("mapping: estimator row of t5-3b goes to DeepSpeed's stage-2 estimator")
   {
     // published.csv row 232: estimate_zero2_model_states_mem_needs_all_live(t5-3b, 8 GPUs x 1 node), offload cpu:
     // per GPU 2 x 2.851e9 B = 5.31 GiB (memory.rst).
-    PublishedRow r = {{"row_id", "232"}, {"source_id", "S11"}, {"provenance", "estimator"},
-                      {"model", "t5-3b"},  {"params_B", "2.851"},  {"gpus_per_node", "8"},
-                      {"nodes", "1"},      {"total_gpus", "8"},    {"zero_stage", "2"},
-                      {"offload_optimizer", "cpu"}, {"peak_mem_GB", "5.31"},
+    PublishedRow r = {{"row_id", "232"},
+                      {"source_id", "S11"},
+                      {"provenance", "estimator"},
+                      {"model", "t5-3b"},
+                      {"params_B", "2.851"},
+                      {"gpus_per_node", "8"},
+                      {"nodes", "1"},
+                      {"total_gpus", "8"},
+                      {"zero_stage", "2"},
+                      {"offload_optimizer", "cpu"},
+                      {"peak_mem_GB", "5.31"},
                       {"mem_metric", "estimator per-GPU model states; per-CPU 127.48 GB"}};
     FakeNodes nodes;
     RowMapping m;
@@ -205,29 +328,136 @@ TEST_SUITE("validation")
     CHECK(c.estimator->gpus_per_node == 8);
     CHECK(c.estimator->offload_optimizer);
     CHECK(c.measured_bytes == doctest::Approx(5.31 * GIB));
-    CHECK(nodes.asked.empty());   // no node needed
+    CHECK(nodes.asked.empty()); // no node needed
   }
 
-  TEST_CASE("mapping: tensor-parallel, FSDP and T5 rows are listed as not covered with the reason")
+  TEST_CASE("mapping: tensor-parallel, strategy-less FSDP and T5 rows are listed as not covered with the reason")
   {
     PublishedRow tp = row_213();
     tp["tp"] = "8";
     tp["pp"] = "10";
+    // An FSDP run whose sharding strategy neither fsdp_sharding nor zero_stage states.
     PublishedRow fsdp = row_213();
-    fsdp["zero_stage"] = "3-equivalent";
-    fsdp["fsdp_sharding"] = "FULL_SHARD";
-    PublishedRow t5 = row_213();
+    fsdp["framework"] = "PyTorch FSDP";
+    fsdp["zero_stage"] = "";
+    PublishedRow t5 = row_318();
     t5["model"] = "HF T5-11B";
     PublishedRow timing = row_213();
     timing["peak_mem_GB"] = "";
     FakeNodes nodes;
     RowMapping m = map_rows({tp, fsdp, t5, timing}, nodes.loader());
     CHECK(m.memory.empty());
-    CHECK(m.other_rows == 1);   // no memory figure and no fit statement: a time-only row
+    CHECK(m.other_rows == 1); // no memory figure and no fit statement: a time-only row
     REQUIRE(m.not_covered.size() == 3);
     CHECK(m.not_covered[0].reason.find("tensor/pipeline parallelism") != std::string::npos);
-    CHECK(m.not_covered[1].reason.find("issue 4") != std::string::npos);
+    CHECK(m.not_covered[0].framework == "DeepSpeed");
+    CHECK(m.not_covered[1].reason.find("FSDP sharding strategy not stated") != std::string::npos);
+    CHECK(m.not_covered[1].framework == "FSDP");
     CHECK(m.not_covered[2].reason.find("encoder-decoder") != std::string::npos);
+    CHECK(m.not_covered[2].framework == "FSDP");
+    for (const auto& n : m.not_covered)
+      CHECK(n.reason.find("issue 4") == std::string::npos);
+  }
+
+  TEST_CASE("mapping: the FSDP paper's minGPT row 318 gives an allocated and a reserved comparison")
+  {
+    FakeNodes nodes;
+    RowMapping m;
+    map_row(row_318(), nodes.loader(), m);
+    CHECK(m.not_covered.empty());
+    REQUIRE(m.memory.size() == 2);
+    // "peak allocated 47 / active 63 / reserved 78 GB", read off a chart printed in GB: 10^9 bytes (README trap 7).
+    CHECK(m.memory[0].metric == MemMetric::ALLOCATED);
+    CHECK(m.memory[0].measured_bytes == doctest::Approx(47e9));
+    CHECK(m.memory[0].unit == "GB");
+    CHECK(m.memory[1].metric == MemMetric::RESERVED);
+    CHECK(m.memory[1].measured_bytes == doctest::Approx(78e9));
+    CHECK(m.memory[0].info.assumptions.find("'active 63' not compared") != std::string::npos);
+    REQUIRE(m.memory[0].scenario.has_value());
+    const spec::Scenario& s = *m.memory[0].scenario;
+    CHECK(s.framework == spec::Framework::FSDP);
+    CHECK(s.fsdp.sharding_strategy == spec::FsdpSharding::FULL_SHARD);       // fsdp_sharding "FULL_SHARD + ..."
+    CHECK(s.fsdp.backward_prefetch == spec::BackwardPrefetch::BACKWARD_PRE); // "backward prefetch": PyTorch's default
+    CHECK(s.fsdp.limit_all_gathers);                                         // "rate limiter"
+    CHECK(s.model.layers == 96);                                             // "96 (assumed)"
+    CHECK(s.model.hidden == 12288);
+    CHECK(s.model.heads == 96);
+    CHECK(s.model.vocab == 50000);
+    CHECK_FALSE(s.model.tied_embeddings); // minGPT: head = nn.Linear(n_embd, vocab_size, bias=False)
+    CHECK(s.model.max_position == 2048);  // minGPT's position table has block_size = seq_len rows
+    CHECK(s.training.seq_len == 2048);
+    CHECK(s.training.micro_batch == 1);
+    CHECK(s.training.grad_accum == 1); // global batch 128 / (micro-batch 1 x 128 GPUs)
+    CHECK(s.training.global_batch == 128);
+    CHECK(s.training.precision == spec::Precision::BF16);                    // "bf16 mixed"
+    CHECK(s.training.activation_checkpointing == spec::Checkpointing::FULL); // "yes (...)"
+    CHECK(s.training.optimizer == spec::Optimizer::ADAMW);                   // minGPT's configure_optimizers
+    CHECK(s.cluster.node.name == "dgx-a100-80gb");
+    CHECK(s.cluster.nodes == 16); // 128 GPUs on 8-GPU nodes
+    CHECK(m.memory[0].info.framework == "FSDP");
+    CHECK(m.memory[0].info.strategy == "FSDP FULL_SHARD");
+  }
+
+  TEST_CASE("mapping: the memory and throughput mappings build one scenario from a row")
+  {
+    FakeNodes nodes;
+    RowMapping mem;
+    map_row(row_318(), nodes.loader(), mem);
+    ThroughputMapping run;
+    map_throughput_row(row_318(), {row_318()}, nodes.loader(), run);
+    REQUIRE(mem.memory.size() == 2);
+    REQUIRE(run.cases.size() == 1);
+    const spec::Scenario& a = *mem.memory[0].scenario;
+    const spec::Scenario& b = run.cases[0].scenario;
+    CHECK(a.model.layers == b.model.layers);
+    CHECK(a.model.hidden == b.model.hidden);
+    CHECK(a.model.vocab == b.model.vocab);
+    CHECK(a.model.dropout == b.model.dropout);
+    CHECK(a.model.max_position == b.model.max_position);
+    CHECK(a.training.micro_batch == b.training.micro_batch);
+    CHECK(a.training.grad_accum == b.training.grad_accum);
+    CHECK(a.training.global_batch == b.training.global_batch);
+    CHECK(a.training.precision == b.training.precision);
+    CHECK(a.training.flash_attention == b.training.flash_attention);
+    CHECK(a.fsdp.sharding_strategy == b.fsdp.sharding_strategy);
+    CHECK(a.fsdp.param_dtype == b.fsdp.param_dtype);
+    CHECK(a.fsdp.reduce_dtype == b.fsdp.reduce_dtype);
+    CHECK(a.cluster.nodes == b.cluster.nodes);
+    CHECK(a.cluster.network.nic_bandwidth_Bps == doctest::Approx(b.cluster.network.nic_bandwidth_Bps));
+    // The description and the assumptions differ only by what each mapping adds about its figures.
+    CHECK(mem.memory[0].info.config == run.cases[0].info.config);
+  }
+
+  TEST_CASE("mapping: Accelerate's FSDP max-batch row 622 and DDP out-of-memory row 624 are fit cases")
+  {
+    FakeNodes nodes;
+    RowMapping m = map_rows({row_622(), row_624()}, nodes.loader());
+    CHECK(m.memory.empty());
+    CHECK(m.not_covered.empty());
+    REQUIRE(m.fits.size() == 2);
+    // Row 622: "max BS 20" with FULL_SHARD and offload_param "cpu (params+grads)" = CPUOffload(offload_params=True).
+    const FitCase& f = m.fits[0];
+    CHECK(f.expect_fit);
+    CHECK(f.ran.framework == spec::Framework::FSDP);
+    CHECK(f.ran.fsdp.sharding_strategy == spec::FsdpSharding::FULL_SHARD);
+    CHECK(f.ran.fsdp.cpu_offload);
+    CHECK(f.ran.training.micro_batch == 20);
+    CHECK(f.ran.training.seq_len == 12); // block_size 12, as the blog's command prints it
+    CHECK(f.ran.training.precision == spec::Precision::FP32);
+    CHECK(f.ran.cluster.total_gpus() == 2);
+    CHECK(f.ran.model.vocab == 50257); // Hugging Face GPT-2
+    REQUIRE(f.doubled.has_value());
+    CHECK(f.doubled->training.micro_batch == 40); // twice the largest batch
+    // Row 624: "OOM at BS 1", DDP (fsdp_sharding "none") on one GPU: as written it must not fit; nothing to double.
+    const FitCase& g = m.fits[1];
+    CHECK_FALSE(g.expect_fit);
+    CHECK_FALSE(g.doubled.has_value());
+    CHECK(g.ran.framework == spec::Framework::DDP);
+    CHECK(g.ran.training.micro_batch == 1);
+    CHECK(g.ran.cluster.total_gpus() == 1);
+    CHECK(g.ran.model.layers == 48);
+    CHECK(g.ran.model.hidden == 1600);
+    CHECK(g.info.framework == "DDP");
   }
 
   TEST_CASE("mapping: GPU columns select the shipped node files")

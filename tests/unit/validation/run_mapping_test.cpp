@@ -754,6 +754,9 @@ TEST_SUITE("validation")
     CHECK(s.model.max_position == 2048);
     CHECK(s.model.bias);
     CHECK(s.model.tied_embeddings);
+    // MPTConfig's attn_pdrop, resid_pdrop and emb_pdrop default to 0: biases, but no dropout.
+    REQUIRE(s.model.dropout.has_value());
+    CHECK(*s.model.dropout == 0.0);
     // llm-foundry's README table prints NumParams 64862437376 for MPT-70b at sequence 2048.
     CHECK(workload::count_params(s.model) == 64'862'437'376LL);
     // The samples/s cell "251" is a rounded integer: tokens/s (515636) is the primary figure, samples/s next.
@@ -883,6 +886,8 @@ TEST_SUITE("validation")
     CHECK(s.model.heads == 96);
     CHECK(s.model.vocab == 50000);
     CHECK_FALSE(s.model.tied_embeddings); // minGPT's separate head
+    REQUIRE(s.model.dropout.has_value());
+    CHECK(*s.model.dropout == doctest::Approx(0.1)); // minGPT's embd_pdrop = resid_pdrop = attn_pdrop = 0.1
     CHECK_FALSE(s.training.flash_attention);
     CHECK(s.fsdp.sharding_strategy == spec::FsdpSharding::FULL_SHARD);
     CHECK(s.training.precision == spec::Precision::BF16);

@@ -319,6 +319,27 @@ TEST_SUITE("workload")
     }
   }
 
+  TEST_CASE("workload: a model's dropout key overrides the bias rule")
+  {
+    // Korthikanti et al. 2022 eq. 2 with dropout: sbh(34 + 5as/h). Without dropout (dropout: 0, a model with
+    // biases): the two 1-byte residual masks (2 sbh) go, and in the attention core the mask (a s^2 b) and the
+    // dropped-out probabilities (2 a s^2 b) go, AV saving the softmax output itself: 34 - 2 = 32 sbh and
+    // 5 - 3 = 2 as^2 b (no flash).
+    const std::int64_t l = 4, h = 1600, a = 25, V = 50257, s = 1024, b = 1;
+    auto m = gpt(l, h, a, V, s);
+    const Workload rule = workload::build_workload(m, options(b, s, spec::Checkpointing::NONE, false));
+    m.dropout = 0.0;
+    const Workload off = workload::build_workload(m, options(b, s, spec::Checkpointing::NONE, false));
+    CHECK(block0(rule).activation_bytes_kept - block0(off).activation_bytes_kept == 2 * s * b * h + 3 * a * s * s * b);
+    // A bias-free model given dropout: 0.1 gets the masks the rule would not give it.
+    m.dropout = 0.1;
+    m.bias = false;
+    const Workload on = workload::build_workload(m, options(b, s, spec::Checkpointing::NONE, false));
+    m.dropout.reset();
+    const Workload none = workload::build_workload(m, options(b, s, spec::Checkpointing::NONE, false));
+    CHECK(block0(on).activation_bytes_kept - block0(none).activation_bytes_kept == 2 * s * b * h + 3 * a * s * s * b);
+  }
+
   TEST_CASE("workload: Llama block activations from the tensors autograd saves (no dropout, GQA, SwiGLU)")
   {
     // Saved per block (docs/workload.md §4.2): rmsnorm inputs x and x2 (+ fp32 rstd, 4 bytes/token each),
