@@ -81,40 +81,6 @@ int at(const TaskGraph& g, const std::string& name)
   return i;
 }
 
-/// The structural invariants of docs/schedule.md: unique names, deps on earlier tasks, every transient buffer
-/// allocated once and freed once at or after its allocation, resident buffers untouched by tasks.
-void check_invariants(const TaskGraph& g)
-{
-  std::set<std::string> names;
-  std::vector<int> allocs(g.buffers.size(), 0), frees(g.buffers.size(), 0), alloc_at(g.buffers.size(), -1),
-      free_at(g.buffers.size(), -1);
-  for (std::size_t i = 0; i < g.tasks.size(); ++i) {
-    const Task& t = g.tasks[i];
-    CHECK_MESSAGE(names.insert(t.name).second, "duplicate task " << t.name);
-    for (TaskId d : t.deps)
-      CHECK_MESSAGE((d >= 0 && static_cast<std::size_t>(d) < i), t.name << " depends on a later task");
-    for (BufferId b : t.allocs) {
-      ++allocs[static_cast<std::size_t>(b)];
-      alloc_at[static_cast<std::size_t>(b)] = static_cast<int>(i);
-    }
-    for (BufferId b : t.frees) {
-      ++frees[static_cast<std::size_t>(b)];
-      free_at[static_cast<std::size_t>(b)] = static_cast<int>(i);
-    }
-  }
-  std::vector<char> resident(g.buffers.size(), 0);
-  for (BufferId r : g.resident)
-    resident[static_cast<std::size_t>(r)] = 1;
-  int bad = 0;
-  for (std::size_t b = 0; b < g.buffers.size(); ++b) {
-    const bool ok = resident[b] ? (allocs[b] == 0 && frees[b] == 0)
-                                : (allocs[b] == 1 && frees[b] == 1 && free_at[b] >= alloc_at[b]);
-    if (!ok && bad++ < 5)
-      FAIL_CHECK("buffer " << g.buffers[b].name << ": allocs " << allocs[b] << ", frees " << frees[b]);
-    CHECK(g.buffers[b].bytes > 0);
-  }
-}
-
 /// Peak over issue order of the live GPU bytes of the buffers whose name starts with `prefix`.
 std::int64_t peak_of(const TaskGraph& g, const std::string& prefix)
 {

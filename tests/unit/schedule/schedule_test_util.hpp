@@ -7,7 +7,10 @@
 #include "spec/scenario_spec.hpp"
 #include "workload/transformer.hpp"
 
+#include <doctest/doctest.h>
+
 #include <cstdint>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -132,6 +135,44 @@ inline int find_task(const TaskGraph& g, const std::string& name)
     if (g.tasks[i].name == name)
       return static_cast<int>(i);
   return -1;
+}
+
+/// Every transient buffer is allocated exactly once and freed exactly once, by a task issued at or
+/// after its allocating task; resident buffers are never allocated or freed by a task; every dep
+/// names an earlier task; task names are unique.
+inline void check_invariants(const TaskGraph& g, const std::string& what = "")
+{
+  INFO(what);
+  std::vector<int> alloc_at(g.buffers.size(), -1), free_at(g.buffers.size(), -1);
+  std::vector<int> allocs(g.buffers.size(), 0), frees(g.buffers.size(), 0);
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < g.tasks.size(); ++i) {
+    const Task& t = g.tasks[i];
+    CHECK_MESSAGE(names.insert(t.name).second, "duplicate task name " << t.name);
+    for (TaskId d : t.deps)
+      CHECK_MESSAGE((d >= 0 && static_cast<std::size_t>(d) < i), t.name << " depends on a later task");
+    for (BufferId b : t.allocs) {
+      ++allocs[static_cast<std::size_t>(b)];
+      alloc_at[static_cast<std::size_t>(b)] = static_cast<int>(i);
+    }
+    for (BufferId b : t.frees) {
+      ++frees[static_cast<std::size_t>(b)];
+      free_at[static_cast<std::size_t>(b)] = static_cast<int>(i);
+    }
+  }
+  std::vector<char> is_resident(g.buffers.size(), 0);
+  for (BufferId r : g.resident)
+    is_resident[static_cast<std::size_t>(r)] = 1;
+  int bad = 0;
+  for (std::size_t b = 0; b < g.buffers.size(); ++b) {
+    const bool ok = is_resident[b] ? (allocs[b] == 0 && frees[b] == 0)
+                                   : (allocs[b] == 1 && frees[b] == 1 && free_at[b] >= alloc_at[b]);
+    if (!ok && bad++ < 5)
+      FAIL_CHECK("buffer " << g.buffers[b].name << ": allocs " << allocs[b] << ", frees " << frees[b] << ", alloc at "
+                           << alloc_at[b] << ", free at " << free_at[b]);
+    CHECK(g.buffers[b].bytes > 0);
+  }
+  CHECK(bad == 0);
 }
 
 } // namespace zerosim::schedule::test
