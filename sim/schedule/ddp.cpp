@@ -85,14 +85,6 @@ std::int64_t autocast_numel(const Builder& b, int layer)
   return e;
 }
 
-std::int64_t layer_numel(const Builder& b, int layer)
-{
-  std::int64_t e = 0;
-  for (int p : b.layer_params[static_cast<std::size_t>(layer)])
-    e += b.params[static_cast<std::size_t>(p)].numel;
-  return e;
-}
-
 Task grad_reduce_copy(std::string name, int mb, int layer, std::int64_t elements, int elem_bytes)
 {
   Task t;
@@ -125,7 +117,7 @@ Task step_pass(std::string name, std::int64_t elements, double bytes_per_elem, d
 void build_ddp(Builder& b)
 {
   const spec::DdpSpec& d = b.s.ddp;
-  const std::string where = b.s.name.empty() ? std::string("scenario") : "scenario '" + b.s.name + "'";
+  const std::string where = scenario_label(b.s);
   if (!(d.bucket_cap_mb > 0) || !(d.first_bucket_cap_mb > 0))
     throw core::InputError(where + ": ddp.bucket_cap_mb and ddp.first_bucket_cap_mb: expected positive numbers (MiB)");
 
@@ -250,7 +242,7 @@ void build_ddp(Builder& b)
         }
       }
 
-      const std::int64_t numel = layer_numel(b, l);
+      const std::int64_t numel = b.layer_numel(l);
       BufferId repointed = -1; // the param.grad the copy-in replaces by its bucket view
       if (!view) {
         if (mb == 0) {

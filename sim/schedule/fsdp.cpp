@@ -66,16 +66,11 @@ struct UnitState {
   BufferId grad = -1;         ///< unsharded gradient of this micro-step
 };
 
-std::string where_of(const spec::Scenario& s)
-{
-  return s.name.empty() ? std::string("scenario") : "scenario '" + s.name + "'";
-}
-
 Config resolve(const Builder& b)
 {
   const spec::Scenario& s = b.s;
   const spec::FsdpSpec& f = s.fsdp;
-  const std::string where = where_of(s);
+  const std::string where = scenario_label(s);
   if (f.wrap != "block" && f.wrap != "model")
     throw core::UnsupportedError(where + ": fsdp.wrap " + f.wrap +
                                  ": only block (one unit per transformer block) and model are modelled");

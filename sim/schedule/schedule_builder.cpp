@@ -324,12 +324,12 @@ TaskId Builder::step_scalars(bool overflow)
   return last;
 }
 
-std::int64_t Builder::layer_grad_bytes(int layer) const
+std::int64_t Builder::layer_numel(int layer) const
 {
   std::int64_t e = 0;
   for (int p : layer_params[static_cast<std::size_t>(layer)])
     e += params[static_cast<std::size_t>(p)].numel;
-  return e * b_lp;
+  return e;
 }
 
 } // namespace zerosim::schedule::detail

@@ -53,6 +53,12 @@ struct ModuleInfo {
   std::vector<int> params; ///< indices into Builder::params, in forward order
 };
 
+/// "scenario 'NAME'" (or "scenario" when unnamed): how the schedule's errors name the scenario.
+inline std::string scenario_label(const spec::Scenario& s)
+{
+  return s.name.empty() ? std::string("scenario") : "scenario '" + s.name + "'";
+}
+
 /// Ceil division for non-negative values.
 inline std::int64_t ceil_div(std::int64_t a, std::int64_t b)
 {
@@ -138,8 +144,10 @@ public:
   /// The 1-element all-reduces of the step: overflow flag (1 byte, MAX) when `overflow`, grad norm (1 fp32).
   TaskId step_scalars(bool overflow);
 
+  /// Σ numel of a layer's parameter tensors.
+  std::int64_t layer_numel(int layer) const;
   /// Grad bytes of a layer in the model dtype (Σ numel · b_lp).
-  std::int64_t layer_grad_bytes(int layer) const;
+  std::int64_t layer_grad_bytes(int layer) const { return layer_numel(layer) * b_lp; }
 
 private:
   std::vector<BufferId> act_kept_;    ///< per layer, the current micro-step's kept activations

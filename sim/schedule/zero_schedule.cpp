@@ -12,7 +12,7 @@ namespace {
 
 void check_supported(const spec::Scenario& s, const workload::Workload& w, int rank)
 {
-  const std::string where = s.name.empty() ? std::string("scenario") : "scenario '" + s.name + "'";
+  const std::string where = detail::scenario_label(s);
   if (s.training.mode == spec::Mode::INFERENCE)
     throw core::UnsupportedError(where + ": training.mode inference: the inference schedule is not modelled yet");
   if (s.dp() < 1)

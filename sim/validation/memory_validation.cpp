@@ -28,6 +28,7 @@ using text::cell;
 using text::fixed;
 using text::signed_pct;
 using text::stats_table;
+using text::strategy_group;
 
 constexpr double GIB = 1073741824.0;
 
@@ -108,15 +109,6 @@ void add_group_stats(std::vector<ErrorStats>& out, const std::string& prefix,
     out.push_back(error_stats(prefix + k, v));
 }
 
-/// The sharding group of a row's statistics: "stage N" for DeepSpeed, the FSDP strategy ("FSDP FULL_SHARD") or
-/// "DDP" for the PyTorch frameworks (as in the throughput report).
-std::string strategy_group(const RowInfo& info)
-{
-  if (info.framework == "DeepSpeed" || info.strategy.empty())
-    return "stage " + std::to_string(info.stage);
-  return info.strategy;
-}
-
 std::vector<ErrorStats> stats_of(const std::vector<const MemoryComparison*>& rows, bool per_metric)
 {
   std::vector<ErrorStats> out;
@@ -135,28 +127,11 @@ std::vector<ErrorStats> stats_of(const std::vector<const MemoryComparison*>& row
   return out;
 }
 
-/// The frameworks in the order the report lists them; any other label after these, in first-seen order.
-const char* const FRAMEWORK_ORDER[] = {"DeepSpeed", "FSDP", "DDP"};
-
 std::vector<MemoryFrameworkSummary> framework_summaries(const ValidationReport& r,
                                                         const std::map<std::string, std::string>& failed_framework)
 {
-  std::vector<MemoryFrameworkSummary> out;
-  for (const char* f : FRAMEWORK_ORDER) {
-    MemoryFrameworkSummary s;
-    s.framework = f;
-    out.push_back(s);
-  }
-  auto entry = [&](const std::string& label) -> MemoryFrameworkSummary& {
-    const std::string f = label.empty() ? std::string("DeepSpeed") : label;
-    auto it = std::find_if(out.begin(), out.end(), [&](const MemoryFrameworkSummary& s) { return s.framework == f; });
-    if (it != out.end())
-      return *it;
-    MemoryFrameworkSummary s;
-    s.framework = f;
-    out.push_back(s);
-    return out.back();
-  };
+  auto out = text::framework_rows<MemoryFrameworkSummary>();
+  auto entry = [&](const std::string& label) -> MemoryFrameworkSummary& { return text::framework_entry(out, label); };
   // A row can give a comparison and a fit verdict, or two comparisons: count the row once per framework.
   std::map<std::string, std::set<std::string>> rows;
   std::map<std::string, std::vector<double>> errors;
@@ -388,15 +363,9 @@ std::string render_markdown(const ValidationReport& r)
   md << "## Error statistics\n\n"
      << "Measured rows (allocated and reserved; nvidia-smi rows are upper bounds and enter only the acceptance), per\n"
      << "metric, source, framework, ZeRO stage (DeepSpeed) or FSDP strategy / DDP, offload mode and overall:\n\n";
-  if (r.measured_stats.empty())
-    md << "(none)\n";
-  else
-    stats_table(md, r.measured_stats);
+  stats_table(md, r.measured_stats);
   md << "\nDeepSpeed-estimator rows (model states only: a conformance test of the arithmetic, not of reality):\n\n";
-  if (r.estimator_stats.empty())
-    md << "(none)\n";
-  else
-    stats_table(md, r.estimator_stats);
+  stats_table(md, r.estimator_stats);
 
   md << "\n## Inputs assumed per row\n\n";
   for (const auto& c : r.comparisons)

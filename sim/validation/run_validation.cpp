@@ -34,6 +34,7 @@ using text::cell;
 using text::fixed;
 using text::signed_pct;
 using text::stats_table;
+using text::strategy_group;
 
 using Clock = std::chrono::steady_clock;
 
@@ -321,15 +322,6 @@ bool row_id_less(const std::string& a, const std::string& b)
   return a < b;
 }
 
-/// The sharding group of a row's statistics: "stage N" for DeepSpeed, the FSDP strategy ("FSDP FULL_SHARD") or
-/// "DDP" for the PyTorch frameworks.
-std::string strategy_group(const RowInfo& info)
-{
-  if (info.framework == "DeepSpeed" || info.strategy.empty())
-    return "stage " + std::to_string(info.stage);
-  return info.strategy;
-}
-
 void add_group_stats(std::vector<ErrorStats>& out, const std::string& prefix,
                      const std::vector<const ThroughputComparison*>& rows,
                      const std::function<std::string(const ThroughputComparison&)>& key)
@@ -369,26 +361,10 @@ std::string stage_text(const ThroughputCase& c)
   return c.info.strategy;
 }
 
-/// The frameworks in the order the report lists them; any other label after these, in first-seen order.
-const char* const FRAMEWORK_ORDER[] = {"DeepSpeed", "FSDP", "DDP"};
-
 std::vector<FrameworkSummary> framework_summaries(const ThroughputReport& r)
 {
-  std::vector<FrameworkSummary> out;
-  for (const char* f : FRAMEWORK_ORDER) {
-    FrameworkSummary s;
-    s.framework = f;
-    out.push_back(s);
-  }
-  auto entry = [&](const std::string& f) -> FrameworkSummary& {
-    auto it = std::find_if(out.begin(), out.end(), [&](const FrameworkSummary& s) { return s.framework == f; });
-    if (it != out.end())
-      return *it;
-    FrameworkSummary s;
-    s.framework = f;
-    out.push_back(s);
-    return out.back();
-  };
+  auto out = text::framework_rows<FrameworkSummary>();
+  auto entry = [&](const std::string& label) -> FrameworkSummary& { return text::framework_entry(out, label); };
   std::map<std::string, std::vector<double>> errors;
   for (const auto& c : r.comparisons) {
     FrameworkSummary& s = entry(c.c.info.framework);
@@ -406,7 +382,7 @@ std::vector<FrameworkSummary> framework_summaries(const ThroughputReport& r)
     ++s.failed;
   }
   for (const auto& n : r.not_covered) {
-    FrameworkSummary& s = entry(n.framework.empty() ? std::string("DeepSpeed") : n.framework);
+    FrameworkSummary& s = entry(n.framework);
     ++s.rows;
     ++s.not_covered;
   }
@@ -719,15 +695,9 @@ std::string render_throughput_markdown(const ThroughputReport& r)
   }
   md << "\nWhole-step figures (step time, samples/s, tokens/s, TFLOPs, MFU), primary figure of each row, per source,\n"
      << "framework, ZeRO stage or FSDP strategy, offload mode and overall:\n\n";
-  if (r.stats.empty())
-    md << "(none)\n";
-  else
-    stats_table(md, r.stats);
+  stats_table(md, r.stats);
   md << "\nComponent timings (backward pass, CPU-Adam step), kept apart:\n\n";
-  if (r.component_stats.empty())
-    md << "(none)\n";
-  else
-    stats_table(md, r.component_stats);
+  stats_table(md, r.component_stats);
 
   md << "\n## Compared rows\n\n"
      << "The primary figure of each row (priority: `docs/validation.md`). Tolerance: the chart-read tolerance the\n"
