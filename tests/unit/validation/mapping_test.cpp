@@ -1,3 +1,4 @@
+#include "row_fixtures.hpp"
 #include "validation/published_rows.hpp"
 
 #include <doctest/doctest.h>
@@ -7,6 +8,8 @@
 
 using namespace zerosim;
 using namespace zerosim::validation;
+
+using zerosim::validation::test::row_318;
 
 namespace {
 
@@ -105,43 +108,6 @@ PublishedRow row_213()
           {"activation_checkpointing", "yes (--checkpoint-activations)"},
           {"peak_mem_GB", "31.5"},
           {"mem_metric", "nvidia-smi used 32290/32480 MiB (caching allocator; upper bound)"}};
-}
-
-/// published.csv row 318 (the PyTorch FSDP paper, Figs 7(b) and 8(b): minGPT 175B on 128 A100 80 GB, micro-batch 1):
-/// the columns the mappings read, as written there.
-PublishedRow row_318()
-{
-  return {{"row_id", "318"},
-          {"source_id", "S13"},
-          {"locator", "Figs 7(b) TFLOPS and 8(b) memory; Sec 5.4 text"},
-          {"evidence_type", "chart-read (+/-2)"},
-          {"provenance", "measured"},
-          {"framework", "PyTorch FSDP"},
-          {"model", "minGPT 175B (GPT-3 dims assumed)"},
-          {"params_B", "175"},
-          {"layers", "96 (assumed)"},
-          {"hidden", "12288 (assumed)"},
-          {"heads", "96 (assumed)"},
-          {"seq_len", "2048"},
-          {"vocab", "50000"},
-          {"gpu", "A100"},
-          {"gpu_mem_GB", "80"},
-          {"gpus_per_node", "8"},
-          {"nodes", "16"},
-          {"total_gpus", "128"},
-          {"inter_node_network", "2 Tb/s RoCE"},
-          {"zero_stage", "3-equivalent"},
-          {"fsdp_sharding", "FULL_SHARD + backward prefetch + rate limiter"},
-          {"dp", "128"},
-          {"global_batch", "128"},
-          {"micro_batch", "1"},
-          {"precision", "bf16 mixed"},
-          {"activation_checkpointing", "yes (Sec 5.4: AC + BF16 + Adam)"},
-          {"tflops_per_gpu", "173.5"},
-          {"tflops_includes_recompute", "not stated"},
-          {"peak_mem_GB", "47"},
-          {"mem_metric", "peak allocated 47 / active 63 / reserved 78 GB"},
-          {"completeness", "A"}};
 }
 
 /// published.csv row 622 (HF blog "Accelerate Large Model Training using PyTorch FSDP", Table 1: GPT-2 Large, FSDP

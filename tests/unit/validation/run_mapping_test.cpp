@@ -1,5 +1,6 @@
 // The throughput validation (`zerosim validate --run`): rows to scenarios and figures, the forked runner,
 // the statistics and the report. Only the last case runs the engine (in a worker process, as the command does).
+#include "row_fixtures.hpp"
 #include "validation/run_validation.hpp"
 
 #include "core/error.hpp"
@@ -20,6 +21,8 @@
 
 using namespace zerosim;
 using namespace zerosim::validation;
+
+using zerosim::validation::test::row_318;
 
 namespace {
 
@@ -347,39 +350,6 @@ PublishedRow row_595()
           {"tokens_per_s_per_gpu", "7500"},
           {"derived_step_time_s", "1.09"},
           {"completeness", "B"}};
-}
-
-/// published.csv row 318 (the PyTorch FSDP paper, Fig. 7(b): minGPT 175B on 128 A100, micro-batch 1).
-PublishedRow row_318()
-{
-  return {{"row_id", "318"},
-          {"source_id", "S13"},
-          {"locator", "Figs 7(b) TFLOPS and 8(b) memory; Sec 5.4 text"},
-          {"evidence_type", "chart-read (+/-2)"},
-          {"provenance", "measured"},
-          {"framework", "PyTorch FSDP"},
-          {"model", "minGPT 175B (GPT-3 dims assumed)"},
-          {"params_B", "175"},
-          {"layers", "96 (assumed)"},
-          {"hidden", "12288 (assumed)"},
-          {"heads", "96 (assumed)"},
-          {"seq_len", "2048"},
-          {"vocab", "50000"},
-          {"gpu", "A100"},
-          {"gpu_mem_GB", "80"},
-          {"gpus_per_node", "8"},
-          {"nodes", "16"},
-          {"total_gpus", "128"},
-          {"inter_node_network", "2 Tb/s RoCE"},
-          {"zero_stage", "3-equivalent"},
-          {"fsdp_sharding", "FULL_SHARD + backward prefetch + rate limiter"},
-          {"global_batch", "128"},
-          {"micro_batch", "1"},
-          {"precision", "bf16 mixed"},
-          {"activation_checkpointing", "yes (Sec 5.4: AC + BF16 + Adam)"},
-          {"tflops_per_gpu", "173.5"},
-          {"tflops_includes_recompute", "not stated"},
-          {"completeness", "A"}};
 }
 
 /// published.csv row 634 (HF blog "Fine-tuning Llama 2 70B using PyTorch FSDP": 16 A100 on AWS EFA).
