@@ -31,8 +31,9 @@ const char* USAGE = R"(usage:
         one optimizer step replayed on the modelled cluster: step time, tokens/s, TFLOPs per GPU,
         MFU, peak memory at simulated times, the time breakdown; --out DIR writes summary.json,
         scenario.resolved.yaml and, with --trace, trace.json (Chrome trace events, opens in Perfetto);
-        --every-micro-step simulates every micro-step of gradient accumulation instead of four and
-        the measured period of the repeated ones (slower, the same answer)
+        --every-micro-step simulates every micro-step of gradient accumulation instead of three and
+        the measured period of the repeated ones, and for inference every decode pass instead of a
+        sample of them (slower, the same answer to about 1e-3)
   zerosim memory SCENARIO [--set K=V]... [--json] [--out DIR]
         peak memory per GPU, host and NVMe from the schedule's allocation events (issue order),
         the fit verdict per tier and, when it does not fit, the ladder's answer
@@ -230,6 +231,8 @@ int run_scenario_command(const Args& a, std::ostream& out)
   o.record_tracks = a.trace;
   o.step.first_step = a.first_step;
   o.reuse_accumulation = !a.every_micro_step;
+  if (a.every_micro_step)
+    o.step.sampled_decode_passes = 0; // every decode pass of an inference request
   o.collectives.hierarchical = a.hierarchical;
   if (a.replay) {
     if (*a.replay == "full")

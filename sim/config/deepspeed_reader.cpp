@@ -80,6 +80,10 @@ void read_offload_optimizer(FieldReader& r, spec::OffloadOptimizerSpec& o, const
   o.pipeline_write = r.get_bool("pipeline_write", false);
   o.fast_init = r.get_bool("fast_init", false);
   o.ratio = r.opt_number("ratio", 0, 1, "a number from 0 to 1").value_or(1.0);
+  // DeepSpeedZeroConfig.offload_ratio_check: "Partial offloading only supported for ZeRO Stage 3."
+  if (o.ratio < 1.0 && s.deepspeed.zero.stage != 3)
+    r.fail("ratio", "a ratio below 1 (Twin-Flow partial offload) needs ZeRO stage 3; DeepSpeed asserts \"Partial "
+                    "offloading only supported for ZeRO Stage 3\" (zero/config.py offload_ratio_check)");
   o.super_offload = r.get_bool("super_offload", false);
   o.cpuadam_cores_perc = r.opt_number("cpuadam_cores_perc", 0, 1, "a number from 0 to 1").value_or(0.8);
   if (o.device == spec::OffloadDevice::NVME && s.cluster.node.nvme.devices == 0)
@@ -138,30 +142,38 @@ void read_zero(FieldReader& r, spec::Scenario& s)
       aliased_bool(r, "stage3_allgather_sequential", "allgather_sequential").value_or(false);
   z.round_robin_gradients = r.get_bool("round_robin_gradients", false);
 
-  // Deprecated booleans (config.py: cpu_offload -> offload_optimizer {device: cpu}, cpu_offload_param ->
-  // offload_param {device: cpu}, cpu_offload_use_pin_memory -> pin_memory of both).
-  bool cpu_offload = r.get_bool("cpu_offload", false);
-  bool cpu_offload_param = r.get_bool("cpu_offload_param", false);
-  std::optional<bool> cpu_offload_pin = r.opt_bool("cpu_offload_use_pin_memory");
+  // Deprecated keys (zero/config.py DeepSpeedZeroConfig, processed by DeepSpeedConfigModel._process_deprecated_field):
+  // cpu_offload: true -> offload_optimizer = DeepSpeedZeroOffloadOptimizerConfig(device=cpu), cpu_offload_param:
+  // true -> offload_param = DeepSpeedZeroOffloadParamConfig(device=cpu), each with its own defaults (pin_memory:
+  // the version's default); false -> None. Giving a deprecated key (any value) with its replacement fails
+  // ("Cannot provide deprecated parameter ... and replacing parameter ... together"). cpu_offload_use_pin_memory
+  // has set_new_param=False: DeepSpeed only warns, it sets nothing (a "not modelled" warning here).
+  const bool has_cpu_offload = r.has("cpu_offload");
+  const bool has_cpu_offload_param = r.has("cpu_offload_param");
+  const bool cpu_offload = r.get_bool("cpu_offload", false);
+  const bool cpu_offload_param = r.get_bool("cpu_offload_param", false);
+  r.opt_bool("cpu_offload_use_pin_memory"); // type-checked; no effect (warned about by collect_warnings)
   z.offload_optimizer = spec::OffloadOptimizerSpec{};
   z.offload_optimizer.pin_memory = pins_by_default(s);
   z.offload_param = spec::OffloadParamSpec{};
   z.offload_param.pin_memory = pins_by_default(s);
   if (std::optional<FieldReader> oo = r.opt_map("offload_optimizer")) {
-    if (cpu_offload)
-      r.fail("cpu_offload", "give offload_optimizer or the deprecated cpu_offload, not both");
+    if (has_cpu_offload)
+      r.fail("cpu_offload", "give offload_optimizer or the deprecated cpu_offload, not both (DeepSpeed: \"Cannot "
+                            "provide deprecated parameter 'cpu_offload' and replacing parameter "
+                            "'offload_optimizer' together\")");
     read_offload_optimizer(*oo, z.offload_optimizer, s);
   } else if (cpu_offload) {
     z.offload_optimizer.device = spec::OffloadDevice::CPU;
-    z.offload_optimizer.pin_memory = cpu_offload_pin.value_or(false);
   }
   if (std::optional<FieldReader> op = r.opt_map("offload_param")) {
-    if (cpu_offload_param)
-      r.fail("cpu_offload_param", "give offload_param or the deprecated cpu_offload_param, not both");
+    if (has_cpu_offload_param)
+      r.fail("cpu_offload_param", "give offload_param or the deprecated cpu_offload_param, not both (DeepSpeed: "
+                                  "\"Cannot provide deprecated parameter 'cpu_offload_param' and replacing "
+                                  "parameter 'offload_param' together\")");
     read_offload_param(*op, z.offload_param, s);
   } else if (cpu_offload_param) {
     z.offload_param.device = spec::OffloadDevice::CPU;
-    z.offload_param.pin_memory = cpu_offload_pin.value_or(false);
   }
 }
 
@@ -194,7 +206,15 @@ void check_enabled(FieldReader& block, bool expected, const spec::Scenario& s, c
                         std::string(expected ? "true" : "false") + " (training.precision is " + precision_text + ")");
 }
 
-void read_activation_checkpointing(FieldReader& r, spec::DsActivationCheckpointingSpec& a)
+/// Does DeepSpeed's activation_checkpointing block act on this run? zerosim models it as Megatron-DeepSpeed uses
+/// it: deepspeed.checkpointing.configure(deepspeed_config=...) and every transformer block run through
+/// deepspeed.checkpointing.checkpoint, which is training.activation_checkpointing: full (docs/offload.md).
+bool checkpoint_block_in_effect(const spec::Scenario& s)
+{
+  return s.training.mode == spec::Mode::TRAIN && s.training.activation_checkpointing == spec::Checkpointing::FULL;
+}
+
+void read_activation_checkpointing(FieldReader& r, spec::DsActivationCheckpointingSpec& a, const spec::Scenario& s)
 {
   a.partition_activations = r.get_bool("partition_activations", false);
   a.cpu_checkpointing = r.get_bool("cpu_checkpointing", false);
@@ -203,6 +223,53 @@ void read_activation_checkpointing(FieldReader& r, spec::DsActivationCheckpointi
     a.number_checkpoints = static_cast<int>(*n);
   a.synchronize_checkpoint_boundary = r.get_bool("synchronize_checkpoint_boundary", false);
   a.profile = r.get_bool("profile", false);
+  if (!checkpoint_block_in_effect(s) || !a.contiguous_memory_optimization)
+    return;
+  // checkpointing.py configure(): both asserts run when the blocks are checkpointed with DeepSpeed's checkpoint.
+  if (!a.partition_activations)
+    r.fail("contiguous_memory_optimization",
+           "contiguous_memory_optimization needs partition_activations: true; DeepSpeed asserts \"Contiguous "
+           "Checkpointing is only available with partitioned activations\" (checkpointing.py configure)");
+  if (!a.number_checkpoints)
+    r.fail("contiguous_memory_optimization",
+           "contiguous_memory_optimization needs number_checkpoints (the contiguous buffer has one slot per "
+           "checkpoint); DeepSpeed asserts \"Must specify the number of layers with contiguous memory "
+           "checkpointing\" (checkpointing.py configure)");
+}
+
+/// Keys set away from their default that change nothing in this run, named in warnings after the keys the
+/// schema marks not modelled (partition_activations is one of those: with model-parallel size 1 the partition
+/// is the whole tensor). Decided on the resolved values, so a resolved_yaml reads back with the same warnings.
+void no_effect_warnings(spec::Scenario& s)
+{
+  if (s.deepspeed.zero.offload_param.pin_memory != pins_by_default(s))
+    s.warnings.push_back(
+        "deepspeed.zero_optimization.offload_param.pin_memory: no effect (stage 3 moves the CPU parameter "
+        "partitions into a flat buffer it always pins, _create_param_groups_fp16_flat_cpu_memory, and the NVMe "
+        "swap buffers are always pinned: zero-schedule.md §6.2, §8)");
+  const spec::DsActivationCheckpointingSpec& a = s.deepspeed.activation_checkpointing;
+  const std::string base = "deepspeed.activation_checkpointing.";
+  if (!checkpoint_block_in_effect(s)) {
+    const std::string why =
+        s.training.mode == spec::Mode::INFERENCE
+            ? std::string("training.mode is inference: nothing is checkpointed")
+            : "training.activation_checkpointing is " +
+                  std::string(s.training.activation_checkpointing == spec::Checkpointing::NONE ? "none" : "selective") +
+                  ": the block acts on the transformer blocks run through deepspeed.checkpointing.checkpoint, "
+                  "which zerosim models with activation_checkpointing: full only";
+    const std::pair<const char*, bool> keys[] = {{"cpu_checkpointing", a.cpu_checkpointing},
+                                                 {"contiguous_memory_optimization", a.contiguous_memory_optimization},
+                                                 {"number_checkpoints", a.number_checkpoints.has_value()},
+                                                 {"synchronize_checkpoint_boundary", a.synchronize_checkpoint_boundary},
+                                                 {"profile", a.profile}};
+    for (const auto& [key, set] : keys)
+      if (set)
+        s.warnings.push_back(base + key + ": no effect (" + why + ")");
+    return;
+  }
+  if (a.number_checkpoints && !a.contiguous_memory_optimization)
+    s.warnings.push_back(base + "number_checkpoints: no effect (it sizes the contiguous_memory_optimization "
+                                "buffers only, checkpointing.py partition_activations)");
 }
 
 /// Is a not-modelled key set to something that changes behaviour? A mapping unless it says enabled: false;
@@ -217,6 +284,8 @@ bool is_active(const YAML::Node& v, const KeyDoc& doc)
   }
   if (!v.IsScalar())
     return true;
+  if (doc.default_text == "\"\"" && v.Scalar().empty())
+    return false; // an empty string where the default is the empty string
   std::optional<double> a = parse_number(v.Scalar());
   std::optional<double> b = parse_number(doc.default_text);
   if (a && b)
@@ -353,9 +422,10 @@ void read_deepspeed(FieldReader& r, spec::Scenario& s, TrainingBatchGiven given)
   d.gradient_predivide_factor =
       r.opt_number("gradient_predivide_factor", 1e-300, 1e300, "a positive number").value_or(1.0);
   if (std::optional<FieldReader> ac = r.opt_map("activation_checkpointing"))
-    read_activation_checkpointing(*ac, d.activation_checkpointing);
+    read_activation_checkpointing(*ac, d.activation_checkpointing, s);
 
   collect_warnings(r.node(), r.schema(), r.path(), s);
+  no_effect_warnings(s);
 }
 
 spec::FsdpSpec read_fsdp(FieldReader& r)

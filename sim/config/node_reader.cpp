@@ -12,6 +12,12 @@ namespace {
 // NCCL src/graph/tuning.cc, hwLat[NCCL_HW_NVLINK] and hwLat[NCCL_HW_PCI], LL protocol: 0.6 us and 1.0 us.
 constexpr double DEFAULT_NVLINK_LATENCY_S = 0.6e-6;
 constexpr double DEFAULT_PCIE_LATENCY_S = 1.0e-6;
+// NVMe per-request latency, typical, QD 1: Micron 9200 NVMe SSDs datasheet (micron.com, "Latency to media
+// performance, typical (QD = 1): READ: 92-150 us, WRITE: 21 us"; read latency varies by capacity, 92 us is the
+// lowest). Other enterprise TLC NVMe datasheets agree within ~10 %: Intel SSD DC P4500 (Lenovo product guide,
+// random read 85 us, random write 20 us). One charge per wave of aio requests (docs/engine.md "NVMe").
+constexpr double DEFAULT_NVME_READ_LATENCY_S = 92e-6;
+constexpr double DEFAULT_NVME_WRITE_LATENCY_S = 21e-6;
 // Host memory kept for the OS when cpu.reserved is not given: 5 % of cpu.memory (an assumption, docs/config.md).
 constexpr double DEFAULT_CPU_RESERVED_FRACTION = 0.05;
 // CPU-Adam DRAM traffic per element: read p, g, m, v (16 B), write p, m, v (12 B) (zero-schedule.md §9.1).
@@ -113,6 +119,8 @@ spec::NodeSpec read_node(FieldReader& r, std::optional<spec::Precision> precisio
   n.cpu.adam_bytes_per_param = cpu->opt_number("adam_bytes_per_param", 1e-300, 1e300, "a positive number")
                                    .value_or(DEFAULT_ADAM_BYTES_PER_PARAM);
 
+  n.nvme.read_latency_s = DEFAULT_NVME_READ_LATENCY_S;
+  n.nvme.write_latency_s = DEFAULT_NVME_WRITE_LATENCY_S;
   if (std::optional<FieldReader> nvme = r.opt_map("nvme")) {
     n.nvme.devices = static_cast<int>(nvme->get_int("devices", 0, 0, NONNEG));
     if (n.nvme.devices > 0) {
@@ -124,6 +132,9 @@ spec::NodeSpec read_node(FieldReader& r, std::optional<spec::Precision> precisio
       n.nvme.write_Bps = nvme->opt_quantity("write", UnitKind::BANDWIDTH).value_or(0);
       n.nvme.capacity_bytes = to_bytes(nvme->opt_quantity("capacity", UnitKind::BYTES).value_or(0));
     }
+    n.nvme.read_latency_s = nvme->opt_quantity("read_latency", UnitKind::TIME, false).value_or(n.nvme.read_latency_s);
+    n.nvme.write_latency_s =
+        nvme->opt_quantity("write_latency", UnitKind::TIME, false).value_or(n.nvme.write_latency_s);
   }
 
   if (std::optional<FieldReader> nics = r.opt_map("nics")) {

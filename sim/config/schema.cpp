@@ -120,7 +120,11 @@ const Schema& node_schema()
                            {key("devices", "integer >= 0", "0", "NVMe devices; 0 = none"),
                             key("read", "bandwidth", "required when devices > 0", "per device"),
                             key("write", "bandwidth", "required when devices > 0", "per device"),
-                            key("capacity", "bytes", "required when devices > 0", "per device")}};
+                            key("capacity", "bytes", "required when devices > 0", "per device"),
+                            key("read_latency", "time", "92 us",
+                                "per wave of aio read requests; Micron 9200 datasheet, typical QD1 read latency"),
+                            key("write_latency", "time", "21 us",
+                                "per wave of aio write requests; Micron 9200 datasheet, typical QD1 write latency")}};
   static const Schema nics{"node.nics",
                            {key("count", "integer >= 0", "0", "NICs for the inter-node fabric"),
                             key("bandwidth", "bandwidth", "required when count > 0", "per NIC, per direction")}};
@@ -143,27 +147,41 @@ const Schema& deepspeed_schema()
   static const Schema offload_optimizer{
       "deepspeed.zero_optimization.offload_optimizer",
       {key("device", "one of none, cpu, nvme", "none", "where optimizer states live and Adam runs (offload_config.py)"),
-       key("nvme_path", "string", "\"\"", "NVMe mount for the states"),
+       key("nvme_path", "string", "\"\"",
+           "NVMe mount for the states; the path is not resolved: it is taken to be one RAID-0 volume of "
+           "every NVMe drive of the node (docs/engine.md \"NVMe\")",
+           nullptr, N),
        key("buffer_count", "integer >= 0", "4", "swap buffers (NVMe)"),
        key("pin_memory", "bool", "0.19: true; 0.16: false", "page-locked host buffers (zero-schedule.md §14)"),
        key("pipeline_read", "bool", "false", "overlap the next sub-group's NVMe read with the step"),
        key("pipeline_write", "bool", "false", "overlap the previous sub-group's NVMe write with the step"),
-       key("fast_init", "bool", "false", "fast optimizer initialisation (NVMe)"),
-       key("ratio", "number in [0, 1]", "1.0",
-           "Twin-Flow: fraction of the optimizer stepped on the CPU (not modelled "
-           "below 1)",
+       key("fast_init", "bool", "false",
+           "no effect on a training step: it only changes how the fp32 master is first built from NVMe "
+           "parameters (stage3.py _create_fp32_partitions)",
            nullptr, N),
-       key("super_offload", "bool", "false", "SuperOffload for superchips (not modelled)", nullptr, N),
-       key("cpuadam_cores_perc", "number in [0, 1]", "0.8", "share of cores for CPU Adam under SuperOffload"),
+       key("ratio", "number in [0, 1]", "1.0",
+           "Twin-Flow: fraction of the sub-groups stepped on the CPU (stage 3 only; below 1 with stage 1/2 "
+           "DeepSpeed asserts)"),
+       key("super_offload", "bool", "false",
+           "SuperOffload for superchips (its speculative CPU Adam during backward); scheduled as the plain offload",
+           nullptr, N),
+       key("cpuadam_cores_perc", "number in [0, 1]", "0.8",
+           "share of the cores for SuperOffload's CPU Adam; used only with super_offload, which is not modelled",
+           nullptr, N),
        unmodelled("convert_grad_on_cpu", "bool", "true", "gradient dtype conversion on the GPU instead of the CPU")}};
   static const Schema offload_param{
       "deepspeed.zero_optimization.offload_param",
       {key("device", "one of none, cpu, nvme", "none", "where stage-3 parameter partitions live"),
-       key("nvme_path", "string", "\"\"", "NVMe mount for the parameters"),
+       key("nvme_path", "string", "\"\"",
+           "NVMe mount for the parameters; the path is not resolved: it is taken to be one RAID-0 volume of "
+           "every NVMe drive of the node (docs/engine.md \"NVMe\")",
+           nullptr, N),
        key("buffer_count", "integer >= 0", "5", "swap buffers (NVMe)"),
        key("buffer_size", "element count", "1e8", "elements per swap buffer (NVMe)"),
        key("max_in_cpu", "element count", "1e9", "parameter elements kept in CPU memory with NVMe offload"),
-       key("pin_memory", "bool", "0.19: true; 0.16: false", "page-locked host buffers (zero-schedule.md §14)")}};
+       key("pin_memory", "bool", "0.19: true; 0.16: false",
+           "no effect (named in warnings when not the default): stage 3 always pins its CPU parameter flat buffer "
+           "and the NVMe swap buffers (zero-schedule.md §6.2, §8)")}};
   static const Schema zero{
       "deepspeed.zero_optimization",
       {key("stage", "integer 0..3", "0", "ZeRO stage"),
@@ -195,9 +213,15 @@ const Schema& deepspeed_schema()
        key("offload_optimizer", "mapping", "none", "optimizer offload (ZeRO-Offload, ZeRO-Infinity)",
            &offload_optimizer),
        key("offload_param", "mapping", "none", "stage-3 parameter offload", &offload_param),
-       key("cpu_offload", "bool", "false", "deprecated: true = offload_optimizer {device: cpu}"),
-       key("cpu_offload_param", "bool", "false", "deprecated: true = offload_param {device: cpu}"),
-       key("cpu_offload_use_pin_memory", "bool", "false", "deprecated: pin_memory of the deprecated offloads"),
+       key("cpu_offload", "bool", "false",
+           "deprecated: true = offload_optimizer {device: cpu} with its default pin_memory; not with "
+           "offload_optimizer"),
+       key("cpu_offload_param", "bool", "false",
+           "deprecated: true = offload_param {device: cpu} with its default pin_memory; not with offload_param"),
+       key("cpu_offload_use_pin_memory", "bool", "none",
+           "deprecated and ignored by DeepSpeed (DeepSpeedZeroConfig: set_new_param=False, a warning only): the "
+           "offloads keep their own pin_memory",
+           nullptr, N),
        unmodelled("zero_hpz_partition_size", "integer", "1", "ZeRO++ hierarchical partitioning"),
        unmodelled("zero_quantized_weights", "bool", "false", "ZeRO++ quantized weight all-gather"),
        unmodelled("zero_quantized_nontrainable_weights", "bool", "false", "ZeRO++ quantized frozen weights"),
@@ -222,14 +246,22 @@ const Schema& deepspeed_schema()
        ignored("save_muon_momentum_buffer_in_memory", "Muon optimizer only"),
        ignored("leaf_module", "module hooks configuration"),
        ignored("stage3_partition_stream_chunk_size", "initialisation only")}};
-  static const Schema aio{"deepspeed.aio",
-                          {key("block_size", "integer >= 1", "1048576", "bytes per aio request"),
-                           key("queue_depth", "integer >= 1", "8", "aio queue depth"),
-                           key("intra_op_parallelism", "integer >= 1", "1", "aio threads"),
-                           key("thread_count", "integer >= 1", "1", "docs' name of intra_op_parallelism (§13)"),
-                           key("single_submit", "bool", "false", "submit requests one by one"),
-                           key("overlap_events", "bool", "true", "overlap submission and completion"),
-                           key("use_gds", "bool", "false", "GPUDirect Storage")}};
+  static const Schema aio{
+      "deepspeed.aio",
+      {key("block_size", "integer >= 1", "1048576", "bytes per aio request"),
+       key("queue_depth", "integer >= 1", "8", "aio queue depth"),
+       key("intra_op_parallelism", "integer >= 1", "1", "aio threads"),
+       key("thread_count", "integer >= 1", "1", "docs' name of intra_op_parallelism (§13)"),
+       key("single_submit", "bool", "false",
+           "submit the aio requests one by one instead of in batches (the submission cost "
+           "is not modelled)",
+           nullptr, N),
+       key("overlap_events", "bool", "true",
+           "overlap request submission and completion in the aio handle (not modelled)", nullptr, N),
+       key("use_gds", "bool", "false",
+           "GPUDirect Storage: NVMe to GPU memory without the pinned host buffers (not "
+           "modelled: NVMe traffic goes through host memory)",
+           nullptr, N)}};
   static const Schema fp16{
       "deepspeed.fp16",
       {key("enabled", "bool or auto", "false", "fp16 mixed precision; must agree with training.precision"),
@@ -250,14 +282,21 @@ const Schema& deepspeed_schema()
       {key("grad_accum_dtype", DTYPE, "the model dtype (0.19, §1.3)", "gradient accumulation dtype")}};
   static const Schema act{
       "deepspeed.activation_checkpointing",
-      {key("partition_activations", "bool", "false", "partition checkpoints across ranks (not modelled yet)", nullptr,
-           N),
-       key("cpu_checkpointing", "bool", "false", "checkpoints to CPU memory (not modelled yet)", nullptr, N),
-       key("contiguous_memory_optimization", "bool", "false", "contiguous checkpoint buffer (not modelled yet)",
+      {key("partition_activations", "bool", "false",
+           "no effect with model-parallel size 1 (zerosim has no tensor parallelism): each checkpoint's partition "
+           "is the whole tensor, a GPU clone; with cpu_checkpointing it selects DeepSpeed's blocking copies "
+           "(modelled, docs/offload.md)",
            nullptr, N),
-       key("number_checkpoints", "integer >= 1", "none", "checkpoints for the contiguous buffer"),
-       key("synchronize_checkpoint_boundary", "bool", "false", "device synchronise at checkpoint boundaries"),
-       key("profile", "bool", "false", "profiling")}};
+       key("cpu_checkpointing", "bool", "false",
+           "checkpointed block inputs to host memory, copied back before the recompute (docs/offload.md)"),
+       key("contiguous_memory_optimization", "bool", "false",
+           "number_checkpoints contiguous checkpoint buffers allocated at the first block; needs "
+           "partition_activations"),
+       key("number_checkpoints", "integer >= 1", "none", "slots of the contiguous buffers (>= the blocks)"),
+       key("synchronize_checkpoint_boundary", "bool", "false",
+           "a device synchronize at the start and end of each checkpointed block's forward and backward"),
+       key("profile", "bool", "false",
+           "times each checkpointed forward and backward; reading the CUDA-event timer makes the host wait for it")}};
   static const Schema s{
       "deepspeed",
       {key("train_batch_size", "integer >= 1 or auto", "micro_batch x grad_accum x GPUs", "must agree with training"),

@@ -39,8 +39,31 @@ namespace {
 /// "Pinned Memory"). The DMA itself is the same flow as a pinned copy's.
 constexpr double PAGEABLE_STAGING_DRAM_FACTOR = 2.0;
 
+/// The per-request part of an aio transfer of `bytes` (docs/engine.md "NVMe"). DeepSpeed's aio handle
+/// (csrc/aio/common/deepspeed_aio_common.cpp) splits a transfer over intra_op_parallelism threads, each cutting
+/// its share into block_size requests and keeping at most queue_depth of them in flight; a wave of
+/// block_size · queue_depth · threads bytes waits for the drive's request latency L once, so
+///
+///     waves = ceil(bytes / (block_size · queue_depth · intra_op_parallelism))
+///     T     = waves · L  +  (the transfer: bytes over the RAID-0 stripe of every drive and its PCIe path)
+///
+/// with L the node's nvme.read_latency or nvme.write_latency. This is do_aio_operation_sequential (submit a
+/// wave, reap it all) exactly; with overlap_events (the default) DeepSpeed refills the queue as requests
+/// complete and can hide part of L behind other requests' data, so there it is an upper bound.
+double nvme_request_latency(const spec::NvmeSpec& nv, const spec::AioSpec& aio, std::int64_t bytes, bool write)
+{
+  if (bytes <= 0)
+    return 0;
+  const double per_wave = static_cast<double>(std::max<std::int64_t>(1, aio.block_size)) *
+                          std::max(1, aio.queue_depth) * std::max(1, aio.intra_op_parallelism);
+  const double waves = std::ceil(static_cast<double>(bytes) / per_wave);
+  return waves * (write ? nv.write_latency_s : nv.read_latency_s);
+}
+
 /// What an activity's completion continues.
-enum class Cont { TASK_PART, COLL_FLOW, COLL_DELAY };
+/// TASK_DELAY: a copy's or an NVMe task's latency before its data (index: jobs_); COLL_FLOW_DELAY: the route
+/// latency of a group of a collective phase's flows before they start (index: flow_groups_).
+enum class Cont { TASK_PART, COLL_FLOW, COLL_DELAY, TASK_DELAY, COLL_FLOW_DELAY };
 
 struct Token {
   Cont what = Cont::TASK_PART;
@@ -55,6 +78,18 @@ struct Job {
   int rank = 0; ///< index into ranks_
   TaskId task = 0;
   int parts = 0;
+};
+
+/// One flow of a collective phase, and the flows of a phase that share one route latency.
+struct Edge {
+  sg4::Host* src = nullptr;
+  sg4::Host* dst = nullptr;
+  double bytes = 0;
+  int ta = -1, tb = -1; ///< trace tracks
+};
+struct FlowGroup {
+  int coll = 0;
+  std::vector<Edge> edges;
 };
 
 /// One collective: the same ordinal collective of every simulated rank.
@@ -152,6 +187,12 @@ public:
         }
         if (k.kind == TaskKind::CPU_COMPUTE)
           cpu_work_[ri][static_cast<std::size_t>(t)] = compute::cpu_task_work(k, c.node.cpu, ranks_per_node);
+        if (k.kind == TaskKind::NVME_READ || k.kind == TaskKind::NVME_WRITE) {
+          if (c.node.nvme.devices < 1)
+            throw std::logic_error("NVMe task " + k.name + " on a node without NVMe (the config layer refuses this)");
+          duration_[ri][static_cast<std::size_t>(t)] =
+              nvme_request_latency(c.node.nvme, s.deepspeed.aio, k.bytes, k.kind == TaskKind::NVME_WRITE);
+        }
         if (k.kind == TaskKind::COLLECTIVE) {
           // NCCL matches calls on a communicator by issue order: the k-th call of every rank is one collective.
           if (ri == 0)
@@ -188,7 +229,13 @@ public:
 
   Timeline run()
   {
-    std::vector<std::string> args{"zerosim", "--log=root.thres:critical", "--cfg=network/model:CM02"};
+    // network/optim:Full: SimGrid 3.32's lazy updates (the default) recompute only the constraints reached from a
+    // changed flow's first link, and miss the other links of a flow whose first link was already marked in the
+    // same instant: two H2D copies starting together through DRAM (their first link) to GPUs on different
+    // switches each got DRAM's rate (lmm System::update_modified_cnst_set_from_variable). Full costs the same
+    // here (the ZeRO-Infinity DGX-2 replay: 50 s both ways). docs/engine.md "Network model".
+    std::vector<std::string> args{"zerosim", "--log=root.thres:critical", "--cfg=network/model:CM02",
+                                  "--cfg=network/optim:Full"};
     std::vector<char*> argv;
     for (auto& a : args)
       argv.push_back(a.data());
@@ -280,6 +327,12 @@ public:
     case Cont::COLL_DELAY:
       next_phase(tok->index);
       break;
+    case Cont::TASK_DELAY:
+      task_data(tok->index);
+      break;
+    case Cont::COLL_FLOW_DELAY:
+      start_flows(flow_groups_[static_cast<std::size_t>(tok->index)]);
+      break;
     }
     drain();
   }
@@ -352,17 +405,6 @@ private:
     ++timeline_.flows;
   }
 
-  void io(Token& tok, sg4::Disk* d, double bytes, bool write)
-  {
-    sg4::IoPtr x = sg4::Io::init();
-    x->set_size(static_cast<sg_size_t>(std::ceil(std::max(1.0, bytes)))); // at least one byte, as a flow
-    x->set_op_type(write ? sg4::Io::OpType::WRITE : sg4::Io::OpType::READ);
-    x->set_disk(d);
-    if (x->get_state() == sg4::Activity::State::INITED)
-      x->start();
-    launch(tok, x);
-  }
-
   void drain()
   {
     if (draining_)
@@ -420,16 +462,14 @@ private:
       return;
     }
     case TaskKind::COPY: {
-      const bool h2d = k.direction == schedule::CopyDirection::H2D;
-      const bool staged = !k.pinned;
-      const int j = new_job(ri, t, staged ? 2 : 1);
-      const int tr = track(proc(rk), "PCIe gpu" + std::to_string(local) + (h2d ? " H2D" : " D2H"));
-      auto* g = platform_->gpu(node, local);
-      auto* c = platform_->cpu(node);
-      flow(token(Cont::TASK_PART, j, k.name, tr), h2d ? c : g, h2d ? g : c, static_cast<double>(k.bytes));
-      if (staged)
-        flow(token(Cont::TASK_PART, j, k.name + " (staging memcpy)"), c, platform_->dram(node),
-             PAGEABLE_STAGING_DRAM_FACTOR * static_cast<double>(k.bytes));
+      // The route's latency (the GPU's PCIe link) as a delay, then the data (copy_transfer).
+      const int j = new_job(ri, t, k.pinned ? 1 : 2);
+      const double lat = platform_->route_latency(platform_->cpu(node), platform_->gpu(node, local));
+      if (lat > 0)
+        exec(token(Cont::TASK_DELAY, j, k.name + " (latency)"), platform_->timer(),
+             lat * platform::WORK_UNITS_PER_SECOND);
+      else
+        copy_transfer(j);
       return;
     }
     case TaskKind::CPU_COMPUTE: {
@@ -450,20 +490,65 @@ private:
     }
     case TaskKind::NVME_READ:
     case TaskKind::NVME_WRITE: {
-      const int devices = s_.cluster.node.nvme.devices;
-      if (devices < 1)
-        throw std::logic_error("NVMe task " + k.name + " on a node without NVMe (the config layer refuses this)");
-      const int dev = local % devices;
-      const bool write = k.kind == TaskKind::NVME_WRITE;
-      const int j = new_job(ri, t, 2);
-      const int tr = track(proc(rk), "NVMe " + std::to_string(dev));
-      io(token(Cont::TASK_PART, j, k.name, tr), platform_->disk(node, dev), static_cast<double>(k.bytes), write);
-      auto* nv = platform_->nvme(node, dev);
-      auto* c = platform_->cpu(node);
-      flow(token(Cont::TASK_PART, j, k.name + " (PCIe)"), write ? c : nv, write ? nv : c, static_cast<double>(k.bytes));
+      // The request waves' latency and the PCIe route's (a delay on the timer host: it holds no bandwidth),
+      // then the transfer striped over every drive of the node (nvme_request_latency, nvme_transfer;
+      // docs/engine.md "NVMe").
+      const int j = new_job(ri, t, 1);
+      const double lat = duration_[r][static_cast<std::size_t>(t)] +
+                         platform_->route_latency(platform_->nvme(node), platform_->cpu(node));
+      if (lat > 0)
+        exec(token(Cont::TASK_DELAY, j, k.name + " (aio request latency)"), platform_->timer(),
+             lat * platform::WORK_UNITS_PER_SECOND);
+      else
+        nvme_transfer(j);
       return;
     }
     }
+  }
+
+  /// The data of a copy or an NVMe task, after its latency.
+  void task_data(int j)
+  {
+    const Job& jb = jobs_[static_cast<std::size_t>(j)];
+    const Task& k = timeline_.ranks[static_cast<std::size_t>(jb.rank)].graph.tasks[static_cast<std::size_t>(jb.task)];
+    if (k.kind == TaskKind::COPY)
+      copy_transfer(j);
+    else
+      nvme_transfer(j);
+  }
+
+  /// A copy's data: one flow GPU <-> host memory over the GPU's PCIe link, its switch uplink and DRAM. A
+  /// pageable copy (pin_memory false) adds the driver's staging memcpy as a concurrent DRAM flow of
+  /// PAGEABLE_STAGING_DRAM_FACTOR x bytes; the task ends when both end.
+  void copy_transfer(int j)
+  {
+    const Job& jb = jobs_[static_cast<std::size_t>(j)];
+    const RankTimeline& rk = timeline_.ranks[static_cast<std::size_t>(jb.rank)];
+    const Task& k = rk.graph.tasks[static_cast<std::size_t>(jb.task)];
+    const bool h2d = k.direction == schedule::CopyDirection::H2D;
+    const int tr = track(proc(rk), "PCIe gpu" + std::to_string(rk.local) + (h2d ? " H2D" : " D2H"));
+    auto* g = platform_->gpu(rk.node, rk.local);
+    auto* c = platform_->cpu(rk.node);
+    flow(token(Cont::TASK_PART, j, k.name, tr), h2d ? c : g, h2d ? g : c, static_cast<double>(k.bytes));
+    if (!k.pinned)
+      flow(token(Cont::TASK_PART, j, k.name + " (staging memcpy)"), c, platform_->dram(rk.node),
+           PAGEABLE_STAGING_DRAM_FACTOR * static_cast<double>(k.bytes));
+  }
+
+  /// The data of an NVMe task: DeepSpeed's nvme_path is a RAID-0 volume of every drive of the node (DGX
+  /// systems' /raid; the ZeRO-Infinity tutorial's advice), so each of the d drives moves bytes / d: one flow
+  /// between the volume and host memory over the drives' media link (d x the drive's read or write bandwidth),
+  /// their PCIe links together and DRAM (platform::Platform::nvme).
+  void nvme_transfer(int j)
+  {
+    const Job& jb = jobs_[static_cast<std::size_t>(j)];
+    const RankTimeline& rk = timeline_.ranks[static_cast<std::size_t>(jb.rank)];
+    const Task& k = rk.graph.tasks[static_cast<std::size_t>(jb.task)];
+    const bool write = k.kind == TaskKind::NVME_WRITE;
+    auto* nv = platform_->nvme(rk.node);
+    auto* c = platform_->cpu(rk.node);
+    flow(token(Cont::TASK_PART, j, k.name, track(proc(rk), "NVMe")), write ? c : nv, write ? nv : c,
+         static_cast<double>(k.bytes));
   }
 
   int new_job(int ri, TaskId t, int parts)
@@ -498,12 +583,6 @@ private:
       return;
     }
     const collectives::PlanPhase& ph = cl.plan.phases[cl.phase];
-    struct Edge {
-      sg4::Host* src;
-      sg4::Host* dst;
-      double bytes;
-      int ta, tb;
-    };
     std::vector<Edge> edges;
     const int nics = fabric_.nics_per_node;
     for (const collectives::Flow& f : ph.flows) {
@@ -531,8 +610,30 @@ private:
       phase_done(idx);
       return;
     }
-    for (const Edge& e : edges)
-      flow(token(Cont::COLL_FLOW, idx, cl.name, e.ta, e.tb), e.src, e.dst, e.bytes);
+    // Each flow first pays its route's latency (platform::Platform::route_latency): the flows of one latency
+    // start together after one delay on the timer host (few groups per phase: NVLink, PCIe, inter-node).
+    std::map<double, FlowGroup> by_latency;
+    for (const Edge& e : edges) {
+      FlowGroup& g = by_latency[platform_->route_latency(e.src, e.dst)];
+      g.coll = idx;
+      g.edges.push_back(e);
+    }
+    for (auto& [lat, g] : by_latency) {
+      if (lat > 0) {
+        flow_groups_.push_back(std::move(g));
+        exec(token(Cont::COLL_FLOW_DELAY, static_cast<int>(flow_groups_.size()) - 1, cl.name + " (latency)"),
+             platform_->timer(), lat * platform::WORK_UNITS_PER_SECOND);
+      } else {
+        start_flows(g);
+      }
+    }
+  }
+
+  void start_flows(const FlowGroup& g)
+  {
+    const std::string& name = colls_[static_cast<std::size_t>(g.coll)].name;
+    for (const Edge& e : g.edges)
+      flow(token(Cont::COLL_FLOW, g.coll, name, e.ta, e.tb), e.src, e.dst, e.bytes);
   }
 
   void phase_done(int idx)
@@ -565,6 +666,7 @@ private:
   std::vector<std::vector<std::vector<TaskId>>> succ_;
   std::vector<std::vector<int>> coll_of_; ///< per rank and task: the collective's ordinal in issue order
   std::vector<Collective> colls_;
+  std::deque<FlowGroup> flow_groups_;
   std::deque<Job> jobs_;
   std::deque<Token> tokens_;
   std::vector<sg4::ActivityPtr> graveyard_;

@@ -4,6 +4,7 @@
 #include "core/error.hpp"
 #include "core/json.hpp"
 #include "core/text.hpp"
+#include "schedule/zero_schedule.hpp"
 #include "spec/names.hpp"
 
 #include <algorithm>
@@ -200,7 +201,115 @@ void check_step_time(double step_time_s)
     throw core::InternalError("metrics: the step time " + core::format_number(step_time_s) + " is not positive");
 }
 
+/// The passes of an inference timeline (docs/inference.md "Sampled decode passes"): those the graph holds, each
+/// from its first task's start (the first pass: from 0) to the next one's start (the last: to the replay's end),
+/// and the time of every pass of the request, a pass left out taking the linear interpolation, in its index, of the
+/// passes in the graph on either side of it.
+struct PassWindows {
+  std::vector<int> passes;   ///< in the graph, ascending
+  std::vector<double> start; ///< per pass in the graph
+  std::vector<double> end;
+  std::vector<double> time; ///< per pass of the request, 0 .. passes - 1
+};
+
+PassWindows pass_windows(const spec::Scenario& s, const engine::Timeline& t)
+{
+  const int total = schedule::inference_passes(s);
+  std::vector<double> first(static_cast<size_t>(total), std::numeric_limits<double>::infinity());
+  for (const auto& r : t.ranks)
+    for (size_t i = 0; i < r.graph.tasks.size(); ++i) {
+      const int p = r.graph.tasks[i].micro_step;
+      if (p < 0 || p >= total)
+        throw core::InternalError("metrics: task '" + r.graph.tasks[i].name + "' names pass " + std::to_string(p) +
+                                  " of a request of " + std::to_string(total) + " passes");
+      first[static_cast<size_t>(p)] = std::min(first[static_cast<size_t>(p)], r.times[i].start);
+    }
+  PassWindows w;
+  for (int p = 0; p < total; ++p)
+    if (std::isfinite(first[static_cast<size_t>(p)]))
+      w.passes.push_back(p);
+  if (w.passes.empty() || w.passes.front() != 0 || w.passes.back() != total - 1)
+    throw core::InternalError("metrics: an inference timeline must hold the prompt's pass and the last of its " +
+                              std::to_string(total) + " passes");
+  const size_t n = w.passes.size();
+  for (size_t i = 0; i < n; ++i) {
+    w.start.push_back(i == 0 ? 0.0 : first[static_cast<size_t>(w.passes[i])]);
+    w.end.push_back(i + 1 < n ? first[static_cast<size_t>(w.passes[i + 1])] : t.step_time_s);
+  }
+  w.time.assign(static_cast<size_t>(total), 0.0);
+  for (size_t i = 0; i < n; ++i) {
+    const double d = w.end[i] - w.start[i];
+    w.time[static_cast<size_t>(w.passes[i])] = d;
+    if (i + 1 == n)
+      break;
+    const double next = w.end[i + 1] - w.start[i + 1];
+    const int a = w.passes[i], c = w.passes[i + 1];
+    for (int q = a + 1; q < c; ++q)
+      w.time[static_cast<size_t>(q)] = d + (next - d) * (q - a) / (c - a);
+  }
+  return w;
+}
+
+/// The breakdown of an inference request: each pass in the graph swept over its window, each gap of n passes left
+/// out adding n/2 times the two windows around it (the sum of the linear interpolation's weights on either side).
+TimeBreakdown inference_breakdown(const engine::RankTimeline& r, const PassWindows& w, double request_time_s)
+{
+  check_timeline(r);
+  check_step_time(request_time_s);
+  std::array<double, BREAKDOWN_KEY_COUNT> acc{};
+  std::vector<std::array<double, BREAKDOWN_KEY_COUNT>> windows;
+  for (size_t i = 0; i < w.passes.size(); ++i)
+    windows.push_back(sweep_breakdown(r, w.start[i], w.end[i]));
+  for (size_t i = 0; i < w.passes.size(); ++i) {
+    for (size_t k = 0; k < acc.size(); ++k)
+      acc[k] += windows[i][k];
+    if (i + 1 < w.passes.size()) {
+      const double gap = w.passes[i + 1] - w.passes[i] - 1;
+      for (size_t k = 0; k < acc.size(); ++k)
+        acc[k] += gap / 2 * (windows[i][k] + windows[i + 1][k]);
+    }
+  }
+  return settle_breakdown(acc, request_time_s, r.rank);
+}
+
 } // namespace
+
+InferenceMetrics inference_metrics(const spec::Scenario& s, const engine::Timeline& t)
+{
+  if (t.ranks.empty())
+    throw core::InternalError("metrics: the timeline has no simulated rank");
+  const PassWindows w = pass_windows(s, t);
+  InferenceMetrics im;
+  im.passes = schedule::inference_passes(s);
+  im.simulated_passes = static_cast<int>(w.passes.size());
+  im.pass_time_s = w.time;
+  for (double d : w.time)
+    im.request_time_s += d;
+  im.prefill_time_s = w.time.front();
+  im.decode_time_s = im.request_time_s - im.prefill_time_s;
+  const int g = s.inference.generate_tokens;
+  if (g >= 2)
+    im.time_per_output_token_s = im.decode_time_s / (g - 1);
+  const double sequences = static_cast<double>(s.dp()) * s.inference.batch;
+  im.tokens_per_s = sequences * g / im.request_time_s;
+  im.prompt_tokens_per_s = sequences * s.inference.prompt_tokens / im.prefill_time_s;
+  const auto& g0 = t.ranks.front().graph;
+  const int last = w.passes.back();
+  for (const auto& task : g0.tasks) {
+    if (task.micro_step != last)
+      continue;
+    if (task.kind == TaskKind::NVME_READ)
+      im.nvme_read_bytes_per_pass += task.bytes;
+    else if (task.kind == TaskKind::COPY && task.direction == schedule::CopyDirection::H2D)
+      im.h2d_bytes_per_pass += task.bytes;
+    else if (task.kind == TaskKind::COLLECTIVE && task.phase == schedule::Phase::PARAM_GATHER)
+      im.gather_bytes_per_pass += task.bytes;
+  }
+  for (const auto& buf : g0.buffers)
+    if (buf.name == "kv_cache")
+      im.kv_cache_bytes = buf.bytes;
+  return im;
+}
 
 TimeBreakdown time_breakdown(const engine::RankTimeline& r, double step_time_s)
 {
@@ -306,18 +415,34 @@ RunMetrics compute_metrics(const spec::Scenario& s, const workload::Workload& w,
     throw core::InternalError("metrics: the step time " + core::format_number(step) + " is not positive");
 
   RunMetrics m;
-  m.step_time_s = step;
-  m.micro_steps = s.training.grad_accum;
+  const bool inference = s.training.mode == spec::Mode::INFERENCE;
+  std::optional<PassWindows> windows;
+  if (!inference) {
+    m.step_time_s = step;
+    m.micro_steps = s.training.grad_accum;
 
-  // Throughput (scenario-format.md "Results"): the global batch of one optimizer step.
-  const auto samples = static_cast<double>(s.training.global_batch);
-  m.samples_per_s = samples / step;
-  m.tokens_per_s = samples * s.training.seq_len / step;
+    // Throughput (scenario-format.md "Results"): the global batch of one optimizer step.
+    const auto samples = static_cast<double>(s.training.global_batch);
+    m.samples_per_s = samples / step;
+    m.tokens_per_s = samples * s.training.seq_len / step;
 
-  // TFLOPs per GPU: Workload's FLOPs are per micro-batch per GPU; one step runs grad_accum of them.
-  const double per_step = static_cast<double>(s.training.grad_accum);
-  m.tflops_model = w.model_flops * per_step / step / 1e12;
-  m.tflops_hardware = w.hardware_flops * per_step / step / 1e12;
+    // TFLOPs per GPU: Workload's FLOPs are per micro-batch per GPU; one step runs grad_accum of them.
+    const double per_step = static_cast<double>(s.training.grad_accum);
+    m.tflops_model = w.model_flops * per_step / step / 1e12;
+    m.tflops_hardware = w.hardware_flops * per_step / step / 1e12;
+  } else {
+    // One generate() request (docs/inference.md): the step is the request; throughput counts generated tokens and
+    // completed sequences of every GPU; TFLOPs the forward FLOPs of every pass (nothing is recomputed).
+    windows = pass_windows(s, t);
+    m.inference = inference_metrics(s, t);
+    m.step_time_s = m.inference->request_time_s;
+    check_step_time(m.step_time_s);
+    m.micro_steps = m.inference->passes;
+    m.samples_per_s = static_cast<double>(s.dp()) * s.inference.batch / m.step_time_s;
+    m.tokens_per_s = m.inference->tokens_per_s;
+    m.tflops_model = (w.model_flops + w.decode_flops) / m.step_time_s / 1e12;
+    m.tflops_hardware = m.tflops_model;
+  }
   m.peak_flops = compute::peak_flops(s.cluster.node.gpu, s.training.precision);
   if (!(m.peak_flops > 0))
     throw core::InputError("gpu.peak: the node file gives no dense " +
@@ -365,9 +490,13 @@ RunMetrics compute_metrics(const spec::Scenario& s, const workload::Workload& w,
   for (size_t i = 0; i < rt.graph.tasks.size(); ++i)
     if (rt.graph.tasks[i].name == m.memory.peak_task) {
       m.peak_time_s = t.reuse.real_time(rt.times[i].issue);
+      if (windows) // later than the passes left out before its own
+        for (int q = 0; q < rt.graph.tasks[i].micro_step; ++q)
+          if (!std::binary_search(windows->passes.begin(), windows->passes.end(), q))
+            m.peak_time_s += windows->time[static_cast<size_t>(q)];
       break;
     }
-  m.breakdown = time_breakdown(rt, t.reuse, step);
+  m.breakdown = windows ? inference_breakdown(rt, *windows, m.step_time_s) : time_breakdown(rt, t.reuse, step);
 
   // The ladder when it does not fit; its rungs are judged in issue order, as `zerosim memory` judges them
   // (no new simulation).
@@ -375,11 +504,11 @@ RunMetrics compute_metrics(const spec::Scenario& s, const workload::Workload& w,
     m.ladder = memory::climb_ladder_rungs(s);
 
   // Time to train and cost (optional inputs).
-  if (s.training.total_tokens)
+  if (s.training.total_tokens && !inference)
     m.time_to_train_s = *s.training.total_tokens / m.tokens_per_s;
   if (s.price_per_gpu_hour) {
     const double gpus = s.cluster.total_gpus();
-    m.cost_per_step = *s.price_per_gpu_hour * gpus * step / 3600.0;
+    m.cost_per_step = *s.price_per_gpu_hour * gpus * m.step_time_s / 3600.0;
     if (m.time_to_train_s)
       m.cost_to_train = *s.price_per_gpu_hour * gpus * *m.time_to_train_s / 3600.0;
   }

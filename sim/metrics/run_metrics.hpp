@@ -65,6 +65,33 @@ std::vector<memory::ReplayEvent> timed_events(const engine::RankTimeline& r);
 /// (ties: releases first). Same terms and verdicts as memory::replay_memory (issue order).
 memory::MemoryReport replay_memory_timed(const spec::Scenario& s, const engine::RankTimeline& r);
 
+/// The figures of an inference request (training.mode inference; docs/inference.md). The graph holds the prompt's
+/// pass and some or all decode passes (schedule::StepOptions::sampled_decode_passes); each pass in it lasts from its
+/// first task's start to the next pass's (the last: to the end of the replay), and a decode pass left out lasts the
+/// linear interpolation, in its index, of the two passes in the graph around it.
+struct InferenceMetrics {
+  int passes = 0;                  ///< forward passes of the request: max(1, generate_tokens)
+  int simulated_passes = 0;        ///< those the graph held
+  std::vector<double> pass_time_s; ///< per pass, 0 .. passes - 1: simulated or interpolated
+  double request_time_s = 0;       ///< Σ pass_time_s
+  double prefill_time_s = 0;       ///< pass 0: the prompt's pass, which yields the first token
+  double decode_time_s = 0;        ///< the decode passes together
+  /// decode_time_s / (generate_tokens - 1); none with fewer than 2 generated tokens.
+  std::optional<double> time_per_output_token_s;
+  double tokens_per_s = 0;         ///< generated tokens of every GPU over the request time
+  double prompt_tokens_per_s = 0;  ///< prompt tokens of every GPU over the prefill time
+  std::int64_t kv_cache_bytes = 0; ///< per GPU (workload::Workload::kv_cache_bytes)
+  /// The weights' traffic of one pass of the breakdown rank (the graph's last pass): bytes read from NVMe, copied
+  /// host to GPU, and the gathered output of the parameter all-gathers.
+  std::int64_t nvme_read_bytes_per_pass = 0;
+  std::int64_t h2d_bytes_per_pass = 0;
+  std::int64_t gather_bytes_per_pass = 0;
+};
+
+/// Pass times and throughput of an inference timeline `t` of scenario `s` (its graphs built by the schedule for
+/// training.mode inference). Throws core::InternalError for a timeline without pass 0 or the last pass.
+InferenceMetrics inference_metrics(const spec::Scenario& s, const engine::Timeline& t);
+
 struct RunMetrics {
   double step_time_s = 0;
   int micro_steps = 0;
@@ -96,6 +123,11 @@ struct RunMetrics {
   std::optional<double> cost_per_step;
   std::optional<double> cost_to_train;
   std::vector<std::string> warnings; ///< the scenario's, then the metrics' own
+  /// training.mode inference: the request's figures. step_time_s is then the request (prefill + decode),
+  /// micro_steps its forward passes, tokens_per_s the generated tokens per second of every GPU, samples_per_s the
+  /// sequences completed per second; TFLOPs, MFU and HFU count the forward FLOPs of every pass (no recompute:
+  /// hardware = model); time_to_train_s is none.
+  std::optional<InferenceMetrics> inference;
 };
 
 /// Every figure of the result. Throws core::InternalError for an empty timeline or a step time that is not

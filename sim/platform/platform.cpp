@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 
 namespace zerosim::platform {
 
@@ -21,13 +22,16 @@ void configure_network_model()
   // below are global and persist, so they are set again for every engine (simgrid-notes.md §4).
   sg4::Engine::set_config("network/crosstraffic", false); // no 5 % reverse-direction load per flow
   sg4::Engine::set_config("network/TCP-gamma", 0.0);      // no TCP window cap: RDMA and NVLink have none
-  sg4::Engine::set_config("network/weight-S", 0.0);       // flows share by max-min, not by RTT
+  // weight-S only adds to a flow's sharing penalty, which CM02 sets to the route's latency: 0 here, and the
+  // platform's links carry no SimGrid latency (the engine pays it as a delay), so every flow keeps penalty 1.
+  sg4::Engine::set_config("network/weight-S", 0.0);
 }
 
 std::string network_model_description()
 {
   return "SimGrid CM02 max-min flow model; crosstraffic off; TCP-gamma 0 (no window cap); weight-S 0; "
-         "bandwidth and latency factors 1";
+         "bandwidth and latency factors 1; full (not lazy) updates; route latencies paid as delays before each "
+         "flow (every flow has sharing penalty 1: plain max-min)";
 }
 
 namespace {
@@ -37,13 +41,20 @@ std::string nid(int n)
   return "node" + std::to_string(n);
 }
 
-sg4::SplitDuplexLink* duplex(sg4::NetZone* z, const std::string& name, double bw, double lat)
+/// A split-duplex link of `bw` per direction. Its latency `lat` is not given to SimGrid (the link's SimGrid
+/// latency is 0): it is recorded in `latency` and paid by the engine as a delay before the flow
+/// (Platform::route_latency), because SimGrid's CM02 shares a link in inverse proportion to each flow's route
+/// latency (docs/engine.md "Network model").
+sg4::SplitDuplexLink* duplex(sg4::NetZone* z, const std::string& name, double bw, double lat,
+                             std::unordered_map<const sg4::Link*, double>& latency)
 {
   if (!(bw > 0))
     throw core::InputError("platform: link " + name + " needs a positive bandwidth, found " + std::to_string(bw));
   auto* l = z->create_split_duplex_link(name, bw);
-  l->set_latency(lat);
+  l->set_latency(0);
   l->seal();
+  latency[l->get_link_up()] = lat;
+  latency[l->get_link_down()] = lat;
   return l;
 }
 
@@ -60,10 +71,10 @@ struct NodeParts {
   std::vector<sg4::SplitDuplexLink*> nic;    // per NIC
   std::vector<int> nic_switch;               // per NIC
   sg4::SplitDuplexLink* fabric = nullptr;    // per-node fabric uplink when oversubscribed
-  std::vector<sg4::Host*> nvme;
-  std::vector<sg4::Disk*> disks;
-  std::vector<sg4::SplitDuplexLink*> nvme_link;
-  std::vector<int> nvme_switch;
+  sg4::Host* nvme = nullptr;                 // the RAID-0 volume of every drive (none without drives)
+  sg4::SplitDuplexLink* nvme_link = nullptr; // the drives' PCIe links together: devices x max(read, write)
+  sg4::Link* nvme_read = nullptr;            // the drives' media together: devices x read
+  sg4::Link* nvme_write = nullptr;           // devices x write
 };
 
 } // namespace
@@ -94,33 +105,44 @@ Platform::Platform(const spec::ClusterSpec& c, const PlatformOptions& o)
     zone->add_route(p.cpu->get_netpoint(), p.dram->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(p.dram_link)},
                     true);
     for (int s = 0; s < switches; ++s)
-      p.uplink.push_back(duplex(zone, pre + "pcie_switch" + std::to_string(s), nd.pcie.switch_uplink_Bps, 0));
+      p.uplink.push_back(
+          duplex(zone, pre + "pcie_switch" + std::to_string(s), nd.pcie.switch_uplink_Bps, 0, link_latency_));
     for (int g = 0; g < G; ++g) {
       p.gpus.push_back(zone->create_host(pre + "gpu" + std::to_string(g), WORK_UNITS_PER_SECOND)->seal());
-      p.pcie.push_back(duplex(zone, pre + "pcie_gpu" + std::to_string(g), nd.pcie.bandwidth_Bps, nd.pcie.latency_s));
+      p.pcie.push_back(
+          duplex(zone, pre + "pcie_gpu" + std::to_string(g), nd.pcie.bandwidth_Bps, nd.pcie.latency_s, link_latency_));
       p.gpu_switch.push_back(std::min(switches - 1, g / std::max(1, nd.pcie.gpus_per_switch)));
       if (nd.nvlink.present)
-        p.nvlink.push_back(
-            duplex(zone, pre + "nvlink_gpu" + std::to_string(g), nd.nvlink.bandwidth_Bps, nd.nvlink.latency_s));
+        p.nvlink.push_back(duplex(zone, pre + "nvlink_gpu" + std::to_string(g), nd.nvlink.bandwidth_Bps,
+                                  nd.nvlink.latency_s, link_latency_));
     }
     // NICs hang off the PCIe switches in order (scenario-format.md); each side of a NIC-to-NIC hop carries half
     // of the one-way latency of cluster.network.latency.
     for (int k = 0; k < nics; ++k) {
-      p.nic.push_back(
-          duplex(zone, pre + "nic" + std::to_string(k), c.network.nic_bandwidth_Bps, c.network.latency_s / 2));
+      p.nic.push_back(duplex(zone, pre + "nic" + std::to_string(k), c.network.nic_bandwidth_Bps,
+                             c.network.latency_s / 2, link_latency_));
       p.nic_switch.push_back(std::min(switches - 1, k * switches / std::max(1, nics)));
     }
     if (c.network.oversubscription > 1 && nics > 0)
-      p.fabric =
-          duplex(zone, pre + "fabric_uplink", nics * c.network.nic_bandwidth_Bps / c.network.oversubscription, 0);
-    for (int d = 0; d < nd.nvme.devices; ++d) {
-      const std::string name = pre + "nvme" + std::to_string(d);
-      sg4::Host* h = zone->create_host(name, WORK_UNITS_PER_SECOND)->seal();
-      p.nvme.push_back(h);
-      p.disks.push_back(h->create_disk(name + ".disk", nd.nvme.read_Bps, nd.nvme.write_Bps)->seal());
-      p.nvme_link.push_back(
-          duplex(zone, name + ".pcie", std::max(nd.nvme.read_Bps, nd.nvme.write_Bps), nd.pcie.latency_s));
-      p.nvme_switch.push_back(std::min(switches - 1, d * switches / nd.nvme.devices));
+      p.fabric = duplex(zone, pre + "fabric_uplink", nics * c.network.nic_bandwidth_Bps / c.network.oversubscription, 0,
+                        link_latency_);
+    // NVMe: DeepSpeed's nvme_path is a RAID-0 volume of every drive (DGX /raid), so every transfer is striped
+    // evenly over all drives: the drives' media are two links of their summed bandwidth, one read and one
+    // write (a drive reads and writes at different rates), and their PCIe links one link of their summed
+    // bandwidth into host memory. Links, not SimGrid disks: SimGrid 3.32 turns quadratic in the number of
+    // activities when disk I/O and network flows are mixed (docs/engine.md "NVMe"), and a flow over these
+    // links is the same max-min problem.
+    if (nd.nvme.devices > 0) {
+      const std::string name = pre + "nvme_raid0";
+      p.nvme = zone->create_host(name, WORK_UNITS_PER_SECOND)->seal();
+      p.nvme_read = zone->create_link(name + ".media_read", nd.nvme.devices * nd.nvme.read_Bps)
+                        ->set_sharing_policy(sg4::Link::SharingPolicy::SHARED)
+                        ->seal();
+      p.nvme_write = zone->create_link(name + ".media_write", nd.nvme.devices * nd.nvme.write_Bps)
+                         ->set_sharing_policy(sg4::Link::SharingPolicy::SHARED)
+                         ->seal();
+      p.nvme_link = duplex(zone, name + ".pcie", nd.nvme.devices * std::max(nd.nvme.read_Bps, nd.nvme.write_Bps),
+                           nd.pcie.latency_s, link_latency_);
     }
 
     // Routes inside the node.
@@ -147,14 +169,14 @@ Platform::Platform(const spec::ClusterSpec& c, const PlatformOptions& o)
         zone->add_route(p.gpus[gs]->get_netpoint(), p.gpus[hs]->get_netpoint(), nullptr, nullptr, r, true);
       }
     }
-    for (std::size_t d = 0; d < p.nvme.size(); ++d)
-      zone->add_route(p.nvme[d]->get_netpoint(), p.cpu->get_netpoint(), nullptr, nullptr,
-                      {{p.nvme_link[d], Dir::UP},
-                       {p.uplink[static_cast<std::size_t>(p.nvme_switch[d])], Dir::UP},
-                       sg4::LinkInRoute(p.dram_link)},
-                      true);
+    if (p.nvme != nullptr) {
+      // Reads: media -> the drives' PCIe -> DRAM; writes the other way, onto the write media link.
+      zone->add_route(p.nvme->get_netpoint(), p.cpu->get_netpoint(), nullptr, nullptr,
+                      {sg4::LinkInRoute(p.nvme_read), {p.nvme_link, Dir::UP}, sg4::LinkInRoute(p.dram_link)}, false);
+      zone->add_route(p.cpu->get_netpoint(), p.nvme->get_netpoint(), nullptr, nullptr,
+                      {sg4::LinkInRoute(p.dram_link), {p.nvme_link, Dir::DOWN}, sg4::LinkInRoute(p.nvme_write)}, false);
+    }
     nvmes_.push_back(p.nvme);
-    disks_.push_back(p.disks);
     gpus_.push_back(p.gpus);
     cpus_.push_back(p.cpu);
     drams_.push_back(p.dram);
@@ -173,12 +195,13 @@ Platform::Platform(const spec::ClusterSpec& c, const PlatformOptions& o)
       r.push_back({p.fabric, Dir::UP});
     return r;
   };
-  // The reverse: fabric, NIC, switch uplinks, the GPU's link, each in the other direction.
+  // The reverse: fabric, NIC, switch uplinks, the GPU's link, each in the other direction (a NIC on another
+  // switch sends UP its own switch's uplink and DOWN the GPU's).
   auto from_nic = [&](const NodeParts& p, int g, int k) {
     std::vector<sg4::LinkInRoute> up = to_nic(p, g, k);
     std::vector<sg4::LinkInRoute> r;
     for (auto it = up.rbegin(); it != up.rend(); ++it)
-      r.emplace_back(it->get_link(), Dir::DOWN);
+      r.emplace_back(it->get_link(), it->get_direction() == Dir::UP ? Dir::DOWN : Dir::UP);
     return r;
   };
 
@@ -226,14 +249,9 @@ sg4::Host* Platform::dram(int node) const
   return drams_.at(static_cast<std::size_t>(node));
 }
 
-sg4::Host* Platform::nvme(int node, int dev) const
+sg4::Host* Platform::nvme(int node) const
 {
-  return nvmes_.at(static_cast<std::size_t>(node)).at(static_cast<std::size_t>(dev));
-}
-
-sg4::Disk* Platform::disk(int node, int dev) const
-{
-  return disks_.at(static_cast<std::size_t>(node)).at(static_cast<std::size_t>(dev));
+  return nvmes_.at(static_cast<std::size_t>(node));
 }
 
 sg4::Host* Platform::remote(int nic) const
@@ -244,6 +262,22 @@ sg4::Host* Platform::remote(int nic) const
 sg4::Host* Platform::timer() const
 {
   return timer_;
+}
+
+double Platform::route_latency(const sg4::Host* src, const sg4::Host* dst) const
+{
+  const auto key = std::make_pair(src, dst);
+  if (auto it = route_latency_.find(key); it != route_latency_.end())
+    return it->second;
+  std::vector<sg4::Link*> links;
+  double simgrid_latency = 0; // 0: every link's SimGrid latency is 0 (duplex)
+  src->route_to(dst, links, &simgrid_latency);
+  double lat = simgrid_latency;
+  for (const sg4::Link* l : links)
+    if (auto it = link_latency_.find(l); it != link_latency_.end())
+      lat += it->second;
+  route_latency_.emplace(key, lat);
+  return lat;
 }
 
 } // namespace zerosim::platform

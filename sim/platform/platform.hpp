@@ -3,21 +3,24 @@
 // DRAM behind a SHARED link that CPU work and every DMA into host memory cross; NVLink per GPU (split
 // duplex, through a non-blocking NVSwitch that is not a link of its own), the PCIe tree (a link per GPU,
 // a link per switch uplink to the root complex, NICs and NVMe devices on the switches in order), NICs
-// (split duplex), the fabric between nodes (a per-node uplink when oversubscribed). The only code
-// besides engine/ that knows SimGrid. docs/platform.md.
+// (split duplex), the fabric between nodes (a per-node uplink when oversubscribed), the NVMe drives as one
+// RAID-0 volume (DeepSpeed's nvme_path, DGX systems' /raid). The only code besides engine/ that knows SimGrid.
+// docs/engine.md.
 #pragma once
 
 #include "collectives/nccl.hpp"
 #include "spec/node_spec.hpp"
 
+#include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 namespace simgrid::s4u {
 class Host;
-class Disk;
+class Link;
 class NetZone;
 } // namespace simgrid::s4u
 
@@ -49,23 +52,34 @@ public:
   simgrid::s4u::Host* cpu(int node) const;
   /// The DRAM endpoint: a flow cpu(node) -> dram(node) crosses only the DRAM link (CPU work's traffic).
   simgrid::s4u::Host* dram(int node) const;
-  /// NVMe device `dev` of `node`: a host on its PCIe switch holding the SimGrid disk.
-  simgrid::s4u::Host* nvme(int node, int dev) const;
-  simgrid::s4u::Disk* disk(int node, int dev) const;
+  /// The node's NVMe drives as one RAID-0 volume (every transfer is striped evenly over all of them,
+  /// docs/engine.md "NVMe"): a host behind a read and a write media link of devices x the drive's read and
+  /// write bandwidth and one PCIe link of devices x max(read, write) into host memory (DRAM): an NVMe transfer
+  /// is one flow between this host and cpu(node). Exact for the drives: an even
+  /// stripe gives each drive the volume's share / devices. The drives' traffic does not cross the GPU switch
+  /// uplinks (one flow per switch would, at 1 + switches activities per transfer: 5x slower replays on 8-switch
+  /// nodes); it shares DRAM with every other host transfer. nullptr on a node without drives.
+  simgrid::s4u::Host* nvme(int node) const;
   /// Symmetric platform: the rest of the cluster seen through NIC `nic` of node 0 (its fabric uplink).
   simgrid::s4u::Host* remote(int nic) const;
   /// A host of unbounded cores for pure delays (collective latency terms): an execution of
   /// t x WORK_UNITS_PER_SECOND takes t seconds, however many run at once.
   simgrid::s4u::Host* timer() const;
+  /// The latency of the route src -> dst: the sum of its links' latencies (pcie.latency, nvlink.latency, half
+  /// of network.latency per NIC). SimGrid's links carry none: the engine pays this as a delay before each flow,
+  /// so that every flow has the same sharing penalty and links are shared by plain max-min (SimGrid's CM02
+  /// gives a flow a share inversely proportional to its route latency; docs/engine.md "Network model").
+  double route_latency(const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst) const;
 
 private:
   std::vector<std::vector<simgrid::s4u::Host*>> gpus_;
   std::vector<simgrid::s4u::Host*> cpus_;
   std::vector<simgrid::s4u::Host*> drams_;
-  std::vector<std::vector<simgrid::s4u::Host*>> nvmes_;
-  std::vector<std::vector<simgrid::s4u::Disk*>> disks_;
+  std::vector<simgrid::s4u::Host*> nvmes_;
   std::vector<simgrid::s4u::Host*> remotes_;
   simgrid::s4u::Host* timer_ = nullptr;
+  std::unordered_map<const simgrid::s4u::Link*, double> link_latency_; ///< split-duplex sides: the intended latency
+  mutable std::map<std::pair<const simgrid::s4u::Host*, const simgrid::s4u::Host*>, double> route_latency_;
 };
 
 } // namespace zerosim::platform

@@ -108,6 +108,26 @@ core::Json run_json(const spec::Scenario& s, const workload::Workload& w, const 
                           .set("micro_steps_simulated", static_cast<std::int64_t>(t.reuse.simulated_micro_steps))
                           .set("micro_step_period_s", t.reuse.period_s)
                           .set("breakdown_rank", static_cast<std::int64_t>(m.timeline_rank)));
+  if (m.inference) {
+    // docs/inference.md: the request's figures; step_time_s above is the whole request.
+    const metrics::InferenceMetrics& im = *m.inference;
+    j.set("inference", core::Json::object()
+                           .set("batch_per_gpu", s.inference.batch)
+                           .set("prompt_tokens", s.inference.prompt_tokens)
+                           .set("generate_tokens", s.inference.generate_tokens)
+                           .set("forward_passes", im.passes)
+                           .set("simulated_passes", im.simulated_passes)
+                           .set("prefill_time_s", im.prefill_time_s)
+                           .set("decode_time_s", im.decode_time_s)
+                           .set("time_per_output_token_s", optional_number(im.time_per_output_token_s))
+                           .set("tokens_per_s", im.tokens_per_s)
+                           .set("prompt_tokens_per_s", im.prompt_tokens_per_s)
+                           .set("kv_cache_bytes", im.kv_cache_bytes)
+                           .set("weights_per_pass_bytes", core::Json::object()
+                                                              .set("nvme_read", im.nvme_read_bytes_per_pass)
+                                                              .set("h2d", im.h2d_bytes_per_pass)
+                                                              .set("all_gather", im.gather_bytes_per_pass)));
+  }
   return j;
 }
 
@@ -126,29 +146,65 @@ void write_run_summary(std::ostream& out, const spec::Scenario& s, const workloa
                 static_cast<long long>(w.params), s.cluster.total_gpus(), s.cluster.nodes, s.cluster.gpus_per_node,
                 parallelism_line(s).c_str());
   out << line;
-  std::snprintf(line, sizeof line, "  micro-batch %d x seq %d, grad_accum %d, global batch %lld, %s\n\n",
-                s.training.micro_batch, s.training.seq_len, s.training.grad_accum,
-                static_cast<long long>(s.training.global_batch), spec::to_string(s.training.precision));
+  if (m.inference)
+    std::snprintf(line, sizeof line,
+                  "  inference: batch %d per GPU, prompt %d tokens, %d generated tokens per sequence, %s\n\n",
+                  s.inference.batch, s.inference.prompt_tokens, s.inference.generate_tokens,
+                  spec::to_string(s.training.precision));
+  else
+    std::snprintf(line, sizeof line, "  micro-batch %d x seq %d, grad_accum %d, global batch %lld, %s\n\n",
+                  s.training.micro_batch, s.training.seq_len, s.training.grad_accum,
+                  static_cast<long long>(s.training.global_batch), spec::to_string(s.training.precision));
   out << line;
 
   if (!r.fits) {
     out << "To make it fit (the ladder, applied in order):\n" << ladder_lines(m.ladder) << "\n";
   }
 
-  std::snprintf(line, sizeof line, "  %-22s %s  (%d micro-steps)\n", "step time", format_seconds(m.step_time_s).c_str(),
-                m.micro_steps);
-  out << line;
-  std::snprintf(line, sizeof line, "  %-22s %.1f tokens/s, %.3f samples/s\n", "throughput", m.tokens_per_s,
-                m.samples_per_s);
-  out << line;
-  std::snprintf(line, sizeof line,
-                "  %-22s model %.1f, hardware %.1f  (Megatron-LM counting; hardware adds the "
-                "recomputed forward)\n",
-                "TFLOPs per GPU", m.tflops_model, m.tflops_hardware);
-  out << line;
-  std::snprintf(line, sizeof line, "  %-22s %.1f %% / %.1f %%  of the dense %s peak, %.1f TFLOPS\n", "MFU / HFU",
-                100 * m.mfu, 100 * m.hfu, spec::to_string(s.training.precision), m.peak_flops / 1e12);
-  out << line;
+  if (m.inference) {
+    const metrics::InferenceMetrics& im = *m.inference;
+    std::snprintf(line, sizeof line, "  %-22s %s  (%d forward passes: the prompt's and %d decode)\n", "request time",
+                  format_seconds(m.step_time_s).c_str(), im.passes, im.passes - 1);
+    out << line;
+    std::snprintf(line, sizeof line, "  %-22s %s  (time to first token; %.1f prompt tokens/s)\n", "prefill",
+                  format_seconds(im.prefill_time_s).c_str(), im.prompt_tokens_per_s);
+    out << line;
+    if (im.time_per_output_token_s) {
+      std::snprintf(line, sizeof line, "  %-22s %s  (decode: %s over %d tokens)\n", "time per output token",
+                    format_seconds(*im.time_per_output_token_s).c_str(), format_seconds(im.decode_time_s).c_str(),
+                    im.passes - 1);
+      out << line;
+    }
+    std::snprintf(line, sizeof line, "  %-22s %.4g generated tokens/s, %.4g sequences/s  (all %d GPUs)\n", "throughput",
+                  m.tokens_per_s, m.samples_per_s, s.dp());
+    out << line;
+    std::snprintf(line, sizeof line, "  %-22s %.4g GB from NVMe, %.4g GB host to GPU, %.4g GB all-gathered\n",
+                  "weights per pass", static_cast<double>(im.nvme_read_bytes_per_pass) / 1e9,
+                  static_cast<double>(im.h2d_bytes_per_pass) / 1e9,
+                  static_cast<double>(im.gather_bytes_per_pass) / 1e9);
+    out << line;
+    std::snprintf(line, sizeof line, "  %-22s %.2f forward  (forward FLOPs of every pass over the request time)\n",
+                  "TFLOPs per GPU", m.tflops_model);
+    out << line;
+    std::snprintf(line, sizeof line, "  %-22s %.2f %%  of the dense %s peak, %.1f TFLOPS (forward FLOPs)\n", "MFU",
+                  100 * m.mfu, spec::to_string(s.training.precision), m.peak_flops / 1e12);
+    out << line;
+  } else {
+    std::snprintf(line, sizeof line, "  %-22s %s  (%d micro-steps)\n", "step time",
+                  format_seconds(m.step_time_s).c_str(), m.micro_steps);
+    out << line;
+    std::snprintf(line, sizeof line, "  %-22s %.1f tokens/s, %.3f samples/s\n", "throughput", m.tokens_per_s,
+                  m.samples_per_s);
+    out << line;
+    std::snprintf(line, sizeof line,
+                  "  %-22s model %.1f, hardware %.1f  (Megatron-LM counting; hardware adds the "
+                  "recomputed forward)\n",
+                  "TFLOPs per GPU", m.tflops_model, m.tflops_hardware);
+    out << line;
+    std::snprintf(line, sizeof line, "  %-22s %.1f %% / %.1f %%  of the dense %s peak, %.1f TFLOPS\n", "MFU / HFU",
+                  100 * m.mfu, 100 * m.hfu, spec::to_string(s.training.precision), m.peak_flops / 1e12);
+    out << line;
+  }
   if (m.time_to_train_s) {
     std::snprintf(line, sizeof line, "  %-22s %.4g s (%.2f days) for %.4g tokens\n", "time to train",
                   *m.time_to_train_s, *m.time_to_train_s / 86400, *s.training.total_tokens);
@@ -202,6 +258,9 @@ void write_run_summary(std::ostream& out, const spec::Scenario& s, const workloa
     out << ", " << t.reuse.simulated_micro_steps << " of " << t.reuse.micro_steps
         << " micro-steps simulated (the others at the measured period, " << core::format_number(t.reuse.period_s)
         << " s)";
+  if (m.inference && m.inference->simulated_passes < m.inference->passes)
+    out << ", " << m.inference->simulated_passes << " of " << m.inference->passes
+        << " forward passes simulated (the decode passes between them interpolated linearly)";
   out << "; network model: " << t.network_model << "\n";
 
   if (!m.warnings.empty()) {
@@ -226,6 +285,8 @@ const char* stream_name(schedule::Stream st)
     return "host (Python thread)";
   case schedule::Stream::NVME:
     return "aio (NVMe)";
+  case schedule::Stream::ACTIVATION_OFFLOAD:
+    return "activation offload stream";
   }
   return "?";
 }
@@ -390,7 +451,7 @@ void write_trace(std::ostream& out, const spec::Scenario& s, const engine::Timel
   TraceWriter trace(out);
 
   // A process per simulated rank, a thread per stream it uses, its tasks in issue order.
-  constexpr int STREAMS = static_cast<int>(schedule::Stream::NVME) + 1;
+  constexpr int STREAMS = schedule::STREAM_COUNT;
   for (const auto& r : t.ranks) {
     if (r.times.size() != r.graph.tasks.size())
       throw core::InternalError("trace: rank " + std::to_string(r.rank) + " has " + std::to_string(r.times.size()) +

@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace zerosim::schedule::detail {
@@ -58,6 +59,34 @@ inline std::string scenario_label(const spec::Scenario& s)
 {
   return s.name.empty() ? std::string("scenario") : "scenario '" + s.name + "'";
 }
+
+/// DeepSpeed's activation_checkpointing block as it acts on the checkpointed transformer blocks
+/// (deepspeed/runtime/activation_checkpointing/checkpointing.py; docs/offload.md): active for a DeepSpeed
+/// training run with activation_checkpointing full, every BLOCK layer a deepspeed.checkpointing.checkpoint call.
+struct DsCheckpointing {
+  /// Where the checkpoints (the block inputs) go with cpu_checkpointing.
+  enum class Copy {
+    NONE,     ///< they stay on the GPU
+    BLOCKING, ///< `.to('cpu')` / `.cpu()` into pageable memory before the block's forward, `.to(cuda)` before its
+              ///< recompute, on the compute stream, each a host wait (0.16; 0.19 with partition_activations)
+    ASYNC,    ///< 0.19 without partition_activations: the _ActivationOffloadEngine (pinned, non-blocking)
+  };
+  bool active = false;
+  Copy copy = Copy::NONE;
+  bool contiguous = false; ///< contiguous_memory_optimization: number_checkpoints slots at the first block
+  int slots = 0;           ///< number_checkpoints
+  bool synchronize = false;
+  bool profile = false;
+};
+
+/// checkpointing.py `_get_cpu_offload_engine`: `_ActivationOffloadEngine(keep_last_count=1, min_offload_bytes=0)`
+/// with offload_activations.py's other defaults: the newest checkpoint stays on the GPU; an offloaded one keeps
+/// its GPU copy until `max_fwd_stash_count` = 2 newer checkpoints were registered.
+inline constexpr int ACT_OFFLOAD_KEEP_LAST = 1;
+inline constexpr int ACT_OFFLOAD_FWD_STASH = 2;
+/// The stream of the async engine's copies: DeepSpeed issues them on a side stream of its own (`s1`, which
+/// waits for the compute stream before each D2H), so their PCIe time overlaps compute.
+inline constexpr Stream ACT_OFFLOAD_STREAM = Stream::ACTIVATION_OFFLOAD;
 
 /// Ceil division for non-negative values.
 inline std::int64_t ceil_div(std::int64_t a, std::int64_t b)
@@ -132,6 +161,17 @@ public:
   /// The backward working bytes live from the first of the two to the backward's end; the backward
   /// frees the kept activations. Returns {first task, backward task}.
   std::array<TaskId, 2> backward(int mb, int layer, std::vector<TaskId> deps = {});
+  /// DeepSpeed's checkpoint() entry for a checkpointed block (docs/offload.md): synchronize_checkpoint_boundary's
+  /// device synchronize and, with blocking cpu_checkpointing, the D2H of the block input. forward() runs it when
+  /// the stage has not (stage 3 runs it before the block's parameter fetches, as DeepSpeed does).
+  void checkpoint_forward_begin(int mb, int layer);
+  /// The start of CheckpointFunction.backward: the synchronize, the release of unused contiguous slots, the
+  /// restore of the checkpoint (H2D, or a wait on its D2H). backward() runs it when the stage has not.
+  void checkpoint_backward_begin(int mb, int layer);
+  /// The end of CheckpointFunction.backward, after the block's gradient hooks: profile's timer read (a host
+  /// wait on the compute stream) and synchronize_checkpoint_boundary's device synchronize. No-op otherwise.
+  void checkpoint_backward_end(int mb, int layer);
+  const DsCheckpointing& ds_checkpointing() const { return ckpt_; }
   /// GPU optimizer step over `elements` (fused Adam / SGD, §2, §3.5, §5.7); `extra_bytes_per_elem`
   /// counts the flatten/cast/unscale/copy-back traffic around it.
   TaskId gpu_optimizer(std::string name, std::int64_t elements, double extra_bytes_per_elem,
@@ -152,8 +192,32 @@ public:
 private:
   std::vector<BufferId> act_kept_;    ///< per layer, the current micro-step's kept activations
   std::vector<BufferId> bwd_working_; ///< per layer, allocated by the recompute task
+  // DeepSpeed activation checkpointing (docs/offload.md).
+  DsCheckpointing ckpt_;
+  std::vector<int> ckpt_slot_;       ///< per layer: its checkpoint index (block order), -1 if not checkpointed
+  std::vector<int> ckpt_layers_;     ///< the checkpointed layers in forward order
+  std::vector<char> ckpt_fwd_begun_; ///< per layer: checkpoint_forward_begin ran for the coming forward
+  std::vector<char> ckpt_bwd_begun_; ///< per layer: checkpoint_backward_begin ran for the coming backward
+  std::vector<BufferId> ckpt_host_;  ///< per layer: the checkpoint's host copy (this micro-step)
+  std::vector<TaskId> ckpt_d2h_;     ///< per layer: the D2H that wrote it
+  std::vector<BufferId> ckpt_input_; ///< per layer: the GPU block input a blocking D2H copied (freed by the fwd)
+  std::vector<std::pair<int, int>> ckpt_keep_;  ///< async engine: (id, layer) registered, not offloaded yet
+  std::vector<std::pair<int, int>> ckpt_stash_; ///< async engine: (id, layer) offloaded, GPU copy still held
+  int ckpt_next_id_ = 0;
+  int ckpt_slots_mb_ = -1;                   ///< the micro-step whose contiguous slots are allocated
+  BufferId ckpt_unused_slots_ = -1;          ///< the slots beyond the checkpointed blocks, freed at the first backward
+  std::vector<TaskId> ckpt_pending_deps_;    ///< what the coming recompute waits for (H2D, stash D2H)
+  std::vector<BufferId> ckpt_pending_frees_; ///< freed by the coming recompute (or backward) task
+  std::array<TaskId, STREAM_COUNT> last_on_stream_ = [] {
+    std::array<TaskId, STREAM_COUNT> a{};
+    a.fill(-1);
+    return a;
+  }();
+  bool ckpt_on(int layer) const { return ckpt_.active && ckpt_slot_[static_cast<std::size_t>(layer)] >= 0; }
+  TaskId device_synchronize(std::string name, int mb);
+  void ckpt_offload(int mb, int layer, int id, int newest_id);
   TaskId barrier_ = -1;
-  std::array<bool, 6> barrier_seen_{};
+  std::array<bool, STREAM_COUNT> barrier_seen_{};
   TaskId compute_wait_ = -1;
 };
 

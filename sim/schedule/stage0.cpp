@@ -31,6 +31,7 @@ void build_stage0(Builder& b)
                                                          Device::GPU, MemCategory::GRADS, b.layer_grad_bytes(l));
         b.alloc_on(bwd, grads[static_cast<std::size_t>(l)]);
       }
+      b.checkpoint_backward_end(mb, l); // DeepSpeed activation checkpointing (docs/offload.md)
     }
   }
 

@@ -160,6 +160,7 @@ void build_stage12(Builder& b)
         if (reduce_in_bwd)
           for (auto it = lp.rbegin(); it != lp.rend(); ++it)
             add_param(*it, bwd, -1);
+        b.checkpoint_backward_end(mb, l); // after the block's gradient hooks (docs/offload.md)
         continue;
       }
       // Stage 2: autograd's grads are copied into the IPG bucket by the hook and re-pointed, so
@@ -181,6 +182,7 @@ void build_stage12(Builder& b)
         }
         add_param(*it, bwd, extra);
       }
+      b.checkpoint_backward_end(mb, l); // after the block's gradient hooks (docs/offload.md)
     }
     if (reduce_post_bwd) // reduce_gradients(): every param, flat (forward) order, after backward (§3.3)
       for (std::size_t pi = 0; pi < b.params.size(); ++pi)

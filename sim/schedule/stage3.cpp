@@ -258,6 +258,8 @@ void build_stage3(Builder& b)
       std::vector<int> positions;
       for (std::size_t k = 0; k < b.layer_modules[static_cast<std::size_t>(l)].size(); ++k)
         positions.push_back(pos++);
+      // DeepSpeed's checkpoint() runs before the block's forward pre-hooks fetch its params (docs/offload.md).
+      b.checkpoint_forward_begin(mb, l);
       for (int p : positions)
         fetch(p);
       const TaskId fwd = b.forward(mb, l, deps_of(positions));
@@ -312,6 +314,8 @@ void build_stage3(Builder& b)
       const std::size_t nmod = b.layer_modules[static_cast<std::size_t>(l)].size();
       for (std::size_t k = 0; k < nmod; ++k)
         positions.push_back(pos++);
+      // CheckpointFunction.backward restores the checkpoint before the recompute's hooks fetch (docs/offload.md).
+      b.checkpoint_backward_begin(mb, l);
       for (int p : positions)
         fetch(p);
       const auto [first, bwd] = b.backward(mb, l, deps_of(positions));
@@ -333,6 +337,7 @@ void build_stage3(Builder& b)
         bucket.push_back(*it);
         bucket_elems += numel;
       }
+      b.checkpoint_backward_end(mb, l); // after the block's gradient hooks (docs/offload.md)
     }
     flush(last_bwd);
     // Anything still gathered here (a prefetch the trace did not consume) is released with the module.

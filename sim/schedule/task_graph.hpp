@@ -27,13 +27,16 @@ enum class Phase { FORWARD, BACKWARD, RECOMPUTE, GRAD_REDUCE, OPTIMIZER, PARAM_G
 
 /// The stream (or host thread) a task is issued on. Tasks on one stream run in issue order.
 enum class Stream {
-  COMPUTE,          ///< the default CUDA stream
-  REDUCTION,        ///< stage 1/2 `reduction_stream` (used with overlap_comm)
-  ALLGATHER,        ///< stage 3 all-gather stream (overlap_comm)
-  REDUCE_PARTITION, ///< stage 3 `reduce_and_partition_stream` (overlap_comm)
-  HOST,             ///< the Python thread / CPU (CPU Adam, host copies)
-  NVME,             ///< the aio handle
+  COMPUTE,            ///< the default CUDA stream
+  REDUCTION,          ///< stage 1/2 `reduction_stream` (used with overlap_comm)
+  ALLGATHER,          ///< stage 3 all-gather stream (overlap_comm)
+  REDUCE_PARTITION,   ///< stage 3 `reduce_and_partition_stream` (overlap_comm)
+  HOST,               ///< the Python thread / CPU (CPU Adam, host copies)
+  NVME,               ///< the aio handle
+  ACTIVATION_OFFLOAD, ///< DeepSpeed 0.19's _ActivationOffloadEngine side stream (cpu_checkpointing, docs/offload.md)
 };
+/// Number of Stream values (arrays indexed by stream).
+inline constexpr int STREAM_COUNT = static_cast<int>(Stream::ACTIVATION_OFFLOAD) + 1;
 
 enum class CollectiveKind { ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER };
 

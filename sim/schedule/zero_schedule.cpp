@@ -2,6 +2,7 @@
 #include "schedule/zero_schedule.hpp"
 
 #include "core/error.hpp"
+#include "schedule/inference.hpp"
 #include "schedule/schedule_builder.hpp"
 
 #include <string>
@@ -13,8 +14,6 @@ namespace {
 void check_supported(const spec::Scenario& s, const workload::Workload& w, int rank)
 {
   const std::string where = detail::scenario_label(s);
-  if (s.training.mode == spec::Mode::INFERENCE)
-    throw core::UnsupportedError(where + ": training.mode inference: the inference schedule is not modelled yet");
   if (s.dp() < 1)
     throw core::InputError(where + ": cluster: no GPU (nodes x gpus_per_node = " + std::to_string(s.dp()) + ")");
   if (rank < 0 || rank >= s.dp())
@@ -67,7 +66,8 @@ std::vector<int> memory_ranks(const spec::Scenario& s)
   const int n = s.dp();
   std::vector<int> ranks;
   const int stage = s.deepspeed.zero.stage;
-  if (s.framework == spec::Framework::DEEPSPEED && (stage == 1 || stage == 2)) {
+  // Inference keeps no partitioned gradients or optimizer: stages 1 and 2 hold a replica like stage 0.
+  if (s.framework == spec::Framework::DEEPSPEED && (stage == 1 || stage == 2) && s.training.mode == spec::Mode::TRAIN) {
     for (int r = 0; r < n; ++r)
       ranks.push_back(r);
     return ranks;
@@ -80,6 +80,13 @@ std::vector<int> memory_ranks(const spec::Scenario& s)
 
 TaskGraph build_step_graph(const spec::Scenario& s, const workload::Workload& w, int rank, const StepOptions& opt)
 {
+  if (s.training.mode == spec::Mode::INFERENCE) { // one generate() request (docs/inference.md)
+    detail::check_inference(s, w, rank, opt);
+    detail::Builder b(s, w, rank);
+    b.first_step = opt.first_step;
+    detail::build_inference(b, inference_graph_passes(s, opt.sampled_decode_passes));
+    return std::move(b.graph);
+  }
   const int k = opt.simulated_micro_steps;
   if (k > 0 && k < s.training.grad_accum) {
     if (k < 3)

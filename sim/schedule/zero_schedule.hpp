@@ -10,6 +10,11 @@
 
 namespace zerosim::schedule {
 
+/// Decode passes an inference graph holds when the request has more (StepOptions::sampled_decode_passes;
+/// docs/inference.md "Sampled decode passes": the interpolation it implies stays within 1e-3 of simulating every
+/// pass on the tested cases).
+inline constexpr int INFERENCE_SAMPLED_DECODE_PASSES = 16;
+
 /// Which optimizer step of the run the graph describes.
 struct StepOptions {
   /// false (default): a steady-state step, what a measurement at iteration k > 1 sees. The stage-3
@@ -22,6 +27,10 @@ struct StepOptions {
   /// this many micro-steps (at least 3): the first ones keep their indices, the last is labelled as the
   /// step's last (schedule::shift_micro_steps). 0: every micro-step.
   int simulated_micro_steps = 0;
+  /// Inference (training.mode inference, docs/inference.md): when the request has more decode passes than this,
+  /// the graph holds the prompt's pass and this many decode passes, evenly spaced from the first to the last
+  /// (inference_graph_passes); metrics interpolate the others linearly. 0: every pass. Otherwise at least 2.
+  int sampled_decode_passes = INFERENCE_SAMPLED_DECODE_PASSES;
 };
 
 /// The ranks whose peak memory can differ: every rank for ZeRO-1/2 (each rank's partition boundary cuts
@@ -30,10 +39,21 @@ struct StepOptions {
 /// differ). Metrics take the peak over these and the simulated ranks.
 std::vector<int> memory_ranks(const spec::Scenario& s);
 
-/// The graph of one optimizer step (all `grad_accum` micro-steps and the step) of `rank`.
-/// Throws core::UnsupportedError for configurations not modelled yet (inference, and DeepSpeed options listed in its
-/// checks).
+/// The graph of one optimizer step (all `grad_accum` micro-steps and the step) of `rank`; for
+/// `training.mode: inference` the forward passes of one generate() request (docs/inference.md): Task::micro_step
+/// is the pass (0 the prompt's, t >= 1 the t-th decode pass) and TaskGraph::micro_steps the request's passes.
+/// Throws core::UnsupportedError for configurations not modelled yet (DeepSpeed options listed in its checks).
 TaskGraph build_step_graph(const spec::Scenario& s, const workload::Workload& w, int rank = 0,
                            const StepOptions& opt = {});
+
+/// The forward passes of an inference request of `s`: the prompt's (prefill), which yields the first token, and
+/// generate_tokens - 1 decode passes (Hugging Face generate); max(1, generate_tokens) in all.
+int inference_passes(const spec::Scenario& s);
+
+/// The passes an inference graph of `s` holds (0: the prompt's; 1 .. generate_tokens - 1: decode), ascending, under
+/// StepOptions::sampled_decode_passes = `sampled`: every pass when `sampled` is 0 or the decode passes are at most
+/// `sampled`; else pass 0 and the decode passes 1 + round(i·(D - 1)/(sampled - 1)), i = 0 .. sampled - 1, of the D.
+/// Throws core::InternalError for `sampled` 1 or negative.
+std::vector<int> inference_graph_passes(const spec::Scenario& s, int sampled);
 
 } // namespace zerosim::schedule

@@ -11,22 +11,22 @@ struct GpuSpec {
   std::string model;
   std::int64_t memory_bytes = 0;
   double memory_bandwidth_Bps = 0;
-  double peak_bf16_flops = 0;   ///< dense, per second
+  double peak_bf16_flops = 0; ///< dense, per second
   double peak_fp16_flops = 0;
   double peak_tf32_flops = 0;
   double peak_fp32_flops = 0;
 };
 
 struct NvlinkSpec {
-  bool present = false;          ///< false for PCIe-only nodes
-  double bandwidth_Bps = 0;      ///< per GPU, per direction
+  bool present = false;     ///< false for PCIe-only nodes
+  double bandwidth_Bps = 0; ///< per GPU, per direction
   double latency_s = 0;
 };
 
 struct PcieSpec {
-  double bandwidth_Bps = 0;      ///< per GPU link, per direction, as achieved
-  int gpus_per_switch = 1;       ///< GPUs (and their NIC/NVMe) sharing one switch uplink
-  double switch_uplink_Bps = 0;  ///< switch to CPU root complex, per direction
+  double bandwidth_Bps = 0;     ///< per GPU link, per direction, as achieved
+  int gpus_per_switch = 1;      ///< GPUs (and their NIC/NVMe) sharing one switch uplink
+  double switch_uplink_Bps = 0; ///< switch to CPU root complex, per direction
   double latency_s = 0;
 };
 
@@ -34,21 +34,24 @@ struct CpuSpec {
   int sockets = 1;
   int cores = 1;
   std::int64_t memory_bytes = 0;
-  double memory_bandwidth_Bps = 0;   ///< achievable, all sockets together
-  std::int64_t reserved_bytes = 0;   ///< host memory kept for the OS and the framework, not usable
-  double adam_bytes_per_param = 0;   ///< DRAM traffic of one CPU-Adam element update
+  double memory_bandwidth_Bps = 0; ///< achievable, all sockets together
+  std::int64_t reserved_bytes = 0; ///< host memory kept for the OS and the framework, not usable
+  double adam_bytes_per_param = 0; ///< DRAM traffic of one CPU-Adam element update
 };
 
+/// The node's NVMe drives, striped as one RAID-0 volume (DeepSpeed's nvme_path; docs/engine.md).
 struct NvmeSpec {
-  int devices = 0;                   ///< 0 = no NVMe
-  double read_Bps = 0;               ///< per device
-  double write_Bps = 0;              ///< per device
-  std::int64_t capacity_bytes = 0;   ///< per device
+  int devices = 0;                 ///< 0 = no NVMe
+  double read_Bps = 0;             ///< per device
+  double write_Bps = 0;            ///< per device
+  std::int64_t capacity_bytes = 0; ///< per device
+  double read_latency_s = 0;       ///< per aio request wave (docs/engine.md); the node reader's default: datasheet
+  double write_latency_s = 0;      ///< per aio request wave; the node reader's default: datasheet
 };
 
 struct NicSpec {
   int count = 0;
-  double bandwidth_Bps = 0;          ///< per NIC, per direction
+  double bandwidth_Bps = 0; ///< per NIC, per direction
 };
 
 struct NodeSpec {
@@ -60,20 +63,20 @@ struct NodeSpec {
   CpuSpec cpu;
   NvmeSpec nvme;
   NicSpec nics;
-  std::string source;                ///< public source of the figures (for people)
+  std::string source; ///< public source of the figures (for people)
 };
 
 struct NetworkSpec {
-  double nic_bandwidth_Bps = 0;      ///< per NIC, per direction (resolved: node's nics unless overridden)
+  double nic_bandwidth_Bps = 0; ///< per NIC, per direction (resolved: node's nics unless overridden)
   int nics_per_node = 0;
-  double latency_s = 0;              ///< one-way NIC-to-NIC
-  double oversubscription = 1;       ///< 1 = non-blocking
+  double latency_s = 0;        ///< one-way NIC-to-NIC
+  double oversubscription = 1; ///< 1 = non-blocking
 };
 
 struct ClusterSpec {
-  NodeSpec node;                     ///< after `overrides` were applied
+  NodeSpec node; ///< after `overrides` were applied
   int nodes = 1;
-  int gpus_per_node = 0;             ///< <= node.gpus; the first GPUs in the node's order
+  int gpus_per_node = 0; ///< <= node.gpus; the first GPUs in the node's order
   NetworkSpec network;
 
   int total_gpus() const { return nodes * gpus_per_node; }

@@ -28,6 +28,36 @@ struct MemoryComparison {
   std::string detail; ///< where the GPU peak falls (task), or the estimator's formula
 };
 
+/// The tolerance of the largest-model search against a published maximum model size, percent (issue 5: "within
+/// +/-20 % of the published size").
+inline constexpr double ACCEPTED_LARGEST_MODEL_ERROR_PCT = 20.0;
+
+/// The largest model of a max-model row's family (FitCase::family: the layer count grown at the published hidden
+/// size, everything else as ran) that is predicted to fit every tier, found by bisection over the layer count, beside
+/// the size the source publishes; and the fewest layers with twice the published size, which must not fit.
+struct LargestFit {
+  std::string family;
+  double published_params = 0;         ///< the size the source names (13e9 for "13B")
+  int ran_layers = 0;                  ///< the layers of the shape that ran
+  std::int64_t ran_params = 0;         ///< its parameter count (workload::count_params)
+  int largest_layers = 0;              ///< 0: not even one layer fits
+  std::int64_t largest_params = 0;     ///< parameters at largest_layers (0 when none fits)
+  std::int64_t largest_peak_bytes = 0; ///< predicted GPU peak (allocated) at largest_layers
+  std::string limit;                   ///< what stops one more layer: the tier, the shortfall, where the GPU peak is
+  double error_pct = 0;                ///< (largest_params - published_params) / published_params x 100
+  bool within = false;                 ///< |error_pct| <= ACCEPTED_LARGEST_MODEL_ERROR_PCT
+  int twice_layers = 0;                ///< the fewest layers with at least 2 x published_params parameters
+  std::int64_t twice_params = 0;
+  std::int64_t twice_peak_bytes = 0; ///< predicted GPU peak (allocated) there
+  bool twice_fits = false;
+  bool ok = false;     ///< within, and twice the size does not fit
+  int evaluations = 0; ///< memory analyses the search ran
+};
+
+/// The largest-model search of a max-model fit case (f.claimed_params > 0): memory::analyze_memory of f.ran with the
+/// layer count changed, doubled from the shape that ran until it does not fit, then bisected.
+LargestFit largest_fit(const FitCase& f);
+
 /// A fit statement beside the predicted verdicts.
 struct FitResult {
   FitCase c;
@@ -38,6 +68,7 @@ struct FitResult {
   std::optional<std::int64_t> doubled_peak_bytes;
   std::optional<bool> doubled_fits;
   bool ok = false; ///< ran's verdict is the source's (c.expect_fit), and the doubled one (if any) does not fit
+  std::optional<LargestFit> largest; ///< for a max-model statement naming a size (c.claimed_params > 0)
 };
 
 /// Median and 90th percentile of |error| over a group of comparisons.
@@ -76,7 +107,10 @@ struct ValidationReport {
   int bound_violations = 0;                       ///< ... whose prediction exceeds the bound
   std::optional<double> allocated_median_abs_pct; ///< the acceptance figure (none when no such row)
   bool fits_ok = false;                           ///< every fit case passed
-  bool accepted = false; ///< allocated median <= 15 % and every fit case passed (the issue's acceptance)
+  int largest_offload_rows = 0;                   ///< max-model rows with offload given a largest-model search
+  int largest_offload_ok = 0;                     ///< ... within 20 % of the published size, twice the size not fitting
+  /// allocated median <= 15 %, every fit case passed, and every largest-model search of a row with offload passed
+  bool accepted = false;
   /// DeepSpeed, FSDP and DDP always (in that order), then any other framework of the file.
   std::vector<MemoryFrameworkSummary> frameworks;
 };

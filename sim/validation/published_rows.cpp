@@ -95,6 +95,21 @@ constexpr PaperShape PAPER_SHAPES[] = {
      "assumed (as models/zero-offload-70b.yaml)"},
 };
 
+/// Attention heads of the ZeRO-Infinity configurations (S04 Table 1 does not give them) by hidden size: the heads
+/// the same paper's Table 4 gives its models of that hidden size, and the authors' SC21 artifact scripts.
+struct InfinityHeads {
+  int hidden;
+  int heads;
+  const char* citation;
+};
+constexpr InfinityHeads INFINITY_HEADS[] = {
+    {8192, 32,
+     "ZeRO-Infinity Table 4, 70B = 125 x 8192 with 32 heads (published.csv row 101 notes); the authors' SC21 artifact "
+     "runs 62 x 8192 with --num-attention-heads 32 (DeepSpeedExamples fork jeffra/DeepSpeedExamples, "
+     "Megatron-LM-v1.1.5-ZeRO3/examples/run_sc21.sh)"},
+    {25600, 256, "ZeRO-Infinity Table 4, 1000B = 128 x 25600 with 256 heads (published.csv row 101 notes)"},
+};
+
 /// The first "<number>B" model size in a max_model_fit text ("ZeRO-Offload 13B" -> "13B").
 std::optional<std::string> claimed_size(const std::string& claim)
 {
@@ -140,7 +155,6 @@ const char* const CAT_NO_FIGURE = "no time or throughput figure";
 const char* const CAT_FAIRSCALE = "FairScale sharded DDP";
 const char* const CAT_AC = "activation checkpointing variant not modelled";
 const char* const CAT_TP_PP = "tensor / pipeline parallelism (README trap 6)";
-const char* const CAT_OFFLOAD = "NVMe or parameter offload (a later issue)";
 const char* const CAT_FP8 = "FP8 / context parallelism / ZeRO++ (README trap 4)";
 const char* const CAT_ENCODER = "encoder-decoder or encoder-only model (README trap 8)";
 const char* const CAT_TILING = "memory-centric tiling";
@@ -533,6 +547,24 @@ spec::NetworkSpec network_for(const PublishedRow& row, const spec::NodeSpec& nod
   return net;
 }
 
+/// A ZeRO-Infinity paper (S04) run of ZeRO-3 with NVMe or parameter offload (Table 1's single-DGX-2 rows 96-99).
+/// The paper's code is Megatron-LM-v1.1.5-ZeRO3 (DeepSpeedExamples); its authors published the ds_config and the
+/// launch options of their SC21 artifact (jeffra/DeepSpeedExamples, Megatron-LM-v1.1.5-ZeRO3/examples/
+/// ds_zero3_sc21.json and run_sc21.sh: the 50B model, 62 x 8192, optimizer on NVMe, parameters on the CPU).
+bool infinity_paper_offload_run(const PublishedRow& row, int stage)
+{
+  const auto opt = parse_offload(field(row, "offload_optimizer"));
+  const auto par = parse_offload(field(row, "offload_param"));
+  return field(row, "source_id") == "S04" && stage == 3 &&
+         (opt == spec::OffloadDevice::NVME || par != spec::OffloadDevice::NONE);
+}
+
+/// A run of DeepSpeedExamples' Megatron-LM-v1.1.5-ZeRO3 example (DeepSpeed issues #1776 and #2159, rows 117-119).
+bool zero3_example_run(const PublishedRow& row)
+{
+  return contains(field(row, "framework"), "Megatron-LM-v1.1.5-ZeRO3");
+}
+
 /// The DeepSpeed zero_optimization block of a row: DeepSpeed 0.19's defaults as the config layer resolves them
 /// (zero-schedule.md §11: overlap_comm = stage 3 unless given; pin_memory true), then the keys the source's
 /// published ds_config sets (DeepSpeed tutorials docs/_tutorials/zero.md, zero-offload.md, zeropp.md).
@@ -568,6 +600,38 @@ spec::ZeroSpec zero_for(const PublishedRow& row, int stage, std::string& notes)
     z.contiguous_gradients = true;
     z.overlap_comm = true;
     add_note(notes, "ds_config of docs/_tutorials/zeropp.md without ZeRO++ keys (reduce_bucket_size 1e7)");
+  } else if (infinity_paper_offload_run(row, stage)) {
+    // The ZeRO-Infinity authors' SC21 artifact ds_config (ds_zero3_sc21.json, zero_optimization and the legacy
+    // swap_tensor block): reduce_bucket_size 1e8, stage3_max_reuse_distance 1e8, sub_group_size 4e8,
+    // stage3_max_live_parameters 1e9 and stage3_prefetch_bucket_size 5e7 (the defaults), optimizer_buffer_count 4
+    // (the default), pinned memory, and fp16_params_buffer_size 1e9 (offload_param.buffer_size). Its
+    // "stage3_param_persitance_threshold" is misspelled, so DeepSpeed keeps the default 1e5.
+    z.reduce_bucket_size = 100'000'000;
+    z.stage3_max_reuse_distance = 100'000'000;
+    z.sub_group_size = 400'000'000;
+    z.offload_param.buffer_size = 1'000'000'000;
+    add_note(notes, "ds_config of the ZeRO-Infinity authors' SC21 artifact (jeffra/DeepSpeedExamples "
+                    "Megatron-LM-v1.1.5-ZeRO3/examples/ds_zero3_sc21.json: reduce_bucket_size 1e8, "
+                    "stage3_max_reuse_distance 1e8, sub_group_size 4e8, parameter swap buffers of 1e9 elements; "
+                    "written for the 50B run, applied to every Table 1 offload run)");
+  } else if (zero3_example_run(row) && z.offload_param.device == spec::OffloadDevice::NVME) {
+    // The example's NVMe config, Megatron-LM-v1.1.5-ZeRO3/examples/ds_zero_stage_infinity_config.json (the launch
+    // script names it for "offloads to NVMe"): reduce_bucket_size 9e7, sub_group_size 1e8,
+    // stage3_max_reuse_distance 1e8, offload_optimizer buffer_count 4, offload_param max_in_cpu 1.
+    z.reduce_bucket_size = 90'000'000;
+    z.sub_group_size = 100'000'000;
+    z.stage3_max_reuse_distance = 100'000'000;
+    z.offload_param.max_in_cpu = 1;
+    // That config sets no offload_param.buffer_size, and DeepSpeed's default (1e8 elements) refuses any NVMe
+    // parameter partition that does not fit one swap buffer (partitioned_param_swapper.py get_buffer: "More
+    // elements ... than buffer size"; zero-schedule.md §8). The run trained, so its config set a larger one, not
+    // published; 1e9 is the ZeRO-Infinity authors' own (ds_zero3_sc21.json fp16_params_buffer_size). The swap
+    // buffers are pinned host memory: the GPU figures do not depend on the choice.
+    z.offload_param.buffer_size = 1'000'000'000;
+    add_note(notes, "ds_config of the example's ds_zero_stage_infinity_config.json (reduce_bucket_size 9e7, "
+                    "sub_group_size 1e8, max_in_cpu 1); offload_param.buffer_size 1e9 assumed (not set there, and "
+                    "DeepSpeed's default 1e8 refuses this model's NVMe partitions; 1e9 as the ZeRO-Infinity authors' "
+                    "ds_zero3_sc21.json; pinned host buffers, no effect on GPU memory)");
   } else {
     add_note(notes, "zero_optimization keys other than stage/offload not published: DeepSpeed 0.19 defaults");
   }
@@ -754,6 +818,59 @@ struct BuildInputs {
   int stage = 0;
 };
 
+/// The aio block and DeepSpeed activation checkpointing of the ZeRO-Infinity code's runs (Megatron-LM-v1.1.5-ZeRO3,
+/// rows 96-99 and 117-119): the options their scripts pass. Megatron's --partition-activations and --checkpoint-in-cpu
+/// set deepspeed.checkpointing's partition_activations and checkpoint_in_cpu (megatron/initialize.py,
+/// _configure_deepspeed_checkpointing); with one model-parallel rank, partitioning splits over that one rank.
+void infinity_code_settings(const PublishedRow& row, const BuildInputs& in, spec::Scenario& s, std::string& notes)
+{
+  auto& ac = s.deepspeed.activation_checkpointing;
+  const bool paper = infinity_paper_offload_run(row, in.stage);
+  const bool example = zero3_example_run(row);
+  if (!paper && !example)
+    return;
+  if (paper || s.deepspeed.zero.offload_param.device == spec::OffloadDevice::NVME) {
+    // aio of ds_zero3_sc21.json and of ds_zero_stage_infinity_config.json alike: block_size 1 MiB, queue_depth 16,
+    // single_submit false, overlap_events true, thread_count 2 (intra_op_parallelism's former name).
+    s.deepspeed.aio.block_size = 1'048'576;
+    s.deepspeed.aio.queue_depth = 16;
+    s.deepspeed.aio.intra_op_parallelism = 2;
+    add_note(notes, "aio queue_depth 16, thread_count 2 (the same config)");
+  }
+  if (example) {
+    // Megatron-LM-v1.1.5-ZeRO3/examples/ds_pretrain_gpt2-zero3.sh: PA=true, PA_CPU=true (--partition-activations
+    // --checkpoint-in-cpu).
+    ac.partition_activations = true;
+    ac.cpu_checkpointing = true;
+    add_note(notes, "DeepSpeed activation checkpointing with partition_activations and cpu_checkpointing (the "
+                    "example's ds_pretrain_gpt2-zero3.sh: PA=true, PA_CPU=true)");
+    return;
+  }
+  // The paper offloads activation checkpoints to CPU memory "where needed" (the row). Needed: the 16-bit checkpoints
+  // of a micro-batch (one per layer, micro-batch x seq x hidden x 2 B each) exceed the GPU. The artifact's 50B run
+  // (62 x 8192, the configuration of row 96) passes --checkpoint-in-cpu and --partition-activations (run_sc21.sh).
+  const double ckpt_bytes =
+      static_cast<double>(in.shape.layers) * in.shape.micro_batch * in.seq_len * in.shape.hidden * 2.0;
+  const double gpu_bytes = static_cast<double>(s.cluster.node.gpu.memory_bytes);
+  const bool artifact_shape = in.shape.layers == 62 && in.shape.hidden == 8192;
+  const bool where_needed = contains(field(row, "activation_checkpointing"), "offload to cpu");
+  std::ostringstream os;
+  os.precision(3);
+  os << "checkpoints " << ckpt_bytes / GIB << " GiB (layers x micro-batch x seq x hidden x 2 B) against the GPU's "
+     << gpu_bytes / GIB << " GiB";
+  if (where_needed && (artifact_shape || ckpt_bytes > gpu_bytes)) {
+    ac.partition_activations = true;
+    ac.cpu_checkpointing = true;
+    add_note(notes, "DeepSpeed cpu_checkpointing and partition_activations on: the paper offloads checkpoints to the "
+                    "CPU where needed; " +
+                        std::string(artifact_shape ? "the authors' SC21 artifact passes --checkpoint-in-cpu "
+                                                     "--partition-activations for this 62 x 8192 run (run_sc21.sh)"
+                                                   : "needed here: " + os.str()));
+  } else {
+    add_note(notes, "activation checkpoints kept on the GPU (" + os.str() + ")");
+  }
+}
+
 spec::Scenario build_scenario(const PublishedRow& row, const NodeLoader& load_node, const BuildInputs& in,
                               RowInfo& info)
 {
@@ -793,6 +910,7 @@ spec::Scenario build_scenario(const PublishedRow& row, const NodeLoader& load_no
   info.framework = framework_label(row);
   if (fw == spec::Framework::DEEPSPEED) {
     s.deepspeed.zero = zero_for(row, in.stage, info.assumptions);
+    infinity_code_settings(row, in, s, info.assumptions);
     s.deepspeed.communication_data_type = model_dtype(s.training.precision); // §1.3: model dtype unless given
     s.deepspeed.grad_accum_dtype = model_dtype(s.training.precision);
     info.stage = in.stage;
@@ -855,6 +973,8 @@ spec::Scenario build_scenario(const PublishedRow& row, const NodeLoader& load_no
       << (s.training.activation_checkpointing == spec::Checkpointing::FULL        ? "full"
           : s.training.activation_checkpointing == spec::Checkpointing::SELECTIVE ? "selective"
                                                                                   : "none");
+  if (s.deepspeed.activation_checkpointing.cpu_checkpointing)
+    cfg << " (checkpoints on CPU)";
   if (s.training.flash_attention)
     cfg << ", FlashAttention";
   info.config = cfg.str();
@@ -1160,6 +1280,13 @@ void map_fit_row(const PublishedRow& row, const NodeLoader& load_node, RowMappin
     twice.model.layers *= 2;
     twice.name += " at twice the layers";
     f.doubled = twice;
+    f.claimed_params = std::stod(*size) * 1e9;
+    // The papers' own size ladders grow the layer count at a fixed hidden size around these sizes: ZeRO-Offload
+    // Table 3 runs 10B, 11B, 12B, 13B and 15B as 50, 55, 60, 65 and 78 layers of 4096 (published.csv rows 56-59,
+    // 69); ZeRO-Infinity Table 4 runs 10B, 13B and 20B as 50, 64 and 98 layers of 4096 (row 101 notes).
+    f.family = "layers at hidden " + std::to_string(f.ran.model.hidden) +
+               " (the papers' size ladders grow the layer count at a fixed hidden size: ZeRO-Offload Table 3, "
+               "ZeRO-Infinity Table 4); heads, micro-batch, sequence, GPUs and offload as ran";
   } else if (max_batch) {
     spec::Scenario twice = f.ran;
     twice.training.micro_batch *= 2;
@@ -1373,6 +1500,27 @@ const PublishedRow* same_size_shape(const PublishedRow& row, const std::vector<P
   return nullptr;
 }
 
+/// The ZeRO-Infinity paper (S04) row whose configuration a "paper config" row of another source reruns: the same
+/// layers, hidden size, GPU count and offload devices, with a micro-batch (DeepSpeed issue #1776, rows 117-118,
+/// reruns Table 1's 50B and 100B runs, rows 96-97); nullptr when the row is not such a rerun.
+const PublishedRow* paper_config_twin(const PublishedRow& row, const std::vector<PublishedRow>& all)
+{
+  if (!contains(field(row, "model"), "paper config") || field(row, "source_id") == "S04")
+    return nullptr;
+  for (const auto& r : all) {
+    if (field(r, "source_id") != "S04" || !leading_number(field(r, "micro_batch")))
+      continue;
+    bool same = true;
+    for (const char* k : {"layers", "hidden", "total_gpus"})
+      same = same && trim(field(r, k)) == trim(field(row, k));
+    for (const char* k : {"offload_optimizer", "offload_param"})
+      same = same && parse_offload(field(r, k)) == parse_offload(field(row, k));
+    if (same)
+      return &r;
+  }
+  return nullptr;
+}
+
 /// The inputs a row needs for a throughput comparison that it does not give (empty: all given).
 std::vector<std::string> missing_inputs(const PublishedRow& row)
 {
@@ -1421,7 +1569,27 @@ PublishedRow completed_row(const PublishedRow& row, const std::vector<PublishedR
     add_note(notes, "ZeRO-2 with CPU optimizer offload on one GPU, micro-batch 1 (the optimizer step does not depend "
                     "on the batch)");
   }
+  if (const PublishedRow* paper = paper_config_twin(row, all)) {
+    // DeepSpeed issue #1776 (rows 117-118) reruns the ZeRO-Infinity paper's 50B and 100B configurations on one
+    // DGX-2 ("paper config"); its scripts are in an attachment the data file does not hold. The batch is the
+    // paper's for the same model, offload and GPUs (Table 1).
+    for (const char* k : {"micro_batch", "global_batch"})
+      if (trim(field(r, k)).empty())
+        r[k] = field(*paper, k);
+    add_note(notes, "micro-batch " + field(*paper, "micro_batch") + ", global batch " + field(*paper, "global_batch") +
+                        " of the paper's configuration (published.csv row " + field(*paper, "row_id") +
+                        ", ZeRO-Infinity Table 1): the issue reruns it ('paper config')");
+  }
   auto hidden = plain_int(field(r, "hidden"));
+  const bool infinity_config = field(row, "source_id") == "S04" || paper_config_twin(row, all) != nullptr;
+  if (hidden && !leading_number(field(r, "heads")) && infinity_config) {
+    for (const auto& t : INFINITY_HEADS) {
+      if (t.hidden == *hidden) {
+        r["heads"] = std::to_string(t.heads);
+        add_note(notes, "heads not in Table 1: " + std::to_string(t.heads) + " (" + t.citation + ")");
+      }
+    }
+  }
   if (hidden && !leading_number(field(r, "heads"))) {
     // Megatron-LM GPT configurations of these papers use 128-wide heads where stated (ZeRO-Offload 10B: 50 x 4096
     // with 32 heads, published.csv row 213; models/zero-offload-13b.yaml); 64-wide when 128 does not divide h.
@@ -1686,20 +1854,6 @@ void map_throughput_row(const PublishedRow& row, const std::vector<PublishedRow>
   std::string notes;
   const PublishedRow r = completed_row(row, all, notes);
   std::vector<Exclusion> why = exclusions(r);
-  const std::string opt = lower(trim(field(r, "offload_optimizer")));
-  const std::string par = lower(trim(field(r, "offload_param")));
-  // DeepSpeed's timed NVMe and parameter offload are a later issue; FSDP's CPUOffload(offload_params=True) is
-  // FsdpSpec::cpu_offload (build_scenario).
-  const bool deepspeed = framework_of(r) == spec::Framework::DEEPSPEED;
-  if (deepspeed && (opt.rfind("nvme", 0) == 0 || par.rfind("cpu", 0) == 0 || par.rfind("nvme", 0) == 0)) {
-    Exclusion e{CAT_OFFLOAD, "offload_optimizer '" + field(r, "offload_optimizer") + "', offload_param '" +
-                                 field(r, "offload_param") +
-                                 "': the timed NVMe and parameter offload are validated in a later issue"};
-    // After the structural reasons (FSDP, TP/PP, ...); a stage reason would only repeat this one.
-    if (!why.empty() && why.back().category == std::string(CAT_STAGE))
-      why.pop_back();
-    why.push_back(e);
-  }
   if (field(r, "source_id") == "S12" && contains(field(r, "locator"), "ZERO_STAGE=0/1"))
     why.push_back({CAT_TRAP5, "the BLOOM 'Trying with ZeRO_STAGE=0/1' table's time and TFLOPs columns look swapped; "
                               "only its memory values are used (README trap 5)"});
@@ -1715,6 +1869,10 @@ void map_throughput_row(const PublishedRow& row, const std::vector<PublishedRow>
     else
       reason += "; the row's notes: " +
                 (field(r, "notes").size() > 240 ? field(r, "notes").substr(0, 240) + "..." : field(r, "notes"));
+    // A figure that could not be compared anyway is named too (row 633: a time per epoch).
+    std::string not_compared;
+    if (figures_of(r, not_compared).empty() && !not_compared.empty())
+      reason += "; nor is its figure comparable: " + not_compared;
     not_covered(CAT_C, reason);
     return;
   }

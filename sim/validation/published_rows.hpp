@@ -78,6 +78,11 @@ struct FitCase {
   /// The verdict the source reports for `ran`: true (it trained), false for an out-of-memory statement ("OOM at
   /// BS 1": the configuration as written must be predicted not to fit, and there is no `doubled`).
   bool expect_fit = true;
+  /// A maximum that names a model size ("ZeRO-Offload 13B"): that size in parameters (13e9), for the search of the
+  /// largest model predicted to fit (memory_validation.hpp, LargestFit); 0 when the claim names no size.
+  double claimed_params = 0;
+  /// How that search grows the model, with why: "layers at hidden 4096 ...".
+  std::string family;
 };
 
 /// A memory or max-model row the simulator cannot express yet, and why.

@@ -14,6 +14,12 @@ int OpGraph::add_tensor(std::string name, std::int64_t numel, int elem_bytes, bo
   return static_cast<int>(tensors_.size()) - 1;
 }
 
+int OpGraph::add_resident_tensor(std::string name, std::int64_t numel, int elem_bytes)
+{
+  tensors_.push_back(TensorDef{std::move(name), numel, elem_bytes, false, true});
+  return static_cast<int>(tensors_.size()) - 1;
+}
+
 std::int64_t OpGraph::bytes_of(const std::vector<bool>& set) const
 {
   std::int64_t total = 0;
@@ -124,7 +130,7 @@ GraphResult OpGraph::analyse(GraphMode mode) const
     std::int64_t live = 0;
     for (std::size_t t = 0; t < n_tensors; ++t) {
       const int end = std::max(last_use[t], produced[t]);
-      if (!kept[t] && produced[t] <= i && i <= end)
+      if (!kept[t] && !tensors_[t].resident && produced[t] <= i && i <= end)
         live += tensors_[t].bytes();
     }
     r.forward_working_bytes = std::max(r.forward_working_bytes, live);

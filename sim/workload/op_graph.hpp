@@ -19,6 +19,9 @@ struct TensorDef {
   std::int64_t numel = 0;
   int elem_bytes = 2;   ///< bytes per element: activation dtype, 4 for fp32 stats/softmax, 1 for masks, 8 for ids
   bool has_grad = true; ///< floating activations get a gradient of the same size; masks, stats, ids do not
+  /// Lives outside the layer (a slice of the inference KV cache, which the schedule allocates for the whole
+  /// request): its bytes are moved by the ops that read or write it, but it is never kept, never transient.
+  bool resident = false;
   std::int64_t bytes() const { return numel * elem_bytes; }
 };
 
@@ -62,6 +65,8 @@ class OpGraph {
 public:
   /// Adds a tensor and returns its id.
   int add_tensor(std::string name, std::int64_t numel, int elem_bytes, bool has_grad = true);
+  /// Adds a tensor that lives outside the layer (TensorDef::resident: the KV cache) and returns its id.
+  int add_resident_tensor(std::string name, std::int64_t numel, int elem_bytes);
   void add_op(OpDef op) { ops_.push_back(std::move(op)); }
   /// The tensor entering the layer (produced by the previous layer) and the one leaving it.
   void set_boundary(int input, int output)

@@ -293,13 +293,18 @@ struct GraphBuilder {
   int ba = 2;              ///< activation dtype, bytes per element
 };
 
-OpGraph block_graph(const Shape& s, const WorkloadOptions& o)
+/// One transformer block. Inference with generation (docs/inference.md): the new tokens' k and v are written into
+/// the KV cache (a resident tensor: the schedule allocates the cache); `past` > 0 is a decode pass, whose attention
+/// reads the cache of past + seq positions instead of this pass's k and v.
+OpGraph block_graph(const Shape& s, const WorkloadOptions& o, std::int64_t past = 0)
 {
   GraphBuilder g(s, o);
   const std::int64_t T = g.tokens;
   const std::int64_t b = g.batch;
   const std::int64_t sq = g.seq;
+  const std::int64_t kv_len = past + sq; // positions each new token attends to
   const bool train_dropout = s.dropout && !o.inference;
+  const bool kv_cache = o.inference && o.generate_tokens >= 1;
 
   const int x = g.act("x", T * s.h);
   const int y1 = g.norm("attn_norm", x);
@@ -323,6 +328,17 @@ OpGraph block_graph(const Shape& s, const WorkloadOptions& o)
     q = qr;
     k = kr;
   }
+  if (kv_cache) {
+    // The new positions' k and v are copied into the (static) cache: read k, v, write their cache slots.
+    const int kc = g.graph.add_resident_tensor("kv_cache.k.new", T * s.kvd, g.ba);
+    const int vc = g.graph.add_resident_tensor("kv_cache.v.new", T * s.kvd, g.ba);
+    g.elementwise("attn.kv_cache_write", {k, v}, {kc, vc}, {});
+  }
+  if (past > 0) {
+    // Decode: the attention reads the whole cache, past + seq positions of k and v.
+    k = g.graph.add_resident_tensor("kv_cache.k", b * kv_len * s.kvd, g.ba);
+    v = g.graph.add_resident_tensor("kv_cache.v", b * kv_len * s.kvd, g.ba);
+  }
 
   const std::int64_t bas = b * s.a * sq; // rows of the batched attention GEMMs
   int ctx = -1;
@@ -332,7 +348,7 @@ OpGraph block_graph(const Shape& s, const WorkloadOptions& o)
     ctx = g.act("attn.out", T * s.h);
     const int lse = g.graph.add_tensor("attn.lse", bas, 4, false);
     OpDef op;
-    op.op = g.gemm_op("attn.flash", OpKind::ATTENTION, bas, sq, s.d);
+    op.op = g.gemm_op("attn.flash", OpKind::ATTENTION, bas, kv_len, s.d);
     op.op.fwd_flops *= 2.0; // QKᵀ and AV: 2·2·b·s·s·h
     op.op.bwd_flops *= 2.0;
     op.op.selective_recompute = true;
@@ -345,13 +361,13 @@ OpGraph block_graph(const Shape& s, const WorkloadOptions& o)
     int ke = k, ve = v;
     if (s.kv < s.a) {
       // repeat_kv (HF eager) / repeat_interleave (Megatron): k and v expanded to every query head.
-      ke = g.act("k.expanded", T * s.h);
-      ve = g.act("v.expanded", T * s.h);
+      ke = g.act("k.expanded", b * kv_len * s.h);
+      ve = g.act("v.expanded", b * kv_len * s.h);
       g.elementwise("attn.repeat_kv", {k, v}, {ke, ve}, {}, true);
     }
-    const int scores = g.act("attn.scores", bas * sq);
+    const int scores = g.act("attn.scores", bas * kv_len);
     OpDef qk;
-    qk.op = g.gemm_op("attn.scores", OpKind::ATTENTION, bas, sq, s.d);
+    qk.op = g.gemm_op("attn.scores", OpKind::ATTENTION, bas, kv_len, s.d);
     qk.op.selective_recompute = true;
     qk.rule = BytesRule::GEMM;
     qk.inputs = {q, ke};
@@ -359,12 +375,12 @@ OpGraph block_graph(const Shape& s, const WorkloadOptions& o)
     qk.saved = {q, ke};
     g.graph.add_op(std::move(qk));
     // Fused scale-mask-softmax (Megatron FusedScaleMaskSoftmax): saves its output only.
-    const int probs = g.act("attn.probs", bas * sq);
+    const int probs = g.act("attn.probs", bas * kv_len);
     g.elementwise("attn.softmax", {scores}, {probs}, {probs}, true);
     const int p = train_dropout ? g.dropout("attn.dropout", probs, true) : probs;
     ctx = g.act("attn.out", T * s.h);
     OpDef av;
-    av.op = g.gemm_op("attn.context", OpKind::ATTENTION, bas, s.d, sq);
+    av.op = g.gemm_op("attn.context", OpKind::ATTENTION, bas, s.d, kv_len);
     av.op.selective_recompute = true;
     av.rule = BytesRule::GEMM;
     av.inputs = {p, ve};
@@ -531,6 +547,43 @@ void validate(const WorkloadOptions& o, const spec::ModelSpec& m, const Shape& s
   if (s.learned_positions && o.seq_len > s.max_position)
     throw core::InputError(who + ": sequence length " + std::to_string(o.seq_len) +
                            " exceeds the learned position table (max_position " + std::to_string(s.max_position) + ")");
+  if (o.generate_tokens < 0)
+    throw core::InputError(who + ": tokens to generate must be zero or more, found " +
+                           std::to_string(o.generate_tokens));
+  if (o.inference && s.learned_positions && std::int64_t{o.seq_len} + o.generate_tokens > s.max_position)
+    throw core::InputError(
+        who + ": prompt " + std::to_string(o.seq_len) + " + generated " + std::to_string(o.generate_tokens) +
+        " tokens exceed the learned position table (max_position " + std::to_string(s.max_position) + ")");
+}
+
+/// The decode passes' layers (docs/inference.md), appended after the model's: one embedding, final norm and LM head
+/// for one new token per sequence (the same in every pass) and one block per decode pass t = 1 .. g - 1, whose
+/// attention spans the prompt and t cached positions. They own no parameters: the schedule fetches the model
+/// layer's.
+void add_decode_layers(Workload& w, const Shape& s, const WorkloadOptions& o)
+{
+  WorkloadOptions d = o;
+  d.seq_len = 1; // one new token per sequence
+  const GraphMode mode = GraphMode::INFERENCE;
+  w.decode_passes = o.generate_tokens - 1;
+  w.decode_embed = static_cast<int>(w.layers.size());
+  w.layers.push_back(make_layer("decode.embed", LayerKind::EMBEDDING, {}, embed_graph(s, d), mode));
+  w.decode_final_norm = static_cast<int>(w.layers.size());
+  w.layers.push_back(make_layer("decode.final_norm", LayerKind::FINAL_NORM, {}, final_norm_graph(s, d), mode));
+  w.decode_lm_head = static_cast<int>(w.layers.size());
+  w.layers.push_back(make_layer("decode.lm_head", LayerKind::LM_HEAD, {}, lm_head_graph(s, d), mode));
+  const double fixed = w.layers[static_cast<std::size_t>(w.decode_embed)].fwd_flops +
+                       w.layers[static_cast<std::size_t>(w.decode_final_norm)].fwd_flops +
+                       w.layers[static_cast<std::size_t>(w.decode_lm_head)].fwd_flops;
+  w.decode_block.reserve(static_cast<std::size_t>(w.decode_passes));
+  for (int t = 1; t <= w.decode_passes; ++t) {
+    // Pass t feeds the token at position prompt + t - 1: prompt + t - 1 positions are already cached.
+    const std::int64_t past = std::int64_t{o.seq_len} + t - 1;
+    w.decode_block.push_back(static_cast<int>(w.layers.size()));
+    Layer& l = w.layers.emplace_back(
+        make_layer("decode." + std::to_string(t) + ".block", LayerKind::BLOCK, {}, block_graph(s, d, past), mode));
+    w.decode_flops += fixed + static_cast<double>(s.layers) * l.fwd_flops;
+  }
 }
 
 } // namespace
@@ -577,6 +630,14 @@ Workload build_workload(const spec::ModelSpec& m, const WorkloadOptions& o)
     for (const auto& [module, numel] : module_numel)
       w.largest_layer_params = std::max(w.largest_layer_params, numel);
   }
+  w.model_layers = static_cast<int>(w.layers.size());
+  if (o.inference && o.generate_tokens >= 1) {
+    // A static cache of prompt + generated positions, k and v, every block (docs/inference.md).
+    w.kv_cache_bytes =
+        2 * s.layers * s.kvd * (std::int64_t{o.seq_len} + o.generate_tokens) * o.micro_batch * o.activation_dtype_bytes;
+    if (o.generate_tokens >= 2)
+      add_decode_layers(w, s, o);
+  }
   return w;
 }
 
@@ -590,6 +651,7 @@ WorkloadOptions workload_options(const spec::Scenario& s)
     o.inference = true;
     o.micro_batch = s.inference.batch;
     o.seq_len = s.inference.prompt_tokens;
+    o.generate_tokens = s.inference.generate_tokens;
     o.checkpointing = spec::Checkpointing::NONE; // nothing is kept, nothing recomputed
   } else {
     o.micro_batch = s.training.micro_batch;

@@ -340,10 +340,10 @@ measured: {step_time: 12.3 s, tflops_per_gpu: 145, tflops_definition: hardware, 
                             "all-gather)",
                             "deepspeed.zero_optimization.zero_hpz_partition_size: not modelled (ZeRO++ hierarchical "
                             "partitioning)",
-                            "deepspeed.zero_optimization.offload_optimizer.ratio: not modelled (Twin-Flow: fraction of "
-                            "the optimizer stepped on the CPU (not modelled below 1))",
-                            "deepspeed.activation_checkpointing.partition_activations: not modelled (partition "
-                            "checkpoints across ranks (not modelled yet))",
+                            "deepspeed.activation_checkpointing.partition_activations: not modelled (no effect with "
+                            "model-parallel size 1 (zerosim has no tensor parallelism): each checkpoint's partition is "
+                            "the whole tensor, a GPU clone; with cpu_checkpointing it selects DeepSpeed's blocking "
+                            "copies (modelled, docs/offload.md))",
                             "deepspeed.sparse_attention: not modelled (sparse attention kernels)"});
     CHECK(s.deepspeed.zero.offload_optimizer.ratio == 0.4);
     CHECK(s.deepspeed.activation_checkpointing.partition_activations);

@@ -86,7 +86,8 @@ TEST_SUITE("schedule")
   {
     const auto w = synthetic(2, {{"mlp.fc.weight", 100}});
     spec::Scenario s = scenario(2, 2, 1);
-    s.training.mode = spec::Mode::INFERENCE;
+    s.training.mode = spec::Mode::INFERENCE; // inference is DeepSpeed's ZeRO-Inference only (docs/inference.md)
+    s.framework = spec::Framework::DDP;
     CHECK_THROWS_AS(build_step_graph(s, w), core::UnsupportedError);
     s = scenario(2, 2, 1);
     s.training.precision = spec::Precision::AMP_BF16;

@@ -78,6 +78,41 @@ PublishedRow row_82()
           {"max_model_fit", "ZeRO-Offload 13B"}};
 }
 
+/// published.csv row 119 (DeepSpeed issue #2159: ZeRO-Infinity 10B with optimizer and parameters on NVMe, 2 nodes of
+/// one A100 PCIe 40 GB, nvidia-smi read-out).
+PublishedRow row_119()
+{
+  return {{"row_id", "119"},
+          {"source_id", "S05"},
+          {"locator", "Issue #2159 (also DeepSpeedExamples #192)"},
+          {"evidence_type", "issue text"},
+          {"provenance", "measured"},
+          {"framework", "DeepSpeed ZeRO-Infinity (Megatron-LM-v1.1.5-ZeRO3 example)"},
+          {"model", "GPT-like 10B"},
+          {"params_B", "10"},
+          {"layers", "50"},
+          {"hidden", "4096"},
+          {"heads", "16"},
+          {"seq_len", "1024 (example default, not restated)"},
+          {"gpu", "A100 PCIe"},
+          {"gpu_mem_GB", "40"},
+          {"gpus_per_node", "1"},
+          {"nodes", "2"},
+          {"total_gpus", "2"},
+          {"cpu_mem_per_node_GB", "126 (60 usable)"},
+          {"nvme", "Samsung 980 1TB (80GB swap files)"},
+          {"zero_stage", "3"},
+          {"offload_optimizer", "nvme"},
+          {"offload_param", "nvme (ZeRO-Infinity)"},
+          {"micro_batch", "8"},
+          {"precision", "fp16 mixed"},
+          {"activation_checkpointing", "yes (example)"},
+          {"tflops_per_gpu", "1.5"},
+          {"peak_mem_GB", "13.1"},
+          {"mem_metric", "nvidia-smi used (13395/40537 MiB)"},
+          {"completeness", "B"}};
+}
+
 /// published.csv row 213 (DeepSpeed ZeRO-Offload tutorial, 10B GPT-2 on one V100, nvidia-smi read-out).
 PublishedRow row_213()
 {
@@ -200,6 +235,51 @@ TEST_SUITE("validation")
     REQUIRE(f.doubled.has_value());
     CHECK(f.doubled->model.layers == 130); // twice the layers
     CHECK(f.doubled->model.hidden == 4096);
+  }
+
+  TEST_CASE("mapping: ZeRO-Offload row 82's largest-model search grows layers of 4096 from the 13B claim")
+  {
+    FakeNodes nodes;
+    RowMapping m;
+    map_row(row_82(), nodes.loader(), m);
+    REQUIRE(m.fits.size() == 1);
+    CHECK(m.fits[0].claimed_params == doctest::Approx(13e9)); // "ZeRO-Offload 13B"
+    CHECK(m.fits[0].family.find("layers at hidden 4096") == 0);
+    // A max-batch statement (row 622, "max BS 20") and an out-of-memory statement (row 624) name no size: no search.
+    RowMapping other;
+    map_row(row_622(), nodes.loader(), other);
+    map_row(row_624(), nodes.loader(), other);
+    REQUIRE(other.fits.size() == 2);
+    CHECK(other.fits[0].claimed_params == 0);
+    CHECK(other.fits[1].claimed_params == 0);
+  }
+
+  TEST_CASE("mapping: ZeRO-Infinity row 119 is an nvidia-smi bound with the example's NVMe config")
+  {
+    FakeNodes nodes;
+    RowMapping m;
+    map_row(row_119(), nodes.loader(), m);
+    CHECK(m.not_covered.empty());
+    REQUIRE(m.memory.size() == 1);
+    const MemoryCase& c = m.memory[0];
+    CHECK(c.metric == MemMetric::DEVICE_USED);
+    CHECK(c.measured_bytes == doctest::Approx(13.1 * GIB)); // nvidia-smi MiB read-out: GiB (README trap 7)
+    const spec::Scenario& s = *c.scenario;
+    CHECK(s.deepspeed.zero.stage == 3);
+    CHECK(s.deepspeed.zero.offload_optimizer.device == spec::OffloadDevice::NVME);
+    CHECK(s.deepspeed.zero.offload_param.device == spec::OffloadDevice::NVME);
+    // Megatron-LM-v1.1.5-ZeRO3/examples/ds_zero_stage_infinity_config.json: reduce bucket 9e7, sub-groups 1e8,
+    // max_in_cpu 1; buffer_size not set there. DeepSpeed's default 1e8 elements refuses the embedding partition
+    // 50304 x 4096 / 2 = 103,022,592 elements, so 1e9 (the ZeRO-Infinity authors' own) is assumed.
+    CHECK(s.deepspeed.zero.reduce_bucket_size == 90'000'000);
+    CHECK(s.deepspeed.zero.sub_group_size == 100'000'000);
+    CHECK(s.deepspeed.zero.offload_param.max_in_cpu == 1);
+    CHECK(s.deepspeed.zero.offload_param.buffer_size == 1'000'000'000);
+    CHECK(s.deepspeed.zero.offload_param.buffer_size > 50304LL * 4096 / 2);
+    CHECK(s.deepspeed.activation_checkpointing.cpu_checkpointing); // the example's PA_CPU=true
+    CHECK(s.cluster.total_gpus() == 2);
+    CHECK(c.info.offload == "opt nvme + param nvme");
+    CHECK(c.info.assumptions.find("buffer_size 1e9 assumed") != std::string::npos);
   }
 
   TEST_CASE("mapping: a max-model size whose fp16 weights exceed one GPU at stage 2 is not covered (MP)")

@@ -1,0 +1,589 @@
+// Inference (training.mode: inference): the forward passes of one Hugging Face generate() request as one task
+// graph. DeepSpeed ZeRO stage 3 without an optimizer is ZeRO-Inference: every pass fetches every non-persistent
+// parameter again, from its GPU partition, the CPU (offload_param cpu) or NVMe (offload_param nvme); stages 0-2
+// keep a replica on every GPU. docs/inference.md; zero-schedule.md §5.1-§5.4 (partitioning, trace, fetch,
+// prefetch, release), §6.2 (CPU parameters), §8 (NVMe parameters).
+#include "schedule/inference.hpp"
+
+#include "core/error.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <deque>
+#include <string>
+
+namespace zerosim::schedule {
+
+int inference_passes(const spec::Scenario& s)
+{
+  return std::max(1, s.inference.generate_tokens);
+}
+
+std::vector<int> inference_graph_passes(const spec::Scenario& s, int sampled)
+{
+  if (sampled < 0 || sampled == 1)
+    throw core::InternalError("schedule: sampled_decode_passes must be 0 (every pass) or at least 2, found " +
+                              std::to_string(sampled));
+  const int decode = inference_passes(s) - 1;
+  std::vector<int> passes{0};
+  if (sampled == 0 || decode <= sampled) {
+    for (int t = 1; t <= decode; ++t)
+      passes.push_back(t);
+    return passes;
+  }
+  // Evenly spaced from the first decode pass to the last; the spacing (decode - 1)/(sampled - 1) exceeds 1, so the
+  // rounded passes are distinct and ascending.
+  for (int i = 0; i < sampled; ++i)
+    passes.push_back(1 + static_cast<int>(std::llround(static_cast<double>(i) * (decode - 1) / (sampled - 1))));
+  return passes;
+}
+
+namespace detail {
+
+namespace {
+
+/// `__max_ongoing_fetch_events` (partitioned_param_coordinator.py, §5.3 step 2).
+constexpr std::size_t MAX_ONGOING_FETCH_EVENTS = 2;
+
+/// Where a parameter's partition lives between its uses (§5.1, §6.2, §8; partition_parameters.py _partition_param).
+enum class Home { GPU, CPU, NVME };
+
+/// An NVMe partition's status (PartitionedParamStatus): on NVMe only, read in flight into a swap buffer, or in it.
+enum class Swap { OUT, INFLIGHT, IN };
+
+const char* device_name(spec::OffloadDevice d)
+{
+  switch (d) {
+  case spec::OffloadDevice::NONE:
+    return "none";
+  case spec::OffloadDevice::CPU:
+    return "cpu";
+  case spec::OffloadDevice::NVME:
+    return "nvme";
+  }
+  return "?";
+}
+
+/// `io_aligned`: `numel` rounded up to AIO_ALIGNED_BYTES·intra_op_parallelism bytes (§7).
+std::int64_t io_aligned(std::int64_t numel, int elem_bytes, int intra_op)
+{
+  const std::int64_t align = std::max<std::int64_t>(1, AIO_ALIGNED_BYTES * std::max(1, intra_op) / elem_bytes);
+  return ceil_div(numel, align) * align;
+}
+
+/// One module occurrence of the forward trace (§5.2): the model layer it belongs to and its parameters.
+struct TraceModule {
+  int layer = -1;
+  std::vector<int> params; ///< indices into Builder::params
+};
+
+/// The per-pass state of the parameter coordinator (§5.2-§5.4) and of the NVMe swapper (§8).
+struct Coordinator {
+  std::vector<char> available;     ///< per param: gathered (ZeroParamStatus AVAILABLE or INFLIGHT)
+  std::vector<char> inflight;      ///< per param: gathered by a call its module has not waited on yet
+  std::vector<BufferId> gathered;  ///< per param: its full buffer while gathered (-1: none, a view of the partition)
+  std::vector<TaskId> gathered_by; ///< per param: the task that made it available (-1: nothing to wait for)
+  std::vector<int> most_recent;    ///< __most_recent_step_id_param_fetched_for (trace position)
+  std::vector<Swap> swap;          ///< per NVMe param: its partition's status
+  std::int64_t n_available = 0;    ///< Σ numel of available params (__n_available_params)
+  std::size_t queue = 0;           ///< __param_queue head (index into the trace entries)
+  std::deque<std::array<TaskId, 2>> fetch_events; ///< __ongoing_fetch_events (§5.3 step 2)
+  TaskId last_compute = -1;                       ///< the last forward issued (the compute stream's position)
+  TaskId ag_last = -1;                            ///< the last task issued on the all-gather stream
+  TaskId ag_waited = -1; ///< ag_last at the latest current_stream().wait_stream(allgather_stream)
+  TaskId last_read = -1; ///< the last NVMe read issued (the aio handle completes them in order)
+  int calls = 0;         ///< all-gather calls so far (names)
+  int reads = 0;         ///< NVMe prefetch reads so far (names)
+  int syncs = 0;         ///< back-pressure waits so far (names)
+};
+
+} // namespace
+
+void check_inference(const spec::Scenario& s, const workload::Workload& w, int rank, const StepOptions& opt)
+{
+  const std::string where = scenario_label(s);
+  if (s.framework != spec::Framework::DEEPSPEED)
+    throw core::UnsupportedError(
+        where + ": training.mode inference with " + (s.framework == spec::Framework::DDP ? "ddp" : "fsdp") +
+        ": only DeepSpeed inference is modelled (ZeRO-Inference: stage 3 with or without offload_param; a replica: "
+        "stage 0, 1 or 2); give a deepspeed block instead (docs/inference.md)");
+  if (s.dp() < 1)
+    throw core::InputError(where + ": cluster: no GPU (nodes x gpus_per_node = " + std::to_string(s.dp()) + ")");
+  if (rank < 0 || rank >= s.dp())
+    throw core::InputError(where + ": rank " + std::to_string(rank) + " outside 0.." + std::to_string(s.dp() - 1));
+  if (s.training.grad_accum != 1)
+    throw core::InputError(where + ": training.grad_accum: inference accumulates no gradients, expected 1, found " +
+                           std::to_string(s.training.grad_accum));
+  const spec::Precision p = s.training.precision;
+  if (p == spec::Precision::AMP_BF16 || p == spec::Precision::AMP_FP16)
+    throw core::UnsupportedError(where + ": training.precision amp_*: PyTorch autocast with DeepSpeed is not "
+                                         "modelled (use bf16, fp16 or fp32)");
+  const spec::ZeroSpec& z = s.deepspeed.zero;
+  if (z.stage < 0 || z.stage > 3)
+    throw core::InputError(where + ": deepspeed.zero_optimization.stage: expected 0, 1, 2 or 3, found " +
+                           std::to_string(z.stage));
+  if (z.stage < 3 && z.offload_param.device != spec::OffloadDevice::NONE)
+    throw core::UnsupportedError(
+        where + ": deepspeed.zero_optimization.offload_param.device " + device_name(z.offload_param.device) +
+        " with stage " + std::to_string(z.stage) +
+        ": parameter offload is ZeRO stage 3's (ZeRO-Inference, zero-schedule.md §6.2, §8); use stage 3");
+  if (s.inference.batch < 1)
+    throw core::InputError(where + ": inference.batch: expected >= 1, found " + std::to_string(s.inference.batch));
+  if (s.inference.prompt_tokens < 1)
+    throw core::InputError(where + ": inference.prompt_tokens: expected >= 1, found " +
+                           std::to_string(s.inference.prompt_tokens));
+  if (s.inference.generate_tokens < 0)
+    throw core::InputError(where + ": inference.generate_tokens: expected >= 0, found " +
+                           std::to_string(s.inference.generate_tokens));
+  if (w.layers.empty())
+    throw core::InternalError("schedule: the workload has no layers");
+  if (w.decode_passes != inference_passes(s) - 1)
+    throw core::InternalError("schedule: the workload has " + std::to_string(w.decode_passes) +
+                              " decode passes, the scenario's request " + std::to_string(inference_passes(s) - 1) +
+                              " (build it with workload::workload_options of the same scenario)");
+  (void)inference_graph_passes(s, opt.sampled_decode_passes); // checks sampled_decode_passes
+}
+
+void build_inference(Builder& b, const std::vector<int>& passes)
+{
+  const spec::Scenario& s = b.s;
+  const workload::Workload& w = b.w;
+  const spec::ZeroSpec& z = s.deepspeed.zero;
+  const int nl = w.model_layers > 0 ? w.model_layers : static_cast<int>(w.layers.size());
+  const bool stage3 = z.stage == 3;
+  const int nn = b.n;
+  const bool offload = stage3 && z.offload_param.device != spec::OffloadDevice::NONE;
+  const bool nvme = stage3 && z.offload_param.device == spec::OffloadDevice::NVME;
+  const int ba = s.training.precision == spec::Precision::FP32 ? 4 : 2; // activation dtype (workload_options)
+  const std::int64_t batch = s.inference.batch;
+  b.graph.micro_steps = inference_passes(s);
+
+  // ---- placement (§5.1; partition_parameters.py _partition_param) ----
+  // Stage 3: every param padded to a multiple of N, ⌈n/N⌉ per rank; persistent params (numel <= param threshold
+  // while the running total stays <= the model threshold) stay gathered on the GPU. Without an optimizer there is no
+  // flat CPU buffer and no max_in_cpu: with offload_param nvme a partition goes to NVMe iff it is swappable
+  // (⌈n/N⌉·b_lp >= max(1 MiB, aio.block_size)), else to the CPU; CPU partitions are pinned iff
+  // offload_param.pin_memory.
+  const std::size_t np = b.params.size();
+  std::vector<std::int64_t> part(np, 0);
+  std::vector<char> persistent(np, 0);
+  std::vector<Home> home(np, Home::GPU);
+  const std::int64_t min_aio = std::max<std::int64_t>(MIN_AIO_BYTES, s.deepspeed.aio.block_size);
+  std::int64_t persist_total = 0;
+  for (std::size_t p = 0; p < np; ++p) {
+    const std::int64_t numel = b.params[p].numel;
+    part[p] = ceil_div(numel, nn);
+    if (!stage3)
+      continue;
+    if (numel + persist_total <= z.stage3_model_persistence_threshold &&
+        numel <= z.stage3_param_persistence_threshold) {
+      persistent[p] = 1;
+      persist_total += numel;
+      continue;
+    }
+    if (!offload)
+      continue;
+    if (nvme && part[p] * b.b_lp >= min_aio) {
+      // get_buffer asserts that a swapped partition fits one buffer of the pool (§8).
+      if (part[p] >= z.offload_param.buffer_size)
+        throw core::InputError(scenario_label(s) + ": deepspeed.zero_optimization.offload_param.buffer_size: " +
+                               std::to_string(z.offload_param.buffer_size) + " elements, but the partition of " +
+                               b.params[p].name + " has " + std::to_string(part[p]) +
+                               " (each NVMe partition must fit one swap buffer, zero-schedule.md §8)");
+      home[p] = Home::NVME;
+    } else {
+      home[p] = Home::CPU;
+    }
+  }
+
+  // ---- resident buffers ----
+  if (!stage3) {
+    // Stages 0-2 without an optimizer: the model, replicated on every GPU (no partitioned optimizer or gradients).
+    b.resident("lp_params", Device::GPU, MemCategory::PARAMS, b.psi * b.b_lp);
+  } else {
+    std::int64_t lp_gpu = 0, lp_cpu = 0, lp_nvme = 0, persist_full = 0;
+    for (std::size_t p = 0; p < np; ++p) {
+      if (home[p] == Home::GPU)
+        lp_gpu += part[p];
+      else if (home[p] == Home::CPU)
+        lp_cpu += part[p];
+      else
+        lp_nvme += part[p];
+      if (persistent[p])
+        persist_full += part[p] * nn;
+    }
+    b.resident("lp_partition", Device::GPU, MemCategory::PARAMS, lp_gpu * b.b_lp);
+    b.resident("lp_partition_cpu", Device::HOST, MemCategory::PARAMS, lp_cpu * b.b_lp, z.offload_param.pin_memory);
+    b.resident("lp_partition_nvme", Device::NVME, MemCategory::PARAMS, lp_nvme * b.b_lp);
+    // Gathered persistent params. With one rank the gather is a view of the partition (_no_gather_coalesced): none.
+    if (nn > 1)
+      b.resident("persistent_params", Device::GPU, MemCategory::PARAMS, persist_full * b.b_lp);
+    // The pinned swap pool: buffer_count x io_aligned(buffer_size) lp elements (§8).
+    if (nvme)
+      b.resident("param_swap_pool", Device::HOST, MemCategory::BUFFERS,
+                 static_cast<std::int64_t>(z.offload_param.buffer_count) *
+                     io_aligned(z.offload_param.buffer_size, b.b_lp, s.deepspeed.aio.intra_op_parallelism) * b.b_lp,
+                 true);
+  }
+
+  // ---- the forward trace (§5.2): modules in forward order; a tied LM head uses the embedding's weight ----
+  std::vector<TraceModule> trace;
+  std::vector<std::vector<int>> layer_positions(static_cast<std::size_t>(nl));
+  if (stage3) {
+    int tied = -1;
+    if (s.model.tied_embeddings)
+      for (int l = 0; l < nl && tied < 0; ++l)
+        if (w.layers[static_cast<std::size_t>(l)].kind == workload::LayerKind::EMBEDDING &&
+            !b.layer_params[static_cast<std::size_t>(l)].empty())
+          tied = b.layer_params[static_cast<std::size_t>(l)].front(); // embed.tokens.weight, the first tensor
+    for (int l = 0; l < nl; ++l) {
+      const auto lu = static_cast<std::size_t>(l);
+      for (int m : b.layer_modules[lu]) {
+        layer_positions[lu].push_back(static_cast<int>(trace.size()));
+        trace.push_back(TraceModule{l, b.modules[static_cast<std::size_t>(m)].params});
+      }
+      // HF's tied lm_head is a Linear whose weight is the embedding's Parameter: its hook fetches it again.
+      if (w.layers[lu].kind == workload::LayerKind::LM_HEAD && b.layer_params[lu].empty() && tied >= 0) {
+        layer_positions[lu].push_back(static_cast<int>(trace.size()));
+        trace.push_back(TraceModule{l, {tied}});
+      }
+    }
+  }
+  std::vector<std::size_t> entry_begin(trace.size() + 1, 0);
+  std::vector<int> entry_param, entry_pos;
+  std::vector<std::int64_t> numel_before(trace.size() + 1, 0); // Σ ds_numel of the modules at positions < k
+  std::vector<std::vector<int>> uses(np);                      // per param, the positions using it
+  for (std::size_t k = 0; k < trace.size(); ++k) {
+    entry_begin[k] = entry_param.size();
+    std::int64_t sum = 0;
+    for (int p : trace[k].params) {
+      entry_param.push_back(p);
+      entry_pos.push_back(static_cast<int>(k));
+      uses[static_cast<std::size_t>(p)].push_back(static_cast<int>(k));
+      sum += b.params[static_cast<std::size_t>(p)].numel;
+    }
+    numel_before[k + 1] = numel_before[k] + sum;
+  }
+  entry_begin[trace.size()] = entry_param.size();
+  // Reuse distance (§5.4): after the module at `pos`, the walk from pos + 1 visits module q iff the modules strictly
+  // between sum to less than stage3_max_reuse_distance; a param used by a visited module is kept. Within one forward
+  // trace this only keeps a param used twice (a tied embedding in a small model).
+  auto kept_by_reuse = [&](int pos, int p) {
+    for (int q : uses[static_cast<std::size_t>(p)])
+      if (q > pos)
+        return numel_before[static_cast<std::size_t>(q)] - numel_before[static_cast<std::size_t>(pos) + 1] <
+               z.stage3_max_reuse_distance;
+    return false;
+  };
+
+  const bool overlap = z.overlap_comm;
+  const Stream ag_stream = overlap ? Stream::ALLGATHER : Stream::COMPUTE;
+  const CollectiveKind fetch_kind =
+      z.stage3_use_all_reduce_for_fetch_params ? CollectiveKind::ALL_REDUCE : CollectiveKind::ALL_GATHER;
+  const Phase gather = Phase::PARAM_GATHER;
+  Coordinator c;
+  c.available.assign(np, 0);
+  c.inflight.assign(np, 0);
+  c.gathered.assign(np, -1);
+  c.gathered_by.assign(np, -1);
+  c.most_recent.assign(np, -1);
+  c.swap.assign(np, Swap::OUT);
+  // Persistent params were gathered at their first use and are never released (§5.1).
+  for (std::size_t p = 0; p < np; ++p)
+    if (persistent[p] || !stage3)
+      c.available[p] = 1;
+
+  BufferId kv_cache = -1;
+  TaskId last = -1;
+  for (int pass : passes) {
+    const std::string ps = "pass" + std::to_string(pass);
+    // The trace is recorded by the run's first forward and frozen at the second reset_step (§5.2); a steady-state
+    // request finds it COMPLETE in every pass. first_step: the prompt's pass RECORDs (no prefetch, no reuse).
+    const bool complete = !(b.first_step && pass == 0);
+    // reset_step at the root module's forward (§5.2): queue rewound, prefetch marks and __n_available_params reset.
+    c.queue = 0;
+    c.n_available = 0;
+    std::fill(c.most_recent.begin(), c.most_recent.end(), -1);
+
+    // One all_gather_coalesced call (§5.3): the NVMe partitions made available (§8), the H2D of the offloaded
+    // partitions on the all-gather stream (§6.2), then the all-gather; with one rank _no_gather_coalesced: no
+    // collective, the H2D copy (or, for a GPU partition, a view) is the parameter.
+    auto gather_call = [&](const std::vector<int>& ps_list, const std::string& why) {
+      const std::string nm = ps + ".allgather." + std::to_string(c.calls++) + "." + why;
+      // _ensure_availability_of_partitioned_params: a synchronous swap-in of the partitions only on NVMe, else a
+      // wait for the reads in flight; both wait for every read issued so far (synchronize_reads).
+      std::int64_t out_bytes = 0;
+      bool in_flight = false;
+      for (int p : ps_list) {
+        const auto pu = static_cast<std::size_t>(p);
+        if (home[pu] != Home::NVME)
+          continue;
+        if (c.swap[pu] == Swap::OUT)
+          out_bytes += part[pu] * b.b_lp;
+        else if (c.swap[pu] == Swap::INFLIGHT)
+          in_flight = true;
+      }
+      if (out_bytes > 0) {
+        c.last_read = b.nvme(nm + ".nvme_read_params", gather, false, out_bytes, pass);
+        b.host_wait(c.last_read);
+        for (int p : ps_list)
+          if (home[static_cast<std::size_t>(p)] == Home::NVME)
+            c.swap[static_cast<std::size_t>(p)] = Swap::IN;
+      } else if (in_flight) {
+        b.host_wait(c.last_read);
+      }
+      if (out_bytes > 0 || in_flight)
+        for (Swap& st : c.swap)
+          if (st == Swap::INFLIGHT)
+            st = Swap::IN;
+
+      // p.ds_tensor.to(cuda): from the pinned swap pool (NVMe), the CPU partition (pinned iff pin_memory).
+      std::int64_t pinned_bytes = 0, pageable_bytes = 0, part_sum = 0;
+      for (int p : ps_list) {
+        const auto pu = static_cast<std::size_t>(p);
+        part_sum += part[pu];
+        if (home[pu] == Home::NVME || (home[pu] == Home::CPU && z.offload_param.pin_memory))
+          pinned_bytes += part[pu] * b.b_lp;
+        else if (home[pu] == Home::CPU)
+          pageable_bytes += part[pu] * b.b_lp;
+      }
+      TaskId pinned_copy = -1, pageable_copy = -1;
+      if (pinned_bytes > 0)
+        c.ag_last = pinned_copy =
+            b.copy(nm + ".h2d_partitions", gather, ag_stream, CopyDirection::H2D, pinned_bytes, true, pass);
+      if (pageable_bytes > 0)
+        c.ag_last = pageable_copy =
+            b.copy(nm + ".h2d_partitions_pageable", gather, ag_stream, CopyDirection::H2D, pageable_bytes, false, pass);
+      const TaskId first_copy = pinned_copy >= 0 ? pinned_copy : pageable_copy;
+      const TaskId last_copy = pageable_copy >= 0 ? pageable_copy : pinned_copy;
+      auto mark = [&](std::size_t pu, TaskId by, BufferId buf) {
+        c.gathered[pu] = buf;
+        c.gathered_by[pu] = by;
+        c.available[pu] = 1;
+        c.inflight[pu] = 1;
+        c.n_available += b.params[pu].numel;
+      };
+      if (nn == 1) {
+        for (int p : ps_list) {
+          const auto pu = static_cast<std::size_t>(p);
+          if (home[pu] == Home::GPU) {
+            mark(pu, -1, -1);
+            continue;
+          }
+          const bool pinned = home[pu] == Home::NVME || z.offload_param.pin_memory;
+          const TaskId by = pinned ? pinned_copy : pageable_copy;
+          const BufferId buf =
+              b.transient(ps + ".gathered." + b.params[pu].name, Device::GPU, MemCategory::PARAMS, part[pu] * b.b_lp);
+          b.alloc_on(by, buf);
+          mark(pu, by, buf);
+        }
+        return;
+      }
+      BufferId staging = -1;
+      if (first_copy >= 0) {
+        staging = b.transient(nm + ".h2d_staging", Device::GPU, MemCategory::BUFFERS, (pinned_bytes + pageable_bytes));
+        b.alloc_on(first_copy, staging);
+      }
+      const bool sequential = z.stage3_allgather_sequential || ps_list.size() == 1;
+      TaskId t = -1;
+      if (!sequential) {
+        c.ag_last = t = b.collective(nm, gather, ag_stream, fetch_kind, nn * part_sum * b.b_lp, pass, {last_copy});
+        const BufferId flat = b.transient(nm + ".flat", Device::GPU, MemCategory::BUFFERS, nn * part_sum * b.b_lp);
+        b.alloc_on(t, flat);
+        b.free_on(t, flat);
+      }
+      for (std::size_t i = 0; i < ps_list.size(); ++i) {
+        const auto pu = static_cast<std::size_t>(ps_list[i]);
+        if (sequential)
+          c.ag_last = t = b.collective(ps_list.size() > 1 ? nm + "." + std::to_string(i) : nm, gather, ag_stream,
+                                       fetch_kind, nn * part[pu] * b.b_lp, pass, {last_copy});
+        const BufferId buf = b.transient(ps + ".gathered." + b.params[pu].name, Device::GPU, MemCategory::PARAMS,
+                                         nn * part[pu] * b.b_lp);
+        b.alloc_on(t, buf);
+        mark(pu, t, buf);
+      }
+      b.free_on(t, staging);
+    };
+
+    // fetch_sub_module (§5.3): gather the module's missing params now, wait for its in-flight ones, then (COMPLETE
+    // trace) pop the queue past the module, prefetch the upcoming params up to min(max_live - available, B_p)
+    // numel and, with NVMe parameters, swap in upcoming NVMe partitions (__prefetch_nvme_param_partitions).
+    auto fetch = [&](int pos) {
+      const TraceModule& m = trace[static_cast<std::size_t>(pos)];
+      if (complete) {
+        const std::size_t end = entry_begin[static_cast<std::size_t>(pos) + 1];
+        for (; c.queue < end; ++c.queue) {
+          const auto pu = static_cast<std::size_t>(entry_param[c.queue]);
+          c.most_recent[pu] = std::max(c.most_recent[pu], entry_pos[c.queue]);
+        }
+      }
+      std::vector<int> now;
+      for (int p : m.params)
+        if (!c.available[static_cast<std::size_t>(p)] && std::find(now.begin(), now.end(), p) == now.end())
+          now.push_back(p);
+      if (!now.empty())
+        gather_call(now, "fetch");
+      for (int p : m.params) {
+        const auto pu = static_cast<std::size_t>(p);
+        if (!c.inflight[pu])
+          continue;
+        if (c.fetch_events.size() > MAX_ONGOING_FETCH_EVENTS) {
+          const auto ev = c.fetch_events.front();
+          c.fetch_events.pop_front();
+          b.sync(ps + ".fetch_backpressure." + std::to_string(c.syncs++), pass, {ev[0], ev[1]});
+        }
+        c.inflight[pu] = 0;
+        c.fetch_events.push_back({c.gathered_by[pu], c.last_compute});
+      }
+      // current_stream().wait_stream(allgather_stream): the compute stream waits for everything issued on the
+      // all-gather stream so far, earlier prefetches included.
+      c.ag_waited = c.ag_last;
+      if (!complete)
+        return;
+      const std::int64_t cap = std::min(z.stage3_max_live_parameters - c.n_available, z.stage3_prefetch_bucket_size);
+      std::int64_t prefetching = 0;
+      std::vector<int> ahead;
+      while (c.queue < entry_param.size() && prefetching < cap) {
+        const int p = entry_param[c.queue];
+        const auto pu = static_cast<std::size_t>(p);
+        if (home[pu] == Home::NVME && c.swap[pu] == Swap::OUT && !c.available[pu])
+          break; // _is_currently_on_nvme: NVMe partitions are prefetched by their own path, in trace order
+        ++c.queue;
+        c.most_recent[pu] = std::max(c.most_recent[pu], entry_pos[c.queue - 1]);
+        if (!c.available[pu] && std::find(ahead.begin(), ahead.end(), p) == ahead.end()) {
+          ahead.push_back(p);
+          prefetching += b.params[pu].numel;
+        }
+      }
+      if (!ahead.empty())
+        gather_call(ahead, "prefetch");
+      if (!nvme)
+        return;
+      // __prefetch_nvme_param_partitions (§5.3 step 4): walk the queue, stop once the numel considered exceeds twice
+      // the numel in flight (gathered, not yet waited) or the free swap buffers are taken; swap in (asynchronously)
+      // the NVMe partitions met that are only on NVMe.
+      std::int64_t in_flight = 0;
+      int buffers_used = 0;
+      for (std::size_t p = 0; p < np; ++p) {
+        if (c.inflight[p])
+          in_flight += b.params[p].numel;
+        if (c.swap[p] != Swap::OUT)
+          ++buffers_used;
+      }
+      const int free_buffers = z.offload_param.buffer_count - buffers_used;
+      std::int64_t considered = 0, bytes = 0;
+      std::vector<int> swap_in;
+      for (std::size_t q = c.queue; q < entry_param.size(); ++q) {
+        const auto pu = static_cast<std::size_t>(entry_param[q]);
+        if (considered > 2 * in_flight || static_cast<int>(swap_in.size()) >= free_buffers)
+          break;
+        if (home[pu] == Home::NVME && c.swap[pu] == Swap::OUT && !c.available[pu] &&
+            std::find(swap_in.begin(), swap_in.end(), entry_param[q]) == swap_in.end()) {
+          swap_in.push_back(entry_param[q]);
+          bytes += part[pu] * b.b_lp;
+        }
+        considered += b.params[pu].numel;
+      }
+      if (swap_in.empty())
+        return;
+      c.last_read = b.nvme(ps + ".nvme_prefetch." + std::to_string(c.reads++), gather, false, bytes, pass);
+      for (int p : swap_in)
+        c.swap[static_cast<std::size_t>(p)] = Swap::INFLIGHT;
+    };
+
+    // release_sub_module (§5.4): free unless persistent, reused within the distance or already popped by the
+    // prefetcher for a later use (COMPLETE trace); an NVMe partition returns its swap buffer (no write-back).
+    auto release = [&](int pos, TaskId by) {
+      for (int p : trace[static_cast<std::size_t>(pos)].params) {
+        const auto pu = static_cast<std::size_t>(p);
+        if (persistent[pu] || !c.available[pu])
+          continue;
+        if (complete && (kept_by_reuse(pos, p) || c.most_recent[pu] > pos))
+          continue;
+        b.free_on(by, c.gathered[pu]);
+        c.gathered[pu] = -1;
+        c.gathered_by[pu] = -1;
+        c.available[pu] = 0;
+        c.n_available -= b.params[pu].numel;
+        c.swap[pu] = Swap::OUT;
+      }
+    };
+
+    for (int l = 0; l < nl; ++l) {
+      const auto lu = static_cast<std::size_t>(l);
+      for (int pos : layer_positions[lu])
+        fetch(pos);
+      // The forward of the layer (one task per layer: the modules' fetches are issued before it, §5.3 as in
+      // stage3.cpp). Pass 0 runs the model's layer (the prompt), a decode pass its decode layer.
+      const int li = w.pass_layer(pass, l);
+      const workload::Layer& layer = w.layers[static_cast<std::size_t>(li)];
+      Task t;
+      t.kind = TaskKind::COMPUTE;
+      t.phase = Phase::FORWARD;
+      t.stream = Stream::COMPUTE;
+      t.name = ps + ".fwd." + w.layers[lu].name;
+      t.micro_step = pass;
+      t.layer = li;
+      t.flops = layer.fwd_flops;
+      for (const workload::Op& op : layer.ops)
+        t.mem_bytes += op.fwd_bytes;
+      for (int pos : layer_positions[lu])
+        for (int p : trace[static_cast<std::size_t>(pos)].params)
+          if (!persistent[static_cast<std::size_t>(p)])
+            t.deps.push_back(c.gathered_by[static_cast<std::size_t>(p)]);
+      if (!layer_positions[lu].empty())
+        t.deps.push_back(c.ag_waited);
+      const TaskId id = b.add(std::move(t));
+      const BufferId working = b.transient(ps + ".fwd_working." + w.layers[lu].name, Device::GPU,
+                                           MemCategory::ACTIVATIONS, layer.activation_bytes_forward_working);
+      b.alloc_on(id, working);
+      b.free_on(id, working);
+      if (kv_cache < 0 && w.kv_cache_bytes > 0) {
+        // The static KV cache of the request (docs/inference.md), from its first forward to its end.
+        kv_cache = b.transient("kv_cache", Device::GPU, MemCategory::ACTIVATIONS, w.kv_cache_bytes);
+        b.alloc_on(id, kv_cache);
+      }
+      c.last_compute = id;
+      for (int pos : layer_positions[lu])
+        release(pos, id);
+    }
+
+    // generate(): the next token from the last position's logits (greedy argmax over b x V), then the stopping
+    // check `unfinished_sequences.max() == 0`, a host sync that ends the pass.
+    Task next;
+    next.kind = TaskKind::COMPUTE;
+    next.phase = Phase::OTHER;
+    next.stream = Stream::COMPUTE;
+    next.name = ps + ".next_token";
+    next.micro_step = pass;
+    next.mem_bytes = static_cast<double>(batch * s.model.vocab * ba);
+    next.deps = {c.last_compute};
+    const TaskId next_id = b.add(std::move(next));
+    // The logits the LM head returned (every prompt position in the prompt's pass), alive until the argmax.
+    const std::int64_t positions = pass == 0 ? s.inference.prompt_tokens : 1;
+    const BufferId logits =
+        b.transient(ps + ".logits", Device::GPU, MemCategory::ACTIVATIONS, batch * positions * s.model.vocab * ba);
+    b.alloc_on(next_id, logits);
+    b.free_on(next_id, logits);
+    // reset_step's _clean_inflight_param_registry: whatever is still gathered is released (nothing, when the
+    // trace was followed).
+    if (stage3)
+      for (std::size_t p = 0; p < np; ++p) {
+        if (!persistent[p] && c.available[p]) {
+          b.free_on(next_id, c.gathered[p]);
+          c.gathered[p] = -1;
+          c.gathered_by[p] = -1;
+          c.available[p] = 0;
+          c.inflight[p] = 0;
+        }
+        c.swap[p] = Swap::OUT;
+      }
+    last = b.sync(ps + ".generate_sync", pass, {next_id});
+  }
+  b.free_on(last, kv_cache);
+}
+
+} // namespace detail
+
+} // namespace zerosim::schedule
