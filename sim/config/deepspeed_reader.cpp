@@ -242,7 +242,9 @@ void read_activation_checkpointing(FieldReader& r, spec::DsActivationCheckpointi
 /// is the whole tensor). Decided on the resolved values, so a resolved_yaml reads back with the same warnings.
 void no_effect_warnings(spec::Scenario& s)
 {
-  if (s.deepspeed.zero.offload_param.pin_memory != pins_by_default(s))
+  // Training only: the inference schedule has no flat CPU buffer, and pins its CPU partitions iff pin_memory
+  // (docs/inference.md).
+  if (s.training.mode == spec::Mode::TRAIN && s.deepspeed.zero.offload_param.pin_memory != pins_by_default(s))
     s.warnings.push_back(
         "deepspeed.zero_optimization.offload_param.pin_memory: no effect (stage 3 moves the CPU parameter "
         "partitions into a flat buffer it always pins, _create_param_groups_fp16_flat_cpu_memory, and the NVMe "

@@ -91,6 +91,8 @@ YAML::Node node_node(const spec::NodeSpec& nd)
     n["nvme"]["read"] = q(nd.nvme.read_Bps, UnitKind::BANDWIDTH);
     n["nvme"]["write"] = q(nd.nvme.write_Bps, UnitKind::BANDWIDTH);
     n["nvme"]["capacity"] = q(static_cast<double>(nd.nvme.capacity_bytes), UnitKind::BYTES);
+    n["nvme"]["read_latency"] = q(nd.nvme.read_latency_s, UnitKind::TIME);
+    n["nvme"]["write_latency"] = q(nd.nvme.write_latency_s, UnitKind::TIME);
   }
   n["nics"]["count"] = nd.nics.count;
   if (nd.nics.count > 0)

@@ -180,8 +180,9 @@ const Schema& deepspeed_schema()
        key("buffer_size", "element count", "1e8", "elements per swap buffer (NVMe)"),
        key("max_in_cpu", "element count", "1e9", "parameter elements kept in CPU memory with NVMe offload"),
        key("pin_memory", "bool", "0.19: true; 0.16: false",
-           "no effect (named in warnings when not the default): stage 3 always pins its CPU parameter flat buffer "
-           "and the NVMe swap buffers (zero-schedule.md §6.2, §8)")}};
+           "training: no effect (named in warnings when not the default): stage 3 always pins its CPU parameter "
+           "flat buffer and the NVMe swap buffers (zero-schedule.md §6.2, §8); inference: pins the CPU "
+           "parameter partitions (docs/inference.md)")}};
   static const Schema zero{
       "deepspeed.zero_optimization",
       {key("stage", "integer 0..3", "0", "ZeRO stage"),

@@ -306,6 +306,19 @@ std::vector<std::pair<std::string, spec::Scenario>> ladder_scenarios(const spec:
                   ? z.offload_optimizer.nvme_path
                   : z.offload_optimizer.nvme_path + " and " + z.offload_param.nvme_path;
     change += ")";
+    // Every NVMe-resident partition must fit one swap buffer (DeepSpeed asserts it, zero-schedule.md §8): raise
+    // offload_param.buffer_size to the largest partition, ⌈largest tensor / N⌉, as DeepSpeed users do.
+    // (Only for a scenario with a model: the rung list alone is computed for bare scenarios too.)
+    const std::int64_t dp = std::max(1, cur.dp());
+    const std::int64_t largest_partition =
+        cur.model.layers > 0
+            ? (workload::build_workload(cur.model, workload::workload_options(cur)).largest_param_numel + dp - 1) / dp
+            : 0;
+    if (largest_partition >= z.offload_param.buffer_size) {
+      z.offload_param.buffer_size = largest_partition + 1;
+      change += ", offload_param.buffer_size: " + std::to_string(z.offload_param.buffer_size) +
+                " (the largest partition must fit one swap buffer)";
+    }
     push(change);
   }
   return rungs;

@@ -161,9 +161,14 @@ std::string memory_table(const spec::Scenario& s, std::int64_t params, const mem
                 static_cast<long long>(params), s.cluster.total_gpus(), s.cluster.nodes, s.cluster.gpus_per_node,
                 parallelism_line(s).c_str());
   out << line;
-  std::snprintf(line, sizeof line, "  micro-batch %d x seq %d, grad_accum %d, global batch %lld\n\n",
-                s.training.micro_batch, s.training.seq_len, s.training.grad_accum,
-                static_cast<long long>(s.training.global_batch));
+  if (s.training.mode == spec::Mode::INFERENCE)
+    std::snprintf(line, sizeof line,
+                  "  inference: batch %d per GPU, prompt %d tokens, %d generated tokens per sequence\n\n",
+                  s.inference.batch, s.inference.prompt_tokens, s.inference.generate_tokens);
+  else
+    std::snprintf(line, sizeof line, "  micro-batch %d x seq %d, grad_accum %d, global batch %lld\n\n",
+                  s.training.micro_batch, s.training.seq_len, s.training.grad_accum,
+                  static_cast<long long>(s.training.global_batch));
   out << line;
 
   if (r.fits) {
