@@ -7,6 +7,8 @@
 #include "schedule/task_graph.hpp"
 #include "workload/transformer.hpp"
 
+#include "physics_test_util.hpp"
+
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -18,6 +20,7 @@ using namespace zerosim;
 using schedule::Task;
 using schedule::TaskGraph;
 using schedule::TaskKind;
+using namespace zerosim::physics_test;
 
 namespace {
 
@@ -48,27 +51,6 @@ std::string node_yaml(const NodeFigures& f)
          "    nics: {count: 1, bandwidth: 200 Gbps}\n";
 }
 
-spec::Scenario load(const std::string& cluster_yaml, const std::string& body)
-{
-  const std::string text = "name: offload-physics\nmodel: llama2-7b\ncluster:\n" + cluster_yaml + body;
-  return config::load_scenario_text(text, std::string(ZEROSIM_SOURCE_DIR) + "/scenarios/offload-physics-test.yaml");
-}
-
-const std::string TRAIN = "training: {seq_len: 1024, micro_batch: 1, grad_accum: 1, precision: bf16}\n"
-                          "deepspeed: {zero_optimization: {stage: 0}}\n";
-
-Task copy_task(const std::string& name, std::int64_t bytes, schedule::CopyDirection dir, bool pinned = true)
-{
-  Task t;
-  t.kind = TaskKind::COPY;
-  t.stream = schedule::Stream::HOST;
-  t.name = name;
-  t.bytes = bytes;
-  t.direction = dir;
-  t.pinned = pinned;
-  return t;
-}
-
 Task nvme_task(const std::string& name, std::int64_t bytes, bool write)
 {
   Task t;
@@ -92,36 +74,6 @@ Task all_gather_task(std::int64_t bytes, int group_size, schedule::CommGroup gro
   return t;
 }
 
-/// A CPU task whose DRAM traffic (mem_bytes) keeps the DRAM link busy: DeepSpeedCPUAdam's 28 B per element
-/// (zero-schedule.md §9.1), as in physics_test.cpp.
-Task dram_task(std::int64_t elements)
-{
-  Task t;
-  t.kind = TaskKind::CPU_COMPUTE;
-  t.phase = schedule::Phase::OPTIMIZER;
-  t.stream = schedule::Stream::HOST;
-  t.name = "cpu_adam";
-  t.elements = elements;
-  t.mem_bytes = 28.0 * static_cast<double>(elements);
-  t.flops = 14.0 * static_cast<double>(elements);
-  return t;
-}
-
-TaskGraph graph_of(std::vector<Task> tasks)
-{
-  TaskGraph g;
-  for (auto& t : tasks)
-    g.add_task(std::move(t));
-  return g;
-}
-
-double task_time(const engine::Timeline& tl, std::size_t rank, std::size_t task)
-{
-  const auto& t = tl.ranks.at(rank).times.at(task);
-  return t.end - t.start;
-}
-
-const workload::Workload EMPTY{};
 constexpr double PCIE_LATENCY_S = 1e-6; // the node's pcie.latency above: the first-byte delay of every PCIe flow
 constexpr std::int64_t GB = 1'000'000'000;
 
@@ -222,8 +174,8 @@ TEST_CASE("traffic from a NIC on another switch climbs the NIC's uplink and desc
 namespace {
 
 /// The aio formula of docs/engine.md "NVMe": waves = ceil(S / (block_size · queue_depth · threads)); then the
-/// PCIe route's latency; then S/d per drive, on its disk at rate D and on its PCIe path over its link of
-/// max(read, write); the task ends when both end.
+/// PCIe route's latency; then one flow of S over the volume's media link (d drives at rate D) and its PCIe
+/// link of d x max(read, write): the narrower bounds it (max-min).
 double nvme_expected(const spec::Scenario& s, std::int64_t S, bool write)
 {
   const spec::NvmeSpec& nv = s.cluster.node.nvme;
@@ -375,7 +327,7 @@ TEST_CASE("a pinned copy is never slower than a pageable one, and faster when DR
     auto copy_beside = [&](bool is_pinned) {
       Task c = copy_task("c", S, h2d, is_pinned);
       c.stream = schedule::Stream::COMPUTE;
-      const engine::Timeline tl = engine::simulate_graphs(s, EMPTY, {graph_of({dram_task(1'000'000'000), c})});
+      const engine::Timeline tl = engine::simulate_graphs(s, EMPTY, {graph_of({cpu_adam_task(1'000'000'000), c})});
       REQUIRE(tl.ranks[0].times[0].end > tl.ranks[0].times[1].end); // the DRAM traffic outlasts the copy
       return task_time(tl, 0, 1);
     };

@@ -8,6 +8,8 @@
 #include "schedule/task_graph.hpp"
 #include "workload/transformer.hpp"
 
+#include "physics_test_util.hpp"
+
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -19,6 +21,7 @@ using namespace zerosim;
 using schedule::Task;
 using schedule::TaskGraph;
 using schedule::TaskKind;
+using namespace zerosim::physics_test;
 
 namespace {
 
@@ -36,58 +39,6 @@ std::string node_yaml(const std::string& extra_cpu = "memory_bandwidth: 300 GB/s
          "}\n"
          "    nics: {count: 2, bandwidth: 200 Gbps}\n";
 }
-
-spec::Scenario load(const std::string& cluster_yaml, const std::string& body, std::vector<std::string> sets = {})
-{
-  const std::string text = "name: physics\nmodel: llama2-7b\ncluster:\n" + cluster_yaml + body;
-  config::LoadOptions lo;
-  lo.sets = std::move(sets);
-  return config::load_scenario_text(text, std::string(ZEROSIM_SOURCE_DIR) + "/scenarios/physics-test.yaml", lo);
-}
-
-const std::string TRAIN = "training: {seq_len: 1024, micro_batch: 1, grad_accum: 1, precision: bf16}\n"
-                          "deepspeed: {zero_optimization: {stage: 0}}\n";
-
-Task copy_task(const std::string& name, std::int64_t bytes, schedule::CopyDirection dir)
-{
-  Task t;
-  t.kind = TaskKind::COPY;
-  t.stream = schedule::Stream::HOST;
-  t.name = name;
-  t.bytes = bytes;
-  t.direction = dir;
-  t.pinned = true;
-  return t;
-}
-
-Task cpu_adam_task(std::int64_t elements)
-{
-  Task t;
-  t.kind = TaskKind::CPU_COMPUTE;
-  t.phase = schedule::Phase::OPTIMIZER;
-  t.stream = schedule::Stream::HOST;
-  t.name = "cpu_adam";
-  t.elements = elements;
-  t.mem_bytes = 28.0 * static_cast<double>(elements); // DeepSpeedCPUAdam traffic (zero-schedule.md §9.1)
-  t.flops = 14.0 * static_cast<double>(elements);
-  return t;
-}
-
-TaskGraph graph_of(std::vector<Task> tasks)
-{
-  TaskGraph g;
-  for (auto& t : tasks)
-    g.add_task(std::move(t));
-  return g;
-}
-
-double task_time(const engine::Timeline& tl, std::size_t rank, std::size_t task)
-{
-  const auto& t = tl.ranks.at(rank).times.at(task);
-  return t.end - t.start;
-}
-
-const workload::Workload EMPTY{};
 
 } // namespace
 

@@ -1,0 +1,75 @@
+// Helpers shared by the engine's physics tests (physics_test.cpp, offload_physics_test.cpp): hand-made tasks
+// and graphs, a scenario from inline YAML, and a task's simulated duration.
+#pragma once
+
+#include "config/scenario_loader.hpp"
+#include "engine/engine.hpp"
+#include "schedule/task_graph.hpp"
+#include "workload/transformer.hpp"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace zerosim::physics_test {
+
+/// A scenario from `cluster_yaml` (a `cluster:` body) and `body` (training and framework blocks), Llama-2-7B.
+inline spec::Scenario load(const std::string& cluster_yaml, const std::string& body, std::vector<std::string> sets = {})
+{
+  const std::string text = "name: physics\nmodel: llama2-7b\ncluster:\n" + cluster_yaml + body;
+  config::LoadOptions lo;
+  lo.sets = std::move(sets);
+  return config::load_scenario_text(text, std::string(ZEROSIM_SOURCE_DIR) + "/scenarios/physics-test.yaml", lo);
+}
+
+/// One step of stage 0, grad_accum 1: the training block of the hand-made-graph tests.
+inline const std::string TRAIN = "training: {seq_len: 1024, micro_batch: 1, grad_accum: 1, precision: bf16}\n"
+                                 "deepspeed: {zero_optimization: {stage: 0}}\n";
+
+inline schedule::Task copy_task(const std::string& name, std::int64_t bytes, schedule::CopyDirection dir,
+                                bool pinned = true)
+{
+  schedule::Task t;
+  t.kind = schedule::TaskKind::COPY;
+  t.stream = schedule::Stream::HOST;
+  t.name = name;
+  t.bytes = bytes;
+  t.direction = dir;
+  t.pinned = pinned;
+  return t;
+}
+
+/// DeepSpeedCPUAdam over `elements`: 28 B of DRAM traffic per element (zero-schedule.md §9.1), 14 FLOPs.
+inline schedule::Task cpu_adam_task(std::int64_t elements)
+{
+  schedule::Task t;
+  t.kind = schedule::TaskKind::CPU_COMPUTE;
+  t.phase = schedule::Phase::OPTIMIZER;
+  t.stream = schedule::Stream::HOST;
+  t.name = "cpu_adam";
+  t.elements = elements;
+  t.mem_bytes = 28.0 * static_cast<double>(elements);
+  t.flops = 14.0 * static_cast<double>(elements);
+  return t;
+}
+
+inline schedule::TaskGraph graph_of(std::vector<schedule::Task> tasks)
+{
+  schedule::TaskGraph g;
+  for (auto& t : tasks)
+    g.add_task(std::move(t));
+  return g;
+}
+
+/// Simulated duration of task `task` of simulated rank `rank`.
+inline double task_time(const engine::Timeline& tl, std::size_t rank, std::size_t task)
+{
+  const auto& t = tl.ranks.at(rank).times.at(task);
+  return t.end - t.start;
+}
+
+/// The workload of hand-made graphs (their tasks carry their own work).
+inline const workload::Workload EMPTY{};
+
+} // namespace zerosim::physics_test
