@@ -29,6 +29,8 @@ spec::ModelSpec read_model(FieldReader& r)
                                                            {"alibi", spec::PositionKind::ALIBI}})
                    .value_or(spec::PositionKind::LEARNED);
   m.bias = r.get_bool("bias", true);
+  m.loss = r.opt_enum<spec::LossKind>("loss", {{"hf", spec::LossKind::HF}, {"megatron", spec::LossKind::MEGATRON}})
+               .value_or(spec::LossKind::HF);
   m.dropout = r.opt_number("dropout", 0.0, 0.999999, "a probability, 0 <= p < 1");
   std::optional<std::int64_t> max_position = r.opt_int("max_position", 1, POS);
   if (m.position == spec::PositionKind::LEARNED) {

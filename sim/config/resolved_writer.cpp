@@ -49,6 +49,7 @@ YAML::Node model_node(const spec::ModelSpec& m)
   n["bias"] = m.bias;
   if (m.dropout)
     n["dropout"] = *m.dropout;
+  n["loss"] = m.loss == spec::LossKind::MEGATRON ? "megatron" : "hf";
   if (m.position == spec::PositionKind::LEARNED)
     n["max_position"] = m.max_position;
   n["source"] = m.source;

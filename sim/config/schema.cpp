@@ -75,6 +75,9 @@ const Schema& model_schema()
        key("position", "one of learned, rope, alibi", "learned", "learned adds a max_position x hidden table"),
        key("bias", "bool", "true", "biases on every linear layer (GPT-2, BLOOM: true; Llama, MPT: false)"),
        key("max_position", "integer >= 1", "required when position: learned", "rows of the position table"),
+       key("loss", "one of hf, megatron", "hf",
+           "the loss's code: hf (the 16-bit logits returned and kept, log_softmax saves an fp32 copy) or megatron "
+           "(Megatron-LM's vocab-parallel cross entropy: one fp32 copy, softmax in place); docs/workload.md §4.4"),
        key("dropout", "number in [0, 1)", "0.1 with bias, 0 without",
            "dropout probability in training (attention, residuals, embedding); > 0 saves a mask per dropout"),
        key("source", "string", "\"\"", "where the shape comes from (for people)")}};

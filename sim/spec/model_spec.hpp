@@ -11,6 +11,9 @@ namespace zerosim::spec {
 enum class FfnKind { GELU, SWIGLU };              ///< gelu: 2 matrices (up, down); swiglu: 3 (gate, up, down)
 enum class NormKind { LAYERNORM, RMSNORM };       ///< layernorm has weight and bias; rmsnorm only a weight
 enum class PositionKind { LEARNED, ROPE, ALIBI }; ///< learned adds a max_position x hidden table
+/// The training loss's implementation (docs/workload.md §4.4): HF returns the 16-bit logits to the caller and
+/// log_softmax saves an fp32 copy; Megatron-LM's vocab-parallel cross entropy works in place on one fp32 copy.
+enum class LossKind { HF, MEGATRON };
 
 struct ModelSpec {
   std::string name;
@@ -28,6 +31,7 @@ struct ModelSpec {
   int max_position = 0; ///< rows of the learned position table (position: learned only)
   /// Dropout probability in training; unset: 0.1 with biases, none without (docs/workload.md §1.3).
   std::optional<double> dropout;
+  LossKind loss = LossKind::HF;
   std::string source; ///< where the shape comes from (for people; not used in arithmetic)
 
   int head_dim() const { return heads > 0 ? hidden / heads : 0; }

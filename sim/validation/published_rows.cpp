@@ -460,6 +460,12 @@ spec::ModelSpec model_from_shape(const PublishedRow& row, int layers, int hidden
     m.vocab = 50257; // GPT-2 BPE as Hugging Face's gpt2 configs give it
     add_note(notes, "vocab 50257 (Hugging Face GPT-2)");
   }
+  // The loss's code (docs/workload.md §4.4): Megatron-LM's vocab-parallel cross entropy for the runs of the
+  // Megatron-LM and ZeRO papers and DeepSpeed's Megatron examples (the rule of the padded vocabulary above).
+  if (!llama && (contains(field(row, "framework"), "megatron") || contains(field(row, "framework"), "zero"))) {
+    m.loss = spec::LossKind::MEGATRON;
+    add_note(notes, "Megatron-LM's vocab-parallel cross entropy (one fp32 copy of the logits)");
+  }
   m.source = "published.csv row " + field(row, "row_id");
   return m;
 }

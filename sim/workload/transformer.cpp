@@ -51,6 +51,7 @@ struct Shape {
   /// Dropout (p > 0) in training: the model's `dropout` when given, else iff the model has biases (GPT-2/GPT-3/
   /// Megatron GPT train with p = 0.1, Llama/MPT/Mistral with none). docs/workload.md §1.3.
   bool dropout = false;
+  bool megatron_loss = false; ///< LossKind::MEGATRON (docs/workload.md §4.4)
 };
 
 std::string model_label(const spec::ModelSpec& m)
@@ -104,6 +105,7 @@ Shape resolve(const spec::ModelSpec& m)
   }
   s.fused_qkv = s.bias && s.kv == s.a;
   s.dropout = m.dropout ? *m.dropout > 0 : s.bias;
+  s.megatron_loss = m.loss == spec::LossKind::MEGATRON;
   return s;
 }
 
@@ -477,6 +479,21 @@ OpGraph lm_head_graph(const Shape& s, const WorkloadOptions& o)
   g.graph.add_op(std::move(head));
   if (o.inference) {
     g.graph.set_boundary(y, logits);
+    return std::move(g.graph);
+  }
+  if (s.megatron_loss) {
+    // Megatron-LM (docs/workload.md §4.4): vocab_parallel_cross_entropy(output.float(), labels); the 16-bit
+    // logits die with the upcast (nothing saves them), the fp32 copy becomes the softmax in place and is what
+    // backward keeps.
+    int lf = logits;
+    if (g.ba < 4) {
+      lf = g.graph.add_tensor("logits.fp32", T * s.vocab, 4);
+      g.elementwise("loss.upcast", {logits}, {lf}, {});
+    }
+    const int labels = g.graph.add_tensor("labels", T, 8, false);
+    const int loss = g.graph.add_tensor("loss", 1, 4);
+    g.elementwise("loss.vocab_parallel_cross_entropy", {lf, labels}, {loss}, {lf, labels});
+    g.graph.set_boundary(y, loss);
     return std::move(g.graph);
   }
   // Loss (docs/workload.md §4.4): the logits are returned to the caller (HF CausalLMOutput.logits) and

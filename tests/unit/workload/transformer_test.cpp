@@ -373,6 +373,20 @@ TEST_SUITE("workload")
     CHECK(lm_head(w).recompute_flops == 0);                               // the head is never checkpointed
   }
 
+  TEST_CASE("workload: Megatron-LM's loss keeps one fp32 copy of the logits")
+  {
+    // docs/workload.md §4.4, loss: megatron (vocab_parallel_cross_entropy(output.float(), labels)): the 16-bit
+    // logits T·V·b_a die with the upcast (forward working), the fp32 copy T·V·4 is the softmax backward keeps;
+    // backward working is the upcast's gradients, fp32 in and 16-bit out: T·V·(4 + 2).
+    auto m = llama3_8b();
+    m.loss = spec::LossKind::MEGATRON;
+    const std::int64_t T = 8192, V = 128256, h = 4096;
+    const Workload w = workload::build_workload(m, options(1, 8192, spec::Checkpointing::FULL, true));
+    CHECK(lm_head(w).activation_bytes_kept == T * h * 2 + T * V * 4 + T * 8);
+    CHECK(lm_head(w).activation_bytes_forward_working == T * V * 2);
+    CHECK(lm_head(w).activation_bytes_backward_working == T * V * (4 + 2));
+  }
+
   TEST_CASE("workload: operation FLOPs and bytes")
   {
     const std::int64_t b = 2, s = 4096, h = 8192, T = b * s;
