@@ -37,6 +37,9 @@ TEST_SUITE("cli")
     // The GPU keeps the fp16 parameters (2Ψ) and no fp32 state.
     CHECK(r.gpu >= 2 * w.params);
     CHECK(r.gpu < 2 * w.params + 12LL * 1024 * 1024 * 1024);
+    // and the run fits the 32 GB V100, as the paper's did (Ren et al. 2021, Fig. 7: 13B on one GPU).
+    CHECK(r.fit_gpu);
+    CHECK(r.fits);
   }
 
   TEST_CASE("offload scenarios: ZeRO-Infinity 1T on one DGX-2 keeps 18 bytes per parameter on NVMe and is NVMe-bound")
