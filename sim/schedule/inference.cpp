@@ -4,6 +4,8 @@
 // keep a replica on every GPU. docs/inference.md; zero-schedule.md §5.1-§5.4 (partitioning, trace, fetch,
 // prefetch, release), §6.2 (CPU parameters), §8 (NVMe parameters).
 #include "schedule/inference.hpp"
+#include "schedule/offload.hpp"
+#include "schedule/stage3_fetch.hpp"
 
 #include "core/error.hpp"
 
@@ -43,9 +45,6 @@ namespace detail {
 
 namespace {
 
-/// `__max_ongoing_fetch_events` (partitioned_param_coordinator.py, §5.3 step 2).
-constexpr std::size_t MAX_ONGOING_FETCH_EVENTS = 2;
-
 /// Where a parameter's partition lives between its uses (§5.1, §6.2, §8; partition_parameters.py _partition_param).
 enum class Home { GPU, CPU, NVME };
 
@@ -65,13 +64,6 @@ const char* device_name(spec::OffloadDevice d)
   return "?";
 }
 
-/// `io_aligned`: `numel` rounded up to AIO_ALIGNED_BYTES·intra_op_parallelism bytes (§7).
-std::int64_t io_aligned(std::int64_t numel, int elem_bytes, int intra_op)
-{
-  const std::int64_t align = std::max<std::int64_t>(1, AIO_ALIGNED_BYTES * std::max(1, intra_op) / elem_bytes);
-  return ceil_div(numel, align) * align;
-}
-
 /// One module occurrence of the forward trace (§5.2): the model layer it belongs to and its parameters.
 struct TraceModule {
   int layer = -1;
@@ -79,23 +71,14 @@ struct TraceModule {
 };
 
 /// The per-pass state of the parameter coordinator (§5.2-§5.4) and of the NVMe swapper (§8).
-struct Coordinator {
-  std::vector<char> available;     ///< per param: gathered (ZeroParamStatus AVAILABLE or INFLIGHT)
-  std::vector<char> inflight;      ///< per param: gathered by a call its module has not waited on yet
-  std::vector<BufferId> gathered;  ///< per param: its full buffer while gathered (-1: none, a view of the partition)
-  std::vector<TaskId> gathered_by; ///< per param: the task that made it available (-1: nothing to wait for)
-  std::vector<int> most_recent;    ///< __most_recent_step_id_param_fetched_for (trace position)
-  std::vector<Swap> swap;          ///< per NVMe param: its partition's status
-  std::int64_t n_available = 0;    ///< Σ numel of available params (__n_available_params)
-  std::size_t queue = 0;           ///< __param_queue head (index into the trace entries)
-  std::deque<std::array<TaskId, 2>> fetch_events; ///< __ongoing_fetch_events (§5.3 step 2)
-  TaskId last_compute = -1;                       ///< the last forward issued (the compute stream's position)
-  TaskId ag_last = -1;                            ///< the last task issued on the all-gather stream
-  TaskId ag_waited = -1; ///< ag_last at the latest current_stream().wait_stream(allgather_stream)
-  TaskId last_read = -1; ///< the last NVMe read issued (the aio handle completes them in order)
-  int calls = 0;         ///< all-gather calls so far (names)
-  int reads = 0;         ///< NVMe prefetch reads so far (names)
-  int syncs = 0;         ///< back-pressure waits so far (names)
+struct Coordinator : FetchCoordinator {
+  std::vector<BufferId> gathered; ///< per param: its full buffer while gathered (-1: none, a view of the partition)
+  std::vector<Swap> swap;         ///< per NVMe param: its partition's status
+  TaskId ag_last = -1;            ///< the last task issued on the all-gather stream
+  TaskId ag_waited = -1;          ///< ag_last at the latest current_stream().wait_stream(allgather_stream)
+  TaskId last_read = -1;          ///< the last NVMe read issued (the aio handle completes them in order)
+  int calls = 0;                  ///< all-gather calls so far (names)
+  int reads = 0;                  ///< NVMe prefetch reads so far (names)
 };
 
 } // namespace
@@ -166,31 +149,18 @@ void build_inference(Builder& b, const std::vector<int>& passes)
   // (⌈n/N⌉·b_lp >= max(1 MiB, aio.block_size)), else to the CPU; CPU partitions are pinned iff
   // offload_param.pin_memory.
   const std::size_t np = b.params.size();
-  std::vector<std::int64_t> part(np, 0);
-  std::vector<char> persistent(np, 0);
+  Stage3Partition sp = stage3_partition(b);
+  if (!stage3)
+    sp.persistent.assign(np, 0); // a replica: nothing is partitioned
+  const std::vector<std::int64_t>& part = sp.part;
+  const std::vector<char>& persistent = sp.persistent;
   std::vector<Home> home(np, Home::GPU);
   const std::int64_t min_aio = std::max<std::int64_t>(MIN_AIO_BYTES, s.deepspeed.aio.block_size);
-  std::int64_t persist_total = 0;
   for (std::size_t p = 0; p < np; ++p) {
-    const std::int64_t numel = b.params[p].numel;
-    part[p] = ceil_div(numel, nn);
-    if (!stage3)
-      continue;
-    if (numel + persist_total <= z.stage3_model_persistence_threshold &&
-        numel <= z.stage3_param_persistence_threshold) {
-      persistent[p] = 1;
-      persist_total += numel;
-      continue;
-    }
-    if (!offload)
+    if (!stage3 || persistent[p] || !offload)
       continue;
     if (nvme && part[p] * b.b_lp >= min_aio) {
-      // get_buffer asserts that a swapped partition fits one buffer of the pool (§8).
-      if (part[p] >= z.offload_param.buffer_size)
-        throw core::InputError(scenario_label(s) + ": deepspeed.zero_optimization.offload_param.buffer_size: " +
-                               std::to_string(z.offload_param.buffer_size) + " elements, but the partition of " +
-                               b.params[p].name + " has " + std::to_string(part[p]) +
-                               " (each NVMe partition must fit one swap buffer, zero-schedule.md §8)");
+      check_swap_buffer_fits(b, p, part[p]); // get_buffer's assert (§8)
       home[p] = Home::NVME;
     } else {
       home[p] = Home::CPU;
@@ -221,10 +191,7 @@ void build_inference(Builder& b, const std::vector<int>& passes)
       b.resident("persistent_params", Device::GPU, MemCategory::PARAMS, persist_full * b.b_lp);
     // The pinned swap pool: buffer_count x io_aligned(buffer_size) lp elements (§8).
     if (nvme)
-      b.resident("param_swap_pool", Device::HOST, MemCategory::BUFFERS,
-                 static_cast<std::int64_t>(z.offload_param.buffer_count) *
-                     io_aligned(z.offload_param.buffer_size, b.b_lp, s.deepspeed.aio.intra_op_parallelism) * b.b_lp,
-                 true);
+      b.resident("param_swap_pool", Device::HOST, MemCategory::BUFFERS, param_swap_pool_bytes(b), true);
   }
 
   // ---- the forward trace (§5.2): modules in forward order; a tied LM head uses the embedding's weight ----
@@ -411,51 +378,22 @@ void build_inference(Builder& b, const std::vector<int>& passes)
     // numel and, with NVMe parameters, swap in upcoming NVMe partitions (__prefetch_nvme_param_partitions).
     auto fetch = [&](int pos) {
       const TraceModule& m = trace[static_cast<std::size_t>(pos)];
-      if (complete) {
-        const std::size_t end = entry_begin[static_cast<std::size_t>(pos) + 1];
-        for (; c.queue < end; ++c.queue) {
-          const auto pu = static_cast<std::size_t>(entry_param[c.queue]);
-          c.most_recent[pu] = std::max(c.most_recent[pu], entry_pos[c.queue]);
-        }
-      }
-      std::vector<int> now;
-      for (int p : m.params)
-        if (!c.available[static_cast<std::size_t>(p)] && std::find(now.begin(), now.end(), p) == now.end())
-          now.push_back(p);
+      if (complete)
+        c.pop_queue_to(entry_begin[static_cast<std::size_t>(pos) + 1], entry_param, entry_pos);
+      const std::vector<int> now = c.missing(m.params);
       if (!now.empty())
         gather_call(now, "fetch");
-      for (int p : m.params) {
-        const auto pu = static_cast<std::size_t>(p);
-        if (!c.inflight[pu])
-          continue;
-        if (c.fetch_events.size() > MAX_ONGOING_FETCH_EVENTS) {
-          const auto ev = c.fetch_events.front();
-          c.fetch_events.pop_front();
-          b.sync(ps + ".fetch_backpressure." + std::to_string(c.syncs++), pass, {ev[0], ev[1]});
-        }
-        c.inflight[pu] = 0;
-        c.fetch_events.push_back({c.gathered_by[pu], c.last_compute});
-      }
+      c.wait_inflight(b, m.params, ps, pass);
       // current_stream().wait_stream(allgather_stream): the compute stream waits for everything issued on the
       // all-gather stream so far, earlier prefetches included.
       c.ag_waited = c.ag_last;
       if (!complete)
         return;
-      const std::int64_t cap = std::min(z.stage3_max_live_parameters - c.n_available, z.stage3_prefetch_bucket_size);
-      std::int64_t prefetching = 0;
-      std::vector<int> ahead;
-      while (c.queue < entry_param.size() && prefetching < cap) {
-        const int p = entry_param[c.queue];
-        const auto pu = static_cast<std::size_t>(p);
-        if (home[pu] == Home::NVME && c.swap[pu] == Swap::OUT && !c.available[pu])
-          break; // _is_currently_on_nvme: NVMe partitions are prefetched by their own path, in trace order
-        ++c.queue;
-        c.most_recent[pu] = std::max(c.most_recent[pu], entry_pos[c.queue - 1]);
-        if (!c.available[pu] && std::find(ahead.begin(), ahead.end(), p) == ahead.end()) {
-          ahead.push_back(p);
-          prefetching += b.params[pu].numel;
-        }
-      }
+      // _is_currently_on_nvme: NVMe partitions are prefetched by their own path, in trace order.
+      const std::vector<int> ahead = c.prefetch(
+          b, entry_param, entry_pos,
+          std::min(z.stage3_max_live_parameters - c.n_available, z.stage3_prefetch_bucket_size),
+          [&](std::size_t pu) { return home[pu] == Home::NVME && c.swap[pu] == Swap::OUT && !c.available[pu]; });
       if (!ahead.empty())
         gather_call(ahead, "prefetch");
       if (!nvme)

@@ -90,16 +90,28 @@ TaskId stage12_offload_step(Builder& b, std::int64_t part, std::vector<TaskId> d
 // Stage 3
 // ---------------------------------------------------------------------------------------------
 
-namespace {
-
-/// `io_aligned`: round `numel` fp32/lp elements up to AIO_ALIGNED_BYTES·intra_op_parallelism bytes (§7).
 std::int64_t io_aligned(std::int64_t numel, int elem_bytes, int intra_op)
 {
   const std::int64_t align = std::max<std::int64_t>(1, AIO_ALIGNED_BYTES * std::max(1, intra_op) / elem_bytes);
   return ceil_div(numel, align) * align;
 }
 
-} // namespace
+std::int64_t param_swap_pool_bytes(const Builder& b)
+{
+  const spec::OffloadParamSpec& op = b.s.deepspeed.zero.offload_param;
+  return static_cast<std::int64_t>(op.buffer_count) *
+         io_aligned(op.buffer_size, b.b_lp, b.s.deepspeed.aio.intra_op_parallelism) * b.b_lp;
+}
+
+void check_swap_buffer_fits(const Builder& b, std::size_t p, std::int64_t part)
+{
+  const std::int64_t size = b.s.deepspeed.zero.offload_param.buffer_size;
+  if (part >= size)
+    throw core::InputError(scenario_label(b.s) +
+                           ": deepspeed.zero_optimization.offload_param.buffer_size: " + std::to_string(size) +
+                           " elements, but the partition of " + b.params[p].name + " has " + std::to_string(part) +
+                           " (each NVMe partition must fit one swap buffer, zero-schedule.md §8)");
+}
 
 Stage3Offload stage3_plan(const Builder& b, const std::vector<std::int64_t>& part, const std::vector<char>& persistent)
 {
@@ -173,11 +185,7 @@ Stage3Offload stage3_plan(const Builder& b, const std::vector<std::int64_t>& par
         const auto pu = static_cast<std::size_t>(p);
         if (persistent[pu] || part[pu] * b.b_lp < min_aio)
           continue;
-        if (part[pu] >= op.buffer_size)
-          throw core::InputError(
-              "deepspeed.zero_optimization.offload_param.buffer_size: " + std::to_string(op.buffer_size) +
-              " elements, but the partition of " + b.params[pu].name + " has " + std::to_string(part[pu]) +
-              " (each NVMe partition must fit one swap buffer, zero-schedule.md §8)");
+        check_swap_buffer_fits(b, pu, part[pu]);
         o.param_on_nvme[pu] = 1;
         sg.nvme_lp_elements += part[pu];
       }
@@ -250,10 +258,7 @@ void stage3_residents(Builder& b, const Stage3Offload& o, const std::vector<std:
   // NVMe parameters (§8): the pinned swap pool buffer_count × io_aligned(buffer_size) lp elements and
   // the partitioned_swap_buffer (largest sub-group, lp) used by the step's write-back.
   if (o.param_nvme) {
-    b.resident("param_swap_pool", Device::HOST, MemCategory::BUFFERS,
-               static_cast<std::int64_t>(z.offload_param.buffer_count) *
-                   io_aligned(z.offload_param.buffer_size, b.b_lp, b.s.deepspeed.aio.intra_op_parallelism) * b.b_lp,
-               true);
+    b.resident("param_swap_pool", Device::HOST, MemCategory::BUFFERS, param_swap_pool_bytes(b), true);
     if (lp_nvme > 0)
       b.resident("partitioned_swap_buffer", Device::HOST, MemCategory::BUFFERS, o.largest_sub_group * b.b_lp, true);
   }

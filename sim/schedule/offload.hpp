@@ -29,6 +29,16 @@ TaskId stage12_offload_step(Builder& b, std::int64_t part, std::vector<TaskId> d
 
 // ---- stage 3 ----
 
+/// `io_aligned`: `numel` elements of `elem_bytes` rounded up to AIO_ALIGNED_BYTES·intra_op_parallelism bytes (§7).
+std::int64_t io_aligned(std::int64_t numel, int elem_bytes, int intra_op);
+
+/// The pinned NVMe parameter swap pool (§8): offload_param.buffer_count × io_aligned(buffer_size) lp elements.
+std::int64_t param_swap_pool_bytes(const Builder& b);
+
+/// DeepSpeed's get_buffer assert (§8): an NVMe-resident partition of `part` elements must fit one swap buffer
+/// (offload_param.buffer_size); throws core::InputError naming param `p` otherwise.
+void check_swap_buffer_fits(const Builder& b, std::size_t p, std::int64_t part);
+
 /// Where a stage-3 sub-group's fp32 master, grads and optimizer states live (§6.1, §7).
 enum class SubGroupHome { GPU, CPU, NVME };
 

@@ -1,32 +1,18 @@
 // ZeRO stage 3 (DeepSpeedZeroOptimizer_Stage3 + the parameter coordinator, zero-schedule.md §5),
 // with its CPU/NVMe offload placements (§6-§8, offload.cpp).
 #include "schedule/offload.hpp"
+#include "schedule/stage3_fetch.hpp"
 
 #include <algorithm>
-#include <deque>
 
 namespace zerosim::schedule::detail {
 
 namespace {
 
 /// The per-micro-step state of the parameter coordinator (§5.2-§5.4).
-struct Coordinator {
-  std::vector<char> available;     ///< per param: gathered (ZeroParamStatus AVAILABLE or INFLIGHT)
-  std::vector<BufferId> gathered;  ///< per param: its full buffer while gathered
-  std::vector<TaskId> gathered_by; ///< per param: the collective that gathered it
-  std::vector<int> most_recent;    ///< __most_recent_step_id_param_fetched_for (trace position)
-  std::int64_t n_available = 0;    ///< Σ numel of available params (__n_available_params)
-  std::size_t queue = 0;           ///< __param_queue head (index into the trace entries)
-  std::vector<char> inflight;      ///< per param: gathered by a call its module has not waited on yet
-  /// __ongoing_fetch_events (§5.3 step 2): per wait, the event recorded on the compute stream after it; it
-  /// completes when the waited gather and the compute issued before it have. Not reset between micro-steps.
-  std::deque<std::array<TaskId, 2>> fetch_events;
-  TaskId last_compute = -1; ///< the last forward/backward issued (the compute stream's position)
-  int syncs = 0;
+struct Coordinator : FetchCoordinator {
+  std::vector<BufferId> gathered; ///< per param: its full buffer while gathered
 };
-
-/// `__max_ongoing_fetch_events` (partitioned_param_coordinator.py, §5.3 step 2).
-constexpr std::size_t MAX_ONGOING_FETCH_EVENTS = 2;
 
 } // namespace
 
@@ -44,22 +30,10 @@ void build_stage3(Builder& b)
   const std::size_t np = b.params.size();
   const auto nl = static_cast<int>(b.w.layers.size());
 
-  // Partitioning (§5.1): every param padded to a multiple of N, ⌈n/N⌉ elements per rank.
-  // Persistent params (mark_persistent_parameters): numel <= param threshold while the running total
-  // stays <= the model threshold.
-  std::vector<std::int64_t> part(np, 0);
-  std::vector<char> persistent(np, 0);
-  std::int64_t persist_total = 0;
-  for (std::size_t p = 0; p < np; ++p) {
-    const std::int64_t numel = b.params[p].numel;
-    part[p] = ceil_div(numel, nn);
-    if (numel + persist_total > z.stage3_model_persistence_threshold)
-      continue;
-    if (numel <= z.stage3_param_persistence_threshold) {
-      persistent[p] = 1;
-      persist_total += numel;
-    }
-  }
+  // Partitioning and persistent params (§5.1).
+  const Stage3Partition sp = stage3_partition(b);
+  const std::vector<std::int64_t>& part = sp.part;
+  const std::vector<char>& persistent = sp.persistent;
   const Stage3Offload o = stage3_plan(b, part, persistent);
   stage3_residents(b, o, part, persistent);
 
@@ -178,51 +152,19 @@ void build_stage3(Builder& b)
     // queue past this module and prefetch upcoming params up to min(max_live - available, B_p).
     auto fetch = [&](int pos) {
       const ModuleInfo& m = b.modules[static_cast<std::size_t>(trace[static_cast<std::size_t>(pos)])];
-      if (complete) {
-        const std::size_t end = entry_begin[static_cast<std::size_t>(pos) + 1];
-        for (; c.queue < end; ++c.queue) {
-          const auto pu = static_cast<std::size_t>(entry_param[c.queue]);
-          c.most_recent[pu] = std::max(c.most_recent[pu], entry_pos[c.queue]);
-        }
-      }
-      std::vector<int> now;
-      for (int p : m.params)
-        if (!c.available[static_cast<std::size_t>(p)])
-          now.push_back(p);
+      if (complete)
+        c.pop_queue_to(entry_begin[static_cast<std::size_t>(pos) + 1], entry_param, entry_pos);
+      const std::vector<int> now = c.missing(m.params);
       if (!now.empty())
         gather_call(now, "fetch");
-      // Wait for the module's in-flight params (§5.3 step 2). Before each wait, with more than
-      // __max_ongoing_fetch_events outstanding, the host synchronises on the oldest: the host (and with it
-      // every later prefetch) stays a few waits ahead of the compute stream.
-      for (int p : m.params) {
-        const auto pu = static_cast<std::size_t>(p);
-        if (!c.inflight[pu])
-          continue;
-        if (c.fetch_events.size() > MAX_ONGOING_FETCH_EVENTS) {
-          const auto ev = c.fetch_events.front();
-          c.fetch_events.pop_front();
-          b.sync(mbs + ".fetch_backpressure." + std::to_string(c.syncs++), mb, {ev[0], ev[1]});
-        }
-        c.inflight[pu] = 0;
-        c.fetch_events.push_back({c.gathered_by[pu], c.last_compute});
-      }
+      c.wait_inflight(b, m.params, mbs, mb);
       if (!complete)
         return;
-      const std::int64_t cap = std::min(z.stage3_max_live_parameters - c.n_available, z.stage3_prefetch_bucket_size);
-      std::int64_t prefetching = 0;
-      std::vector<int> ahead;
-      while (c.queue < entry_param.size() && prefetching < cap) {
-        const int p = entry_param[c.queue];
-        const auto pu = static_cast<std::size_t>(p);
-        if (o.param_on_nvme[pu] && !c.available[pu])
-          break; // NVMe params are prefetched by their own path: the queue stops here (§5.3 step 4)
-        ++c.queue;
-        c.most_recent[pu] = std::max(c.most_recent[pu], entry_pos[c.queue - 1]);
-        if (!c.available[pu] && std::find(ahead.begin(), ahead.end(), p) == ahead.end()) {
-          ahead.push_back(p);
-          prefetching += b.params[pu].numel;
-        }
-      }
+      // NVMe params are prefetched by their own path: the queue stops at one (§5.3 step 4).
+      const std::vector<int> ahead =
+          c.prefetch(b, entry_param, entry_pos,
+                     std::min(z.stage3_max_live_parameters - c.n_available, z.stage3_prefetch_bucket_size),
+                     [&](std::size_t pu) { return o.param_on_nvme[pu] && !c.available[pu]; });
       if (!ahead.empty())
         gather_call(ahead, "prefetch");
     };

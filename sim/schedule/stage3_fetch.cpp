@@ -1,0 +1,83 @@
+// Stage 3's partitioning and the parameter coordinator steps shared by the training step and ZeRO-Inference
+// (zero-schedule.md §5.1-§5.3).
+#include "schedule/stage3_fetch.hpp"
+
+#include <algorithm>
+
+namespace zerosim::schedule::detail {
+
+Stage3Partition stage3_partition(const Builder& b)
+{
+  const spec::ZeroSpec& z = b.s.deepspeed.zero;
+  const std::size_t np = b.params.size();
+  Stage3Partition sp{std::vector<std::int64_t>(np, 0), std::vector<char>(np, 0)};
+  std::int64_t persist_total = 0;
+  for (std::size_t p = 0; p < np; ++p) {
+    const std::int64_t numel = b.params[p].numel;
+    sp.part[p] = ceil_div(numel, b.n);
+    if (numel + persist_total > z.stage3_model_persistence_threshold)
+      continue;
+    if (numel <= z.stage3_param_persistence_threshold) {
+      sp.persistent[p] = 1;
+      persist_total += numel;
+    }
+  }
+  return sp;
+}
+
+void FetchCoordinator::pop_queue_to(std::size_t end, const std::vector<int>& entry_param,
+                                    const std::vector<int>& entry_pos)
+{
+  for (; queue < end; ++queue) {
+    const auto pu = static_cast<std::size_t>(entry_param[queue]);
+    most_recent[pu] = std::max(most_recent[pu], entry_pos[queue]);
+  }
+}
+
+std::vector<int> FetchCoordinator::missing(const std::vector<int>& params) const
+{
+  std::vector<int> now;
+  for (int p : params)
+    if (!available[static_cast<std::size_t>(p)] && std::find(now.begin(), now.end(), p) == now.end())
+      now.push_back(p);
+  return now;
+}
+
+void FetchCoordinator::wait_inflight(Builder& b, const std::vector<int>& params, const std::string& prefix, int step)
+{
+  for (int p : params) {
+    const auto pu = static_cast<std::size_t>(p);
+    if (!inflight[pu])
+      continue;
+    if (fetch_events.size() > MAX_ONGOING_FETCH_EVENTS) {
+      const auto ev = fetch_events.front();
+      fetch_events.pop_front();
+      b.sync(prefix + ".fetch_backpressure." + std::to_string(syncs++), step, {ev[0], ev[1]});
+    }
+    inflight[pu] = 0;
+    fetch_events.push_back({gathered_by[pu], last_compute});
+  }
+}
+
+std::vector<int> FetchCoordinator::prefetch(const Builder& b, const std::vector<int>& entry_param,
+                                            const std::vector<int>& entry_pos, std::int64_t cap,
+                                            const std::function<bool(std::size_t)>& stop)
+{
+  std::int64_t prefetching = 0;
+  std::vector<int> ahead;
+  while (queue < entry_param.size() && prefetching < cap) {
+    const int p = entry_param[queue];
+    const auto pu = static_cast<std::size_t>(p);
+    if (stop(pu))
+      break;
+    ++queue;
+    most_recent[pu] = std::max(most_recent[pu], entry_pos[queue - 1]);
+    if (!available[pu] && std::find(ahead.begin(), ahead.end(), p) == ahead.end()) {
+      ahead.push_back(p);
+      prefetching += b.params[pu].numel;
+    }
+  }
+  return ahead;
+}
+
+} // namespace zerosim::schedule::detail
