@@ -526,22 +526,81 @@ Fabric inter_node_group_fabric(const Fabric& f)
   Fabric x = f;
   x.gpus_per_node = 1;
   x.nics_per_node = std::min(f.nics_per_node, 1);
+  x.tensor_parallel = 1;
   return x;
+}
+
+/// The fabric of one DATA_PARALLEL group: gpus_per_node / t GPUs per node sharing nics / t NICs (at least one).
+Fabric data_parallel_group_fabric(const Fabric& f)
+{
+  Fabric x = f;
+  x.gpus_per_node = f.gpus_per_node / f.tensor_parallel;
+  x.nics_per_node = f.nics_per_node > 0 ? std::max(1, f.nics_per_node / f.tensor_parallel) : 0;
+  x.tensor_parallel = 1;
+  return x;
+}
+
+void check_tensor_parallel(const Fabric& f)
+{
+  if (f.tensor_parallel < 1 || f.gpus_per_node % f.tensor_parallel != 0)
+    throw core::InputError("collectives: tensor-parallel degree " + std::to_string(f.tensor_parallel) +
+                           " must divide the " + std::to_string(f.gpus_per_node) + " GPUs of a node");
+}
+
+/// Places the flows of a one-group plan on every group: `place(flow, group)` maps the group's GPUs to the cluster's.
+template <class Place> Plan replicate(const Plan& p, int groups, const Options& o, Place place)
+{
+  Plan out = p;
+  for (std::size_t i = 0; i < p.phases.size(); ++i) {
+    out.phases[i].flows.clear();
+    for (int grp = 0; grp < groups; ++grp)
+      for (const Flow& fl : p.phases[i].flows) {
+        const Flow placed = place(fl, grp);
+        if (o.focus_node >= 0 && placed.src.node != o.focus_node && placed.dst.node != o.focus_node)
+          continue;
+        out.phases[i].flows.push_back(placed);
+      }
+  }
+  return out;
 }
 
 } // namespace
 
 Plan plan(CollectiveKind kind, std::int64_t bytes, const Fabric& f, const Options& o, schedule::CommGroup g)
 {
-  if (g == schedule::CommGroup::WORLD)
+  if (g == schedule::CommGroup::WORLD || (g == schedule::CommGroup::DATA_PARALLEL && f.tensor_parallel == 1))
     return plan(kind, bytes, f, o);
   check_fabric(f);
   check_options(f, o);
+  check_tensor_parallel(f);
   Options one_group = o;
   one_group.focus_node = -1;
   one_group.hierarchical = false; // a group inside one node, or of one GPU per node, has no hierarchy
   if (one_group.all_reduce == Algorithm::HIERARCHICAL)
     one_group.all_reduce = Algorithm::AUTO;
+  const int t = f.tensor_parallel;
+  if (g == schedule::CommGroup::TENSOR) {
+    Fabric group = f;
+    group.nodes = 1;
+    group.gpus_per_node = t;
+    group.tensor_parallel = 1;
+    const int per_node = f.gpus_per_node / t;
+    return replicate(plan(kind, bytes, group, one_group), f.nodes * per_node, o, [&](Flow fl, int grp) {
+      const int node = grp / per_node, first = grp % per_node * t;
+      fl.src = Gpu{node, first + fl.src.local};
+      fl.dst = Gpu{node, first + fl.dst.local};
+      return fl;
+    });
+  }
+  if (g == schedule::CommGroup::DATA_PARALLEL) {
+    Options dp_o = o; // a data-parallel group spanning nodes keeps the caller's algorithm choice
+    dp_o.focus_node = -1;
+    return replicate(plan(kind, bytes, data_parallel_group_fabric(f), dp_o), t, o, [&](Flow fl, int c) {
+      fl.src.local = fl.src.local * t + c;
+      fl.dst.local = fl.dst.local * t + c;
+      return fl;
+    });
+  }
   Plan out;
   if (g == schedule::CommGroup::INTRA_NODE) {
     Fabric node = f;
@@ -606,6 +665,17 @@ std::vector<std::pair<Gpu, Gpu>> inter_node_pairs(const Fabric& f, const Options
   for (const Flow& fl : flows)
     if (fl.src.node != fl.dst.node)
       out.emplace_back(fl.src, fl.dst);
+  if (f.tensor_parallel > 1) { // every pair a DATA_PARALLEL group's plans may use
+    check_tensor_parallel(f);
+    Options group_o = o;
+    group_o.focus_node = -1;
+    for (auto [a, b] : inter_node_pairs(data_parallel_group_fabric(f), group_o))
+      for (int c = 0; c < f.tensor_parallel; ++c) {
+        const Gpu src{a.node, a.local * f.tensor_parallel + c}, dst{b.node, b.local * f.tensor_parallel + c};
+        if (o.focus_node < 0 || src.node == o.focus_node || dst.node == o.focus_node)
+          out.emplace_back(src, dst);
+      }
+  }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;

@@ -40,6 +40,9 @@ struct Fabric {
   double inter_latency_s = 0; ///< one hop between nodes (route GPU -> PCIe -> NIC -> fabric -> NIC -> PCIe -> GPU)
   /// GPUs of a node talk over NVLink (NCCL's NVLINK latency row); false: over PCIe (its PCI row).
   bool intra_nvlink = true;
+  /// The tensor-parallel degree t (a divisor of gpus_per_node): TENSOR groups are t consecutive GPUs of a node,
+  /// DATA_PARALLEL groups the GPUs with the same local index modulo t on every node. 1: no tensor parallelism.
+  int tensor_parallel = 1;
 };
 
 /// The NIC GPU `local` uses: NICs hang off the PCIe switches in order, GPU g uses NIC g * nics / gpus
@@ -96,12 +99,15 @@ Plan plan(schedule::CollectiveKind kind, std::int64_t bytes, const Fabric& f, co
 /// The plan of one collective on every group of kind `g` at once (schedule::CommGroup): WORLD is plan()
 /// above; INTRA_NODE is the one-node plan of `f` repeated on every node; INTER_NODE is the plan of a
 /// cluster of `f.nodes` nodes with one GPU and one NIC each, repeated for every local index (the groups
-/// share each node's NICs on the platform). Latency terms are those of one group (the groups run
-/// side by side). Honours o.focus_node (only the flows with an end on that node).
+/// share each node's NICs on the platform). TENSOR is the plan of a node of t GPUs repeated on every group of
+/// every node; DATA_PARALLEL the plan of a cluster of gpus_per_node / t GPUs (and NICs / t, at least one) per node,
+/// its GPU v being local index v x t + c, repeated for every c < t (docs/tensor-parallel.md §4). Latency terms are
+/// those of one group (the groups run side by side). Honours o.focus_node (only the flows with an end on that node).
 Plan plan(schedule::CollectiveKind kind, std::int64_t bytes, const Fabric& f, const Options& o, schedule::CommGroup g);
 
 /// Every ordered GPU pair (src, dst) on different nodes that some plan of `f` may use (ring channels,
-/// tree edges in both directions, hierarchical rings, the INTER_NODE groups' rings and trees), sorted,
+/// tree edges in both directions, hierarchical rings, the INTER_NODE groups' rings and trees, with tensor
+/// parallelism the DATA_PARALLEL groups' pairs), sorted,
 /// without duplicates: the platform needs a route for each. Honours o.focus_node (only pairs with an end
 /// on that node).
 std::vector<std::pair<Gpu, Gpu>> inter_node_pairs(const Fabric& f, const Options& o = {});

@@ -339,7 +339,7 @@ void read_batch(FieldReader& r, spec::Scenario& s, TrainingBatchGiven given)
       std::int64_t per_step = static_cast<std::int64_t>(t.micro_batch) * gpus;
       if (*tbs % per_step != 0)
         r.fail_expected("train_batch_size", "a multiple of micro_batch " + std::to_string(t.micro_batch) + " x " +
-                                                std::to_string(gpus) + " GPUs = " + std::to_string(per_step));
+                                                dp_ranks_text(s) + " = " + std::to_string(per_step));
       t.grad_accum = static_cast<int>(*tbs / per_step);
       t.global_batch_given = true;
     }
@@ -354,10 +354,18 @@ void read_batch(FieldReader& r, spec::Scenario& s, TrainingBatchGiven given)
   if (tbs && *tbs != t.global_batch)
     r.fail("train_batch_size", "train_batch_size " + std::to_string(*tbs) + " != micro_batch " +
                                    std::to_string(t.micro_batch) + " x grad_accum " + std::to_string(t.grad_accum) +
-                                   " x " + std::to_string(gpus) + " GPUs = " + std::to_string(t.global_batch));
+                                   " x " + dp_ranks_text(s) + " = " + std::to_string(t.global_batch));
 }
 
 } // namespace
+
+std::string dp_ranks_text(const spec::Scenario& s)
+{
+  if (s.tp() == 1)
+    return std::to_string(s.world()) + " GPUs";
+  return std::to_string(s.dp()) + " data-parallel ranks (" + std::to_string(s.world()) + " GPUs / tensor_parallel " +
+         std::to_string(s.tp()) + ")";
+}
 
 std::optional<spec::Dtype> parse_dtype(const std::string& s)
 {

@@ -32,6 +32,9 @@ void default_deepspeed(spec::Scenario& s);
 spec::FsdpSpec read_fsdp(FieldReader& r);
 spec::DdpSpec read_ddp(FieldReader& r);
 
+/// "16 GPUs", or with tensor parallelism "4 data-parallel ranks (16 GPUs / tensor_parallel 4)": what a batch counts.
+std::string dp_ranks_text(const spec::Scenario& s);
+
 /// Accepts the dtype names DeepSpeed's DtypeEnum accepts.
 std::optional<spec::Dtype> parse_dtype(const std::string& s);
 

@@ -236,6 +236,8 @@ std::string resolved_yaml(const spec::Scenario& s)
   t["mode"] = s.training.mode == spec::Mode::TRAIN ? "train" : "inference";
   if (s.training.total_tokens)
     t["total_tokens"] = num(*s.training.total_tokens);
+  if (s.tp() > 1)
+    t["tensor_parallel"] = s.training.tensor_parallel;
   root["training"] = t;
   if (s.training.mode == spec::Mode::INFERENCE) {
     root["inference"]["batch"] = s.inference.batch;

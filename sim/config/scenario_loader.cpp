@@ -51,6 +51,7 @@ TrainingRead read_training(FieldReader& t, spec::TrainingSpec& out)
   out.mode = t.opt_enum<spec::Mode>("mode", {{"train", spec::Mode::TRAIN}, {"inference", spec::Mode::INFERENCE}})
                  .value_or(spec::Mode::TRAIN);
   out.total_tokens = t.opt_number("total_tokens", 1e-300, 1e300, "a positive number");
+  out.tensor_parallel = static_cast<int>(t.get_int("tensor_parallel", 1, 1, POS));
   return tr;
 }
 
@@ -88,6 +89,27 @@ void read_cluster(FieldReader& c, ScenarioDocument& doc, spec::Scenario& s)
                         "' has no NICs and cluster.network gives none (set nics_per_node and nic_bandwidth)");
 }
 
+/// training.tensor_parallel against the node and the model (docs/tensor-parallel.md): the TP group is t consecutive
+/// GPUs of one node, and Megatron's column/row-parallel layers split heads, key/value heads and the FFN width evenly.
+void check_tensor_parallel(FieldReader& t, const spec::Scenario& s)
+{
+  const int tp = s.training.tensor_parallel;
+  if (tp == 1)
+    return;
+  const auto need = [&](const char* what, std::int64_t v) {
+    if (v % tp != 0)
+      t.fail_expected("tensor_parallel",
+                      std::string("a divisor of the model's ") + what + " (" + std::to_string(v) + ")");
+  };
+  if (s.cluster.gpus_per_node % tp != 0)
+    t.fail_expected("tensor_parallel", "a divisor of cluster.gpus_per_node (" +
+                                           std::to_string(s.cluster.gpus_per_node) +
+                                           "; a tensor-parallel group is GPUs of one node)");
+  need("heads", s.model.heads);
+  need("kv_heads", s.model.kv_heads > 0 ? s.model.kv_heads : s.model.heads);
+  need("ffn_hidden", s.model.ffn_hidden > 0 ? s.model.ffn_hidden : 4 * s.model.hidden);
+}
+
 /// training: batch keys once the GPU count is known (global_batch must divide evenly).
 void resolve_batch(FieldReader& t, const TrainingRead& tr, spec::Scenario& s)
 {
@@ -97,7 +119,7 @@ void resolve_batch(FieldReader& t, const TrainingRead& tr, spec::Scenario& s)
   if (tr.global_batch) {
     if (*tr.global_batch % per_step != 0)
       t.fail_expected("global_batch", "a multiple of micro_batch " + std::to_string(out.micro_batch) + " x " +
-                                          std::to_string(s.dp()) + " GPUs = " + std::to_string(per_step));
+                                          dp_ranks_text(s) + " = " + std::to_string(per_step));
     out.grad_accum = static_cast<int>(*tr.global_batch / per_step);
     out.global_batch_given = true;
   } else {
@@ -210,6 +232,7 @@ spec::Scenario read_scenario(ScenarioDocument& doc)
   if (!c)
     r.fail_missing("cluster");
   read_cluster(*c, doc, s);
+  check_tensor_parallel(*t, s);
   resolve_batch(*t, tr, s);
 
   std::optional<FieldReader> inf = r.opt_map("inference");
@@ -252,6 +275,14 @@ spec::Scenario read_scenario(ScenarioDocument& doc)
     if (std::optional<FieldReader> d = r.opt_map("ddp"))
       read_ddp_block(*d, s);
   }
+  if (s.tp() > 1 && s.framework != spec::Framework::DEEPSPEED)
+    t->fail("tensor_parallel", std::string("tensor parallelism is modelled as Megatron-DeepSpeed runs it (a deepspeed "
+                                           "block); with ") +
+                                   (s.framework == spec::Framework::FSDP ? "fsdp" : "ddp") +
+                                   " it is not modelled (docs/tensor-parallel.md)");
+  if (s.tp() > 1 && s.training.mode == spec::Mode::INFERENCE)
+    t->fail("tensor_parallel", "tensor parallelism in inference (DeepSpeed-Inference's kernel injection) is not "
+                               "modelled: ZeRO-Inference runs one rank per model copy (docs/inference.md)");
   // fsdp: {} / ddp: {} (empty) are valid: take the keys so they are not reported.
   r.take("fsdp");
   r.take("ddp");

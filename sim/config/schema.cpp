@@ -431,7 +431,9 @@ const Schema& scenario_schema()
        key("flash_attention", "bool", "true", "fused attention without the s x s matrix"),
        key("optimizer", "one of adamw, adam, sgd", "adamw", "optimizer kind"),
        key("mode", "one of train, inference", "train", "inference: forward only"),
-       key("total_tokens", "number > 0", "none", "tokens to train (reports time to train)")}};
+       key("total_tokens", "number > 0", "none", "tokens to train (reports time to train)"),
+       key("tensor_parallel", "integer >= 1 dividing gpus_per_node, heads, kv_heads, ffn_hidden", "1",
+           "Megatron tensor parallelism degree (deepspeed only); data parallelism = GPUs / it")}};
   static const Schema inference{"inference",
                                 {key("batch", "integer >= 1", "1", "sequences per GPU"),
                                  key("prompt_tokens", "integer >= 1", "required", "prompt length"),

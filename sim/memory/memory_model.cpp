@@ -172,7 +172,8 @@ MemoryReport replay_events(const spec::Scenario& s, const schedule::TaskGraph& g
   // pushes a run over capacity: reserved is bounded by what the context and NCCL leave, and never below the
   // rounded live blocks, which cannot be freed.
   r.cuda_context_bytes = CUDA_CONTEXT_BYTES;
-  r.nccl_bytes = nccl_buffer_bytes(s.dp());
+  // One communicator per group kind a rank belongs to: data-parallel and, with tensor parallelism, its TP group.
+  r.nccl_bytes = nccl_buffer_bytes(s.dp()) + nccl_buffer_bytes(s.tp());
   const std::int64_t cached = r.gpu + std::llround(ALLOCATOR_FRAGMENTATION_FRACTION * static_cast<double>(r.gpu));
   const std::int64_t room = s.cluster.node.gpu.memory_bytes - r.cuda_context_bytes - r.nccl_bytes;
   r.gpu_reserved = std::max(r.gpu_rounded, std::min(cached, room));

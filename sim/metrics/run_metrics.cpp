@@ -468,7 +468,7 @@ RunMetrics compute_metrics(const spec::Scenario& s, const workload::Workload& w,
   };
   size_t worst = 0; // the simulated rank with the largest peak: its breakdown and device-time view are reported
   std::int64_t worst_gpu = -1;
-  std::vector<bool> simulated(static_cast<size_t>(s.dp()), false);
+  std::vector<bool> simulated(static_cast<size_t>(s.world()), false);
   for (size_t i = 0; i < t.ranks.size(); ++i) {
     check_timeline(t.ranks[i]);
     memory::MemoryReport r = memory::replay_memory(s, t.ranks[i].graph);
@@ -476,7 +476,7 @@ RunMetrics compute_metrics(const spec::Scenario& s, const workload::Workload& w,
       worst_gpu = r.gpu;
       worst = i;
     }
-    if (t.ranks[i].rank >= 0 && t.ranks[i].rank < s.dp())
+    if (t.ranks[i].rank >= 0 && t.ranks[i].rank < s.world())
       simulated[static_cast<size_t>(t.ranks[i].rank)] = true;
     take(std::move(r), t.ranks[i].rank);
   }

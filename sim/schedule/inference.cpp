@@ -91,10 +91,10 @@ void check_inference(const spec::Scenario& s, const workload::Workload& w, int r
         where + ": training.mode inference with " + (s.framework == spec::Framework::DDP ? "ddp" : "fsdp") +
         ": only DeepSpeed inference is modelled (ZeRO-Inference: stage 3 with or without offload_param; a replica: "
         "stage 0, 1 or 2); give a deepspeed block instead (docs/inference.md)");
-  if (s.dp() < 1)
-    throw core::InputError(where + ": cluster: no GPU (nodes x gpus_per_node = " + std::to_string(s.dp()) + ")");
-  if (rank < 0 || rank >= s.dp())
-    throw core::InputError(where + ": rank " + std::to_string(rank) + " outside 0.." + std::to_string(s.dp() - 1));
+  if (s.world() < 1)
+    throw core::InputError(where + ": cluster: no GPU (nodes x gpus_per_node = " + std::to_string(s.world()) + ")");
+  if (rank < 0 || rank >= s.world())
+    throw core::InputError(where + ": rank " + std::to_string(rank) + " outside 0.." + std::to_string(s.world() - 1));
   if (s.training.grad_accum != 1)
     throw core::InputError(where + ": training.grad_accum: inference accumulates no gradients, expected 1, found " +
                            std::to_string(s.training.grad_accum));

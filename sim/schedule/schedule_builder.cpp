@@ -11,6 +11,9 @@ namespace zerosim::schedule::detail {
 Builder::Builder(const spec::Scenario& scen, const workload::Workload& work, int r) : s(scen), w(work), rank(r)
 {
   n = s.dp();
+  tp = s.tp();
+  dp_rank = rank / tp;
+  b_act = s.training.precision == spec::Precision::FP32 ? 4 : 2;
   g = s.training.grad_accum;
   const spec::Precision p = s.training.precision;
   mixed = p == spec::Precision::BF16 || p == spec::Precision::FP16;
@@ -169,9 +172,12 @@ TaskId Builder::collective(std::string name, Phase ph, Stream st, CollectiveKind
   t.micro_step = mb;
   t.collective = k;
   t.bytes = bytes;
+  if (group == CommGroup::WORLD && tp > 1)
+    group = CommGroup::DATA_PARALLEL;
   t.group = group;
   t.group_size = group == CommGroup::INTRA_NODE   ? s.cluster.gpus_per_node
                  : group == CommGroup::INTER_NODE ? s.cluster.nodes
+                 : group == CommGroup::TENSOR     ? tp
                                                   : n;
   t.deps = std::move(deps);
   return add(std::move(t));
@@ -258,7 +264,10 @@ TaskId Builder::forward(int mb, int layer, std::vector<TaskId> deps)
   for (const workload::Op& op : l.ops)
     t.mem_bytes += op.fwd_bytes;
   t.deps = std::move(deps);
-  const TaskId id = add(std::move(t));
+  const TaskId compute = add(std::move(t));
+  // The layer's tensor-parallel all-reduces run inside its forward (before checkpoint() returns): the layer ends
+  // with the last of them. Its memory events stay on the compute task.
+  const TaskId id = tensor_parallel_collectives(mb, layer, Phase::FORWARD, compute);
   if (ck && (ckpt_.copy == DsCheckpointing::Copy::BLOCKING || ckpt_.contiguous)) {
     // The checkpoint is kept elsewhere (host memory or a contiguous slot): the GPU block input lives through
     // the forward, then get_partitioned_activations_for_backward / get_cpu_activations_for_backward empty it
@@ -267,9 +276,9 @@ TaskId Builder::forward(int mb, int layer, std::vector<TaskId> deps)
     ckpt_input_[li] = -1;
     if (input < 0) {
       input = transient(mbs + ".act." + l.name, Device::GPU, MemCategory::ACTIVATIONS, l.activation_bytes_kept);
-      alloc_on(id, input);
+      alloc_on(compute, input);
     }
-    free_on(id, input);
+    free_on(compute, input);
     if (ckpt_.contiguous && ckpt_.copy != DsCheckpointing::Copy::BLOCKING) {
       // contiguous_data_buffers on the GPU: number_checkpoints slots allocated at the micro-step's first
       // checkpoint (partition_activations), each kept until its block's backward.
@@ -279,12 +288,12 @@ TaskId Builder::forward(int mb, int layer, std::vector<TaskId> deps)
           const workload::Layer& c = w.layers[static_cast<std::size_t>(cl)];
           act_kept_[static_cast<std::size_t>(cl)] = transient(mbs + ".ckpt_contiguous." + c.name, Device::GPU,
                                                               MemCategory::ACTIVATIONS, c.activation_bytes_kept);
-          alloc_on(id, act_kept_[static_cast<std::size_t>(cl)]);
+          alloc_on(compute, act_kept_[static_cast<std::size_t>(cl)]);
         }
         ckpt_unused_slots_ =
             transient(mbs + ".ckpt_contiguous.unused", Device::GPU, MemCategory::ACTIVATIONS,
                       (ckpt_.slots - static_cast<std::int64_t>(ckpt_layers_.size())) * l.activation_bytes_kept);
-        alloc_on(id, ckpt_unused_slots_);
+        alloc_on(compute, ckpt_unused_slots_);
       }
     } else {
       act_kept_[li] = -1;
@@ -292,13 +301,13 @@ TaskId Builder::forward(int mb, int layer, std::vector<TaskId> deps)
   } else {
     const BufferId kept =
         transient(mbs + ".act." + l.name, Device::GPU, MemCategory::ACTIVATIONS, l.activation_bytes_kept);
-    alloc_on(id, kept);
+    alloc_on(compute, kept);
     act_kept_[li] = kept;
   }
   const BufferId work = transient(mbs + ".fwd_working." + l.name, Device::GPU, MemCategory::ACTIVATIONS,
                                   l.activation_bytes_forward_working);
-  alloc_on(id, work);
-  free_on(id, work);
+  alloc_on(compute, work);
+  free_on(compute, work);
   if (!ck)
     return id;
   if (ckpt_.copy == DsCheckpointing::Copy::ASYNC) {
@@ -495,6 +504,7 @@ std::array<TaskId, 2> Builder::backward(int mb, int layer, std::vector<TaskId> d
     r.deps = deps;
     first = add(std::move(r));
     alloc_on(first, work);
+    tensor_parallel_collectives(mb, layer, Phase::RECOMPUTE, first);
   }
   Task t;
   t.kind = TaskKind::COMPUTE;
@@ -518,7 +528,50 @@ std::array<TaskId, 2> Builder::backward(int mb, int layer, std::vector<TaskId> d
   for (BufferId b : ckpt_pending_frees_)
     free_on(first, b);
   ckpt_pending_frees_.clear();
-  return {first, id};
+  return {first, tensor_parallel_collectives(mb, layer, Phase::BACKWARD, id)};
+}
+
+TaskId Builder::tensor_parallel_collectives(int mb, int layer, Phase ph, TaskId after)
+{
+  if (tp == 1)
+    return after;
+  const workload::Layer& l = w.layers[static_cast<std::size_t>(layer)];
+  const std::int64_t tokens = std::int64_t{s.training.micro_batch} * s.training.seq_len;
+  const std::int64_t hidden_bytes = tokens * s.model.hidden * b_act;
+  // docs/tensor-parallel.md §3 (Megatron-LM core/tensor_parallel/{layers,mappings,cross_entropy}.py):
+  // a block's forward (and its recompute) all-reduces the row-parallel outputs of attention and MLP, its backward
+  // the input gradients of the column-parallel QKV and MLP-up layers; the vocab-parallel embedding all-reduces its
+  // output; the LM head's backward its input gradient; the vocab-parallel cross entropy three fp32 values per token
+  // (the logits' max, the sum of exponentials, the target logit).
+  std::vector<std::pair<std::string, std::int64_t>> reduces;
+  switch (l.kind) {
+  case workload::LayerKind::BLOCK:
+    // Only full checkpointing re-runs the row-parallel layers; selective recomputes the attention core alone.
+    if (ph == Phase::FORWARD || ph == Phase::BACKWARD ||
+        (ph == Phase::RECOMPUTE && s.training.activation_checkpointing == spec::Checkpointing::FULL)) {
+      const char* what = ph == Phase::BACKWARD ? "dgrad" : "out";
+      reduces = {{std::string("attn.") + what, hidden_bytes}, {std::string("mlp.") + what, hidden_bytes}};
+    }
+    break;
+  case workload::LayerKind::EMBEDDING:
+    if (ph == Phase::FORWARD)
+      reduces = {{"out", hidden_bytes}};
+    break;
+  case workload::LayerKind::LM_HEAD:
+    if (ph == Phase::FORWARD)
+      reduces = {{"loss.max", tokens * 4}, {"loss.sum_exp", tokens * 4}, {"loss.target", tokens * 4}};
+    else if (ph == Phase::BACKWARD)
+      reduces = {{"dgrad", hidden_bytes}};
+    break;
+  case workload::LayerKind::FINAL_NORM:
+    break;
+  }
+  const char* phase = ph == Phase::FORWARD ? "fwd" : ph == Phase::RECOMPUTE ? "recompute" : "bwd";
+  TaskId last = after;
+  for (const auto& [what, bytes] : reduces)
+    last = collective("mb" + std::to_string(mb) + ".tp_allreduce." + phase + "." + l.name + "." + what, ph,
+                      Stream::COMPUTE, CollectiveKind::ALL_REDUCE, bytes, mb, {last}, CommGroup::TENSOR);
+  return last;
 }
 
 TaskId Builder::gpu_optimizer(std::string name, std::int64_t elements, double extra_bytes_per_elem,
@@ -568,10 +621,19 @@ TaskId Builder::cpu_optimizer(std::string name, std::int64_t elements, std::vect
 TaskId Builder::step_scalars(bool overflow)
 {
   TaskId last = -1;
-  if (overflow) // overflow flag: AR(1 byte) MAX (§3.5 step 1, §5.7 step 2)
+  // With tensor parallelism (an mpu), each scalar is all-reduced over the data-parallel group, then over the
+  // model-parallel one (DeepSpeed's _model_parallel_all_reduce; docs/tensor-parallel.md §3).
+  if (overflow) { // overflow flag: AR(1 byte) MAX (§3.5 step 1, §5.7 step 2)
     last = collective("step.overflow_check", Phase::OPTIMIZER, Stream::COMPUTE, CollectiveKind::ALL_REDUCE, 1, -1);
+    if (tp > 1)
+      last = collective("step.overflow_check.tp", Phase::OPTIMIZER, Stream::COMPUTE, CollectiveKind::ALL_REDUCE, 1, -1,
+                        {last}, CommGroup::TENSOR);
+  }
   // global grad norm: AR(1 float) SUM; its .item() makes the host wait (§3.5 step 2, §5.7 step 2)
   last = collective("step.grad_norm", Phase::OPTIMIZER, Stream::COMPUTE, CollectiveKind::ALL_REDUCE, 4, -1);
+  if (tp > 1)
+    last = collective("step.grad_norm.tp", Phase::OPTIMIZER, Stream::COMPUTE, CollectiveKind::ALL_REDUCE, 4, -1, {last},
+                      CommGroup::TENSOR);
   host_wait(last);
   return last;
 }

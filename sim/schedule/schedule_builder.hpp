@@ -100,8 +100,11 @@ public:
 
   const spec::Scenario& s;
   const workload::Workload& w;
-  int rank = 0;
-  int n = 1;         ///< N, data-parallel degree
+  int rank = 0;      ///< the global rank (node-major: node x gpus_per_node + local)
+  int n = 1;         ///< N, data-parallel degree (GPUs / t)
+  int tp = 1;        ///< t, tensor-parallel degree (docs/tensor-parallel.md)
+  int dp_rank = 0;   ///< this rank's index in its data-parallel group: rank / t (Megatron's order)
+  int b_act = 2;     ///< bytes of an activation element (the tensor-parallel all-reduces carry activations)
   int g = 1;         ///< gradient-accumulation micro-steps
   int b_lp = 2;      ///< bytes of the model dtype (§1.3)
   int b_c = 2;       ///< bytes of communication_data_type (§1.3)
@@ -144,7 +147,9 @@ public:
   /// `current_stream().wait_stream(...)`: the next task issued on COMPUTE waits for `t`.
   void compute_waits_for(TaskId t);
 
-  /// A collective over `group` (its group_size follows: WORLD n, INTRA_NODE gpus per node, INTER_NODE nodes).
+  /// A collective over `group` (its group_size follows: WORLD n, INTRA_NODE gpus per node, INTER_NODE nodes,
+  /// TENSOR t). With tensor parallelism WORLD, which the ZeRO code uses for "the data-parallel group", becomes
+  /// DATA_PARALLEL.
   TaskId collective(std::string name, Phase ph, Stream st, CollectiveKind k, std::int64_t bytes, int mb,
                     std::vector<TaskId> deps = {}, CommGroup group = CommGroup::WORLD);
   TaskId copy(std::string name, Phase ph, Stream st, CopyDirection dir, std::int64_t bytes, bool pinned, int mb,
@@ -190,6 +195,11 @@ public:
   std::int64_t layer_grad_bytes(int layer) const { return layer_numel(layer) * b_lp; }
 
 private:
+  /// Megatron's tensor-parallel all-reduces of `layer` for phase FORWARD, RECOMPUTE or BACKWARD, issued on the compute
+  /// stream after the layer's compute task `after` (docs/tensor-parallel.md §3). Returns the last one, or `after`
+  /// when there are none (t = 1, or nothing to reduce).
+  TaskId tensor_parallel_collectives(int mb, int layer, Phase ph, TaskId after);
+
   std::vector<BufferId> act_kept_;    ///< per layer, the current micro-step's kept activations
   std::vector<BufferId> bwd_working_; ///< per layer, allocated by the recompute task
   // DeepSpeed activation checkpointing (docs/offload.md).

@@ -35,7 +35,7 @@ void build_stage12(Builder& b)
   const std::int64_t align = 2LL * b.n;
   const std::int64_t psi_pad = ceil_div(b.psi, align) * align;
   const std::int64_t part = psi_pad / b.n;
-  const std::int64_t p_begin = static_cast<std::int64_t>(b.rank) * part;
+  const std::int64_t p_begin = static_cast<std::int64_t>(b.dp_rank) * part;
   const std::int64_t p_end = p_begin + part;
   std::vector<std::int64_t> slice(b.params.size(), 0); // elements of each param inside the partition
   std::vector<char> touches(b.params.size(), 0);

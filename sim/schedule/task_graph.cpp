@@ -42,6 +42,10 @@ const char* to_string(CommGroup g)
     return "intra_node";
   case CommGroup::INTER_NODE:
     return "inter_node";
+  case CommGroup::TENSOR:
+    return "tensor";
+  case CommGroup::DATA_PARALLEL:
+    return "data_parallel";
   case CommGroup::WORLD:
     break;
   }

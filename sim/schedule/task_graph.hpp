@@ -43,10 +43,16 @@ enum class CollectiveKind { ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER };
 /// The communicator a collective runs on. Every rank issues the same collectives in the same order, so
 /// the k-th collective of every rank is one call on each rank's own group of that kind.
 enum class CommGroup {
-  WORLD,      ///< every rank of the job (the data-parallel group)
+  WORLD,      ///< every rank of the job (the data-parallel group without tensor parallelism)
   INTRA_NODE, ///< the ranks of one node (FSDP HYBRID_SHARD's shard group); all nodes' groups run at once
   INTER_NODE, ///< the ranks with the same local index on every node (HYBRID_SHARD's replicate group);
               ///< all local indices' groups run at once
+  /// Megatron tensor parallelism (docs/tensor-parallel.md): t consecutive ranks of a node (rank / t); every
+  /// group of every node runs at once.
+  TENSOR,
+  /// With tensor parallelism, the data-parallel group: the ranks with the same tensor-parallel index (rank % t)
+  /// on every node; all t groups run at once. Without it, WORLD.
+  DATA_PARALLEL,
 };
 enum class CopyDirection { H2D, D2H };
 

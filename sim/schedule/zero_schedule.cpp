@@ -14,10 +14,10 @@ namespace {
 void check_supported(const spec::Scenario& s, const workload::Workload& w, int rank)
 {
   const std::string where = detail::scenario_label(s);
-  if (s.dp() < 1)
-    throw core::InputError(where + ": cluster: no GPU (nodes x gpus_per_node = " + std::to_string(s.dp()) + ")");
-  if (rank < 0 || rank >= s.dp())
-    throw core::InputError(where + ": rank " + std::to_string(rank) + " outside 0.." + std::to_string(s.dp() - 1));
+  if (s.world() < 1)
+    throw core::InputError(where + ": cluster: no GPU (nodes x gpus_per_node = " + std::to_string(s.world()) + ")");
+  if (rank < 0 || rank >= s.world())
+    throw core::InputError(where + ": rank " + std::to_string(rank) + " outside 0.." + std::to_string(s.world() - 1));
   if (s.training.grad_accum < 1)
     throw core::InputError(where + ": training.grad_accum: expected >= 1, found " +
                            std::to_string(s.training.grad_accum));
@@ -63,7 +63,7 @@ void check_supported(const spec::Scenario& s, const workload::Workload& w, int r
 
 std::vector<int> memory_ranks(const spec::Scenario& s)
 {
-  const int n = s.dp();
+  const int n = s.world();
   std::vector<int> ranks;
   const int stage = s.deepspeed.zero.stage;
   // Inference keeps no partitioned gradients or optimizer: stages 1 and 2 hold a replica like stage 0.

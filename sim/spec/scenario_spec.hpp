@@ -5,6 +5,7 @@
 #include "spec/model_spec.hpp"
 #include "spec/node_spec.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -22,12 +23,15 @@ enum class Framework { DEEPSPEED, FSDP, DDP };
 enum class Dtype { FP32, FP16, BF16 };
 
 /// Bytes of one element of `d`.
-inline int dtype_bytes(Dtype d) { return d == Dtype::FP32 ? 4 : 2; }
+inline int dtype_bytes(Dtype d)
+{
+  return d == Dtype::FP32 ? 4 : 2;
+}
 
 struct TrainingSpec {
   int seq_len = 0;
-  int micro_batch = 1;        ///< per GPU
-  int grad_accum = 1;         ///< resolved: global_batch / (micro_batch * dp) when global_batch was given
+  int micro_batch = 1;             ///< per GPU
+  int grad_accum = 1;              ///< resolved: global_batch / (micro_batch * dp) when global_batch was given
   std::int64_t global_batch = 0;   ///< resolved: micro_batch * grad_accum * dp
   bool global_batch_given = false; ///< which of the two the user gave (the other follows in a sweep)
   Precision precision = Precision::BF16;
@@ -36,6 +40,9 @@ struct TrainingSpec {
   Optimizer optimizer = Optimizer::ADAMW;
   Mode mode = Mode::TRAIN;
   std::optional<double> total_tokens;
+  /// Megatron-LM tensor (intra-layer) model parallelism: t consecutive ranks of a node share every block's
+  /// GEMMs (docs/tensor-parallel.md). 1: none. The data-parallel degree is GPUs / t.
+  int tensor_parallel = 1;
 };
 
 struct InferenceSpec {
@@ -51,11 +58,11 @@ struct OffloadOptimizerSpec {
   OffloadDevice device = OffloadDevice::NONE;
   std::string nvme_path;
   int buffer_count = 4;
-  bool pin_memory = true;        ///< 0.19: true; 0.16: false
+  bool pin_memory = true; ///< 0.19: true; 0.16: false
   bool pipeline_read = false;
   bool pipeline_write = false;
   bool fast_init = false;
-  double ratio = 1.0;            ///< Twin-Flow: fraction of sub-groups stepped on the CPU (stage 3)
+  double ratio = 1.0; ///< Twin-Flow: fraction of sub-groups stepped on the CPU (stage 3)
   bool super_offload = false;
   double cpuadam_cores_perc = 0.8;
 };
@@ -65,9 +72,9 @@ struct OffloadParamSpec {
   OffloadDevice device = OffloadDevice::NONE;
   std::string nvme_path;
   int buffer_count = 5;
-  std::int64_t buffer_size = 100'000'000;   ///< elements
-  std::int64_t max_in_cpu = 1'000'000'000;  ///< elements
-  bool pin_memory = true;        ///< 0.19: true; 0.16: false
+  std::int64_t buffer_size = 100'000'000;  ///< elements
+  std::int64_t max_in_cpu = 1'000'000'000; ///< elements
+  bool pin_memory = true;                  ///< 0.19: true; 0.16: false
 };
 
 /// The `aio` block (zero-schedule.md §7, §11).
@@ -85,14 +92,14 @@ struct ZeroSpec {
   int stage = 0;
   bool contiguous_gradients = true;
   bool reduce_scatter = true;
-  std::int64_t reduce_bucket_size = 500'000'000;       ///< B_r, elements
+  std::int64_t reduce_bucket_size = 500'000'000; ///< B_r, elements
   bool use_multi_rank_bucket_allreduce = true;
-  std::int64_t allgather_bucket_size = 500'000'000;    ///< ignored by DeepSpeed with all_gather_into_tensor (§1.4)
-  bool overlap_comm = false;                           ///< resolved: true for stage 3, false otherwise, unless given
-  bool overlap_comm_given = false;                     ///< the user set overlap_comm (else it follows the stage)
-  std::int64_t sub_group_size = 1'000'000'000;         ///< S_g, elements
-  std::int64_t stage3_prefetch_bucket_size = 50'000'000;       ///< B_p, elements
-  std::int64_t stage3_param_persistence_threshold = 100'000;   ///< elements
+  std::int64_t allgather_bucket_size = 500'000'000;      ///< ignored by DeepSpeed with all_gather_into_tensor (§1.4)
+  bool overlap_comm = false;                             ///< resolved: true for stage 3, false otherwise, unless given
+  bool overlap_comm_given = false;                       ///< the user set overlap_comm (else it follows the stage)
+  std::int64_t sub_group_size = 1'000'000'000;           ///< S_g, elements
+  std::int64_t stage3_prefetch_bucket_size = 50'000'000; ///< B_p, elements
+  std::int64_t stage3_param_persistence_threshold = 100'000; ///< elements
   std::int64_t stage3_model_persistence_threshold = std::numeric_limits<std::int64_t>::max();
   std::int64_t stage3_max_live_parameters = 1'000'000'000;
   std::int64_t stage3_max_reuse_distance = 1'000'000'000;
@@ -118,9 +125,9 @@ struct DsActivationCheckpointingSpec {
 struct DeepSpeedSpec {
   ZeroSpec zero;
   AioSpec aio;
-  Dtype communication_data_type = Dtype::BF16;   ///< resolved: model dtype unless given (§1.3)
-  Dtype grad_accum_dtype = Dtype::BF16;          ///< resolved: model dtype unless given (§1.3)
-  double gradient_clipping = 1.0;                ///< 0.19: 1.0; 0.16: 0.0
+  Dtype communication_data_type = Dtype::BF16; ///< resolved: model dtype unless given (§1.3)
+  Dtype grad_accum_dtype = Dtype::BF16;        ///< resolved: model dtype unless given (§1.3)
+  double gradient_clipping = 1.0;              ///< 0.19: 1.0; 0.16: 0.0
   bool prescale_gradients = false;
   double gradient_predivide_factor = 1.0;
   DsActivationCheckpointingSpec activation_checkpointing;
@@ -135,56 +142,61 @@ enum class BackwardPrefetch { BACKWARD_PRE, BACKWARD_POST, NONE };
 /// PyTorch FSDP (defaults are PyTorch's; see docs/fsdp.md once issue 4 lands).
 struct FsdpSpec {
   FsdpSharding sharding_strategy = FsdpSharding::FULL_SHARD;
-  std::optional<Dtype> param_dtype;    ///< mixed_precision.param_dtype; unset = the training precision
-  std::optional<Dtype> reduce_dtype;   ///< mixed_precision.reduce_dtype; unset = param dtype
+  std::optional<Dtype> param_dtype;  ///< mixed_precision.param_dtype; unset = the training precision
+  std::optional<Dtype> reduce_dtype; ///< mixed_precision.reduce_dtype; unset = param dtype
   BackwardPrefetch backward_prefetch = BackwardPrefetch::BACKWARD_PRE;
   bool forward_prefetch = false;
   bool limit_all_gathers = true;
-  std::optional<bool> reshard_after_forward;   ///< FSDP2; unset = follows sharding_strategy
+  std::optional<bool> reshard_after_forward; ///< FSDP2; unset = follows sharding_strategy
   bool cpu_offload = false;
-  std::string wrap = "block";                  ///< one unit per transformer block
+  std::string wrap = "block"; ///< one unit per transformer block
 };
 
 /// PyTorch DistributedDataParallel (docs/ddp.md; defaults are PyTorch's, torch/nn/parallel/distributed.py).
 struct DdpSpec {
-  double bucket_cap_mb = 25;             ///< MiB: bucket_bytes_cap = int(bucket_cap_mb * 1024 * 1024)
+  double bucket_cap_mb = 25; ///< MiB: bucket_bytes_cap = int(bucket_cap_mb * 1024 * 1024)
   /// MiB. Resolved: 1 (dist._DEFAULT_FIRST_BUCKET_BYTES = 1024 * 1024) when bucket_cap_mb is not given, else
   /// bucket_cap_mb (DDP passes the small first cap only for bucket_cap_mb=None).
   double first_bucket_cap_mb = 1;
-  bool gradient_as_bucket_view = false;  ///< param.grad are views into the buckets (no separate grads)
-  bool no_sync = false;                  ///< micro-steps 0..g-2 under model.no_sync(): one all-reduce per step
-  bool find_unused_parameters = false;   ///< no bucket rebuild; an all-reduce of the used map per backward
-  bool static_graph = false;             ///< the same steady state as the default (named in warnings)
-  bool broadcast_buffers = true;         ///< no effect: the modelled transformer has no buffers
+  bool gradient_as_bucket_view = false; ///< param.grad are views into the buckets (no separate grads)
+  bool no_sync = false;                 ///< micro-steps 0..g-2 under model.no_sync(): one all-reduce per step
+  bool find_unused_parameters = false;  ///< no bucket rebuild; an all-reduce of the used map per backward
+  bool static_graph = false;            ///< the same steady state as the default (named in warnings)
+  bool broadcast_buffers = true;        ///< no effect: the modelled transformer has no buffers
 };
 
 /// A figure a real run of the scenario gave (for comparison; never used in prediction).
 struct MeasuredSpec {
   std::optional<double> step_time_s;
   std::optional<double> tflops_per_gpu;
-  std::string tflops_definition;        ///< "model" | "hardware"
+  std::string tflops_definition; ///< "model" | "hardware"
   std::optional<std::int64_t> peak_memory_bytes;
   std::string source;
 };
 
 struct Scenario {
   std::string name;
-  std::string file;                     ///< the scenario file as given (for messages)
+  std::string file; ///< the scenario file as given (for messages)
   ModelSpec model;
   ClusterSpec cluster;
   TrainingSpec training;
   InferenceSpec inference;
   std::optional<double> price_per_gpu_hour;
-  std::string deepspeed_version = "0.19";   ///< "0.19" | "0.16"
+  std::string deepspeed_version = "0.19"; ///< "0.19" | "0.16"
   Framework framework = Framework::DEEPSPEED;
   DeepSpeedSpec deepspeed;
   FsdpSpec fsdp;
   DdpSpec ddp;
-  std::vector<std::pair<std::string, std::vector<std::string>>> sweep;  ///< dotted key -> values (as written)
+  std::vector<std::pair<std::string, std::vector<std::string>>> sweep; ///< dotted key -> values (as written)
   MeasuredSpec measured;
-  std::vector<std::string> warnings;    ///< keys recognised but not modelled, keys ignored
+  std::vector<std::string> warnings; ///< keys recognised but not modelled, keys ignored
 
-  int dp() const { return cluster.total_gpus(); }   ///< no tensor/pipeline parallelism yet
+  /// Every GPU of the job: the ranks, one per GPU.
+  int world() const { return cluster.total_gpus(); }
+  /// The data-parallel degree: GPUs / training.tensor_parallel (no pipeline parallelism yet).
+  int dp() const { return cluster.total_gpus() / std::max(1, training.tensor_parallel); }
+  /// The tensor-parallel degree (1: none).
+  int tp() const { return std::max(1, training.tensor_parallel); }
 };
 
 } // namespace zerosim::spec

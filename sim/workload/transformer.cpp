@@ -52,6 +52,13 @@ struct Shape {
   /// Megatron GPT train with p = 0.1, Llama/MPT/Mistral with none). docs/workload.md §1.3.
   bool dropout = false;
   bool megatron_loss = false; ///< LossKind::MEGATRON (docs/workload.md §4.4)
+  // One tensor-parallel rank's share (docs/tensor-parallel.md); equal to the whole at t = 1.
+  std::int64_t t = 1;       ///< tensor-parallel degree
+  std::int64_t a_r = 0;     ///< attention heads of this rank: a / t
+  std::int64_t h_r = 0;     ///< query/context width of this rank: a_r * d = h / t
+  std::int64_t kvd_r = 0;   ///< k and v width of this rank: kv / t * d
+  std::int64_t f_r = 0;     ///< FFN width of this rank: f / t
+  std::int64_t vocab_r = 0; ///< vocab rows of this rank: ceil(vocab / t) (Megatron pads the vocab to a multiple of t)
 };
 
 std::string model_label(const spec::ModelSpec& m)
@@ -59,7 +66,7 @@ std::string model_label(const spec::ModelSpec& m)
   return m.name.empty() ? std::string("model") : "model '" + m.name + "'";
 }
 
-Shape resolve(const spec::ModelSpec& m)
+Shape resolve(const spec::ModelSpec& m, int tensor_parallel = 1)
 {
   const std::string who = model_label(m);
   const auto require_positive = [&](const char* key, long long v) {
@@ -106,6 +113,19 @@ Shape resolve(const spec::ModelSpec& m)
   s.fused_qkv = s.bias && s.kv == s.a;
   s.dropout = m.dropout ? *m.dropout > 0 : s.bias;
   s.megatron_loss = m.loss == spec::LossKind::MEGATRON;
+  if (tensor_parallel < 1)
+    throw core::InputError(who + ": tensor parallelism must be a positive integer, found " +
+                           std::to_string(tensor_parallel));
+  s.t = tensor_parallel;
+  for (const auto& [what, v] : {std::pair{"heads", s.a}, std::pair{"kv_heads", s.kv}, std::pair{"ffn_hidden", s.f}})
+    if (v % s.t != 0)
+      throw core::InputError(who + ": " + what + " (" + std::to_string(v) +
+                             ") must be a multiple of the tensor-parallel " + "degree " + std::to_string(s.t));
+  s.a_r = s.a / s.t;
+  s.h_r = s.a_r * s.d;
+  s.kvd_r = s.kv / s.t * s.d;
+  s.f_r = s.f / s.t;
+  s.vocab_r = (s.vocab + s.t - 1) / s.t;
   return s;
 }
 
@@ -123,18 +143,20 @@ void add_norm(std::vector<ParamTensor>& ps, const Shape& s, const std::string& m
     add_param(ps, module, "bias", s.h);
 }
 
+/// A linear layer's shard: weight in x out and, with biases, `bias` elements (out for a column-parallel or whole layer;
+/// a row-parallel layer's bias is whole on every rank, added after the all-reduce: give the full width).
 void add_linear(std::vector<ParamTensor>& ps, const Shape& s, const std::string& module, std::int64_t in,
-                std::int64_t out)
+                std::int64_t out, std::int64_t bias = -1)
 {
   add_param(ps, module, "weight", in * out);
   if (s.bias)
-    add_param(ps, module, "bias", out);
+    add_param(ps, module, "bias", bias < 0 ? out : bias);
 }
 
 std::vector<ParamTensor> embed_params(const Shape& s)
 {
   std::vector<ParamTensor> ps;
-  add_param(ps, "embed.tokens", "weight", s.vocab * s.h);
+  add_param(ps, "embed.tokens", "weight", s.vocab_r * s.h); // vocab-parallel
   if (s.learned_positions)
     add_param(ps, "embed.positions", "weight", s.max_position * s.h);
   return ps;
@@ -143,20 +165,21 @@ std::vector<ParamTensor> embed_params(const Shape& s)
 std::vector<ParamTensor> block_params(const Shape& s)
 {
   std::vector<ParamTensor> ps;
+  // Column-parallel: qkv, q/k/v, gate, up (outputs split); row-parallel: o_proj, down (inputs split, whole bias).
   add_norm(ps, s, "attn_norm");
   if (s.fused_qkv) {
-    add_linear(ps, s, "attn.qkv", s.h, s.h + 2 * s.kvd);
+    add_linear(ps, s, "attn.qkv", s.h, s.h_r + 2 * s.kvd_r);
   } else {
-    add_linear(ps, s, "attn.q_proj", s.h, s.h);
-    add_linear(ps, s, "attn.k_proj", s.h, s.kvd);
-    add_linear(ps, s, "attn.v_proj", s.h, s.kvd);
+    add_linear(ps, s, "attn.q_proj", s.h, s.h_r);
+    add_linear(ps, s, "attn.k_proj", s.h, s.kvd_r);
+    add_linear(ps, s, "attn.v_proj", s.h, s.kvd_r);
   }
-  add_linear(ps, s, "attn.o_proj", s.h, s.h);
+  add_linear(ps, s, "attn.o_proj", s.h_r, s.h, s.h);
   add_norm(ps, s, "mlp_norm");
   if (s.swiglu)
-    add_linear(ps, s, "mlp.gate_proj", s.h, s.f);
-  add_linear(ps, s, "mlp.up_proj", s.h, s.f);
-  add_linear(ps, s, "mlp.down_proj", s.f, s.h);
+    add_linear(ps, s, "mlp.gate_proj", s.h, s.f_r);
+  add_linear(ps, s, "mlp.up_proj", s.h, s.f_r);
+  add_linear(ps, s, "mlp.down_proj", s.f_r, s.h, s.h);
   return ps;
 }
 
@@ -171,7 +194,7 @@ std::vector<ParamTensor> lm_head_params(const Shape& s)
 {
   std::vector<ParamTensor> ps;
   if (!s.tied) // tied: the LM head multiplies by embed.tokens.weight, counted once there
-    add_param(ps, "lm_head", "weight", s.vocab * s.h);
+    add_param(ps, "lm_head", "weight", s.vocab_r * s.h); // vocab-parallel (column-parallel, parallel_output)
   return ps;
 }
 
@@ -312,42 +335,44 @@ OpGraph block_graph(const Shape& s, const WorkloadOptions& o, std::int64_t past 
   const int y1 = g.norm("attn_norm", x);
 
   int q = -1, k = -1, v = -1;
+  // From here to the attention output projection every tensor is this rank's heads (h_r, kvd_r;
+  // docs/tensor-parallel.md).
   if (s.fused_qkv) {
-    q = g.act("q", T * s.h);
-    k = g.act("k", T * s.kvd);
-    v = g.act("v", T * s.kvd);
-    g.linear("attn.qkv", y1, {q, k, v}, s.h + 2 * s.kvd, s.h);
+    q = g.act("q", T * s.h_r);
+    k = g.act("k", T * s.kvd_r);
+    v = g.act("v", T * s.kvd_r);
+    g.linear("attn.qkv", y1, {q, k, v}, s.h_r + 2 * s.kvd_r, s.h);
   } else {
-    q = g.linear("attn.q_proj", "q", y1, s.h, s.h);
-    k = g.linear("attn.k_proj", "k", y1, s.kvd, s.h);
-    v = g.linear("attn.v_proj", "v", y1, s.kvd, s.h);
+    q = g.linear("attn.q_proj", "q", y1, s.h_r, s.h);
+    k = g.linear("attn.k_proj", "k", y1, s.kvd_r, s.h);
+    v = g.linear("attn.v_proj", "v", y1, s.kvd_r, s.h);
   }
   if (s.rope) {
     // q·cos + rotate_half(q)·sin: autograd saves only cos/sin (s x d, negligible), not q or k.
-    const int qr = g.act("q.rot", T * s.h);
-    const int kr = g.act("k.rot", T * s.kvd);
+    const int qr = g.act("q.rot", T * s.h_r);
+    const int kr = g.act("k.rot", T * s.kvd_r);
     g.elementwise("attn.rotary", {q, k}, {qr, kr}, {});
     q = qr;
     k = kr;
   }
   if (kv_cache) {
     // The new positions' k and v are copied into the (static) cache: read k, v, write their cache slots.
-    const int kc = g.graph.add_resident_tensor("kv_cache.k.new", T * s.kvd, g.ba);
-    const int vc = g.graph.add_resident_tensor("kv_cache.v.new", T * s.kvd, g.ba);
+    const int kc = g.graph.add_resident_tensor("kv_cache.k.new", T * s.kvd_r, g.ba);
+    const int vc = g.graph.add_resident_tensor("kv_cache.v.new", T * s.kvd_r, g.ba);
     g.elementwise("attn.kv_cache_write", {k, v}, {kc, vc}, {});
   }
   if (past > 0) {
     // Decode: the attention reads the whole cache, past + seq positions of k and v.
-    k = g.graph.add_resident_tensor("kv_cache.k", b * kv_len * s.kvd, g.ba);
-    v = g.graph.add_resident_tensor("kv_cache.v", b * kv_len * s.kvd, g.ba);
+    k = g.graph.add_resident_tensor("kv_cache.k", b * kv_len * s.kvd_r, g.ba);
+    v = g.graph.add_resident_tensor("kv_cache.v", b * kv_len * s.kvd_r, g.ba);
   }
 
-  const std::int64_t bas = b * s.a * sq; // rows of the batched attention GEMMs
+  const std::int64_t bas = b * s.a_r * sq; // rows of the batched attention GEMMs (this rank's heads)
   int ctx = -1;
   if (o.flash_attention) {
     // FlashAttention-2 (flash_attn_interface.py: ctx.save_for_backward(q, k, v, out, softmax_lse, ...)):
     // one kernel; the s x s scores never reach HBM. Dropout, if any, is regenerated from the RNG state.
-    ctx = g.act("attn.out", T * s.h);
+    ctx = g.act("attn.out", T * s.h_r);
     const int lse = g.graph.add_tensor("attn.lse", bas, 4, false);
     OpDef op;
     op.op = g.gemm_op("attn.flash", OpKind::ATTENTION, bas, kv_len, s.d);
@@ -363,8 +388,8 @@ OpGraph block_graph(const Shape& s, const WorkloadOptions& o, std::int64_t past 
     int ke = k, ve = v;
     if (s.kv < s.a) {
       // repeat_kv (HF eager) / repeat_interleave (Megatron): k and v expanded to every query head.
-      ke = g.act("k.expanded", b * kv_len * s.h);
-      ve = g.act("v.expanded", b * kv_len * s.h);
+      ke = g.act("k.expanded", b * kv_len * s.h_r);
+      ve = g.act("v.expanded", b * kv_len * s.h_r);
       g.elementwise("attn.repeat_kv", {k, v}, {ke, ve}, {}, true);
     }
     const int scores = g.act("attn.scores", bas * kv_len);
@@ -380,7 +405,7 @@ OpGraph block_graph(const Shape& s, const WorkloadOptions& o, std::int64_t past 
     const int probs = g.act("attn.probs", bas * kv_len);
     g.elementwise("attn.softmax", {scores}, {probs}, {probs}, true);
     const int p = train_dropout ? g.dropout("attn.dropout", probs, true) : probs;
-    ctx = g.act("attn.out", T * s.h);
+    ctx = g.act("attn.out", T * s.h_r);
     OpDef av;
     av.op = g.gemm_op("attn.context", OpKind::ATTENTION, bas, s.d, kv_len);
     av.op.selective_recompute = true;
@@ -391,7 +416,8 @@ OpGraph block_graph(const Shape& s, const WorkloadOptions& o, std::int64_t past 
     g.graph.add_op(std::move(av));
   }
 
-  int attn = g.linear("attn.o_proj", "attn.proj", ctx, s.h, s.h);
+  // Row-parallel: this rank's partial sum of the whole width; the all-reduce (schedule) makes it whole.
+  int attn = g.linear("attn.o_proj", "attn.proj", ctx, s.h, s.h_r);
   if (train_dropout)
     attn = g.dropout("attn.resid_dropout", attn);
   const int x2 = g.add("attn.residual", x, attn);
@@ -399,18 +425,18 @@ OpGraph block_graph(const Shape& s, const WorkloadOptions& o, std::int64_t past 
   const int y2 = g.norm("mlp_norm", x2);
   int mlp_in = -1;
   if (s.swiglu) {
-    const int gate = g.linear("mlp.gate_proj", "mlp.gate", y2, s.f, s.h);
-    const int up = g.linear("mlp.up_proj", "mlp.up", y2, s.f, s.h);
-    const int act = g.act("mlp.act", T * s.f);
+    const int gate = g.linear("mlp.gate_proj", "mlp.gate", y2, s.f_r, s.h);
+    const int up = g.linear("mlp.up_proj", "mlp.up", y2, s.f_r, s.h);
+    const int act = g.act("mlp.act", T * s.f_r);
     g.elementwise("mlp.act", {gate}, {act}, {gate}); // SiLU saves its input
-    mlp_in = g.act("mlp.mul", T * s.f);
+    mlp_in = g.act("mlp.mul", T * s.f_r);
     g.elementwise("mlp.mul", {act, up}, {mlp_in}, {act, up}); // a product saves both factors
   } else {
-    const int up = g.linear("mlp.up_proj", "mlp.up", y2, s.f, s.h);
-    mlp_in = g.act("mlp.act", T * s.f);
+    const int up = g.linear("mlp.up_proj", "mlp.up", y2, s.f_r, s.h);
+    mlp_in = g.act("mlp.act", T * s.f_r);
     g.elementwise("mlp.act", {up}, {mlp_in}, {up}); // GELU saves its input
   }
-  int mlp = g.linear("mlp.down_proj", "mlp.down", mlp_in, s.h, s.f);
+  int mlp = g.linear("mlp.down_proj", "mlp.down", mlp_in, s.h, s.f_r); // row-parallel
   if (train_dropout)
     mlp = g.dropout("mlp.resid_dropout", mlp);
   const int x3 = g.add("mlp.residual", x2, mlp);
@@ -432,7 +458,7 @@ OpGraph embed_graph(const Shape& s, const WorkloadOptions& o)
   lookup.outputs = {tok};
   lookup.saved = {ids};
   lookup.weight_read_fwd = T * s.h * ba;
-  lookup.weight_grad_write = s.vocab * s.h * ba;
+  lookup.weight_grad_write = s.vocab_r * s.h * ba;
   g.graph.add_op(std::move(lookup));
   int out = tok;
   if (s.learned_positions) {
@@ -468,14 +494,14 @@ OpGraph lm_head_graph(const Shape& s, const WorkloadOptions& o)
   GraphBuilder g(s, o);
   const std::int64_t T = g.tokens;
   const int y = g.act("x", T * s.h);
-  const int logits = g.act("logits", T * s.vocab);
+  const int logits = g.act("logits", T * s.vocab_r); // vocab-parallel: this rank's columns
   OpDef head;
-  head.op = g.gemm_op("lm_head", OpKind::GEMM, T, s.vocab, s.h);
+  head.op = g.gemm_op("lm_head", OpKind::GEMM, T, s.vocab_r, s.h);
   head.rule = BytesRule::GEMM;
   head.inputs = {y};
   head.outputs = {logits};
   head.saved = {y};
-  head.weight_read_fwd = s.vocab * s.h * g.ba; // no bias on the LM head (GPT-2, Megatron, Llama)
+  head.weight_read_fwd = s.vocab_r * s.h * g.ba; // no bias on the LM head (GPT-2, Megatron, Llama)
   g.graph.add_op(std::move(head));
   if (o.inference) {
     g.graph.set_boundary(y, logits);
@@ -487,7 +513,7 @@ OpGraph lm_head_graph(const Shape& s, const WorkloadOptions& o)
     // backward keeps.
     int lf = logits;
     if (g.ba < 4) {
-      lf = g.graph.add_tensor("logits.fp32", T * s.vocab, 4);
+      lf = g.graph.add_tensor("logits.fp32", T * s.vocab_r, 4);
       g.elementwise("loss.upcast", {logits}, {lf}, {});
     }
     const int labels = g.graph.add_tensor("labels", T, 8, false);
@@ -501,10 +527,10 @@ OpGraph lm_head_graph(const Shape& s, const WorkloadOptions& o)
   g.graph.hold(logits);
   int lf = logits;
   if (g.ba < 4) {
-    lf = g.graph.add_tensor("logits.fp32", T * s.vocab, 4);
+    lf = g.graph.add_tensor("logits.fp32", T * s.vocab_r, 4);
     g.elementwise("loss.upcast", {logits}, {lf}, {});
   }
-  const int lsm = g.graph.add_tensor("loss.log_softmax", T * s.vocab, 4);
+  const int lsm = g.graph.add_tensor("loss.log_softmax", T * s.vocab_r, 4);
   g.elementwise("loss.log_softmax", {lf}, {lsm}, {lsm});
   const int labels = g.graph.add_tensor("labels", T, 8, false);
   const int loss = g.graph.add_tensor("loss", 1, 4);
@@ -614,7 +640,7 @@ std::int64_t count_params(const spec::ModelSpec& m)
 
 Workload build_workload(const spec::ModelSpec& m, const WorkloadOptions& o)
 {
-  const Shape s = resolve(m);
+  const Shape s = resolve(m, o.tensor_parallel);
   validate(o, m, s);
 
   Workload w;
@@ -633,8 +659,9 @@ Workload build_workload(const spec::ModelSpec& m, const WorkloadOptions& o)
       make_layer("lm_head", LayerKind::LM_HEAD, lm_head_params(s), lm_head_graph(s, o), mode_for(o, false)));
 
   std::map<std::string, std::int64_t> module_numel;
+  w.params = count_params(m);
   for (const Layer& l : w.layers) {
-    w.params += l.param_count();
+    w.rank_params += l.param_count();
     w.model_flops += l.fwd_flops + l.bwd_flops;
     w.hardware_flops += l.fwd_flops + l.bwd_flops + l.recompute_flops;
     if (l.kind == LayerKind::BLOCK && l.block > 0)
@@ -650,8 +677,8 @@ Workload build_workload(const spec::ModelSpec& m, const WorkloadOptions& o)
   w.model_layers = static_cast<int>(w.layers.size());
   if (o.inference && o.generate_tokens >= 1) {
     // A static cache of prompt + generated positions, k and v, every block (docs/inference.md).
-    w.kv_cache_bytes =
-        2 * s.layers * s.kvd * (std::int64_t{o.seq_len} + o.generate_tokens) * o.micro_batch * o.activation_dtype_bytes;
+    w.kv_cache_bytes = 2 * s.layers * s.kvd_r * (std::int64_t{o.seq_len} + o.generate_tokens) * o.micro_batch *
+                       o.activation_dtype_bytes;
     if (o.generate_tokens >= 2)
       add_decode_layers(w, s, o);
   }
@@ -664,6 +691,7 @@ WorkloadOptions workload_options(const spec::Scenario& s)
   o.checkpointing = s.training.activation_checkpointing;
   o.flash_attention = s.training.flash_attention;
   o.activation_dtype_bytes = s.training.precision == spec::Precision::FP32 ? 4 : 2;
+  o.tensor_parallel = s.tp();
   if (s.training.mode == spec::Mode::INFERENCE) {
     o.inference = true;
     o.micro_batch = s.inference.batch;

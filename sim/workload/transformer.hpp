@@ -69,13 +69,22 @@ struct WorkloadOptions {
   /// "prefill") and each of the generate_tokens - 1 decode passes takes one new token per sequence
   /// (docs/inference.md). 0: the prompt's pass alone, without a cache.
   int generate_tokens = 0;
+  /// Megatron tensor parallelism (docs/tensor-parallel.md): the layers are one rank's shard of a group of t.
+  /// Column-parallel GEMMs (QKV, MLP up/gate) and the attention core split their heads/columns t ways, row-parallel
+  /// ones (attention output, MLP down) their inputs; norms, dropout and residuals stay replicated; the embedding and
+  /// LM head are vocab-parallel (ceil(vocab / t) rows).
+  int tensor_parallel = 1;
 };
 
 struct Workload {
   std::vector<Layer> layers; ///< in forward order
-  std::int64_t params = 0;   ///< Σ numel of all parameter tensors (tied embeddings counted once)
-  /// Model FLOPs of one micro-batch, forward + backward, as scenario-format.md defines them
-  /// (6 per token per matmul weight incl. LM head, + 12·l·s·h per token for attention).
+  /// Σ numel of all parameter tensors of the whole model (tied embeddings counted once). With tensor parallelism
+  /// the layers hold one rank's shards: their sum is rank_params.
+  std::int64_t params = 0;
+  std::int64_t rank_params = 0; ///< Σ numel of the layers' parameter tensors (one tensor-parallel rank's shard)
+  /// Model FLOPs of one micro-batch on one GPU, forward + backward, as scenario-format.md defines them
+  /// (6 per token per matmul weight incl. LM head, + 12·l·s·h per token for attention); with tensor parallelism
+  /// this rank's share (1/t of the micro-batch's).
   double model_flops = 0;
   /// Model FLOPs + the recomputed forward under activation checkpointing (hardware FLOPs).
   double hardware_flops = 0;

@@ -22,8 +22,9 @@ std::string replaced(std::string s, const std::string& from, const std::string& 
   return s.replace(p, from.size(), to);
 }
 
-const std::string TRAINING_KEYS = "seq_len, micro_batch, grad_accum, global_batch, precision, "
-                                  "activation_checkpointing, flash_attention, optimizer, mode, total_tokens";
+const std::string TRAINING_KEYS =
+    "seq_len, micro_batch, grad_accum, global_batch, precision, "
+    "activation_checkpointing, flash_attention, optimizer, mode, total_tokens, tensor_parallel";
 
 } // namespace
 
@@ -287,6 +288,26 @@ cpu: {cores: 8, memory: 64 GiB, memory_bandwidth: 50 GB/s}
           SCEN +
               ":9:11: measured.tflops_definition: required key is missing (tflops_per_gpu needs it: model or hardware "
               "(scenario-format.md \"TFLOPs\"))");
+  }
+
+  TEST_CASE("errors: tensor_parallel")
+  {
+    // test-node has 8 GPUs; test-gpt 16 heads, ffn 4 x 1024.
+    CHECK(load_error(BASE + "  tensor_parallel: 0\n") ==
+          SCEN + ":9:20: training.tensor_parallel: expected a positive integer, found \"0\"");
+    CHECK(load_error(BASE + "  tensor_parallel: 3\n") ==
+          SCEN + ":9:20: training.tensor_parallel: expected a divisor of cluster.gpus_per_node (8; a tensor-parallel "
+                 "group is GPUs of one node), found \"3\"");
+    CHECK(load_error(BASE + "  tensor_parallel: 2\nfsdp: {}\n") ==
+          SCEN + ":9:20: training.tensor_parallel: tensor parallelism is modelled as Megatron-DeepSpeed runs it (a "
+                 "deepspeed block); with fsdp it is not modelled (docs/tensor-parallel.md)");
+    // 16 GPUs / tp 2 = 8 data-parallel ranks: a global batch must be a multiple of micro_batch x 8.
+    CHECK(load_error(replaced(replaced(BASE, "  node: test-node", "  node: test-node\n  nodes: 2"), "  grad_accum: 16",
+                              "  global_batch: 12") +
+                     "  tensor_parallel: 2\n") ==
+          SCEN +
+              ":9:17: training.global_batch: expected a multiple of micro_batch 1 x 8 data-parallel ranks (16 GPUs / "
+              "tensor_parallel 2) = 8, found \"12\"");
   }
 
 } // TEST_SUITE

@@ -54,7 +54,7 @@ inline schedule::TaskId add(engine::RankTimeline& r, const std::string& name, sc
 inline engine::Timeline sequential_timeline(const spec::Scenario& s, const workload::Workload& w)
 {
   engine::Timeline t;
-  for (int rank = 0; rank < s.dp(); ++rank) {
+  for (int rank = 0; rank < s.world(); ++rank) {
     engine::RankTimeline r;
     r.rank = rank;
     r.local = rank;

@@ -499,3 +499,60 @@ TEST_SUITE("workload")
                     core::InputError);
   }
 }
+
+TEST_SUITE("workload: tensor parallelism")
+{
+  WorkloadOptions tp_options(int b, int s, spec::Checkpointing ckpt, int t)
+  {
+    WorkloadOptions o = options(b, s, ckpt, false);
+    o.tensor_parallel = t;
+    return o;
+  }
+
+  TEST_CASE("workload: a block's activations under tensor parallelism equal Korthikanti et al. 2022 eq. 2")
+  {
+    // arXiv 2205.05198 §4.2.1 (tensor parallelism without sequence parallelism): sbh(10 + 24/t + 5as/(ht)) bytes
+    // per layer: the norms' inputs and outputs, the residual-dropout masks stay whole (10 sbh); the QKV outputs, the
+    // context, the MLP up and activation outputs split t ways (24 sbh / t) and so do the attention scores' softmax,
+    // dropout mask and output (5as²b / t). Plus our fp32 layernorm statistics (2 norms x 2 x 4 B x sb), replicated.
+    const std::int64_t s = 2048, b = 1, h = 12288, a = 96;
+    for (int t : {1, 2, 4, 8}) {
+      CAPTURE(t);
+      const Workload w =
+          workload::build_workload(gpt(96, 12288, 96, 51200, 2048), tp_options(1, 2048, spec::Checkpointing::NONE, t));
+      const std::int64_t sbh = s * b * h;
+      const std::int64_t expected = sbh * 10 + sbh * 24 / t + 5 * a * s * s * b / t + 2 * 2 * 4 * s * b;
+      CHECK(block0(w).activation_bytes_kept == expected);
+    }
+  }
+
+  TEST_CASE("workload: tensor parallelism splits the block's parameters and FLOPs t ways, norms and row biases stay")
+  {
+    // Megatron-LM ColumnParallelLinear (QKV, fc1) splits weight and bias; RowParallelLinear (proj, fc2) splits the
+    // weight and keeps the whole bias; the layernorms are replicated. Per block: 12h²/t + (3h + 4h)/t + 2h + 4h.
+    const std::int64_t h = 4096, t = 4;
+    const auto m = gpt(24, 4096, 32, 50304, 1024);
+    const Workload one = workload::build_workload(m, tp_options(2, 1024, spec::Checkpointing::NONE, 1));
+    const Workload four = workload::build_workload(m, tp_options(2, 1024, spec::Checkpointing::NONE, 4));
+    CHECK(block0(four).param_count() == 12 * h * h / t + 7 * h / t + 2 * h + 4 * h);
+    CHECK(block0(one).param_count() == 12 * h * h + 7 * h + 2 * h + 4 * h);
+    // The GEMM FLOPs and the attention core divide exactly; elementwise ops carry none (docs/workload.md §3).
+    CHECK(block0(four).fwd_flops * 4 == doctest::Approx(block0(one).fwd_flops).epsilon(1e-12));
+    // The vocab-parallel LM head: V / t columns (50304 / 4 = 12576).
+    CHECK(lm_head(four).fwd_flops * 4 == doctest::Approx(lm_head(one).fwd_flops).epsilon(1e-12));
+    // The whole model's count does not change; a rank holds its shard.
+    CHECK(four.params == one.params);
+    CHECK(four.params == workload::count_params(m));
+    CHECK(four.rank_params < one.rank_params / 3);
+    CHECK(one.rank_params == one.params);
+    // Model FLOPs per GPU: the micro-batch's, shared by the t ranks of the group.
+    CHECK(four.model_flops * 4 == doctest::Approx(one.model_flops).epsilon(1e-12));
+  }
+
+  TEST_CASE("workload: a tensor-parallel degree that does not divide the heads is an input error")
+  {
+    CHECK_THROWS_WITH_AS(
+        workload::build_workload(gpt(24, 4096, 32, 50304, 1024), tp_options(1, 1024, spec::Checkpointing::NONE, 3)),
+        "model 'gpt': heads (32) must be a multiple of the tensor-parallel degree 3", core::InputError);
+  }
+}
