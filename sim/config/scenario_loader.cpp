@@ -283,6 +283,11 @@ spec::Scenario read_scenario(ScenarioDocument& doc)
   if (s.tp() > 1 && s.training.mode == spec::Mode::INFERENCE)
     t->fail("tensor_parallel", "tensor parallelism in inference (DeepSpeed-Inference's kernel injection) is not "
                                "modelled: ZeRO-Inference runs one rank per model copy (docs/inference.md)");
+  if (s.tp() > 1 && s.deepspeed.activation_checkpointing.partition_activations)
+    s.warnings.push_back("deepspeed.activation_checkpointing.partition_activations: with tensor_parallel " +
+                         std::to_string(s.tp()) +
+                         " DeepSpeed splits each checkpoint over the tensor-parallel group and all-gathers it before "
+                         "the recompute; not modelled: the checkpoint is kept whole (docs/tensor-parallel.md)");
   // fsdp: {} / ddp: {} (empty) are valid: take the keys so they are not reported.
   r.take("fsdp");
   r.take("ddp");

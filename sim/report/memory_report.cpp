@@ -96,8 +96,12 @@ std::string parallelism_line(const spec::Scenario& s)
   if (s.framework != spec::Framework::DEEPSPEED)
     return spec::to_string(s.framework);
   const auto& z = s.deepspeed.zero;
-  return "DeepSpeed ZeRO-" + std::to_string(z.stage) + ", offload_optimizer " +
-         spec::to_string(z.offload_optimizer.device) + ", offload_param " + spec::to_string(z.offload_param.device);
+  std::string line = "DeepSpeed ZeRO-" + std::to_string(z.stage) + ", offload_optimizer " +
+                     spec::to_string(z.offload_optimizer.device) + ", offload_param " +
+                     spec::to_string(z.offload_param.device);
+  if (s.tp() > 1)
+    line += ", tensor parallel " + std::to_string(s.tp()) + " (data parallel " + std::to_string(s.dp()) + ")";
+  return line;
 }
 
 std::string unfit_tiers(const memory::MemoryReport& r)

@@ -69,7 +69,7 @@ core::Json run_json(const spec::Scenario& s, const workload::Workload& w, const 
   // The contract (scenario-format.md "Results"), in its order.
   j.set("scenario", s.name)
       .set("gpus", s.cluster.total_gpus())
-      .set("dp", s.dp())
+      .set("dp", s.dp()) // with tensor parallelism gpus / dp is its degree
       .set("params", w.params)
       .set("step_time_s", m.step_time_s)
       .set("micro_steps", m.micro_steps)

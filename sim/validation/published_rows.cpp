@@ -78,21 +78,28 @@ struct PaperShape {
   int hidden;
   int heads;
   int micro_batch; ///< 0: take the row's
+  int tensor_parallel; ///< the paper's model-parallel degree for this size (Megatron tensor parallelism); 1: none
   const char* citation;
 };
 
 // ZeRO-Infinity (S04) Table 4, as quoted in the notes of published.csv rows 101-107; ZeRO-Offload (S03)
-// Table 3, as in published.csv rows 59 and 73 (micro-batch: the largest that fits, Table 3).
+// Table 3, as in published.csv rows 59 and 70-73 (micro-batch: the largest that fits; MP: "MP setting in
+// ZeRO-Offload", Table 3).
 constexpr PaperShape PAPER_SHAPES[] = {
-    {"S04", "1.4B", 40, 1536, 16, 0, "ZeRO-Infinity Table 4 (published.csv row 101 notes): 40 layers x 1536, 16 heads"},
-    {"S04", "10B", 50, 4096, 16, 0, "ZeRO-Infinity Table 4 (published.csv row 102 notes): 50 layers x 4096, 16 heads"},
-    {"S04", "20B", 98, 4096, 32, 0, "ZeRO-Infinity Table 4 (published.csv row 105 notes): 98 layers x 4096, 32 heads"},
-    {"S03", "13B", 65, 4096, 32, 4,
+    {"S04", "1.4B", 40, 1536, 16, 0, 1,
+     "ZeRO-Infinity Table 4 (published.csv row 101 notes): 40 layers x 1536, 16 heads"},
+    {"S04", "10B", 50, 4096, 16, 0, 1, "ZeRO-Infinity Table 4 (published.csv row 102 notes): 50 layers x 4096, 16 heads"},
+    {"S04", "20B", 98, 4096, 32, 0, 1, "ZeRO-Infinity Table 4 (published.csv row 105 notes): 98 layers x 4096, 32 heads"},
+    {"S03", "13B", 65, 4096, 32, 4, 1,
      "ZeRO-Offload Table 3 (published.csv row 59): 65 layers x 4096, micro-batch 4 on one GPU; heads not stated, "
      "32 = hidden/128 assumed (as models/zero-offload-13b.yaml)"},
-    {"S03", "70B", 69, 9216, 72, 8,
-     "ZeRO-Offload Table 3 (published.csv row 73): 69 layers x 9216, micro-batch 8; heads not stated, 72 = hidden/128 "
-     "assumed (as models/zero-offload-70b.yaml)"},
+    {"S03", "30B", 38, 8192, 64, 8, 2,
+     "ZeRO-Offload Table 3 has no 30B row: its 20B, 40B and 60B are 25, 50 and 75 layers x 8192 with MP 2 and "
+     "micro-batch 8 (published.csv rows 70-72); 30B on that ladder is 38 layers x 8192 (30.8B); heads not stated, "
+     "64 = hidden/128 assumed (as models/zero-offload-60b.yaml)"},
+    {"S03", "70B", 69, 9216, 72, 8, 8,
+     "ZeRO-Offload Table 3 (published.csv row 73): 69 layers x 9216, micro-batch 8, MP 8; heads not stated, "
+     "72 = hidden/128 assumed (as models/zero-offload-70b.yaml)"},
 };
 
 /// Attention heads of the ZeRO-Infinity configurations (S04 Table 1 does not give them) by hidden size: the heads
@@ -339,10 +346,15 @@ std::vector<Exclusion> exclusions(const PublishedRow& row)
   auto pp = leading_number(field(row, "pp"));
   // "<=16 (MP within node ...)", "Megatron MP (degree not given)": model parallelism of a degree not given.
   bool mp_text = contains(field(row, "tp"), "mp ") || contains(field(row, "tp"), "<=");
-  if ((tp && *tp > 1) || (pp && *pp > 1) || contains(stage, "mp") || mp_text)
-    why.push_back({CAT_TP_PP, "tensor/pipeline parallelism (tp " + trim(field(row, "tp")) + ", pp " +
-                                  trim(field(row, "pp")) + (contains(stage, "mp") ? ", " + stage : "") +
-                                  ") is not modelled yet (README trap 6)"});
+  // Megatron tensor parallelism under DeepSpeed is modelled (docs/tensor-parallel.md); pipeline parallelism, a
+  // model-parallel degree not given, and the PyTorch frameworks' tensor parallelism (DTensor, metaseq) are not.
+  if ((pp && *pp > 1) || contains(stage, "mp") || mp_text)
+    why.push_back({CAT_TP_PP, "pipeline parallelism or a model-parallel degree not given (tp " +
+                                  trim(field(row, "tp")) + ", pp " + trim(field(row, "pp")) +
+                                  (contains(stage, "mp") ? ", " + stage : "") + ") is not modelled (README trap 6)"});
+  else if (tp && *tp > 1 && fw != spec::Framework::DEEPSPEED)
+    why.push_back({CAT_TP_PP, "tensor parallelism (tp " + trim(field(row, "tp")) + ") with " + field(row, "framework") +
+                                  ": only Megatron-DeepSpeed's is modelled (docs/tensor-parallel.md)"});
   if (contains(field(row, "precision"), "float8") || contains(field(row, "precision"), "fp8") ||
       contains(other, "float8") || contains(other, "cp ") || contains(other, "context parallel"))
     why.push_back({CAT_FP8, "FP8 / context parallelism is not modelled (README trap 4)"});
@@ -815,7 +827,17 @@ struct Shape {
   int hidden = 0;
   int heads = 0;
   int micro_batch = 0;
+  int tensor_parallel = 0; ///< 0: the row's tp column (tensor_parallel_of)
 };
+
+/// The Megatron tensor-parallel degree of a row: its tp column's leading number ("8 (inferred)" -> 8), 1 when the
+/// column is empty or not a number ("not stated (likely 1)"). exclusions() keeps out the rows whose degree is not
+/// given ("<=16 (MP within node ...)").
+int tensor_parallel_of(const PublishedRow& row)
+{
+  auto tp = leading_number(field(row, "tp"));
+  return tp && *tp >= 1 ? static_cast<int>(*tp) : 1;
+}
 
 struct BuildInputs {
   Shape shape;
@@ -896,9 +918,12 @@ spec::Scenario build_scenario(const PublishedRow& row, const NodeLoader& load_no
   const spec::Framework fw = framework_of(row);
   s.training.seq_len = in.seq_len;
   s.training.micro_batch = in.shape.micro_batch;
+  s.training.tensor_parallel = fw != spec::Framework::DEEPSPEED ? 1
+                               : in.shape.tensor_parallel > 0   ? in.shape.tensor_parallel
+                                                                : tensor_parallel_of(row);
   auto ga = plain_int(field(row, "grad_accum"));
   s.training.grad_accum = ga ? *ga : 1;
-  s.training.global_batch = static_cast<std::int64_t>(s.training.micro_batch) * s.training.grad_accum * in.total_gpus;
+  s.training.global_batch = static_cast<std::int64_t>(s.training.micro_batch) * s.training.grad_accum * s.dp();
   s.training.precision = fw == spec::Framework::DEEPSPEED ? parse_precision(field(row, "precision"), info.assumptions)
                                                           : torch_precision(row, fw, s.fsdp, info.assumptions);
   s.training.activation_checkpointing = parse_checkpointing(field(row, "activation_checkpointing"), info.assumptions);
@@ -974,6 +999,8 @@ spec::Scenario build_scenario(const PublishedRow& row, const NodeLoader& load_no
     info.offload = "none";
     cfg << "DDP (bucket_cap_mb " << s.ddp.bucket_cap_mb << ")";
   }
+  if (s.tp() > 1)
+    cfg << ", tp " << s.tp();
   cfg << ", " << in.total_gpus << " x " << node.gpu.model << ", " << s.model.layers << "x" << s.model.hidden << ", mb "
       << s.training.micro_batch << ", seq " << in.seq_len << ", " << spec::to_string(s.training.precision) << ", ckpt "
       << (s.training.activation_checkpointing == spec::Checkpointing::FULL        ? "full"
@@ -1050,8 +1077,8 @@ spec::Scenario row_scenario(const PublishedRow& row, const NodeLoader& load_node
   in.stage = framework_of(row) == spec::Framework::DEEPSPEED ? *stage_of(field(row, "zero_stage")) : 0;
   spec::Scenario s = build_scenario(row, load_node, in, info);
   spec::TrainingSpec& t = s.training;
-  t.grad_accum = grad_accum_of(row, t.micro_batch, in.total_gpus, info.assumptions);
-  t.global_batch = static_cast<std::int64_t>(t.micro_batch) * t.grad_accum * in.total_gpus;
+  t.grad_accum = grad_accum_of(row, t.micro_batch, s.dp(), info.assumptions);
+  t.global_batch = static_cast<std::int64_t>(t.micro_batch) * t.grad_accum * s.dp();
   t.global_batch_given = !trim(field(row, "global_batch")).empty();
   // FlashAttention (Dao et al., 2022-05): V100s have no kernels for it; the DeepSpeed runs' code (Megatron-LM and
   // Megatron-DeepSpeed of 2021-2022, Hugging Face LLaMA of 2023 with its default eager attention) did not use it;
@@ -1239,22 +1266,23 @@ void map_fit_row(const PublishedRow& row, const NodeLoader& load_node, RowMappin
   if (layers && hidden && heads) {
     shape = {*layers, *hidden, static_cast<int>(*heads), 0};
   } else if (size) {
-    // At stage 0-2 every GPU holds all 16-bit parameters: a size whose fp16 parameters alone exceed one GPU
-    // cannot have run without model parallelism (ZeRO-Offload Table 3 marks its 15B+ runs "with MP").
-    double params = std::stod(*size) * 1e9;
-    auto gpu_gib = leading_number(field(row, "gpu_mem_GB"));
-    if (why.empty() && stage < 3 && gpu_gib && 2.0 * params > *gpu_gib * GIB) {
-      std::ostringstream os;
-      os << "the " << *size << " model's fp16 parameters alone (" << std::round(2.0 * params / GIB)
-         << " GiB) exceed one " << *gpu_gib << " GB GPU at ZeRO stage " << stage
-         << " (parameters replicated), so the run used model parallelism, which is not modelled yet";
-      why = os.str();
-    }
     for (const auto& p : PAPER_SHAPES) {
       if (field(row, "source_id") == p.source_id && *size == p.size) {
-        shape = {p.layers, p.hidden, p.heads, p.micro_batch};
+        shape = {p.layers, p.hidden, p.heads, p.micro_batch, p.tensor_parallel};
         shape_note = p.citation;
       }
+    }
+    // At stage 0-2 every GPU holds its tensor-parallel shard of all 16-bit parameters: a size whose shard alone
+    // exceeds one GPU cannot have run with the model-parallel degree known for it.
+    const double params = std::stod(*size) * 1e9;
+    const int tp = shape.tensor_parallel > 0 ? shape.tensor_parallel : tensor_parallel_of(row);
+    auto gpu_gib = leading_number(field(row, "gpu_mem_GB"));
+    if (why.empty() && stage < 3 && gpu_gib && 2.0 * params / tp > *gpu_gib * GIB) {
+      std::ostringstream os;
+      os << "the " << *size << " model's fp16 parameters alone (" << std::round(2.0 * params / tp / GIB)
+         << " GiB per GPU at tensor parallelism " << tp << ") exceed one " << *gpu_gib << " GB GPU at ZeRO stage "
+         << stage << " (parameters replicated), and the row gives no model-parallel degree";
+      why = os.str();
     }
     if (why.empty() && shape.layers == 0)
       why = "no published shape (layers, hidden) for the " + *size + " model of '" + claim + "'";

@@ -693,3 +693,344 @@ TEST_CASE("bad fabrics and options are errors")
                   core::InternalError);
   CHECK_THROWS_AS(collectives::inter_node_pairs(fabric(2, 8, 8), with_focus(-2)), core::InternalError);
 }
+
+// ---- Tensor parallelism (Megatron): TENSOR groups are t consecutive GPUs of a node, DATA_PARALLEL groups the GPUs
+// with the same local index modulo t on every node (nccl.hpp, plan(..., CommGroup)). t = Fabric::tensor_parallel.
+
+namespace {
+
+Fabric with_tp(Fabric f, int t)
+{
+  f.tensor_parallel = t;
+  return f;
+}
+
+/// The fabric one DATA_PARALLEL group runs on (nccl.hpp): G/t GPUs per node and max(1, NICs/t) NICs.
+Fabric dp_group_fabric(const Fabric& f)
+{
+  return fabric(f.nodes, f.gpus_per_node / f.tensor_parallel, std::max(1, f.nics_per_node / f.tensor_parallel));
+}
+
+using FlowKey = std::tuple<Gpu, Gpu, int, double>;
+
+std::vector<FlowKey> keys(const std::vector<Flow>& flows)
+{
+  std::vector<FlowKey> out;
+  for (const Flow& fl : flows)
+    out.emplace_back(fl.src, fl.dst, fl.channel, fl.bytes);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/// Every option set the planner takes for an all-reduce: forced ring, forced tree, NCCL's choice, hierarchical.
+std::vector<Options> all_options()
+{
+  Options hier;
+  hier.hierarchical = true;
+  return {forced(Algorithm::RING), forced(Algorithm::TREE), Options{}, hier, forced(Algorithm::HIERARCHICAL)};
+}
+
+constexpr std::array<CollectiveKind, 3> KINDS{CollectiveKind::ALL_REDUCE, CollectiveKind::ALL_GATHER,
+                                              CollectiveKind::REDUCE_SCATTER};
+
+/// All t DATA_PARALLEL groups run at once and share the node's NICs (GPU g uses NIC g NICs / G, nic_of). Summed over
+/// the groups, a ring's inter-node flows out of a node are F = t x C_group (C_group the group's channels), as many into
+/// it; spread over C_used = min(NICs, F) NICs, each NIC in use sends F / C_used of them and receives F / C_used (the
+/// WORLD ring's property, "ring channels balance the NICs", for the groups together). Otherwise a NIC direction
+/// carries more flows than the plan's estimate (one NIC direction per channel) assumes.
+void check_dp_nic_balance(int nodes, int g, int nics, int t)
+{
+  CAPTURE(nodes);
+  CAPTURE(g);
+  CAPTURE(nics);
+  CAPTURE(t);
+  const Fabric f = with_tp(fabric(nodes, g, nics), t);
+  const int flows = t * collectives::channels(dp_group_fabric(f));
+  const int c_used = std::min(nics, flows);
+  REQUIRE(flows % c_used == 0);
+  const Plan p = collectives::plan(CollectiveKind::ALL_GATHER, 1 << 30, f, {}, schedule::CommGroup::DATA_PARALLEL);
+  std::map<std::pair<int, int>, int> sent, received;
+  for (const Flow& fl : p.phases.at(0).flows) {
+    if (fl.src.node == fl.dst.node)
+      continue;
+    ++sent[{fl.src.node, collectives::nic_of(fl.src.local, g, nics)}];
+    ++received[{fl.dst.node, collectives::nic_of(fl.dst.local, g, nics)}];
+  }
+  CHECK(static_cast<int>(sent.size()) == nodes * c_used);
+  CHECK(static_cast<int>(received.size()) == nodes * c_used);
+  for (const auto& [key, n] : sent)
+    CHECK(n == flows / c_used);
+  for (const auto& [key, n] : received)
+    CHECK(n == flows / c_used);
+}
+
+} // namespace
+
+TEST_SUITE("collectives: tensor parallelism")
+{
+  TEST_CASE("TENSOR on 2 nodes x 8 GPUs, t = 4: the ring of a 4-GPU node on every group {4j..4j+3} of every node")
+  {
+    const int t = 4;
+    const Fabric f = with_tp(fabric(2, 8, 8), t);
+    const Fabric node_of_t = fabric(1, t, 8); // one group alone: a node of t GPUs
+    const double S = 1 << 26;
+    for (CollectiveKind k : KINDS) {
+      CAPTURE(static_cast<int>(k));
+      const Plan p = collectives::plan(k, static_cast<std::int64_t>(S), f, {}, schedule::CommGroup::TENSOR);
+      const Plan one = collectives::plan(k, static_cast<std::int64_t>(S), node_of_t);
+      // The groups run side by side: the plan's latency and estimate are one group's.
+      CHECK(p.algorithm == "ring");
+      CHECK(p.algorithm == one.algorithm);
+      CHECK(p.channels == one.channels);
+      CHECK(p.predicted_s == one.predicted_s);
+      REQUIRE(p.phases.size() == 1);
+      REQUIRE(one.phases.size() == 1);
+      CHECK(p.phases[0].latency_s == one.phases[0].latency_s);
+      // 2 nodes x G/t = 2 groups each = 4 groups, each a ring of t flows.
+      CHECK(p.phases[0].flows.size() == 4 * one.phases[0].flows.size());
+      CHECK(p.phases[0].flows.size() == 4 * t);
+      // Ring volume per edge: 2(t-1)/t S for all-reduce, (t-1)/t S for all-gather and reduce-scatter.
+      const double edge = (k == CollectiveKind::ALL_REDUCE ? 2.0 : 1.0) * (t - 1) / t * S;
+      std::map<std::pair<int, int>, int> out_of, in_to; // (node, local) -> flows
+      for (const Flow& fl : p.phases[0].flows) {
+        CHECK(fl.src.node == fl.dst.node);           // inside one node
+        CHECK(fl.src.local / t == fl.dst.local / t); // inside one group {t j .. t j + t-1}
+        CHECK(fl.bytes == doctest::Approx(edge));
+        ++out_of[{fl.src.node, fl.src.local}];
+        ++in_to[{fl.dst.node, fl.dst.local}];
+      }
+      // A ring: every GPU of the cluster sends one flow and receives one.
+      CHECK(out_of.size() == 16);
+      CHECK(in_to.size() == 16);
+      for (const auto& [g, n] : out_of)
+        CHECK(n == 1);
+      for (const auto& [g, n] : in_to)
+        CHECK(n == 1);
+    }
+    // The all-reduce's estimate, written out (docs/collectives.md, NCCL tuning.cc): one NVLink direction per GPU,
+    // 2(t-1)/t S / B_nvlink, plus the ring's base latency and 2(t-1) NVLink steps; the flows pay one route latency.
+    const Plan ar =
+        collectives::plan(CollectiveKind::ALL_REDUCE, static_cast<std::int64_t>(S), f, {}, schedule::CommGroup::TENSOR);
+    const double latency = RING_BASE + 2 * (t - 1) * (INTRA_LAT + RING_NVLINK_OVERHEAD);
+    CHECK(ar.predicted_s == doctest::Approx(2.0 * (t - 1) / t * S / INTRA_BPS + latency));
+    CHECK(ar.phases.at(0).latency_s == doctest::Approx(latency - INTRA_LAT));
+    // The other groups are unaffected by t: WORLD is the flat plan of the whole cluster.
+    const Plan world =
+        collectives::plan(CollectiveKind::ALL_REDUCE, static_cast<std::int64_t>(S), f, {}, schedule::CommGroup::WORLD);
+    CHECK(world.predicted_s ==
+          collectives::plan(CollectiveKind::ALL_REDUCE, static_cast<std::int64_t>(S), fabric(2, 8, 8)).predicted_s);
+  }
+
+  TEST_CASE("TENSOR with t = 1 is local (no flows); with t = G one group per node")
+  {
+    const Plan local = collectives::plan(CollectiveKind::ALL_REDUCE, 1 << 20, with_tp(fabric(2, 8, 8), 1), {},
+                                         schedule::CommGroup::TENSOR);
+    CHECK(local.algorithm == "local");
+    CHECK(local.phases.empty());
+    CHECK(local.predicted_s == 0);
+    // t = G = 8 on 3 nodes: the INTRA_NODE plan (the node's own ring on every node).
+    const Fabric f = with_tp(fabric(3, 8, 8), 8);
+    const Plan tensor = collectives::plan(CollectiveKind::ALL_GATHER, 1 << 24, f, {}, schedule::CommGroup::TENSOR);
+    const Plan intra =
+        collectives::plan(CollectiveKind::ALL_GATHER, 1 << 24, fabric(3, 8, 8), {}, schedule::CommGroup::INTRA_NODE);
+    CHECK(tensor.predicted_s == intra.predicted_s);
+    REQUIRE(tensor.phases.size() == intra.phases.size());
+    for (std::size_t i = 0; i < tensor.phases.size(); ++i) {
+      CHECK(tensor.phases[i].latency_s == intra.phases[i].latency_s);
+      CHECK(keys(tensor.phases[i].flows) == keys(intra.phases[i].flows));
+    }
+  }
+
+  TEST_CASE("DATA_PARALLEL: the plan of the (G/t)-GPU cluster, its GPU v placed on local v t + c for every c < t")
+  {
+    // (nodes, G, NICs, t)
+    for (const auto& [nodes, g, nics, t] : std::vector<std::tuple<int, int, int, int>>{
+             {2, 8, 8, 4}, {4, 8, 8, 8}, {2, 8, 4, 2}, {3, 4, 2, 2}, {2, 8, 2, 4}, {5, 8, 8, 2}}) {
+      CAPTURE(nodes);
+      CAPTURE(g);
+      CAPTURE(nics);
+      CAPTURE(t);
+      const Fabric f = with_tp(fabric(nodes, g, nics), t);
+      const Fabric group = dp_group_fabric(f);
+      for (const Options& o : all_options())
+        for (CollectiveKind k : KINDS) {
+          CAPTURE(static_cast<int>(k));
+          CAPTURE(static_cast<int>(o.all_reduce));
+          CAPTURE(o.hierarchical);
+          const std::int64_t S = 123'456'789;
+          const Plan p = collectives::plan(k, S, f, o, schedule::CommGroup::DATA_PARALLEL);
+          const Plan q = collectives::plan(k, S, group, o);
+          CHECK(p.algorithm == q.algorithm);
+          CHECK(p.channels == q.channels);
+          CHECK(p.predicted_s == q.predicted_s);
+          REQUIRE(p.phases.size() == q.phases.size());
+          for (std::size_t i = 0; i < p.phases.size(); ++i) {
+            CHECK(p.phases[i].latency_s == q.phases[i].latency_s);
+            CHECK(p.phases[i].flows.size() == static_cast<std::size_t>(t) * q.phases[i].flows.size());
+            // Every flow joins two GPUs of one data-parallel group: the same local index modulo t.
+            for (const Flow& fl : p.phases[i].flows)
+              CHECK(fl.src.local % t == fl.dst.local % t);
+            // The group of residue c is the one-group plan with local v -> v t + c.
+            for (int c = 0; c < t; ++c) {
+              std::vector<Flow> mine, want;
+              for (const Flow& fl : p.phases[i].flows)
+                if (fl.src.local % t == c)
+                  mine.push_back(fl);
+              for (Flow fl : q.phases[i].flows) {
+                fl.src.local = fl.src.local * t + c;
+                fl.dst.local = fl.dst.local * t + c;
+                want.push_back(fl);
+              }
+              CHECK(keys(mine) == keys(want));
+            }
+          }
+        }
+    }
+  }
+
+  TEST_CASE("DATA_PARALLEL on 2 nodes x 8, t = 4: predicted_s is the ring of 2 nodes x 2 GPUs, 2 NICs, written out")
+  {
+    // Group: N = 4 ranks, C = min(2 NICs, 2 GPUs) = 2 channels, each GPU one channel's exit, so a channel's
+    // bandwidth is min(B_nic, B_nvlink / (C-1)) = 25 GB/s: 2(N-1)/N S / (C x 25 GB/s). Latency (tuning.cc): base +
+    // (2(N-1) - 2 nodes) NVLink steps + 2 nodes network steps.
+    const Fabric f = with_tp(fabric(2, 8, 8), 4);
+    const double S = 1e9, N = 4, C = 2;
+    const Plan p = collectives::plan(CollectiveKind::ALL_REDUCE, static_cast<std::int64_t>(S), f,
+                                     forced(Algorithm::RING), schedule::CommGroup::DATA_PARALLEL);
+    const double latency =
+        RING_BASE + (6 - 4) * (INTRA_LAT + RING_NVLINK_OVERHEAD) + 4 * (INTER_LAT + RING_NET_OVERHEAD);
+    CHECK(p.predicted_s == doctest::Approx(2 * (N - 1) / N * S / (C * std::min(INTER_BPS, INTRA_BPS)) + latency));
+    CHECK(p.predicted_s == collectives::plan(CollectiveKind::ALL_REDUCE, static_cast<std::int64_t>(S), fabric(2, 2, 2),
+                                             forced(Algorithm::RING))
+                               .predicted_s);
+    for (const Flow& fl : p.phases.at(0).flows)
+      CHECK(fl.bytes == doctest::Approx(2 * (N - 1) / N * S / C));
+    // t = G: one GPU per node per group, a ring of `nodes` ranks through the NIC: 2(n-1)/n S / B_nic, every step a
+    // network step (inter steps clamped to nsteps = 2(n-1)).
+    const Fabric g = with_tp(fabric(2, 8, 8), 8);
+    const Plan q = collectives::plan(CollectiveKind::ALL_REDUCE, static_cast<std::int64_t>(S), g,
+                                     forced(Algorithm::RING), schedule::CommGroup::DATA_PARALLEL);
+    CHECK(q.predicted_s ==
+          doctest::Approx(2.0 * 1 / 2 * S / INTER_BPS + RING_BASE + 2 * (INTER_LAT + RING_NET_OVERHEAD)));
+    for (const Flow& fl : q.phases.at(0).flows) {
+      CHECK(fl.src.node != fl.dst.node);
+      CHECK(fl.src.local == fl.dst.local);
+    }
+  }
+
+  TEST_CASE("DATA_PARALLEL with t = 1 is the WORLD plan")
+  {
+    const Fabric f = fabric(2, 8, 8);
+    for (CollectiveKind k : KINDS) {
+      const Plan p = collectives::plan(k, 1 << 26, f, {}, schedule::CommGroup::DATA_PARALLEL);
+      const Plan w = collectives::plan(k, 1 << 26, f);
+      CHECK(p.predicted_s == w.predicted_s);
+      REQUIRE(p.phases.size() == w.phases.size());
+      for (std::size_t i = 0; i < p.phases.size(); ++i)
+        CHECK(keys(p.phases[i].flows) == keys(w.phases[i].flows));
+    }
+  }
+
+  TEST_CASE("TENSOR and DATA_PARALLEL: focus_node keeps exactly the flows touching the node")
+  {
+    for (const auto& [nodes, g, nics, t] :
+         std::vector<std::tuple<int, int, int, int>>{{2, 8, 8, 4}, {3, 8, 4, 2}, {4, 4, 2, 4}}) {
+      const Fabric f = with_tp(fabric(nodes, g, nics), t);
+      for (schedule::CommGroup grp : {schedule::CommGroup::TENSOR, schedule::CommGroup::DATA_PARALLEL})
+        for (const Options& o : all_options())
+          for (CollectiveKind k : KINDS) {
+            const Plan full = collectives::plan(k, 98'765'432, f, o, grp);
+            for (int focus = 0; focus < nodes; ++focus) {
+              CAPTURE(nodes);
+              CAPTURE(t);
+              CAPTURE(focus);
+              CAPTURE(static_cast<int>(grp));
+              const Plan part = collectives::plan(k, 98'765'432, f, with_focus(focus, o), grp);
+              CHECK(part.algorithm == full.algorithm);
+              CHECK(part.predicted_s == full.predicted_s);
+              REQUIRE(part.phases.size() == full.phases.size());
+              for (std::size_t i = 0; i < full.phases.size(); ++i) {
+                CHECK(part.phases[i].latency_s == full.phases[i].latency_s);
+                CHECK(keys(part.phases[i].flows) == keys(touching(full.phases[i].flows, focus)));
+              }
+            }
+          }
+    }
+  }
+
+  TEST_CASE("inter_node_pairs with t > 1 lists exactly the pairs the WORLD, INTER_NODE and DATA_PARALLEL plans use")
+  {
+    for (const auto& [nodes, g, nics, t] : std::vector<std::tuple<int, int, int, int>>{
+             {2, 8, 8, 4}, {4, 8, 8, 8}, {2, 8, 4, 2}, {3, 4, 2, 2}, {2, 8, 2, 4}, {7, 4, 2, 2}}) {
+      CAPTURE(nodes);
+      CAPTURE(g);
+      CAPTURE(nics);
+      CAPTURE(t);
+      const Fabric f = with_tp(fabric(nodes, g, nics), t);
+      const auto pairs = collectives::inter_node_pairs(f);
+      CHECK(std::is_sorted(pairs.begin(), pairs.end()));
+      CHECK(std::adjacent_find(pairs.begin(), pairs.end()) == pairs.end());
+      const std::set<std::pair<Gpu, Gpu>> have(pairs.begin(), pairs.end());
+      std::set<std::pair<Gpu, Gpu>> used, used_dp;
+      for (const Options& o : all_options())
+        for (CollectiveKind k : KINDS)
+          for (std::int64_t S : {std::int64_t{1} << 10, std::int64_t{1} << 24, std::int64_t{1} << 34})
+            for (schedule::CommGroup grp : {schedule::CommGroup::WORLD, schedule::CommGroup::INTER_NODE,
+                                            schedule::CommGroup::DATA_PARALLEL, schedule::CommGroup::TENSOR})
+              for (const auto& ph : collectives::plan(k, S, f, o, grp).phases)
+                for (const Flow& fl : ph.flows)
+                  if (fl.src.node != fl.dst.node) {
+                    CHECK(grp != schedule::CommGroup::TENSOR); // a TENSOR group never leaves its node
+                    used.insert({fl.src, fl.dst});
+                    if (grp == schedule::CommGroup::DATA_PARALLEL)
+                      used_dp.insert({fl.src, fl.dst});
+                  }
+      // Every DATA_PARALLEL pair has a route ...
+      CHECK(!used_dp.empty());
+      for (const auto& pr : used_dp)
+        CHECK(have.count(pr) == 1);
+      // ... and every listed pair is some plan's.
+      CHECK(used == have);
+      for (int focus = 0; focus < nodes; ++focus) {
+        std::vector<std::pair<Gpu, Gpu>> want;
+        for (const auto& pr : pairs)
+          if (pr.first.node == focus || pr.second.node == focus)
+            want.push_back(pr);
+        CHECK(collectives::inter_node_pairs(f, with_focus(focus)) == want);
+      }
+    }
+  }
+
+  TEST_CASE("DATA_PARALLEL rings use every NIC of a node equally in each direction")
+  {
+    for (const auto& [nodes, g, nics, t] : std::vector<std::tuple<int, int, int, int>>{
+             {2, 8, 8, 4}, {4, 8, 8, 8}, {2, 8, 8, 2}, {2, 8, 4, 8}, {3, 4, 4, 2}, {2, 4, 1, 4}})
+      check_dp_nic_balance(nodes, g, nics, t);
+  }
+
+  // KNOWN DEFECT (reported to the lead, not fixed here): when the group fabric's NIC assignment (GPU v on NIC
+  // v max(1, NICs/t) / (G/t)) differs from the GPUs' real NICs (local v t + c on NIC (v t + c) NICs / G), with G/t > 1
+  // and NICs > 1, a group's channels enter and leave the node through NICs that every group shares in one direction
+  // only: 8 GPUs, 4 NICs, t = 2: the flows out of a node use NICs 1 and 3 (2 each), those into it NICs 0 and 2; NICs 0
+  // and 2 never send. should_fail: this case passes while the defect is there; remove the decorator with the fix.
+  TEST_CASE("DATA_PARALLEL rings use every NIC of a node equally when NICs / t < G / t" * doctest::should_fail(true))
+  {
+    for (const auto& [nodes, g, nics, t] :
+         std::vector<std::tuple<int, int, int, int>>{{2, 8, 4, 2}, {2, 8, 2, 4}, {3, 8, 2, 2}})
+      check_dp_nic_balance(nodes, g, nics, t);
+  }
+
+  TEST_CASE("a tensor-parallel degree that does not divide the GPUs of a node is an input error")
+  {
+    for (int t : {3, 5, 16, 0, -2}) {
+      CAPTURE(t);
+      const Fabric f = with_tp(fabric(2, 8, 8), t);
+      CHECK_THROWS_AS(collectives::plan(CollectiveKind::ALL_REDUCE, 1024, f, {}, schedule::CommGroup::TENSOR),
+                      core::InputError);
+      CHECK_THROWS_AS(collectives::plan(CollectiveKind::ALL_GATHER, 1024, f, {}, schedule::CommGroup::DATA_PARALLEL),
+                      core::InputError);
+      if (t > 1)
+        CHECK_THROWS_AS(collectives::inter_node_pairs(f), core::InputError);
+    }
+  }
+}

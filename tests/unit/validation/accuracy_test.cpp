@@ -71,8 +71,11 @@ TEST_SUITE("validation")
     // the block_size of 12 tokens its commands print. At 12 tokens a sample's activations are a few tens of MB, so
     // twice the published largest batch is predicted to fit (docs/validation.md, "FSDP and DDP rows"); the source's
     // maxima cannot be memory limits at that sequence length. When that is resolved, this list must shrink.
-    const std::vector<std::string> known_misses = {"617", "618", "619", "620", "621",
-                                                   "622", "623", "626", "627", "628"};
+    // Row 83 (ZeRO-Offload Fig. 7: 30B on 4 V100 "with MP"): at Table 3's setting for its 20B-60B models (MP 2,
+    // micro-batch 8) a 30B model's fp16 shard alone is 30 GB per 32 GB GPU, so the 30B configuration the file can
+    // build does not fit; the run's own MP degree and batch are not published (docs/tensor-parallel.md §5).
+    const std::vector<std::string> known_misses = {"617", "618", "619", "620", "621", "622",
+                                                   "623", "626", "627", "628", "83"};
     ValidationReport r = run_on_shipped_data();
     REQUIRE_FALSE(r.fits.empty());
     for (const auto& f : r.fits) {
@@ -109,10 +112,13 @@ TEST_SUITE("validation")
     // +/-20 % of the published size and twice the published size does not fit. Row 82 (ZeRO-Offload Figure 7:
     // 13B on one V100 32 GB with CPU-Adam) is the one such row the file can express (rows 83-84 used model
     // parallelism, row 608 gives no shape).
+    // Rows 83-84 are searched at ZeRO-Offload Table 3's MP setting (docs/tensor-parallel.md §5). Known miss: row
+    // 83 (30B on 4 GPUs at MP 2 and micro-batch 8): 29 x 8192 = 23.78B fits, -20.7 %, just outside.
+    const std::vector<std::string> known_misses = {"83"};
     ValidationReport r = run_on_shipped_data();
-    CHECK(r.largest_offload_rows >= 1);
-    CHECK(r.largest_offload_ok == r.largest_offload_rows);
-    bool row_82 = false;
+    CHECK(r.largest_offload_rows == 3);
+    CHECK(r.largest_offload_ok == r.largest_offload_rows - static_cast<int>(known_misses.size()));
+    bool row_82 = false, row_84 = false;
     for (const auto& f : r.fits) {
       if (!f.largest)
         continue;
@@ -120,6 +126,7 @@ TEST_SUITE("validation")
       INFO("published.csv row " << f.c.info.row_id << ": " << l.largest_layers << " layers, " << l.largest_params
                                 << " parameters against " << l.published_params);
       row_82 = row_82 || f.c.info.row_id == "82";
+      row_84 = row_84 || f.c.info.row_id == "84";
       // The search's answer is the boundary: it fits, one layer more does not (memory::analyze_memory).
       spec::Scenario at = f.c.ran;
       at.model.layers = l.largest_layers;
@@ -135,10 +142,12 @@ TEST_SUITE("validation")
       fewer.layers = l.twice_layers - 1;
       CHECK(static_cast<double>(workload::count_params(fewer)) < 2 * l.published_params);
       if (f.c.info.offload != "none") {
-        CHECK(std::abs(l.error_pct) <= ACCEPTED_LARGEST_MODEL_ERROR_PCT);
+        const bool known = std::find(known_misses.begin(), known_misses.end(), f.c.info.row_id) != known_misses.end();
+        CHECK((std::abs(l.error_pct) <= ACCEPTED_LARGEST_MODEL_ERROR_PCT) != known);
         CHECK_FALSE(l.twice_fits);
       }
     }
     CHECK(row_82);
+    CHECK(row_84);
   }
 }

@@ -282,10 +282,11 @@ TEST_SUITE("validation")
     CHECK(c.info.assumptions.find("buffer_size 1e9 assumed") != std::string::npos);
   }
 
-  TEST_CASE("mapping: a max-model size whose fp16 weights exceed one GPU at stage 2 is not covered (MP)")
+  TEST_CASE("mapping: a max-model size whose fp16 shard exceeds one GPU at stage 2 needs its model-parallel degree")
   {
-    // published.csv row 84: 70B with ZeRO-Offload on 16 GPUs; 2 bytes x 70e9 = 130 GiB > 32 GiB, so the run
-    // used Megatron model parallelism (ZeRO-Offload Table 3 marks it "with MP").
+    // published.csv row 84: 70B with ZeRO-Offload on 16 GPUs; 2 bytes x 70e9 = 130 GiB > 32 GiB without model
+    // parallelism. ZeRO-Offload Table 3 gives the 70B model's shape and MP setting (69 x 9216, MP 8): the row is
+    // searched at tensor parallelism 8.
     PublishedRow r = row_82();
     r["row_id"] = "84";
     r["total_gpus"] = "16";
@@ -293,10 +294,18 @@ TEST_SUITE("validation")
     FakeNodes nodes;
     RowMapping m;
     map_row(r, nodes.loader(), m);
-    CHECK(m.fits.empty());
-    REQUIRE(m.not_covered.size() == 1);
-    CHECK(m.not_covered[0].kind == "max-model");
-    CHECK(m.not_covered[0].reason.find("model parallelism") != std::string::npos);
+    REQUIRE(m.fits.size() == 1);
+    CHECK(m.fits[0].ran.tp() == 8);
+    CHECK(m.fits[0].ran.dp() == 2);
+    CHECK(m.fits[0].ran.model.hidden == 9216);
+    // A size with no published shape or degree: 2 bytes x 50e9 = 93 GiB > 32 GiB at tensor parallelism 1.
+    r["max_model_fit"] = "ZeRO-Offload 50B";
+    RowMapping none;
+    map_row(r, nodes.loader(), none);
+    CHECK(none.fits.empty());
+    REQUIRE(none.not_covered.size() == 1);
+    CHECK(none.not_covered[0].kind == "max-model");
+    CHECK(none.not_covered[0].reason.find("no model-parallel degree") != std::string::npos);
   }
 
   TEST_CASE("mapping: tutorial row 213 is an nvidia-smi bound with the tutorial's ds_config")
@@ -395,7 +404,7 @@ TEST_SUITE("validation")
     CHECK(m.memory.empty());
     CHECK(m.other_rows == 1); // no memory figure and no fit statement: a time-only row
     REQUIRE(m.not_covered.size() == 3);
-    CHECK(m.not_covered[0].reason.find("tensor/pipeline parallelism") != std::string::npos);
+    CHECK(m.not_covered[0].reason.find("pipeline parallelism") != std::string::npos);
     CHECK(m.not_covered[0].framework == "DeepSpeed");
     CHECK(m.not_covered[1].reason.find("FSDP sharding strategy not stated") != std::string::npos);
     CHECK(m.not_covered[1].framework == "FSDP");

@@ -764,9 +764,14 @@ TEST_SUITE("validation")
     PublishedRow fp8 = row_350(); // S14 rows 420-426
     fp8["precision"] = "amp_fp8 (MP mode DEFAULT)";
     CHECK(category_of(fp8) == "FP8 / context parallelism / ZeRO++ (README trap 4)");
-    PublishedRow tp = row_211();
+    PublishedRow tp = row_211(); // a pipeline-parallel row (the BLOOM runs, S12 rows 255-311)
     tp["tp"] = "8";
+    tp["pp"] = "12";
     CHECK(category_of(tp) == "tensor / pipeline parallelism (README trap 6)");
+    PublishedRow dtensor = row_568(); // torchtitan's 2D (FSDP + DTensor TP) rows 584-585
+    dtensor["tp"] = "8";
+    CHECK(category_of(dtensor) == "tensor / pipeline parallelism (README trap 6)");
+    CHECK(map_one(dtensor).not_covered[0].reason.find("only Megatron-DeepSpeed's is modelled") != std::string::npos);
     PublishedRow mp = row_211(); // ZeRO paper rows 18-26: "<=16 (MP within node; ...)"
     mp["tp"] = "<=16 (MP within node; exact per-model MP in appendix, not read)";
     CHECK(category_of(mp) == "tensor / pipeline parallelism (README trap 6)");
@@ -843,7 +848,12 @@ TEST_SUITE("validation")
       } else {
         CHECK(c.info.framework == (c.scenario.framework == spec::Framework::FSDP ? "FSDP" : "DDP"));
       }
-      CHECK(leading_number(r.at("tp")).value_or(1) <= 1);
+      // Megatron tensor parallelism is modelled under DeepSpeed only (docs/tensor-parallel.md), and it is the
+      // row's degree; pipeline parallelism is not modelled.
+      const int tp = static_cast<int>(leading_number(r.at("tp")).value_or(1));
+      if (tp > 1)
+        CHECK(c.scenario.framework == spec::Framework::DEEPSPEED);
+      CHECK(c.scenario.tp() == std::max(1, tp));
       CHECK(leading_number(r.at("pp")).value_or(1) <= 1);
       CHECK(r.at("precision").find("fp8") == std::string::npos);
       CHECK(c.completeness != "C");
