@@ -530,12 +530,15 @@ Fabric inter_node_group_fabric(const Fabric& f)
   return x;
 }
 
-/// The fabric of one DATA_PARALLEL group: gpus_per_node / t GPUs per node sharing nics / t NICs (at least one).
+/// The fabric of one DATA_PARALLEL group: gpus_per_node / t GPUs per node and min(nics, gpus_per_node / t) NICs.
+/// The group's GPU v is local v x t + c, whose NIC is (v t + c) x nics / G (nic_of): with that many NICs the group's
+/// own mapping v x nics' / (G / t) is the same NIC order, so its channels enter and leave through the NICs its GPUs
+/// really use, and the t groups together load every NIC of the node evenly.
 Fabric data_parallel_group_fabric(const Fabric& f)
 {
   Fabric x = f;
   x.gpus_per_node = f.gpus_per_node / f.tensor_parallel;
-  x.nics_per_node = f.nics_per_node > 0 ? std::max(1, f.nics_per_node / f.tensor_parallel) : 0;
+  x.nics_per_node = f.nics_per_node > 0 ? std::min(f.nics_per_node, x.gpus_per_node) : 0;
   x.tensor_parallel = 1;
   return x;
 }

@@ -100,9 +100,10 @@ Plan plan(schedule::CollectiveKind kind, std::int64_t bytes, const Fabric& f, co
 /// above; INTRA_NODE is the one-node plan of `f` repeated on every node; INTER_NODE is the plan of a
 /// cluster of `f.nodes` nodes with one GPU and one NIC each, repeated for every local index (the groups
 /// share each node's NICs on the platform). TENSOR is the plan of a node of t GPUs repeated on every group of
-/// every node; DATA_PARALLEL the plan of a cluster of gpus_per_node / t GPUs (and NICs / t, at least one) per node,
-/// its GPU v being local index v x t + c, repeated for every c < t (docs/tensor-parallel.md §4). Latency terms are
-/// those of one group (the groups run side by side). Honours o.focus_node (only the flows with an end on that node).
+/// every node; DATA_PARALLEL the plan of a cluster of gpus_per_node / t GPUs (and min(NICs, gpus_per_node / t) NICs)
+/// per node, its GPU v being local index v x t + c, repeated for every c < t (docs/tensor-parallel.md §4). Latency
+/// terms are those of one group (the groups run side by side). Honours o.focus_node (only the flows with an end on that
+/// node).
 Plan plan(schedule::CollectiveKind kind, std::int64_t bytes, const Fabric& f, const Options& o, schedule::CommGroup g);
 
 /// Every ordered GPU pair (src, dst) on different nodes that some plan of `f` may use (ring channels,

@@ -64,9 +64,20 @@ void build_stage0(Builder& b)
     flush();
 
   // Step (§2 step 3). FP16_Optimizer flattens every grad into one fp32 buffer (4Ψ, transient), then
-  // fused Adam over the full master on every rank, then copies fp32 -> lp. No collective is needed for
-  // the norm or the overflow flag: after the all-reduce every rank holds the same full gradients.
+  // fused Adam over the full master on every rank, then copies fp32 -> lp. No data-parallel collective is needed
+  // for the norm or the overflow flag: after the all-reduce every rank holds the same full gradients. With tensor
+  // parallelism each rank holds a shard: the optimizer's mpu all-reduces the overflow flag (fp16, CheckOverflow) and
+  // the norm (get_grad_norm) over the model-parallel group, and reads them on the host (docs/tensor-parallel.md §3).
   // Extra traffic per element (mixed): flatten+cast (b_lp read, 4 written), copy-back (4 read, b_lp written).
+  if (b.tp > 1) {
+    TaskId last = -1;
+    if (b.fp16)
+      last = b.collective("step.overflow_check.tp", Phase::OPTIMIZER, Stream::COMPUTE, CollectiveKind::ALL_REDUCE, 1,
+                          -1, {}, CommGroup::TENSOR);
+    last = b.collective("step.grad_norm.tp", Phase::OPTIMIZER, Stream::COMPUTE, CollectiveKind::ALL_REDUCE, 4, -1,
+                        last < 0 ? std::vector<TaskId>{} : std::vector<TaskId>{last}, CommGroup::TENSOR);
+    b.host_wait(last);
+  }
   const double extra = b.mixed ? 2.0 * (b.b_lp + 4) : 0.0;
   const TaskId opt = b.gpu_optimizer("step.optimizer", psi, extra);
   if (b.mixed) {

@@ -103,7 +103,7 @@ struct Task {
   std::vector<BufferId> frees;  ///< released when the task completes
 };
 
-/// "world", "intra_node", "inter_node" (trace arguments, messages).
+/// "world", "intra_node", "inter_node", "tensor", "data_parallel" (trace arguments, messages).
 const char* to_string(CommGroup g);
 
 struct TaskGraph {
