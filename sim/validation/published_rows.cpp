@@ -77,7 +77,7 @@ struct PaperShape {
   int layers;
   int hidden;
   int heads;
-  int micro_batch; ///< 0: take the row's
+  int micro_batch;     ///< 0: take the row's
   int tensor_parallel; ///< the paper's model-parallel degree for this size (Megatron tensor parallelism); 1: none
   const char* citation;
 };
@@ -88,8 +88,10 @@ struct PaperShape {
 constexpr PaperShape PAPER_SHAPES[] = {
     {"S04", "1.4B", 40, 1536, 16, 0, 1,
      "ZeRO-Infinity Table 4 (published.csv row 101 notes): 40 layers x 1536, 16 heads"},
-    {"S04", "10B", 50, 4096, 16, 0, 1, "ZeRO-Infinity Table 4 (published.csv row 102 notes): 50 layers x 4096, 16 heads"},
-    {"S04", "20B", 98, 4096, 32, 0, 1, "ZeRO-Infinity Table 4 (published.csv row 105 notes): 98 layers x 4096, 32 heads"},
+    {"S04", "10B", 50, 4096, 16, 0, 1,
+     "ZeRO-Infinity Table 4 (published.csv row 102 notes): 50 layers x 4096, 16 heads"},
+    {"S04", "20B", 98, 4096, 32, 0, 1,
+     "ZeRO-Infinity Table 4 (published.csv row 105 notes): 98 layers x 4096, 32 heads"},
     {"S03", "13B", 65, 4096, 32, 4, 1,
      "ZeRO-Offload Table 3 (published.csv row 59): 65 layers x 4096, micro-batch 4 on one GPU; heads not stated, "
      "32 = hidden/128 assumed (as models/zero-offload-13b.yaml)"},
