@@ -604,40 +604,22 @@ Plan plan(CollectiveKind kind, std::int64_t bytes, const Fabric& f, const Option
       return fl;
     });
   }
-  Plan out;
   if (g == schedule::CommGroup::INTRA_NODE) {
     Fabric node = f;
     node.nodes = 1;
-    const Plan p = plan(kind, bytes, node, one_group);
-    out = p;
-    for (std::size_t i = 0; i < p.phases.size(); ++i) {
-      out.phases[i].flows.clear();
-      for (int n = 0; n < f.nodes; ++n) {
-        if (o.focus_node >= 0 && n != o.focus_node)
-          continue;
-        for (Flow fl : p.phases[i].flows) {
-          fl.src.node = n;
-          fl.dst.node = n;
-          out.phases[i].flows.push_back(fl);
-        }
-      }
-    }
-    return out;
+    return replicate(plan(kind, bytes, node, one_group), f.nodes, o, [](Flow fl, int n) {
+      fl.src.node = n;
+      fl.dst.node = n;
+      return fl;
+    });
   }
-  const Plan p = plan(kind, bytes, inter_node_group_fabric(f), one_group);
-  out = p;
-  for (std::size_t i = 0; i < p.phases.size(); ++i) {
-    out.phases[i].flows.clear();
-    for (int local = 0; local < f.gpus_per_node; ++local)
-      for (Flow fl : p.phases[i].flows) {
-        if (o.focus_node >= 0 && fl.src.node != o.focus_node && fl.dst.node != o.focus_node)
-          continue;
-        fl.src.local = local;
-        fl.dst.local = local;
-        out.phases[i].flows.push_back(fl);
-      }
-  }
-  return out;
+  // INTER_NODE
+  return replicate(plan(kind, bytes, inter_node_group_fabric(f), one_group), f.gpus_per_node, o,
+                   [](Flow fl, int local) {
+                     fl.src.local = local;
+                     fl.dst.local = local;
+                     return fl;
+                   });
 }
 
 std::vector<std::pair<Gpu, Gpu>> inter_node_pairs(const Fabric& f, const Options& o)

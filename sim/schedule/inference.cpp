@@ -456,23 +456,14 @@ void build_inference(Builder& b, const std::vector<int>& passes)
       // stage3.cpp). Pass 0 runs the model's layer (the prompt), a decode pass its decode layer.
       const int li = w.pass_layer(pass, l);
       const workload::Layer& layer = w.layers[static_cast<std::size_t>(li)];
-      Task t;
-      t.kind = TaskKind::COMPUTE;
-      t.phase = Phase::FORWARD;
-      t.stream = Stream::COMPUTE;
-      t.name = ps + ".fwd." + w.layers[lu].name;
-      t.micro_step = pass;
-      t.layer = li;
-      t.flops = layer.fwd_flops;
-      for (const workload::Op& op : layer.ops)
-        t.mem_bytes += op.fwd_bytes;
+      std::vector<TaskId> deps;
       for (int pos : layer_positions[lu])
         for (int p : trace[static_cast<std::size_t>(pos)].params)
           if (!persistent[static_cast<std::size_t>(p)])
-            t.deps.push_back(c.gathered_by[static_cast<std::size_t>(p)]);
+            deps.push_back(c.gathered_by[static_cast<std::size_t>(p)]);
       if (!layer_positions[lu].empty())
-        t.deps.push_back(c.ag_waited);
-      const TaskId id = b.add(std::move(t));
+        deps.push_back(c.ag_waited);
+      const TaskId id = b.layer_compute(ps + ".fwd." + w.layers[lu].name, Phase::FORWARD, pass, li, std::move(deps));
       const BufferId working = b.transient(ps + ".fwd_working." + w.layers[lu].name, Device::GPU,
                                            MemCategory::ACTIVATIONS, layer.activation_bytes_forward_working);
       b.alloc_on(id, working);

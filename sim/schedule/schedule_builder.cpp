@@ -244,6 +244,24 @@ TaskId Builder::sync(std::string name, int mb, std::vector<TaskId> deps)
   return id;
 }
 
+TaskId Builder::layer_compute(std::string name, Phase ph, int mb, int layer, std::vector<TaskId> deps)
+{
+  const workload::Layer& l = w.layers[static_cast<std::size_t>(layer)];
+  Task t;
+  t.kind = TaskKind::COMPUTE;
+  t.phase = ph;
+  t.stream = Stream::COMPUTE;
+  t.name = std::move(name);
+  t.micro_step = mb;
+  t.layer = layer;
+  t.flops = ph == Phase::FORWARD ? l.fwd_flops : ph == Phase::BACKWARD ? l.bwd_flops : l.recompute_flops;
+  if (ph != Phase::RECOMPUTE)
+    for (const workload::Op& op : l.ops)
+      t.mem_bytes += ph == Phase::FORWARD ? op.fwd_bytes : op.bwd_bytes;
+  t.deps = std::move(deps);
+  return add(std::move(t));
+}
+
 TaskId Builder::forward(int mb, int layer, std::vector<TaskId> deps)
 {
   const workload::Layer& l = w.layers[static_cast<std::size_t>(layer)];
@@ -253,18 +271,7 @@ TaskId Builder::forward(int mb, int layer, std::vector<TaskId> deps)
     checkpoint_forward_begin(mb, layer);
   ckpt_fwd_begun_[li] = 0;
   const std::string mbs = "mb" + std::to_string(mb);
-  Task t;
-  t.kind = TaskKind::COMPUTE;
-  t.phase = Phase::FORWARD;
-  t.stream = Stream::COMPUTE;
-  t.name = mbs + ".fwd." + l.name;
-  t.micro_step = mb;
-  t.layer = layer;
-  t.flops = l.fwd_flops;
-  for (const workload::Op& op : l.ops)
-    t.mem_bytes += op.fwd_bytes;
-  t.deps = std::move(deps);
-  const TaskId compute = add(std::move(t));
+  const TaskId compute = layer_compute(mbs + ".fwd." + l.name, Phase::FORWARD, mb, layer, std::move(deps));
   // The layer's tensor-parallel all-reduces run inside its forward (before checkpoint() returns): the layer ends
   // with the last of them. Its memory events stay on the compute task.
   const TaskId id = tensor_parallel_collectives(mb, layer, Phase::FORWARD, compute);
@@ -493,31 +500,11 @@ std::array<TaskId, 2> Builder::backward(int mb, int layer, std::vector<TaskId> d
                                   l.activation_bytes_backward_working);
   TaskId first = -1;
   if (s.training.activation_checkpointing != spec::Checkpointing::NONE && l.recompute_flops > 0) {
-    Task r;
-    r.kind = TaskKind::COMPUTE;
-    r.phase = Phase::RECOMPUTE;
-    r.stream = Stream::COMPUTE;
-    r.name = mbs + ".recompute." + l.name;
-    r.micro_step = mb;
-    r.layer = layer;
-    r.flops = l.recompute_flops;
-    r.deps = deps;
-    first = add(std::move(r));
+    first = layer_compute(mbs + ".recompute." + l.name, Phase::RECOMPUTE, mb, layer, deps);
     alloc_on(first, work);
     tensor_parallel_collectives(mb, layer, Phase::RECOMPUTE, first);
   }
-  Task t;
-  t.kind = TaskKind::COMPUTE;
-  t.phase = Phase::BACKWARD;
-  t.stream = Stream::COMPUTE;
-  t.name = mbs + ".bwd." + l.name;
-  t.micro_step = mb;
-  t.layer = layer;
-  t.flops = l.bwd_flops;
-  for (const workload::Op& op : l.ops)
-    t.mem_bytes += op.bwd_bytes;
-  t.deps = std::move(deps);
-  const TaskId id = add(std::move(t));
+  const TaskId id = layer_compute(mbs + ".bwd." + l.name, Phase::BACKWARD, mb, layer, std::move(deps));
   if (first < 0) {
     first = id;
     alloc_on(id, work);
@@ -625,17 +612,21 @@ TaskId Builder::step_scalars(bool overflow)
   // model-parallel one (DeepSpeed's _model_parallel_all_reduce; docs/tensor-parallel.md §3).
   if (overflow) { // overflow flag: AR(1 byte) MAX (§3.5 step 1, §5.7 step 2)
     last = collective("step.overflow_check", Phase::OPTIMIZER, Stream::COMPUTE, CollectiveKind::ALL_REDUCE, 1, -1);
-    if (tp > 1)
-      last = collective("step.overflow_check.tp", Phase::OPTIMIZER, Stream::COMPUTE, CollectiveKind::ALL_REDUCE, 1, -1,
-                        {last}, CommGroup::TENSOR);
+    last = model_parallel_scalar("step.overflow_check.tp", 1, last);
   }
   // global grad norm: AR(1 float) SUM; its .item() makes the host wait (§3.5 step 2, §5.7 step 2)
   last = collective("step.grad_norm", Phase::OPTIMIZER, Stream::COMPUTE, CollectiveKind::ALL_REDUCE, 4, -1);
-  if (tp > 1)
-    last = collective("step.grad_norm.tp", Phase::OPTIMIZER, Stream::COMPUTE, CollectiveKind::ALL_REDUCE, 4, -1, {last},
-                      CommGroup::TENSOR);
+  last = model_parallel_scalar("step.grad_norm.tp", 4, last);
   host_wait(last);
   return last;
+}
+
+TaskId Builder::model_parallel_scalar(std::string name, std::int64_t bytes, TaskId after)
+{
+  if (tp == 1)
+    return after;
+  return collective(std::move(name), Phase::OPTIMIZER, Stream::COMPUTE, CollectiveKind::ALL_REDUCE, bytes, -1,
+                    after < 0 ? std::vector<TaskId>{} : std::vector<TaskId>{after}, CommGroup::TENSOR);
 }
 
 std::int64_t Builder::layer_numel(int layer) const

@@ -159,6 +159,10 @@ public:
                   std::vector<TaskId> deps = {});
   TaskId sync(std::string name, int mb, std::vector<TaskId> deps);
 
+  /// A compute task of `layer` on the compute stream for phase FORWARD, RECOMPUTE or BACKWARD: its FLOPs and HBM
+  /// bytes are the layer's for that phase (a recompute re-runs the forward's recomputed FLOPs). Memory events and
+  /// tensor-parallel all-reduces are the caller's.
+  TaskId layer_compute(std::string name, Phase ph, int mb, int layer, std::vector<TaskId> deps);
   /// Forward of `layer` in micro-step `mb`: allocates its kept activations (freed by its backward)
   /// and its forward working bytes (freed by the same task).
   TaskId forward(int mb, int layer, std::vector<TaskId> deps = {});
@@ -188,6 +192,9 @@ public:
   TaskId cpu_optimizer(std::string name, std::int64_t elements, std::vector<TaskId> deps = {});
   /// The 1-element all-reduces of the step: overflow flag (1 byte, MAX) when `overflow`, grad norm (1 fp32).
   TaskId step_scalars(bool overflow);
+  /// With tensor parallelism, a step scalar's all-reduce over the model-parallel group after `after` (DeepSpeed's
+  /// _model_parallel_all_reduce, get_grad_norm / CheckOverflow with an mpu); `after` itself when t = 1.
+  TaskId model_parallel_scalar(std::string name, std::int64_t bytes, TaskId after);
 
   /// Σ numel of a layer's parameter tensors.
   std::int64_t layer_numel(int layer) const;

@@ -70,13 +70,8 @@ void build_stage0(Builder& b)
   // the norm (get_grad_norm) over the model-parallel group, and reads them on the host (docs/tensor-parallel.md §3).
   // Extra traffic per element (mixed): flatten+cast (b_lp read, 4 written), copy-back (4 read, b_lp written).
   if (b.tp > 1) {
-    TaskId last = -1;
-    if (b.fp16)
-      last = b.collective("step.overflow_check.tp", Phase::OPTIMIZER, Stream::COMPUTE, CollectiveKind::ALL_REDUCE, 1,
-                          -1, {}, CommGroup::TENSOR);
-    last = b.collective("step.grad_norm.tp", Phase::OPTIMIZER, Stream::COMPUTE, CollectiveKind::ALL_REDUCE, 4, -1,
-                        last < 0 ? std::vector<TaskId>{} : std::vector<TaskId>{last}, CommGroup::TENSOR);
-    b.host_wait(last);
+    const TaskId overflow = b.fp16 ? b.model_parallel_scalar("step.overflow_check.tp", 1, -1) : -1;
+    b.host_wait(b.model_parallel_scalar("step.grad_norm.tp", 4, overflow));
   }
   const double extra = b.mixed ? 2.0 * (b.b_lp + 4) : 0.0;
   const TaskId opt = b.gpu_optimizer("step.optimizer", psi, extra);
