@@ -15,41 +15,14 @@ namespace {
 
 constexpr double GIB = 1073741824.0;
 
-/// Stand-ins for the node files, so that these tests depend on the mapping alone: topologies/dgx-2.yaml (16 x
-/// V100-SXM3 32 GiB, 1.5 TiB host: NVIDIA DGX-2 datasheet), dgx-a100-80gb.yaml (8 x A100 80 GiB, 2 TiB host, 8 x
-/// 200 Gb/s HDR: NVIDIA DGX A100 datasheet) and workstation-2x-titan-rtx.yaml (2 x TITAN RTX 24 GiB, one 10 Gb/s
-/// NIC). Records the names asked for.
+/// The shared stand-ins for the node files (row_fixtures.hpp fake_node); records the names asked for.
 struct FakeNodes {
   std::vector<std::string> asked;
   NodeLoader loader()
   {
     return [this](const std::string& name) {
       asked.push_back(name);
-      spec::NodeSpec n;
-      n.name = name;
-      if (name == "dgx-a100-80gb") {
-        n.gpu.model = "A100-SXM4-80GB";
-        n.gpu.memory_bytes = 80LL << 30;
-        n.gpus = 8;
-        n.cpu.memory_bytes = 2048LL << 30;
-        n.nics.count = 8;
-        n.nics.bandwidth_Bps = 25e9;
-      } else if (name == "workstation-2x-titan-rtx") {
-        n.gpu.model = "TITAN-RTX-24GB";
-        n.gpu.memory_bytes = 24LL << 30;
-        n.gpus = 2;
-        n.cpu.memory_bytes = 128LL << 30;
-        n.nics.count = 1;
-        n.nics.bandwidth_Bps = 1.25e9;
-      } else {
-        n.gpu.model = "V100-SXM3-32GB";
-        n.gpu.memory_bytes = 32LL << 30;
-        n.gpus = 16;
-        n.cpu.memory_bytes = 1536LL << 30;
-        n.nics.count = 8;
-        n.nics.bandwidth_Bps = 12.5e9;
-      }
-      return n;
+      return zerosim::validation::test::fake_node(name);
     };
   }
 };
