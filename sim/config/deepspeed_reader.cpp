@@ -298,6 +298,8 @@ bool is_active(const YAML::Node& v, const KeyDoc& doc)
 void collect_warnings(const YAML::Node& node, const Schema& schema, const std::string& path, spec::Scenario& s)
 {
   for (auto it = node.begin(); it != node.end(); ++it) {
+    if (!it->first.IsScalar())
+      continue; // FieldReader::check_keys reports it
     const KeyDoc* doc = schema.find(it->first.Scalar());
     if (!doc)
       continue;

@@ -95,9 +95,13 @@ void set_below(YAML::Node node, const std::vector<std::string>& segs, size_t i, 
   }
   const YAML::Node& ccur = cur;
   YAML::Node target = ccur[segs.back()];
-  if (value.IsMap() && target.IsDefined() && target.IsMap()) {
-    for (auto it = value.begin(); it != value.end(); ++it)
-      set_below(target, {it->first.Scalar()}, 0, it->second, where);
+  if (value.IsMap() && is_map(target)) {
+    for (auto it = value.begin(); it != value.end(); ++it) {
+      const YAML::Node k = it->first;
+      if (!k.IsScalar())
+        throw core::InputError(where + ": " + segs.back() + ": expected a key name, found " + describe_found(k));
+      set_below(target, {k.Scalar()}, 0, it->second, where);
+    }
     return;
   }
   cur[segs.back()] = YAML::Clone(value);
@@ -107,11 +111,20 @@ void set_below(YAML::Node node, const std::vector<std::string>& segs, size_t i, 
 
 YAML::Node parse_yaml(const std::string& text, const std::string& file)
 {
+  std::vector<YAML::Node> docs;
   try {
-    return YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
+    docs = YAML::LoadAll(text);
+  } catch (const YAML::Exception& e) {
     throw core::InputError(position(file, e.mark) + ": not valid YAML: " + e.msg);
   }
+  // yaml-cpp's Load keeps the first document and drops the rest without a word. A second document is what a
+  // first key indented deeper than the keys after it gives ("  name: x" above "cluster:"): the indented
+  // mapping ends at the first line less indented, and the rest would be silently lost.
+  if (docs.size() > 1)
+    throw core::InputError(position(file, docs[1].Mark()) +
+                           ": not valid YAML: a second document starts here, and a file holds one mapping (is a key "
+                           "above this line indented deeper than the keys after it, or is there a '---'?)");
+  return docs.empty() ? YAML::Node() : docs.front();
 }
 
 YAML::Node load_yaml_file(const std::string& path)
@@ -150,7 +163,7 @@ void resolve_reference(ScenarioDocument& doc, const std::string& key_path)
   for (size_t i = 0; i + 1 < segs.size(); ++i) {
     const YAML::Node& cp = parent;
     YAML::Node next = cp[segs[i]];
-    if (!next.IsMap())
+    if (!is_map(next))
       return;
     parent.reset(next);
   }
@@ -279,19 +292,20 @@ void apply_set(ScenarioDocument& doc, const std::string& assignment)
 void apply_overrides(ScenarioDocument& doc)
 {
   const YAML::Node& root = doc.root;
-  YAML::Node cluster = root["cluster"];
-  if (!cluster.IsMap())
+  const YAML::Node cluster = root["cluster"];
+  if (!is_map(cluster))
     return;
-  YAML::Node ov = cluster["overrides"];
-  YAML::Node node = cluster["node"];
-  if (!ov.IsDefined() || ov.IsNull() || !ov.IsMap() || !node.IsMap())
+  const YAML::Node ov = cluster["overrides"];
+  const YAML::Node node = cluster["node"];
+  if (!is_map(ov) || !is_map(node))
     return; // the reader reports a wrong type
   for (auto it = ov.begin(); it != ov.end(); ++it) {
-    const std::string key = it->first.Scalar();
+    const YAML::Node k = it->first;
+    const std::string key = key_name(k, doc.file_of("cluster"), "cluster.overrides");
     const std::string path = "cluster.overrides." + key;
     std::string where = doc.origins.find(path);
     if (where.empty())
-      where = position(doc.file_of("cluster"), it->first.Mark());
+      where = position(doc.file_of("cluster"), k.Mark());
     std::string problem = check_node_path(key);
     if (!problem.empty())
       throw core::InputError(where + ": cluster.overrides." + problem);

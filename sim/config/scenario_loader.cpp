@@ -65,7 +65,9 @@ void read_cluster(FieldReader& c, ScenarioDocument& doc, spec::Scenario& s)
     c.fail_expected("node", "a node name, a path or a mapping");
   FieldReader nr(node_value, doc.file_of("cluster.node"), "cluster.node", node_schema(), &doc.origins);
   s.cluster.node = read_node(nr, s.training.precision);
-  c.take("overrides"); // applied to the node's tree before reading (document.cpp)
+  // Applied to the node's tree before reading (document.cpp apply_overrides), which skips anything else.
+  if (YAML::Node ov = c.take("overrides"); ov.IsDefined() && !ov.IsNull() && !ov.IsMap())
+    c.fail_expected("overrides", "a mapping of node keys to values (gpu.memory: 40 GiB)");
 
   s.cluster.nodes = static_cast<int>(c.get_int("nodes", 1, 1, "a positive integer"));
   s.cluster.gpus_per_node = static_cast<int>(c.get_int("gpus_per_node", s.cluster.node.gpus, 1, "a positive integer"));
@@ -137,13 +139,14 @@ void read_sweep(FieldReader& r, spec::Scenario& s)
   if (!sw.IsMap())
     r.fail_expected("sweep", "a mapping of dotted keys to lists of values");
   for (auto it = sw.begin(); it != sw.end(); ++it) {
-    const std::string key = it->first.Scalar();
-    std::string where = position(r.file(), it->first.Mark());
+    const YAML::Node k = it->first; // a copy: it->first dies with its statement (yaml_reader.cpp check_keys)
+    const std::string key = key_name(k, r.file(), "sweep");
+    std::string where = position(r.file(), k.Mark());
     if (std::string problem = check_scenario_path(key); !problem.empty())
       throw core::InputError(where + ": sweep." + problem);
     if (key == "sweep" || key.rfind("sweep.", 0) == 0)
       throw core::InputError(where + ": sweep." + key + ": a sweep cannot sweep itself");
-    const YAML::Node& values = it->second;
+    const YAML::Node values = it->second;
     if (!values.IsSequence() || values.size() == 0)
       throw core::InputError(position(r.file(), values.Mark()) + ": sweep." + key +
                              ": expected a non-empty list of values, found " + describe_found(values));
@@ -308,50 +311,74 @@ ScenarioDocument make_document(YAML::Node root, const std::string& file, const L
   return doc;
 }
 
+/// The config layer's boundary: a yaml-cpp exception that the readers did not turn into an input error
+/// (InvalidNode, BadConversion, BadSubscript, ... from a structure no reader expected) still becomes one,
+/// naming the file and, where yaml-cpp knows it, the position; never an internal error.
+template <class F> auto guard_yaml(const std::string& file, F&& f) -> decltype(f())
+{
+  try {
+    return f();
+  } catch (const YAML::Exception& e) {
+    throw core::InputError(position(file, e.mark) + ": malformed YAML structure (" + e.msg + ")");
+  }
+}
+
 } // namespace
 
 spec::Scenario load_scenario(const std::string& path, const LoadOptions& options)
 {
-  ScenarioDocument doc = make_document(load_yaml_file(path), path, options);
-  return read_scenario(doc);
+  return guard_yaml(path, [&] {
+    ScenarioDocument doc = make_document(load_yaml_file(path), path, options);
+    return read_scenario(doc);
+  });
 }
 
 spec::Scenario load_scenario_text(const std::string& text, const std::string& file, const LoadOptions& options)
 {
-  ScenarioDocument doc = make_document(parse_yaml(text, file), file, options);
-  return read_scenario(doc);
+  return guard_yaml(file, [&] {
+    ScenarioDocument doc = make_document(parse_yaml(text, file), file, options);
+    return read_scenario(doc);
+  });
 }
 
 spec::ModelSpec load_model_text(const std::string& text, const std::string& file)
 {
-  YAML::Node root = parse_yaml(text, file);
-  require_mapping(root, file);
-  FieldReader r(root, file, "", model_schema(), nullptr);
-  return read_model(r);
+  return guard_yaml(file, [&] {
+    YAML::Node root = parse_yaml(text, file);
+    require_mapping(root, file);
+    FieldReader r(root, file, "", model_schema(), nullptr);
+    return read_model(r);
+  });
 }
 
 spec::NodeSpec load_node_text(const std::string& text, const std::string& file)
 {
-  YAML::Node root = parse_yaml(text, file);
-  require_mapping(root, file);
-  FieldReader r(root, file, "", node_schema(), nullptr);
-  return read_node(r, std::nullopt);
+  return guard_yaml(file, [&] {
+    YAML::Node root = parse_yaml(text, file);
+    require_mapping(root, file);
+    FieldReader r(root, file, "", node_schema(), nullptr);
+    return read_node(r, std::nullopt);
+  });
 }
 
 spec::ModelSpec load_model(const std::string& path)
 {
-  YAML::Node root = load_yaml_file(path);
-  require_mapping(root, path);
-  FieldReader r(root, path, "", model_schema(), nullptr);
-  return read_model(r);
+  return guard_yaml(path, [&] {
+    YAML::Node root = load_yaml_file(path);
+    require_mapping(root, path);
+    FieldReader r(root, path, "", model_schema(), nullptr);
+    return read_model(r);
+  });
 }
 
 spec::NodeSpec load_node(const std::string& path)
 {
-  YAML::Node root = load_yaml_file(path);
-  require_mapping(root, path);
-  FieldReader r(root, path, "", node_schema(), nullptr);
-  return read_node(r, std::nullopt);
+  return guard_yaml(path, [&] {
+    YAML::Node root = load_yaml_file(path);
+    require_mapping(root, path);
+    FieldReader r(root, path, "", node_schema(), nullptr);
+    return read_node(r, std::nullopt);
+  });
 }
 
 } // namespace zerosim::config

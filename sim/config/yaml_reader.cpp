@@ -38,6 +38,14 @@ std::string describe_found(const YAML::Node& node)
   return "\"" + node.Scalar() + "\"";
 }
 
+std::string key_name(const YAML::Node& key, const std::string& file, const std::string& path)
+{
+  if (!key.IsScalar())
+    throw core::InputError(position(file, key.Mark()) + ": " + (path.empty() ? "(top level)" : path) +
+                           ": expected a key name, found " + describe_found(key));
+  return key.Scalar();
+}
+
 std::string join_path(const std::string& prefix, const std::string& key)
 {
   return prefix.empty() ? key : prefix + "." + key;
@@ -261,11 +269,14 @@ void FieldReader::check_keys() const
 {
   std::vector<std::string> seen;
   for (auto it = node_.begin(); it != node_.end(); ++it) {
-    const YAML::Node& k = it->first;
+    // A copy, not a reference: a yaml-cpp map iterator's operator-> returns a proxy whose key/value pair dies
+    // at the end of the statement, so `const YAML::Node& k = it->first` dangles (AddressSanitizer:
+    // stack-use-after-scope). YAML::Node is a handle; copying it is cheap.
+    const YAML::Node k = it->first;
     if (!k.IsScalar())
       throw core::InputError(location(k, path_) + ": " + (path_.empty() ? "(top level)" : path_) +
                              ": expected a key name, found " + describe_found(k));
-    const std::string& name = k.Scalar();
+    const std::string name = k.Scalar();
     std::string kp = key_path(name);
     if (std::find(seen.begin(), seen.end(), name) != seen.end())
       throw core::InputError(location(k, kp) + ": " + kp + ": duplicate key");

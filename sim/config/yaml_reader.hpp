@@ -39,6 +39,17 @@ std::string position(const std::string& file, const YAML::Mark& mark);
 /// `"-1"` for a scalar, "a mapping", "a list", "nothing" (an empty value): the VALUE of "found VALUE".
 std::string describe_found(const YAML::Node& node);
 
+/// True for a mapping. Safe on every node, including the "zombie" that a const lookup of an absent key gives
+/// (yaml-cpp throws InvalidNode from IsMap(), IsScalar(), Mark() ... on those; only IsDefined() is safe).
+inline bool is_map(const YAML::Node& node)
+{
+  return node.IsDefined() && node.IsMap();
+}
+
+/// The name of a mapping key `key` found in `file` below `path` ("" at the top); a key that is a list or a
+/// mapping (`[a, b]: 1`, `? {a: 1}`) is an input error at its position.
+std::string key_name(const YAML::Node& key, const std::string& file, const std::string& path);
+
 /// "a.b" from "a" and "b"; "b" when the prefix is empty.
 std::string join_path(const std::string& prefix, const std::string& key);
 

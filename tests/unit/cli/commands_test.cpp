@@ -4,6 +4,9 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
 
@@ -31,6 +34,23 @@ const std::string DEFAULT_SCENARIO = std::string(ZEROSIM_SOURCE_DIR) + "/scenari
 bool has(const std::string& text, const std::string& what)
 {
   return text.find(what) != std::string::npos;
+}
+
+std::string read_file(const std::string& path)
+{
+  std::ifstream in(path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// Writes `text` to a file of its own in the system's temporary folder (named after the test, so parallel
+/// test processes do not collide) and returns its path.
+std::string write_temp(const std::string& name, const std::string& text)
+{
+  const std::filesystem::path p = std::filesystem::temp_directory_path() / ("zerosim-cli-test-" + name);
+  std::ofstream(p) << text;
+  return p.string();
 }
 
 } // namespace
@@ -149,6 +169,46 @@ TEST_SUITE("cli")
     Result replay = run_zerosim({"run", DEFAULT_SCENARIO, "--replay", "fast"});
     CHECK(replay.status == 2);
     CHECK(has(replay.err, "--replay: expected full or symmetric, found \"fast\""));
+  }
+
+  // Malformed copies of the default scenario, as a user's typo makes them: exit 2 with FILE:LINE:COL, never the
+  // internal error (exit 3) that a mutation test of the shipped scenarios found for the first.
+  TEST_CASE("cli: malformed YAML structure exits with status 2 naming file and line")
+  {
+    const std::string text = read_file(DEFAULT_SCENARIO);
+    const std::size_t name_at = text.find("\nname:");
+    REQUIRE(name_at != std::string::npos);
+    const int name_line = 2 + static_cast<int>(std::count(text.begin(), text.begin() + name_at, '\n'));
+
+    // 1. The top-level name: indented by two spaces (the mutation that gave "internal error: invalid node").
+    const std::string indented = write_temp("indented.yaml", std::string(text).insert(name_at + 1, "  "));
+    for (const char* cmd : {"memory", "run"}) {
+      Result r = run_zerosim({cmd, indented});
+      CHECK(r.status == 2);
+      CHECK(has(r.err, indented + ":" + std::to_string(name_line + 1) + ":1: not valid YAML: a second document"));
+    }
+
+    // 2. A list as a key.
+    const std::string list_key = write_temp("list-key.yaml", text + "[training, seq_len]: 4096\n");
+    const int last_line = 1 + static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+    Result r2 = run_zerosim({"memory", list_key});
+    CHECK(r2.status == 2);
+    CHECK(r2.err ==
+          list_key + ":" + std::to_string(last_line) + ":1: (top level): expected a key name, found a list\n");
+
+    // 3. cluster.overrides as a scalar (silently ignored before: a value the user meant was dropped).
+    const std::size_t cluster_at = text.find("\ncluster:\n");
+    REQUIRE(cluster_at != std::string::npos);
+    const int cluster_line = 2 + static_cast<int>(std::count(text.begin(), text.begin() + cluster_at, '\n'));
+    const std::string overrides =
+        write_temp("overrides.yaml", std::string(text).insert(cluster_at + 10, "  overrides: gpu.memory\n"));
+    Result r3 = run_zerosim({"memory", overrides});
+    CHECK(r3.status == 2);
+    CHECK(
+        has(r3.err, overrides + ":" + std::to_string(cluster_line + 1) + ":14: cluster.overrides: expected a mapping"));
+
+    for (const std::string& f : {indented, list_key, overrides})
+      std::filesystem::remove(f);
   }
 
   TEST_CASE("cli: the estimator mode prints DeepSpeed's figures")

@@ -255,6 +255,43 @@ cpu: {cores: 8, memory: 64 GiB, memory_bandwidth: 50 GB/s}
           "t.yaml:1:1: expected a mapping of keys at the top of the file, found a list");
   }
 
+  // Malformed structure (a mutation test of the shipped scenarios found the first: exit 3 "internal error:
+  // invalid node" from a const lookup of an absent key). Each is an input error with the file and the line.
+  TEST_CASE("errors: malformed structure: an indented first key, a missing block, misplaced mappings")
+  {
+    // "  name: base" above "model:": the indented mapping ends at line 2, and yaml-cpp would start a second
+    // document there and drop it.
+    CHECK(load_error("  " + BASE) == SCEN + ":2:1: not valid YAML: a second document starts here, and a file holds one "
+                                            "mapping (is a key above this line indented deeper than the keys after it, "
+                                            "or is there a '---'?)");
+    CHECK(load_error(BASE + "---\nname: again\n") ==
+          SCEN + ":10:1: not valid YAML: a second document starts here, and a file holds one mapping (is a key above "
+                 "this line indented deeper than the keys after it, or is there a '---'?)");
+    // No cluster: block at all (the reference and overrides passes looked it up as a mapping).
+    CHECK(load_error(replaced(BASE, "cluster:\n  node: test-node\n", "")) ==
+          SCEN + ":1:1: cluster: required key is missing");
+    // cluster: a list, and overrides: a scalar (was silently ignored).
+    CHECK(load_error(replaced(BASE, "cluster:\n  node: test-node\n", "cluster: [test-node]\n")) ==
+          SCEN + ":3:10: cluster: expected a mapping, found a list");
+    CHECK(load_error(replaced(BASE, "  node: test-node\n", "  node: test-node\n  overrides: 5\n")) ==
+          SCEN + ":5:14: cluster.overrides: expected a mapping of node keys to values (gpu.memory: 40 GiB), found "
+                 "\"5\"");
+  }
+
+  // check_keys copies each key out of the iterator (a reference to it->first dangles: AddressSanitizer
+  // reported stack-use-after-scope in every load); a key that is a list or a mapping is named as such.
+  TEST_CASE("errors: keys that are not names (check_keys on non-scalar keys)")
+  {
+    CHECK(load_error(BASE + "[a, b]: 1\n") == SCEN + ":9:1: (top level): expected a key name, found a list");
+    CHECK(load_error(BASE + "  ? {x: 1}\n  : 2\n") == SCEN + ":9:5: training: expected a key name, found a mapping");
+    CHECK(load_error(replaced(BASE, "  node: test-node\n", "  node: test-node\n  overrides: {[gpu]: 1}\n")) ==
+          SCEN + ":5:15: cluster.overrides: expected a key name, found a list");
+    CHECK(load_error(BASE + "sweep:\n  {a: 1}: [1, 2]\n") ==
+          SCEN + ":10:3: sweep: expected a key name, found a mapping");
+    CHECK(error_of([] { load_model_text("hidden: 1\n[layers]: 2\n", "m.yaml"); }) ==
+          "m.yaml:2:1: (top level): expected a key name, found a list");
+  }
+
   TEST_CASE("errors: --set")
   {
     LoadOptions o;
