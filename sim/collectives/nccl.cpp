@@ -1,14 +1,17 @@
 // NCCL's collectives as a few flows per phase. Every formula is in docs/collectives.md; the constants
-// are NCCL 2.20.3's (github.com/NVIDIA/nccl, makefiles/version.mk 2.20.3, src/graph/tuning.cc).
+// are NCCL 2.20.3's (github.com/NVIDIA/nccl, makefiles/version.mk 2.20.3, src/graph/tuning.cc), the
+// achieved bus-bandwidth fractions (nccl.hpp) NCCL's topo.h and published nccl-tests measurements.
 #include "collectives/nccl.hpp"
 
 #include "core/error.hpp"
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <tuple>
+#include <vector>
 
 namespace zerosim::collectives {
 namespace {
@@ -18,25 +21,32 @@ using schedule::CollectiveKind;
 constexpr double US = 1e-6;
 
 // NCCL 2.20.3 src/graph/tuning.cc, baseLat[algorithm][protocol]: the fixed latency of one collective call,
-// Simple protocol: Ring 8.4 us, Tree 0 us.
-constexpr double BASE_RING_SIMPLE_S = 8.4 * US;
-constexpr double BASE_TREE_SIMPLE_S = 0.0;
+// per protocol {LL, LL128, Simple}: Ring 6.6, 14.0, 8.4 us; Tree 6.8, 14.0, 0 us.
+enum class Algo { RING, TREE };
+constexpr int LL = 0, LL128 = 1, SIMPLE = 2; // NCCL's protocol indices (NCCL_PROTO_LL, _LL128, _SIMPLE)
+using PerProtocol = std::array<double, 3>;
+constexpr PerProtocol BASE_RING_S{6.6 * US, 14.0 * US, 8.4 * US};
+constexpr PerProtocol BASE_TREE_S{6.8 * US, 14.0 * US, 0.0};
 
 // NCCL 2.20.3 src/graph/tuning.cc, hwLat[hardware][algorithm][protocol]: the latency of one step (one
-// chunk over one hop), per hardware row (NVLINK, PCI, NET), for Ring and Tree, LL and Simple protocols.
+// chunk over one hop), per hardware row (NVLINK, PCI, NET), for Ring and Tree, {LL, LL128, Simple}.
 // An LL step is a flag-polled 8-byte store, close to the bare hop latency (the defaults of
-// nvlink.latency, pcie.latency and network.latency are LL values of this table); what a Simple step costs
-// beyond its LL step is taken as Simple's per-step overhead (chunk hand-shake, proxy post, flush; for the
-// tree also the chunk's pipeline fill) and added to the fabric's hop latency.
+// nvlink.latency, pcie.latency and network.latency are LL values of this table); what a step of another
+// protocol costs beyond the LL step is that protocol's per-step overhead (LL128: 128-byte lines; Simple:
+// chunk hand-shake, proxy post, flush; for the Simple tree also the chunk's pipeline fill) and is added to
+// the fabric's hop latency.
 struct StepLatencies {
-  double ring_ll;
-  double ring_simple;
-  double tree_ll;
-  double tree_simple;
+  PerProtocol ring;
+  PerProtocol tree;
 };
-constexpr StepLatencies HW_NVLINK{0.6 * US, 3.4 * US, 0.6 * US, 28.0 * US};
-constexpr StepLatencies HW_PCI{1.0 * US, 5.7 * US, 1.0 * US, 28.0 * US};
-constexpr StepLatencies HW_NET{2.7 * US, 14.0 * US, 5.0 * US, 28.0 * US};
+constexpr StepLatencies HW_NVLINK{{0.6 * US, 1.9 * US, 3.4 * US}, {0.6 * US, 1.25 * US, 28.0 * US}};
+constexpr StepLatencies HW_PCI{{1.0 * US, 2.5 * US, 5.7 * US}, {1.0 * US, 1.9 * US, 28.0 * US}};
+constexpr StepLatencies HW_NET{{2.7 * US, 4.0 * US, 14.0 * US}, {5.0 * US, 8.5 * US, 28.0 * US}};
+
+// NCCL 2.20.3 tuning.cc getNetOverhead / ncclTopoTuneModel: on several nodes a ring's intra-node step is at
+// least the network post overhead, 1 us (x 3 for Simple); 1 us is NCCL's value for Intel and non-x86 hosts
+// (2 us on AMD hosts, whose kind the fabric does not know).
+constexpr double NET_OVERHEAD_S = 1.0 * US;
 
 // NCCL 2.20.3 src/graph/tuning.cc, ncclTopoTuneModel: the tree's bus bandwidth is nChannels x the
 // per-channel bandwidth x 0.92, and its algorithm bandwidth half of that (the ring's is busBw x nRanks /
@@ -44,21 +54,62 @@ constexpr StepLatencies HW_NET{2.7 * US, 14.0 * US, 5.0 * US, 28.0 * US};
 constexpr double TREE_BUS_EFFICIENCY = 0.92;
 constexpr double TREE_ALGO_RATIO = 0.5;
 
-enum class Algo { RING, TREE };
+// NCCL 2.20.3 tuning.cc, the protocols' bandwidth refinements of ncclTopoTuneModel (applied to the flows
+// through Flow::efficiency): ring LL busBw x 1/4 on several nodes or for all-reduce, x 1/3 otherwise; ring
+// LL128 x 0.92 (0.7 with one GPU per node, "ppn < 2"); tree LL x 1/3.8; tree LL128 x 7/9 on one node,
+// 120/128 across nodes.
+constexpr double RING_LL_FACTOR_AR_OR_NET = 1.0 / 4.0;
+constexpr double RING_LL_FACTOR_ONE_NODE = 1.0 / 3.0;
+constexpr double RING_LL128_FACTOR = 0.92;
+constexpr double RING_LL128_FACTOR_ONE_PPN = 0.7;
+constexpr double TREE_LL_FACTOR = 1.0 / 3.8;
+constexpr double TREE_LL128_FACTOR_ONE_NODE = 7.0 / 9.0;
+constexpr double TREE_LL128_FACTOR_NET = 120.0 / 128.0;
+// NCCL 2.20.3 tuning.cc llMaxBws (GB/s, the LL bus bandwidth's ceiling for the whole collective): one node
+// 87.7 (Ampere, Hopper; Volta 39.0); two nodes 22.5, more 19.0 (AMD hosts, as DGX A100; Intel 39.0, 20.4).
+constexpr double LL_MAX_BPS_ONE_NODE = 87.7e9;
+constexpr double LL_MAX_BPS_TWO_NODES = 22.5e9;
+constexpr double LL_MAX_BPS_MORE_NODES = 19.0e9;
 
-double simple_overhead_s(const StepLatencies& h, Algo a)
+// NCCL 2.20.3 tuning.cc treeCorrectionFactor[protocol][log2i(bytes >> 6)] ("Trees are not perfectly sticking to the
+// model for medium sizes"): the tree's measured bandwidth relative to its model, powers of two from 64 B to 256 MB;
+// 1 beyond. NCCL applies it to the tree's time estimate; here it scales the tree's flows as well.
+constexpr std::array<std::array<double, 23>, 3> TREE_CORRECTION{{
+    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
+    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0},
+    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9},
+}};
+
+int proto_index(Protocol p)
 {
-  return a == Algo::RING ? h.ring_simple - h.ring_ll : h.tree_simple - h.tree_ll;
+  return p == Protocol::LL ? LL : p == Protocol::LL128 ? LL128 : SIMPLE;
 }
 
-double intra_step_s(const Fabric& f, Algo a)
+const PerProtocol& step_row(const StepLatencies& h, Algo a)
 {
-  return f.intra_latency_s + simple_overhead_s(f.intra_nvlink ? HW_NVLINK : HW_PCI, a);
+  return a == Algo::RING ? h.ring : h.tree;
 }
 
-double inter_step_s(const Fabric& f, Algo a)
+/// What a step of protocol p costs beyond the LL step of the same row (0 for LL).
+double protocol_overhead_s(const StepLatencies& h, Algo a, Protocol p)
 {
-  return f.inter_latency_s + simple_overhead_s(HW_NET, a);
+  const PerProtocol& row = step_row(h, a);
+  return row[static_cast<std::size_t>(proto_index(p))] - row[LL];
+}
+
+/// An intra-node step of a ring or tree over `nodes` nodes: the hop plus the protocol's overhead on NVLink or
+/// PCIe; for a ring across nodes at least NCCL's network post overhead (x 3 for Simple).
+double intra_step_s(const Fabric& f, Algo a, Protocol p, int nodes)
+{
+  const double step = f.intra_latency_s + protocol_overhead_s(f.intra_nvlink ? HW_NVLINK : HW_PCI, a, p);
+  if (a == Algo::RING && nodes > 1)
+    return std::max(step, NET_OVERHEAD_S * (p == Protocol::SIMPLE ? 3.0 : 1.0));
+  return step;
+}
+
+double inter_step_s(const Fabric& f, Algo a, Protocol p)
+{
+  return f.inter_latency_s + protocol_overhead_s(HW_NET, a, p);
 }
 
 bool is_all_reduce(CollectiveKind k)
@@ -70,23 +121,74 @@ bool is_all_reduce(CollectiveKind k)
 /// (nsteps - nInterSteps) x intra step + nInterSteps x inter step; nsteps = 2(N-1) for all-reduce, N-1
 /// for all-gather and reduce-scatter; nInterSteps = 2 x nodes (all-reduce) or nodes - 1, 0 on one node).
 /// The inter steps are clamped to nsteps (one GPU per node: every step crosses a node boundary).
-double ring_latency_s(CollectiveKind k, int nodes, int g, const Fabric& f)
+double ring_latency_s(CollectiveKind k, int nodes, int g, const Fabric& f, Protocol p)
 {
   const std::int64_t n = static_cast<std::int64_t>(nodes) * g;
   const std::int64_t steps = (is_all_reduce(k) ? 2 : 1) * (n - 1);
   std::int64_t inter = 0;
   if (nodes > 1)
     inter = std::min<std::int64_t>(is_all_reduce(k) ? 2 * static_cast<std::int64_t>(nodes) : nodes - 1, steps);
-  return BASE_RING_SIMPLE_S + static_cast<double>(steps - inter) * intra_step_s(f, Algo::RING) +
-         static_cast<double>(inter) * inter_step_s(f, Algo::RING);
+  return BASE_RING_S[static_cast<std::size_t>(proto_index(p))] +
+         static_cast<double>(steps - inter) * intra_step_s(f, Algo::RING, p, nodes) +
+         static_cast<double>(inter) * inter_step_s(f, Algo::RING, p);
 }
 
 /// Total latency of the tree all-reduce (NCCL 2.20.3 tuning.cc: baseLat + 2 x ((G-1) x intra step +
 /// log2i(nodes) x inter step): up the chain and the tree, then down).
-double tree_latency_s(const Fabric& f)
+double tree_latency_s(const Fabric& f, Protocol p)
 {
-  return BASE_TREE_SIMPLE_S + 2.0 * ((f.gpus_per_node - 1) * intra_step_s(f, Algo::TREE) +
-                                     log2_floor(f.nodes) * inter_step_s(f, Algo::TREE));
+  return BASE_TREE_S[static_cast<std::size_t>(proto_index(p))] +
+         2.0 * ((f.gpus_per_node - 1) * intra_step_s(f, Algo::TREE, p, f.nodes) +
+                log2_floor(f.nodes) * inter_step_s(f, Algo::TREE, p));
+}
+
+/// The protocols AUTO chooses among: LL and Simple always; LL128 when the GPUs of a node talk over NVLink
+/// (NCCL 2.20.3 tuning.cc enables LL128 by default only for an NVLink intra-node path, PATH_NVB or better,
+/// on Volta, Ampere and Hopper, the GPUs that have NVLink, with the NIC near the GPU, as on DGX-class
+/// nodes). A forced protocol alone.
+std::vector<Protocol> candidate_protocols(const Fabric& f, const Options& o)
+{
+  if (!o.protocols)
+    return {Protocol::SIMPLE};
+  if (o.protocol != Protocol::AUTO)
+    return {o.protocol};
+  if (f.intra_nvlink)
+    return {Protocol::LL, Protocol::LL128, Protocol::SIMPLE};
+  return {Protocol::LL, Protocol::SIMPLE};
+}
+
+double ll_max_Bps(int nodes)
+{
+  return nodes == 1 ? LL_MAX_BPS_ONE_NODE : nodes == 2 ? LL_MAX_BPS_TWO_NODES : LL_MAX_BPS_MORE_NODES;
+}
+
+/// NCCL's tree correction for a collective of `bytes` with protocol p (TREE_CORRECTION).
+double tree_correction(double bytes, Protocol p)
+{
+  const auto chunks = static_cast<std::int64_t>(bytes) >> 6;
+  const int log_size = chunks > 0 ? log2_floor(static_cast<int>(std::min<std::int64_t>(chunks, 1 << 30))) : 0;
+  if (log_size >= 23)
+    return 1.0;
+  return TREE_CORRECTION[static_cast<std::size_t>(proto_index(p))][static_cast<std::size_t>(log_size)];
+}
+
+/// The protocol's share of the Simple bus bandwidth of a ring or tree over `nodes` nodes of `g` ranks (NCCL
+/// 2.20.3 ncclTopoTuneModel's refinements, before LL's llMaxBw ceiling): a factor <= 1.
+double protocol_factor(Algo a, Protocol p, CollectiveKind k, int nodes, int g)
+{
+  double factor = 1;
+  if (p == Protocol::LL) {
+    if (a == Algo::RING)
+      factor = nodes > 1 || is_all_reduce(k) ? RING_LL_FACTOR_AR_OR_NET : RING_LL_FACTOR_ONE_NODE;
+    else
+      factor = TREE_LL_FACTOR;
+  } else if (p == Protocol::LL128) {
+    if (a == Algo::RING)
+      factor = g < 2 ? RING_LL128_FACTOR_ONE_PPN : RING_LL128_FACTOR;
+    else
+      factor = nodes == 1 ? TREE_LL128_FACTOR_ONE_NODE : TREE_LL128_FACTOR_NET;
+  }
+  return factor;
 }
 
 /// The route latency a phase's slowest flow pays: an inter-node route when the phase crosses nodes.
@@ -108,17 +210,29 @@ double ring_edge_fraction(CollectiveKind k, std::int64_t ranks)
 }
 
 /// The bottleneck bandwidth of one channel of the flat ring (and NCCL's per-channel bandwidth of the
-/// tree): one node: the GPU's intra link (one channel); one GPU per node: the NIC; else the smaller of
-/// the NIC (each NIC carries one channel each way) and the GPU's intra link shared by the channels
-/// whose intra edge leaves that GPU: all C when C < G, C - 1 when C = G (each GPU is one channel's exit).
-double ring_channel_Bps(const Fabric& f, int c)
+/// tree), each link at its achieved fraction (achieved_fraction): one node: the GPU's intra link (one
+/// channel); one GPU per node: the NIC; else the smaller of the NIC (each NIC carries one channel each way)
+/// and the GPU's intra link shared by the channels whose intra edge leaves that GPU: all C when C < G,
+/// C - 1 when C = G (each GPU is one channel's exit).
+double ring_channel_Bps(const Fabric& f, int c, const Options& o)
 {
+  const double intra = achieved_fraction(f, false, o) * f.intra_Bps;
+  const double inter = achieved_fraction(f, true, o) * f.inter_Bps;
   if (f.nodes == 1)
-    return f.intra_Bps;
+    return intra;
   if (f.gpus_per_node == 1)
-    return f.inter_Bps;
+    return inter;
   const int sharing = c < f.gpus_per_node ? c : c - 1;
-  return std::min(f.inter_Bps, f.intra_Bps / sharing);
+  return std::min(inter, intra / sharing);
+}
+
+/// Sets every flow's efficiency: the achieved fraction of its transport times the protocol's factor.
+void set_efficiency(std::vector<Flow>& flows, const Fabric& f, const Options& o, double protocol_factor)
+{
+  const double intra = achieved_fraction(f, false, o) * protocol_factor;
+  const double inter = achieved_fraction(f, true, o) * protocol_factor;
+  for (Flow& fl : flows)
+    fl.efficiency = fl.src.node != fl.dst.node ? inter : intra;
 }
 
 /// Sorts flows by (src, dst, channel) and merges those with the same (src, dst) (and, unless
@@ -176,31 +290,83 @@ std::vector<Flow> ring_flows(const Fabric& f, const Options& o, double edge_byte
   return out;
 }
 
+/// A protocol's estimate: NCCL's time (latency + bytes / bandwidth) and the protocol's bandwidth factor.
 struct Estimate {
+  Protocol protocol = Protocol::SIMPLE;
   double latency_s = 0;
-  double bandwidth_s = 0;
+  double bandwidth_s = 0; ///< bytes at the protocol's bus bandwidth, under LL's ceiling
+  double factor = 1;      ///< the protocol's share of the Simple bus bandwidth (protocol_factor), on the flows
+  /// The time LL's llMaxBw ceiling adds to the flows' bandwidth term. The ceiling is the GPU's (flag polling),
+  /// not the links': it is paid as phase latency, so that the flows' wire bytes do not grow with the links'
+  /// rates (a faster NIC never loads a shared link more).
+  double ceiling_s = 0;
   double total() const { return latency_s + bandwidth_s; }
 };
 
-Estimate ring_estimate(CollectiveKind k, double s, const Fabric& f)
+/// `bytes` at bus bandwidth `bus_Bps` x `factor`, under LL's ceiling on `nodes` nodes: fills bandwidth_s and ceiling_s.
+void set_bandwidth(Estimate& e, double bytes, double bus_Bps, int nodes)
+{
+  const double uncapped = bytes / (bus_Bps * e.factor);
+  e.bandwidth_s = uncapped;
+  if (e.protocol == Protocol::LL)
+    e.bandwidth_s = std::max(uncapped, bytes / ll_max_Bps(nodes));
+  e.ceiling_s = e.bandwidth_s - uncapped;
+}
+
+/// The estimate of smallest total among the candidate protocols (NCCL 2.20.3 ncclTopoGetAlgoTime, then the
+/// smallest time wins; on a tie the first, as NCCL's strict `<` keeps the lower protocol index).
+template <class Of> Estimate best_protocol(const Fabric& f, const Options& o, Of estimate_of)
+{
+  Estimate best;
+  bool first = true;
+  for (Protocol p : candidate_protocols(f, o)) {
+    const Estimate e = estimate_of(p);
+    if (first || e.total() < best.total())
+      best = e;
+    first = false;
+  }
+  return best;
+}
+
+/// A ring of `nodes` x `g` ranks carrying `edge_bytes` per edge at a Simple per-edge bandwidth `edge_Bps`
+/// (its bus bandwidth `bus_Bps`), with protocol p.
+Estimate ring_protocol_estimate(CollectiveKind k, int nodes, int g, const Fabric& f, Protocol p, double edge_bytes,
+                                double edge_Bps, double bus_Bps)
+{
+  Estimate e;
+  e.protocol = p;
+  e.factor = protocol_factor(Algo::RING, p, k, nodes, g);
+  e.latency_s = ring_latency_s(k, nodes, g, f, p);
+  // edge bytes / edge bandwidth = bus bytes / bus bandwidth, bus bytes = edge bytes x bus / edge bandwidth
+  set_bandwidth(e, edge_bytes * bus_Bps / edge_Bps, bus_Bps, nodes);
+  return e;
+}
+
+Estimate ring_estimate(CollectiveKind k, double s, const Fabric& f, const Options& o)
 {
   const int cs = channels(f);
   const std::int64_t ranks = static_cast<std::int64_t>(f.nodes) * f.gpus_per_node;
   const double edge_bytes = ring_edge_fraction(k, ranks) * s / cs;
-  return Estimate{ring_latency_s(k, f.nodes, f.gpus_per_node, f), edge_bytes / ring_channel_Bps(f, cs)};
+  const double ch_Bps = ring_channel_Bps(f, cs, o);
+  return best_protocol(f, o, [&](Protocol p) {
+    return ring_protocol_estimate(k, f.nodes, f.gpus_per_node, f, p, edge_bytes, ch_Bps, cs * ch_Bps);
+  });
 }
 
 Plan ring_plan(CollectiveKind k, double s, const Fabric& f, const Options& o)
 {
   const int cs = channels(f);
   const std::int64_t ranks = static_cast<std::int64_t>(f.nodes) * f.gpus_per_node;
-  const Estimate est = ring_estimate(k, s, f);
+  const Estimate est = ring_estimate(k, s, f, o);
   Plan p;
   p.algorithm = "ring";
   p.channels = cs;
+  p.protocol = est.protocol;
   PlanPhase ph;
   ph.flows = ring_flows(f, o, ring_edge_fraction(k, ranks) * s / cs);
-  ph.latency_s = phase_latency_s(est.latency_s, route_latency_s(f, f.nodes > 1));
+  set_efficiency(ph.flows, f, o, est.factor);
+  ph.latency_s = phase_latency_s(est.latency_s + est.ceiling_s, route_latency_s(f, f.nodes > 1));
+  ph.protocol = est.protocol;
   p.phases.push_back(std::move(ph));
   p.predicted_s = est.total();
   return p;
@@ -266,22 +432,33 @@ std::vector<Flow> tree_flows(const Fabric& f, const Options& o, double s)
   return out;
 }
 
-Estimate tree_estimate(double s, const Fabric& f)
+Estimate tree_estimate(double s, const Fabric& f, const Options& o)
 {
   const int cs = channels(f);
-  const double bus_Bps = TREE_BUS_EFFICIENCY * cs * ring_channel_Bps(f, cs);
-  return Estimate{tree_latency_s(f), s / (TREE_ALGO_RATIO * bus_Bps)};
+  const double bus_Bps = TREE_BUS_EFFICIENCY * cs * ring_channel_Bps(f, cs, o);
+  return best_protocol(f, o, [&](Protocol p) {
+    Estimate e;
+    e.protocol = p;
+    e.factor = protocol_factor(Algo::TREE, p, CollectiveKind::ALL_REDUCE, f.nodes, f.gpus_per_node) *
+               (o.protocols ? tree_correction(s, p) : 1.0);
+    e.latency_s = tree_latency_s(f, p);
+    set_bandwidth(e, s / TREE_ALGO_RATIO, bus_Bps, f.nodes);
+    return e;
+  });
 }
 
 Plan tree_plan(double s, const Fabric& f, const Options& o)
 {
-  const Estimate est = tree_estimate(s, f);
+  const Estimate est = tree_estimate(s, f, o);
   Plan p;
   p.algorithm = "tree";
   p.channels = channels(f);
+  p.protocol = est.protocol;
   PlanPhase ph;
   ph.flows = tree_flows(f, o, s);
-  ph.latency_s = phase_latency_s(est.latency_s, route_latency_s(f, f.nodes > 1));
+  set_efficiency(ph.flows, f, o, est.factor);
+  ph.latency_s = phase_latency_s(est.latency_s + est.ceiling_s, route_latency_s(f, f.nodes > 1));
+  ph.protocol = est.protocol;
   p.phases.push_back(std::move(ph));
   p.predicted_s = est.total();
   return p;
@@ -301,9 +478,14 @@ PlanPhase intra_phase(CollectiveKind k, double s, const Fabric& f, const Options
     for (int l = 0; l < g; ++l)
       ph.flows.push_back(Flow{{n, l}, {n, (l + 1) % g}, edge_bytes, 0});
   }
-  const double total = ring_latency_s(k, 1, g, f);
-  ph.latency_s = phase_latency_s(total, route_latency_s(f, false));
-  predicted += total + edge_bytes / f.intra_Bps;
+  // A ring of one node's G ranks, its own NCCL call: its own protocol choice.
+  const double edge_Bps = achieved_fraction(f, false, o) * f.intra_Bps;
+  const Estimate est = best_protocol(
+      f, o, [&](Protocol p) { return ring_protocol_estimate(k, 1, g, f, p, edge_bytes, edge_Bps, edge_Bps); });
+  set_efficiency(ph.flows, f, o, est.factor);
+  ph.latency_s = phase_latency_s(est.latency_s + est.ceiling_s, route_latency_s(f, false));
+  ph.protocol = est.protocol;
+  predicted += est.total();
   return ph;
 }
 
@@ -330,9 +512,14 @@ PlanPhase inter_phase(CollectiveKind k, double s_ring, const Fabric& f, const Op
   int busiest = 0;
   for (int l = 0; l < g; ++l)
     busiest = std::max(busiest, ++rings_per_nic[static_cast<std::size_t>(nic_of(l, g, f.nics_per_node))]);
-  const double total = ring_latency_s(k, nodes, 1, f);
-  ph.latency_s = phase_latency_s(total, route_latency_s(f, true));
-  predicted += total + edge_bytes * busiest / f.inter_Bps;
+  // A ring of `nodes` ranks, one GPU per node, its own NCCL call: its own protocol choice.
+  const double edge_Bps = achieved_fraction(f, true, o) * f.inter_Bps / busiest;
+  const Estimate est = best_protocol(
+      f, o, [&](Protocol p) { return ring_protocol_estimate(k, nodes, 1, f, p, edge_bytes, edge_Bps, edge_Bps); });
+  set_efficiency(ph.flows, f, o, est.factor);
+  ph.latency_s = phase_latency_s(est.latency_s + est.ceiling_s, route_latency_s(f, true));
+  ph.protocol = est.protocol;
+  predicted += est.total();
   return ph;
 }
 
@@ -359,6 +546,9 @@ Plan hierarchical_plan(CollectiveKind k, double s, const Fabric& f, const Option
     break;
   }
   p.predicted_s = predicted;
+  for (const PlanPhase& ph : p.phases)
+    if (ph.flows.empty() || ph.flows.front().src.node != ph.flows.front().dst.node)
+      p.protocol = ph.protocol; // the inter-node phase's
   return p;
 }
 
@@ -427,6 +617,31 @@ std::array<int, 2> btree_children(int r, int n)
 }
 
 } // namespace
+
+const char* protocol_name(Protocol p)
+{
+  switch (p) {
+  case Protocol::LL:
+    return "LL";
+  case Protocol::LL128:
+    return "LL128";
+  case Protocol::SIMPLE:
+    return "Simple";
+  case Protocol::AUTO:
+    break;
+  }
+  return "auto";
+}
+
+double achieved_fraction(const Fabric& f, bool crosses_nodes, const Options& o)
+{
+  if (!o.achieved_busbw)
+    return 1.0;
+  if (!crosses_nodes)
+    return f.intra_nvlink ? NVLINK_BUSBW_FRACTION : PCIE_BUSBW_FRACTION;
+  const double doublings = f.nodes > 2 ? std::log2(f.nodes / 2.0) : 0.0;
+  return NET_BUSBW_FRACTION / (1.0 + NET_BUSBW_FALLOFF_PER_DOUBLING * doublings);
+}
 
 int nic_of(int local, int gpus_per_node, int nics_per_node)
 {
@@ -508,7 +723,7 @@ Plan plan(CollectiveKind kind, std::int64_t bytes, const Fabric& f, const Option
     p = tree_plan(s, f, o);
   } else {
     // AUTO: NCCL's rule (tuning.cc ncclTopoGetAlgoTime, then the smallest time wins): the smaller estimate.
-    const bool tree = tree_estimate(s, f).total() < ring_estimate(kind, s, f).total();
+    const bool tree = tree_estimate(s, f, o).total() < ring_estimate(kind, s, f, o).total();
     p = tree ? tree_plan(s, f, o) : ring_plan(kind, s, f, o);
   }
   if (o.merge_channels) {

@@ -3,9 +3,11 @@
 // tuner does; rings flat across all ranks, one channel per NIC, each channel crossing every node
 // boundary once; the tree a chain inside the node and a double binary tree between nodes; a
 // hierarchical (intra-node, inter-node, intra-node) variant as an option. Chunk pipelining is an
-// analytic term: each ring edge is ONE flow carrying everything that edge carries. Only NCCL's Simple
-// protocol is modelled (not LL/LL128, NVLS, CollNet/SHARP). docs/collectives.md has every formula and
-// the NCCL source (2.20.3, src/graph/{tuning,trees,connect}.cc) of every constant.
+// analytic term: each ring edge is ONE flow carrying everything that edge carries. NCCL's protocols LL,
+// LL128 and Simple are chosen as NCCL's tuner chooses them (latency and bandwidth per protocol), and flows
+// are priced at the bus bandwidth NCCL achieves per transport, not at line rate (not modelled: NVLS,
+// CollNet/SHARP). docs/collectives.md has every formula and the NCCL source (2.20.3,
+// src/graph/{tuning,trees,connect}.cc, topo.h) or measurement of every constant.
 #pragma once
 
 #include "schedule/task_graph.hpp"
@@ -51,6 +53,14 @@ int nic_of(int local, int gpus_per_node, int nics_per_node);
 
 enum class Algorithm { AUTO, RING, TREE, HIERARCHICAL };
 
+/// NCCL's protocols (src/graph/tuning.cc): LL (8-byte stores of 4 data bytes and a flag: lowest latency, a
+/// quarter to a third of the bandwidth), LL128 (128-byte lines with 8 flag bytes: 120/128 of the bandwidth;
+/// NCCL enables it by default only over NVLink), Simple (full bandwidth, highest per-step latency).
+enum class Protocol { AUTO, LL, LL128, SIMPLE };
+
+/// "LL", "LL128", "Simple" (NCCL's names), "auto".
+const char* protocol_name(Protocol p);
+
 struct Options {
   Algorithm all_reduce = Algorithm::AUTO; ///< AUTO: ring or tree by NCCL's size rule (smaller predicted_s)
   /// All collectives as intra-node / inter-node / intra-node phases (overrides all_reduce). A cluster of
@@ -62,6 +72,17 @@ struct Options {
   /// bytes (fewer flows for the solver). Same time when nothing else shares their links; under
   /// contention a merged flow gets one max-min share where its parts had one each.
   bool merge_channels = false;
+  /// NCCL's protocols and its tuner's medium-size tree correction (docs/collectives.md "Protocols"). false
+  /// (ablation): Simple only, no tree correction, the pricing before protocols were modelled.
+  bool protocols = true;
+  /// With `protocols`: AUTO picks the protocol of smallest predicted time among those NCCL enables (LL,
+  /// Simple; LL128 when the GPUs of a node talk over NVLink), per plan (per phase for hierarchical plans), as
+  /// NCCL's tuner does; LL, LL128 or SIMPLE force one (NCCL_PROTO).
+  Protocol protocol = Protocol::AUTO;
+  /// Price flows at the bus bandwidth NCCL achieves per transport (NVLink, PCIe, network, the network's
+  /// fall-off with node count; docs/collectives.md "Achieved bus bandwidth"). false: at line rate, the
+  /// pricing before this was modelled (ablation).
+  bool achieved_busbw = true;
 };
 
 struct Flow {
@@ -71,6 +92,11 @@ struct Flow {
   /// The ring or tree channel (0..channels-1); in a hierarchical plan the local index of the
   /// inter-node ring, 0 in the intra-node phases; with Options::merge_channels the lowest merged one.
   int channel = 0;
+  /// The fraction of its route's bandwidth the flow achieves: the transport's achieved bus-bandwidth
+  /// fraction times the protocol's bandwidth factor (1 at line rate with Simple). The engine sends
+  /// wire_bytes() = bytes / efficiency, so that the flow takes as long as NCCL takes to move `bytes`.
+  double efficiency = 1;
+  double wire_bytes() const { return bytes / efficiency; }
 };
 
 /// Flows that start together; the phase ends when all have ended, plus `latency_s`.
@@ -79,6 +105,8 @@ struct PlanPhase {
   /// The per-step latencies of the phase beyond the one route latency each flow already pays
   /// (a ring of N ranks takes N-1 or 2(N-1) steps; a tree 2 x depth).
   double latency_s = 0;
+  /// The protocol the phase runs (never AUTO): its latency and its flows' efficiency follow from it.
+  Protocol protocol = Protocol::SIMPLE;
 };
 
 struct Plan {
@@ -88,6 +116,9 @@ struct Plan {
   int channels = 1;
   std::vector<PlanPhase> phases; ///< run one after another; empty for a group of one
   double predicted_s = 0;        ///< the planner's own alpha-beta estimate without contention (for choosing, tests)
+  /// The protocol of the plan's phases ("hierarchical": of its inter-node phase, which may differ from its
+  /// intra-node phases'). SIMPLE for "local".
+  Protocol protocol = Protocol::SIMPLE;
 };
 
 /// The plan of one collective over the whole cluster (every GPU of every node is in the group).
@@ -136,5 +167,20 @@ TreeLinks dtree_links(int tree, int node, int nodes);
 
 /// floor(log2(n)) for n >= 1: NCCL's tree depth between nodes (its log2i).
 int log2_floor(int n);
+
+// ---- Achieved bus bandwidth (docs/collectives.md "Achieved bus bandwidth"; named for calibration) ----
+
+/// Fraction of the NVLink line rate (per GPU, per direction) NCCL achieves.
+inline constexpr double NVLINK_BUSBW_FRACTION = 0.80;
+/// Fraction of the node's PCIe figure NCCL achieves (the topologies give PCIe as achieved already).
+inline constexpr double PCIE_BUSBW_FRACTION = 1.0;
+/// Fraction of the NIC line rate NCCL achieves at large sizes on two nodes (InfiniBand, RoCE).
+inline constexpr double NET_BUSBW_FRACTION = 0.96;
+/// The network fraction's fall-off with node count: divided by 1 + k log2(nodes / 2) beyond two nodes.
+inline constexpr double NET_BUSBW_FALLOFF_PER_DOUBLING = 0.046;
+
+/// The achieved fraction of a flow's route bandwidth: across nodes NET_BUSBW_FRACTION / (1 + k
+/// log2(nodes / 2)) (nodes > 2), else NVLink's or PCIe's; 1 with Options::achieved_busbw off.
+double achieved_fraction(const Fabric& f, bool crosses_nodes, const Options& o = {});
 
 } // namespace zerosim::collectives

@@ -3,6 +3,7 @@
 #include "compute/compute_model.hpp"
 
 #include "core/error.hpp"
+#include "spec/names.hpp"
 
 #include <algorithm>
 #include <array>
@@ -23,88 +24,8 @@ namespace {
 /// of microseconds" per launch from a stream (Modal GPU Glossary, "CUDA Graph").
 constexpr double KERNEL_OVERHEAD_S = 2e-6;
 
-/// FlashAttention-2 reaches "50-73% of the theoretical maximum FLOPs/s on A100" (Dao 2023,
-/// arXiv 2307.08691, abstract); we take the midpoint. Its FLOP count halves the causal product
-/// (flash-attention benchmarks/benchmark_flash_attention.py), as op_time() does.
-constexpr double FA2_A100 = (0.50 + 0.73) / 2;
-/// "FlashAttention-2 achieving only 35% utilization on the H100 GPU" (Shah et al. 2024,
-/// FlashAttention-3, arXiv 2407.08608, abstract). FlashAttention-3 (75 %) is not the default of
-/// the stacks DeepSpeed runs with.
-constexpr double FA2_H100 = 0.35;
-/// A fused attention kernel of the FlashAttention-1 generation (FlashAttention-1 on Turing, the
-/// memory-efficient SDPA kernel on Volta, where FlashAttention-2 does not run): "FlashAttention ...
-/// reaching only 25-40% of the theoretical maximum FLOPs/s" (FA2 paper, abstract); midpoint.
-constexpr double FA1_GENERATION = (0.25 + 0.40) / 2;
-
-/// MAMF (maximum achievable matmul FLOPS, BF16, torch 2.6.0+cu126 / 2.5.1+cu124), stas00/ml-engineering
-/// compute/accelerator/README.md, "Maximum Achievable Matmul FLOPS comparison table".
-constexpr double MAMF_A100_SXM = 271.2 / 312.0;
-constexpr double MAMF_A100_PCIE = 252.9 / 312.0;
-constexpr double MAMF_H100_SXM = 794.5 / 989.0;
-/// torch.matmul FP16 8192x8192 on a Tesla V100-SXM2-16GB, torch 2.7.0+cu128: 97.36 TFLOPS of 125
-/// (zzc0721/torch-performance-test-data issue #140).
-constexpr double MATMUL_V100 = 97.36 / 125.0;
-/// torch.matmul FP16 10240x10240 on a GeForce RTX 3070 (GA104), torch 2.7.0+cu128: 37.23 TFLOPS
-/// (zzc0721/torch-performance-test-data issue #171) of 40.6 dense FP16-with-FP32-accumulate
-/// (184 tensor cores x 64 FMA/clk x 2 x 1.725 GHz, the half rate of GeForce Ampere, GA102 whitepaper).
-constexpr double MATMUL_RTX3070 = 37.23 / 40.6;
-
-/// Best streaming kernel with loads (max of "scale" and "triad") at 100 % occupancy over nominal
-/// bandwidth, te42kyfo/gpu-benches gpu-stream / cuda-stream results:
-/// A100 80 GB (cuda-stream/a100_80.txt, triad 1759 GB/s; taken as SXM4, 2039 GB/s nominal).
-constexpr double STREAM_A100_80 = 1759.0 / 2039.0;
-/// A100 40 GB (gpu-stream/a100_40.txt, scale 1381 GB/s of 1555).
-constexpr double STREAM_A100_40 = 1381.0 / 1555.0;
-/// H100 PCIe (README.md, CUDA 11.7, triad 1832 GB/s of 2000).
-constexpr double STREAM_H100_PCIE = 1832.0 / 2000.0;
-/// H200 (gpu-stream/h200.txt, triad 3534 GB/s of 4800; still rising at full occupancy: a lower bound).
-constexpr double STREAM_H200 = 3534.0 / 4800.0;
-/// V100 (gpu-stream/v100.txt, triad 814 GB/s of 900).
-constexpr double STREAM_V100 = 814.0 / 900.0;
-/// A40 (GA102, GDDR6; gpu-stream/a40.txt, triad 653 GB/s of 696): the proxy for GDDR6/6X boards.
-constexpr double STREAM_A40 = 653.0 / 696.0;
-
-/// SM counts: NVIDIA A100 whitepaper (108), H100 whitepaper (132 SXM5, 114 PCIe), H200 = GH100 SXM (132),
-/// V100 whitepaper (80), GA102 whitepaper (RTX 3090: 82), Turing whitepaper (TITAN RTX, full TU102: 72).
-constexpr int SMS_A100 = 108;
-constexpr int SMS_H100_SXM = 132;
-constexpr int SMS_H100_PCIE = 114;
-constexpr int SMS_V100 = 80;
-constexpr int SMS_RTX3090 = 82;
-constexpr int SMS_TITAN_RTX = 72;
-/// Unknown GPU: a stated assumption (the A100's count).
-constexpr int SMS_GENERIC = 108;
-
-GpuEfficiency entry(std::string kind, double gemm_max, double hbm, double attention, int sms, std::string source)
-{
-  GpuEfficiency e;
-  e.kind = std::move(kind);
-  e.gemm_max = gemm_max;
-  e.hbm = hbm;
-  e.attention = attention;
-  // The unfused path's QKᵀ and PV are cuBLAS strided-batched GEMMs: capped like any GEMM; their shape
-  // (head dim as k or n) and the materialised scores' bytes make them slow (docs/compute.md §1.3).
-  e.attention_unfused = gemm_max;
-  e.sms = sms;
-  e.kernel_overhead_s = KERNEL_OVERHEAD_S;
-  e.source = std::move(source);
-  return e;
-}
-
-/// Upper case, without '-', '_' and blanks: "GeForce-RTX-3090" -> "GEFORCERTX3090".
-std::string normalised(const std::string& name)
-{
-  std::string out;
-  for (char c : name)
-    if (c != '-' && c != '_' && c != ' ')
-      out += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return out;
-}
-
-bool has(const std::string& s, const char* part)
-{
-  return s.find(part) != std::string::npos;
-}
+/// The efficiency figures per GPU kind, kernel family and torch generation are data: calibration/kernels.yaml
+/// (read by the config layer into spec::KernelTable; docs/compute.md §1.4 gives each figure's source).
 
 // ---- GEMM shape model (docs/compute.md §1.2) ----------------------------------------------------
 
@@ -139,8 +60,9 @@ constexpr double K_OVERHEAD = 128;
 /// flash_fwd_launch_template.h, run_mha_fwd_hdim128: kBlockM = 128 on sm80).
 constexpr double FLASH_BLOCK_ROWS = 128;
 
-/// Every decoder-only model here is causal: FlashAttention skips the masked half of the score tiles
-/// (Dao-AILab/flash-attention#573: "we only need to compute approximately half the number of entries").
+/// Every decoder-only model here is causal: a kernel that skips fully masked tiles (`causal_skip` in the data)
+/// computes half the square (Dao-AILab/flash-attention#573: "we only need to compute approximately half the
+/// number of entries").
 constexpr double CAUSAL_SHARE = 0.5;
 /// FlashAttention-2's backward runs 5 products against the forward's 2 (it recomputes QKᵀ): 2.5x the
 /// forward (benchmark_flash_attention.py; tridao in Dao-AILab/flash-attention#1525). The workload's
@@ -208,51 +130,32 @@ constexpr double CPU_ADAM_CORE_FLOPS = 1156623156.1571739;
 
 } // namespace
 
-GpuEfficiency gpu_efficiency(const spec::GpuSpec& gpu, bool* known)
+GpuEfficiency gpu_efficiency(const spec::GpuSpec& gpu, const spec::SoftwareSpec& software,
+                             const spec::KernelTable& table, bool* known)
 {
-  const std::string name = normalised(gpu.model);
-  const bool pcie = has(name, "PCIE");
-  // A800: the A100's export variant, the same GA100 at the same clocks, only NVLink capped
-  // (topologies/hgx-a800-80gb.yaml).
-  const bool a100 = has(name, "A100") || has(name, "A800");
-  bool found = true;
+  if (table.empty())
+    throw core::InternalError("compute: no kernel efficiency data (calibration/kernels.yaml) for GPU " + gpu.model);
+  const spec::GpuKindData& kind = table.kind_of(gpu.model, known);
+  const spec::GemmGeneration& gemm = spec::gemm_generation(kind, software.torch);
   GpuEfficiency e;
-  if (has(name, "H200")) {
-    e = entry("H200", MAMF_H100_SXM, STREAM_H200, FA2_H100, SMS_H100_SXM,
-              "GEMM: H100 SXM MAMF (same GH100 die and 700 W; stated); HBM: gpu-benches h200 triad (lower bound); "
-              "attention: FlashAttention-3 paper (FA2 at 35 % on H100)");
-  } else if (has(name, "H100")) {
-    e = entry("H100", MAMF_H100_SXM, STREAM_H100_PCIE, FA2_H100, pcie ? SMS_H100_PCIE : SMS_H100_SXM,
-              "GEMM: MAMF H100 SXM 794.5/989 (ml-engineering); HBM: gpu-benches H100-PCIe triad; "
-              "attention: FlashAttention-3 paper (FA2 at 35 % on H100)");
-  } else if (a100 && pcie) {
-    e = entry("A100-PCIe", MAMF_A100_PCIE, STREAM_A100_40, FA2_A100 * MAMF_A100_PCIE / MAMF_A100_SXM, SMS_A100,
-              "GEMM: MAMF A100 PCIe 252.9/312 (ml-engineering); HBM: gpu-benches a100_40 scale; attention: FA2 "
-              "paper midpoint scaled by the PCIe/SXM GEMM ratio (stated)");
-  } else if (a100) {
-    e = entry("A100", MAMF_A100_SXM, STREAM_A100_80, FA2_A100, SMS_A100,
-              "GEMM: MAMF A100 SXM 271.2/312 (ml-engineering); HBM: gpu-benches a100_80 triad; attention: "
-              "FlashAttention-2 paper, 50-73 % of peak (midpoint)");
-  } else if (has(name, "V100")) {
-    e = entry("V100", MATMUL_V100, STREAM_V100, FA1_GENERATION, SMS_V100,
-              "GEMM: torch FP16 8192^2 on V100-SXM2 97.36/125 (torch-performance-test-data #140); HBM: gpu-benches "
-              "v100 triad; attention: FlashAttention-1 generation, 25-40 % (FA2 paper; midpoint, stated)");
-  } else if (has(name, "RTX3090")) {
-    e = entry("consumer-Ampere", MATMUL_RTX3070, STREAM_A40, FA2_A100 * MATMUL_RTX3070 / MAMF_A100_SXM, SMS_RTX3090,
-              "GEMM: torch FP16 on RTX 3070 37.23/40.6 (torch-performance-test-data #171); HBM: gpu-benches A40 "
-              "(GA102) triad; attention: A100's FA2/GEMM ratio (stated)");
-  } else if (has(name, "TITANRTX")) {
-    e = entry("consumer-Turing", MATMUL_RTX3070, STREAM_A40, FA1_GENERATION, SMS_TITAN_RTX,
-              "GEMM and HBM: the consumer-Ampere figures (stated: no published TITAN RTX figure found); attention: "
-              "FlashAttention-1 generation, 25-40 % (FA2 paper; midpoint)");
-  } else {
-    found = false;
-    // The lowest of the kinds above, figure by figure (stated): an unknown GPU is not assumed to do better.
-    e = entry("generic", MATMUL_V100, STREAM_H200, FA1_GENERATION, SMS_GENERIC,
-              "unknown GPU: the lowest GEMM, HBM and attention figures of the known kinds; 108 SMs (stated)");
-  }
-  if (known != nullptr)
-    *known = found;
+  e.kind = kind.kind;
+  e.gemm_max = gemm.max.value;
+  e.hbm = kind.hbm.value;
+  spec::AttentionKernel used = software.attention;
+  const spec::AttentionFigure* fig = spec::attention_figure(kind, software.attention, &used);
+  if (!fig)
+    throw core::InternalError("compute: GPU kind " + kind.kind + " lists no fused attention kernel");
+  e.attention_kernel = used;
+  e.attention_fwd = fig->fwd.value;
+  e.attention_bwd = fig->bwd.value;
+  e.causal_skip = fig->causal_skip;
+  // The unfused path's QKᵀ and PV are cuBLAS strided-batched GEMMs: capped like any GEMM; their shape
+  // (head dim as k or n) and the materialised scores' bytes make them slow (docs/compute.md §1.3).
+  e.attention_unfused = e.gemm_max;
+  e.sms = kind.sms;
+  e.kernel_overhead_s = KERNEL_OVERHEAD_S;
+  e.source = "GEMM (torch " + gemm.torch + "): " + gemm.max.source + "; HBM: " + kind.hbm.source + "; attention (" +
+             spec::to_string(used) + "): " + fig->fwd.source;
   return e;
 }
 
@@ -328,9 +231,9 @@ double op_seconds(const workload::Op& op, bool backward, const spec::GpuSpec& gp
     if (flops > 0) {
       const double peak = peak_flops(gpu, p);
       if (fused_attention(op)) {
-        const double work = flops * CAUSAL_SHARE * (backward ? FLASH_BWD_WORK : 1.0);
+        const double work = flops * (e.causal_skip ? CAUSAL_SHARE : 1.0) * (backward ? FLASH_BWD_WORK : 1.0);
         const double blocks = std::ceil(double(op.m) / FLASH_BLOCK_ROWS);
-        compute = work / (peak * e.attention * wave_share(blocks, e.sms));
+        compute = work / (peak * (backward ? e.attention_bwd : e.attention_fwd) * wave_share(blocks, e.sms));
         kernels = backward ? FLASH_BWD_KERNELS : 1;
       } else {
         GpuEfficiency batched = e;
@@ -352,9 +255,10 @@ double op_seconds(const workload::Op& op, bool backward, const spec::GpuSpec& gp
 
 } // namespace
 
-double op_time(const workload::Op& op, bool backward, const spec::GpuSpec& gpu, spec::Precision p)
+double op_time(const workload::Op& op, bool backward, const spec::GpuSpec& gpu, spec::Precision p,
+               const GpuEfficiency& e)
 {
-  return op_seconds(op, backward, gpu, p, gpu_efficiency(gpu));
+  return op_seconds(op, backward, gpu, p, e);
 }
 
 double compute_task_time(const schedule::Task& t, const workload::Workload& w, const spec::Scenario& s)
@@ -365,7 +269,7 @@ double compute_task_time(const schedule::Task& t, const workload::Workload& w, c
   const spec::Precision p = s.training.precision;
   const bool layer_phase = t.phase == schedule::Phase::FORWARD || t.phase == schedule::Phase::BACKWARD ||
                            t.phase == schedule::Phase::RECOMPUTE;
-  const GpuEfficiency e = gpu_efficiency(gpu);
+  const GpuEfficiency e = gpu_efficiency(gpu, s.software, s.kernels);
   if (!layer_phase) {
     // Optimizer step, gradient accumulation, casts: one fused kernel over mem_bytes (docs/compute.md §1.5).
     if (t.flops <= 0 && t.mem_bytes <= 0)
@@ -393,7 +297,7 @@ double compute_task_time(const schedule::Task& t, const workload::Workload& w, c
     if (c == spec::Checkpointing::NONE)
       throw core::InternalError("compute_task_time: recompute task " + t.name + " without activation checkpointing");
     for (const workload::Op& op : layer.ops)
-      if (c == spec::Checkpointing::FULL || op.selective_recompute)
+      if (op.recomputed)
         seconds += op_seconds(op, false, gpu, p, e);
     break;
   }

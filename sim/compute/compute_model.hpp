@@ -16,19 +16,25 @@ namespace zerosim::compute {
 
 /// The achieved-efficiency data of one GPU kind (docs/compute.md gives each figure's source).
 struct GpuEfficiency {
-  std::string kind;             ///< e.g. "A100", "H100", "V100", "generic"
-  double gemm_max = 0;          ///< achieved / dense peak for a large, well-shaped GEMM
-  double hbm = 0;               ///< achieved / nominal HBM bandwidth of a streaming kernel
-  double attention = 0;         ///< achieved / dense peak of the attention core (flash attention)
-  double attention_unfused = 0; ///< ... without flash attention (scores materialised): cap of its batched GEMMs
+  std::string kind;    ///< e.g. "A100", "H100", "V100", "generic"
+  double gemm_max = 0; ///< achieved / dense peak for a large, well-shaped GEMM
+  double hbm = 0;      ///< achieved / nominal HBM bandwidth of a streaming kernel
+  spec::AttentionKernel attention_kernel = spec::AttentionKernel::FLASH2; ///< the fused kernel priced
+  double attention_fwd = 0;     ///< achieved / dense peak of the fused attention kernel, forward (own FLOPs)
+  double attention_bwd = 0;     ///< ... backward
+  bool causal_skip = true;      ///< the fused kernel computes only the unmasked half of a causal square
+  double attention_unfused = 0; ///< without a fused kernel (scores materialised): cap of its batched GEMMs
   int sms = 0;                  ///< streaming multiprocessors (wave quantisation)
   double kernel_overhead_s = 0; ///< launch + tail per kernel
   std::string source;           ///< where the figures come from (for people)
 };
 
-/// The efficiency data of `gpu` (matched on its model name: A100, H100, H200, V100, ...); an
-/// unknown model gets the "generic" entry and `known` = false (the caller warns).
-GpuEfficiency gpu_efficiency(const spec::GpuSpec& gpu, bool* known = nullptr);
+/// The efficiency data of `gpu` under `software` from `table` (calibration/kernels.yaml): the kind matched on
+/// the GPU's model name, its GEMM cap for software.torch's generation, the fused attention kernel's figures
+/// (the kind's first listed kernel when software.attention does not run there; the config layer warns). An
+/// unknown model gets the table's last kind ("generic") and `known` = false (the caller warns).
+GpuEfficiency gpu_efficiency(const spec::GpuSpec& gpu, const spec::SoftwareSpec& software,
+                             const spec::KernelTable& table, bool* known = nullptr);
 
 /// Dense peak FLOP/s of `gpu` for the compute dtype of `p` (bf16, fp16; fp32 uses tf32 when given,
 /// as PyTorch does with allow_tf32 for matmuls, else fp32). bf16 on a GPU without a bf16 peak
@@ -44,7 +50,8 @@ double gemm_efficiency(std::int64_t m, std::int64_t n, std::int64_t k, const Gpu
 
 /// Seconds of one operation's forward (backward = false) or backward on one GPU, one micro-batch.
 /// An operation with neither FLOPs nor bytes in that direction launches nothing and takes 0.
-double op_time(const workload::Op& op, bool backward, const spec::GpuSpec& gpu, spec::Precision p);
+double op_time(const workload::Op& op, bool backward, const spec::GpuSpec& gpu, spec::Precision p,
+               const GpuEfficiency& e);
 
 /// Seconds of a COMPUTE task of the schedule on one GPU: forward, backward or recompute of its layer
 /// (sum of its ops' times; recompute re-runs the forward ops the checkpointing mode recomputes), or

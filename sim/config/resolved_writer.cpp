@@ -226,10 +226,8 @@ std::string resolved_yaml(const spec::Scenario& s)
   else
     t["grad_accum"] = s.training.grad_accum;
   t["precision"] = spec::to_string(s.training.precision);
-  t["activation_checkpointing"] = s.training.activation_checkpointing == spec::Checkpointing::NONE   ? "none"
-                                  : s.training.activation_checkpointing == spec::Checkpointing::FULL ? "full"
-                                                                                                     : "selective";
-  t["flash_attention"] = s.training.flash_attention;
+  t["activation_checkpointing"] = spec::to_string(s.training.activation_checkpointing);
+  // flash_attention is software.attention's shorthand: the resolved file writes the kernel (below).
   t["optimizer"] = s.training.optimizer == spec::Optimizer::ADAMW  ? "adamw"
                    : s.training.optimizer == spec::Optimizer::ADAM ? "adam"
                                                                    : "sgd";
@@ -239,6 +237,9 @@ std::string resolved_yaml(const spec::Scenario& s)
   if (s.tp() > 1)
     t["tensor_parallel"] = s.training.tensor_parallel;
   root["training"] = t;
+  root["software"]["attention"] = spec::to_string(s.software.attention);
+  root["software"]["compile"] = s.software.compile;
+  root["software"]["torch"] = s.software.torch;
   if (s.training.mode == spec::Mode::INFERENCE) {
     root["inference"]["batch"] = s.inference.batch;
     root["inference"]["prompt_tokens"] = s.inference.prompt_tokens;

@@ -6,6 +6,9 @@
 #include "config/document.hpp"
 #include "config/readers.hpp"
 #include "core/error.hpp"
+#include "spec/names.hpp"
+
+#include <algorithm>
 
 #include <filesystem>
 
@@ -41,9 +44,10 @@ TrainingRead read_training(FieldReader& t, spec::TrainingSpec& out)
   out.activation_checkpointing =
       t.opt_enum<spec::Checkpointing>("activation_checkpointing", {{"none", spec::Checkpointing::NONE},
                                                                    {"full", spec::Checkpointing::FULL},
-                                                                   {"selective", spec::Checkpointing::SELECTIVE}})
+                                                                   {"selective", spec::Checkpointing::SELECTIVE},
+                                                                   {"per_op", spec::Checkpointing::PER_OP}})
           .value_or(spec::Checkpointing::NONE);
-  out.flash_attention = t.get_bool("flash_attention", true);
+  // flash_attention: read with software: (read_software).
   out.optimizer = t.opt_enum<spec::Optimizer>("optimizer", {{"adamw", spec::Optimizer::ADAMW},
                                                             {"adam", spec::Optimizer::ADAM},
                                                             {"sgd", spec::Optimizer::SGD}})
@@ -53,6 +57,43 @@ TrainingRead read_training(FieldReader& t, spec::TrainingSpec& out)
   out.total_tokens = t.opt_number("total_tokens", 1e-300, 1e300, "a positive number");
   out.tensor_parallel = static_cast<int>(t.get_int("tensor_parallel", 1, 1, POS));
   return tr;
+}
+
+/// software: (scenario-format.md). training.flash_attention is the shorthand for flash2 | eager when
+/// software.attention is absent; both given and disagreeing is an error naming both keys.
+void read_software(FieldReader& r, FieldReader& t, spec::Scenario& s)
+{
+  spec::SoftwareSpec& sw = s.software;
+  std::optional<FieldReader> b = r.opt_map("software");
+  sw.stated = b.has_value();
+  std::vector<std::pair<std::string, spec::AttentionKernel>> names;
+  for (const auto& [name, kernel] : spec::ATTENTION_KERNELS)
+    names.emplace_back(name, kernel);
+  const bool attention_given = b && b->has("attention");
+  const std::optional<bool> flash = t.opt_bool("flash_attention");
+  sw.attention = flash.value_or(true) ? spec::AttentionKernel::FLASH2 : spec::AttentionKernel::EAGER;
+  if (attention_given) {
+    sw.attention = *b->opt_enum<spec::AttentionKernel>("attention", names);
+    if (flash && *flash != spec::is_fused(sw.attention))
+      b->fail("attention", std::string("contradicts training.flash_attention: ") + (*flash ? "true" : "false") + " (" +
+                               t.where("flash_attention") + "): " + spec::to_string(sw.attention) +
+                               (spec::is_fused(sw.attention) ? " is" : " is not") +
+                               " a fused kernel; give one of the two keys");
+  }
+  s.training.flash_attention = spec::is_fused(sw.attention);
+  if (b) {
+    sw.compile = b->get_bool("compile", false);
+    if (std::optional<std::string> v = b->opt_string("torch")) {
+      const std::size_t dot = v->find('.');
+      const auto digits = [](const std::string& x) {
+        return !x.empty() && x.size() <= 3 &&
+               std::all_of(x.begin(), x.end(), [](char c) { return c >= '0' && c <= '9'; });
+      };
+      if (dot == std::string::npos || !digits(v->substr(0, dot)) || !digits(v->substr(dot + 1)))
+        b->fail_expected("torch", "a major.minor version such as \"2.4\" (quoted, so YAML keeps it a string)");
+      sw.torch = *v;
+    }
+  }
 }
 
 void read_cluster(FieldReader& c, ScenarioDocument& doc, spec::Scenario& s)
@@ -222,6 +263,7 @@ spec::Scenario read_scenario(ScenarioDocument& doc)
   if (!t)
     r.fail_missing("training");
   TrainingRead tr = read_training(*t, s.training);
+  read_software(r, *t, s);
 
   YAML::Node model = r.take("model");
   if (!model.IsDefined() || model.IsNull())
@@ -298,6 +340,18 @@ spec::Scenario read_scenario(ScenarioDocument& doc)
   read_sweep(r, s);
   if (std::optional<FieldReader> m = r.opt_map("measured"))
     read_measured(*m, s.measured);
+  s.kernels = load_kernel_table(kernel_table_path(doc.options.data_dir, doc.dir));
+  bool known = true;
+  const spec::GpuKindData& kind = s.kernels.kind_of(s.cluster.node.gpu.model, &known);
+  if (!known)
+    s.warnings.push_back("cluster.node.gpu.model: '" + s.cluster.node.gpu.model + "' matches no GPU kind of " +
+                         s.kernels.file + "; priced with its '" + kind.kind + "' figures");
+  spec::AttentionKernel used = s.software.attention;
+  spec::attention_figure(kind, s.software.attention, &used);
+  if (spec::is_fused(s.software.attention) && used != s.software.attention)
+    s.warnings.push_back(std::string("software.attention: ") + spec::to_string(s.software.attention) +
+                         " does not run on " + kind.kind + " (" + s.kernels.file +
+                         " lists no figures for it); priced as " + spec::to_string(used));
   return s;
 }
 

@@ -29,6 +29,14 @@ spec::Scenario load_scenario_text(const std::string& text, const std::string& fi
 spec::ModelSpec load_model_text(const std::string& text, const std::string& file);
 spec::NodeSpec load_node_text(const std::string& text, const std::string& file);
 
+/// calibration/kernels.yaml (docs/compute.md §1.4): the kernel efficiency data per GPU kind.
+spec::KernelTable load_kernel_table(const std::string& path);
+/// Where a scenario's kernel data are read from: calibration/kernels.yaml in `data_dir` (when given) or the
+/// folder above `scenario_dir`, then the current directory, then ZEROSIM_DATA_DIR (the source tree).
+std::string kernel_table_path(const std::string& data_dir, const std::string& scenario_dir);
+/// The shipped table (ZEROSIM_DATA_DIR/calibration/kernels.yaml), read once: for scenarios built in code.
+const spec::KernelTable& shipped_kernel_table();
+
 /// The resolved scenario as YAML (every default and "auto" written out), for --out.
 std::string resolved_yaml(const spec::Scenario& s);
 

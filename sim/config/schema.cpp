@@ -21,6 +21,11 @@ std::vector<std::string> Schema::names() const
   return out;
 }
 
+KeyDoc modelled_key(std::string k, std::string type, std::string def, std::string desc, const Schema* child)
+{
+  return KeyDoc{std::move(k), std::move(type), std::move(def), std::move(desc), child, KeyUse::MODELLED, false};
+}
+
 const Schema& sub_schema(const Schema& parent, std::string_view key)
 {
   const KeyDoc* k = parent.find(key);
@@ -427,8 +432,10 @@ const Schema& scenario_schema()
        key("grad_accum", "integer >= 1", "1 (or the DeepSpeed block's)", "micro-steps per step; or global_batch"),
        key("global_batch", "integer >= 1", "micro_batch x grad_accum x GPUs", "samples per step; or grad_accum"),
        key("precision", "one of bf16, fp16, amp_bf16, amp_fp16, fp32", "bf16", "see scenario-format.md"),
-       key("activation_checkpointing", "one of none, full, selective", "none", "recomputation"),
-       key("flash_attention", "bool", "true", "fused attention without the s x s matrix"),
+       key("activation_checkpointing", "one of none, full, selective, per_op", "none",
+           "recomputation: full (every block), selective (Megatron's attention core), per_op (torchtitan's policy)"),
+       key("flash_attention", "bool", "true",
+           "shorthand for software.attention when that is absent: true = flash2, false = eager"),
        key("optimizer", "one of adamw, adam, sgd", "adamw", "optimizer kind"),
        key("mode", "one of train, inference", "train", "inference: forward only"),
        key("total_tokens", "number > 0", "none", "tokens to train (reports time to train)"),
@@ -445,6 +452,12 @@ const Schema& scenario_schema()
        key("tflops_definition", "one of model, hardware", "required with tflops_per_gpu", "which definition"),
        key("peak_memory", "bytes", "none", "measured peak GPU memory"),
        key("source", "string", "\"\"", "where the figures come from")}};
+  static const Schema software{
+      "software",
+      {key("attention", "one of eager, sdpa_math, mem_efficient, flash1, triton_flash, flash2, flash3, cudnn",
+           "flash2 (or training.flash_attention's)", "the attention kernel that ran"),
+       key("compile", "bool", "false", "torch.compile (or equivalent fused kernels) on"),
+       key("torch", "major.minor string", "\"2.6\"", "the torch generation; its nearest earlier data applies")}};
   static const Schema s{
       "scenario",
       {key("name", "string", "the file name", "the scenario's name"),
@@ -458,6 +471,7 @@ const Schema& scenario_schema()
            "DeepSpeed's own keys", &deepspeed_schema()),
        key("fsdp", "mapping", "none", "PyTorch FSDP instead of DeepSpeed", &fsdp_schema()),
        key("ddp", "mapping", "none", "PyTorch DDP instead of DeepSpeed", &ddp_schema()),
+       key("software", "mapping", "today's stack (meta.software.stated: false)", "the stack that ran", &software),
        key("sweep", "mapping of dotted key -> list", "none", "values to sweep (zerosim sweep)", nullptr, M, true),
        key("measured", "mapping", "none", "what a real run gave (never used in prediction)", &measured)}};
   return s;

@@ -37,6 +37,9 @@ struct Schema {
   std::vector<std::string> names() const; ///< in table order (the order of "accepted keys: ...")
 };
 
+/// A MODELLED key's entry (for schemas built outside schema.cpp, e.g. calibration/kernels.yaml's).
+KeyDoc modelled_key(std::string k, std::string type, std::string def, std::string desc, const Schema* child = nullptr);
+
 const Schema& model_schema();
 const Schema& node_schema();
 const Schema& scenario_schema();

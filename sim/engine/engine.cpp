@@ -604,7 +604,7 @@ private:
                                 : platform_->remote(collectives::nic_of(f.dst.local, G_, nics));
       sg4::Host* dst = dst_here ? platform_->gpu(f.dst.node, f.dst.local)
                                 : platform_->remote(collectives::nic_of(f.src.local, G_, nics));
-      edges.push_back(Edge{src, dst, f.bytes, ta, tb});
+      edges.push_back(Edge{src, dst, f.wire_bytes(), ta, tb}); // bytes at the flow's achieved efficiency
     }
     cl.flows_left = static_cast<int>(edges.size());
     if (edges.empty()) {

@@ -39,7 +39,13 @@ core::Json meta_json(const spec::Scenario& s, const std::string& network_model)
       .set("schema_version", 1)
       .set("simgrid_version", ZEROSIM_SIMGRID_VERSION)
       .set("network_model", network_model)
-      .set("deepspeed_version", s.deepspeed_version);
+      .set("deepspeed_version", s.deepspeed_version)
+      .set("software", core::Json::object()
+                           .set("attention", spec::to_string(s.software.attention))
+                           .set("compile", s.software.compile)
+                           .set("torch", s.software.torch)
+                           .set("stated", s.software.stated))
+      .set("kernel_data", s.kernels.file);
 }
 
 core::Json memory_json(const spec::Scenario& s, std::int64_t params, const memory::MemoryReport& r,

@@ -4,16 +4,23 @@
 
 #include "spec/scenario_spec.hpp"
 
+#include <utility>
+
 namespace zerosim::spec {
 
 inline const char* to_string(Precision p)
 {
   switch (p) {
-    case Precision::BF16: return "bf16";
-    case Precision::FP16: return "fp16";
-    case Precision::AMP_BF16: return "amp_bf16";
-    case Precision::AMP_FP16: return "amp_fp16";
-    case Precision::FP32: break;
+  case Precision::BF16:
+    return "bf16";
+  case Precision::FP16:
+    return "fp16";
+  case Precision::AMP_BF16:
+    return "amp_bf16";
+  case Precision::AMP_FP16:
+    return "amp_fp16";
+  case Precision::FP32:
+    break;
   }
   return "fp32";
 }
@@ -31,6 +38,41 @@ inline const char* to_string(OffloadDevice d)
 inline const char* to_string(Framework f)
 {
   return f == Framework::FSDP ? "fsdp" : f == Framework::DDP ? "ddp" : "deepspeed";
+}
+
+inline const char* to_string(Checkpointing c)
+{
+  switch (c) {
+  case Checkpointing::FULL:
+    return "full";
+  case Checkpointing::SELECTIVE:
+    return "selective";
+  case Checkpointing::PER_OP:
+    return "per_op";
+  case Checkpointing::NONE:
+    break;
+  }
+  return "none";
+}
+
+/// Every attention kernel with its name as scenario files write it (scenario-format.md `software.attention`).
+inline constexpr std::pair<const char*, AttentionKernel> ATTENTION_KERNELS[] = {
+    {"eager", AttentionKernel::EAGER},
+    {"sdpa_math", AttentionKernel::SDPA_MATH},
+    {"mem_efficient", AttentionKernel::MEM_EFFICIENT},
+    {"flash1", AttentionKernel::FLASH1},
+    {"triton_flash", AttentionKernel::TRITON_FLASH},
+    {"flash2", AttentionKernel::FLASH2},
+    {"flash3", AttentionKernel::FLASH3},
+    {"cudnn", AttentionKernel::CUDNN},
+};
+
+inline const char* to_string(AttentionKernel k)
+{
+  for (const auto& [name, kernel] : ATTENTION_KERNELS)
+    if (kernel == k)
+      return name;
+  return "flash2";
 }
 
 } // namespace zerosim::spec

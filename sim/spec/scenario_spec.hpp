@@ -2,6 +2,7 @@
 // Produced by config::load_scenario, consumed by workload, schedule, memory and report.
 #pragma once
 
+#include "spec/kernel_spec.hpp"
 #include "spec/model_spec.hpp"
 #include "spec/node_spec.hpp"
 
@@ -16,7 +17,10 @@
 namespace zerosim::spec {
 
 enum class Precision { BF16, FP16, AMP_BF16, AMP_FP16, FP32 };
-enum class Checkpointing { NONE, FULL, SELECTIVE };
+/// training.activation_checkpointing: NONE; FULL (every block recomputed); SELECTIVE (Megatron's: the attention
+/// core recomputed); PER_OP (torchtitan's per-op policy: every other matmul output, SDPA and reduce-scatter
+/// outputs saved, the rest recomputed; docs/workload.md).
+enum class Checkpointing { NONE, FULL, SELECTIVE, PER_OP };
 enum class Optimizer { ADAMW, ADAM, SGD };
 enum class Mode { TRAIN, INFERENCE };
 enum class Framework { DEEPSPEED, FSDP, DDP };
@@ -189,6 +193,9 @@ struct Scenario {
   DdpSpec ddp;
   std::vector<std::pair<std::string, std::vector<std::string>>> sweep; ///< dotted key -> values (as written)
   MeasuredSpec measured;
+  SoftwareSpec software;
+  /// The kernel efficiency data (calibration/kernels.yaml) the compute model prices kernels with.
+  KernelTable kernels;
   std::vector<std::string> warnings; ///< keys recognised but not modelled, keys ignored
 
   /// Every GPU of the job: the ranks, one per GPU.

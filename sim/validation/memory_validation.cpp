@@ -180,16 +180,6 @@ std::vector<MemoryFrameworkSummary> framework_summaries(const ValidationReport& 
   return out;
 }
 
-std::string read_file(const std::string& path)
-{
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw core::InputError(path + ": cannot read the file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 } // namespace
 
 LargestFit largest_fit(const FitCase& f)
@@ -281,12 +271,11 @@ ErrorStats error_stats(const std::string& group, std::vector<double> abs_errors_
   return s;
 }
 
-ValidationReport run_memory_validation(const CsvTable& table, const NodeLoader& load_node)
+ValidationReport run_memory_validation(const std::vector<PublishedRow>& rows, const NodeLoader& load_node)
 {
   ValidationReport r;
   RowMapping mapping;
-  for (std::size_t i = 0; i < table.size(); ++i) {
-    auto row = table.record(i);
+  for (PublishedRow row : rows) {
     try {
       map_row(row, load_node, mapping);
     } catch (const core::InputError& e) {
@@ -558,8 +547,7 @@ std::string render_csv(const ValidationReport& r)
 
 int validate_memory_command(const std::string& csv, const std::string& out_dir, std::ostream& out)
 {
-  CsvTable table = CsvTable::parse(read_file(csv), csv);
-  ValidationReport r = run_memory_validation(table, node_loader_near(csv));
+  ValidationReport r = run_memory_validation(read_published_rows(csv), node_loader_near(csv));
   std::filesystem::create_directories(out_dir);
   auto write = [](const std::string& path, const std::string& text) {
     std::ofstream f(path, std::ios::binary);

@@ -121,7 +121,7 @@ ErrorStats error_stats(const std::string& group, std::vector<double> abs_errors_
 /// Maps the rows and runs the pipeline (memory::analyze_memory; memory/estimator.hpp for estimator rows).
 /// A row whose scenario the pipeline refuses (core::UnsupportedError, or core::InputError for the DeepSpeed keys
 /// assumed where the row states none) goes to not_covered with the message.
-ValidationReport run_memory_validation(const CsvTable& table, const NodeLoader& load_node);
+ValidationReport run_memory_validation(const std::vector<PublishedRow>& rows, const NodeLoader& load_node);
 
 /// results/validation/memory.md
 std::string render_markdown(const ValidationReport& r);

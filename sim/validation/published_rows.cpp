@@ -3,12 +3,14 @@
 
 #include "config/scenario_loader.hpp"
 #include "core/error.hpp"
+#include "validation/csv.hpp"
 
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <regex>
 #include <sstream>
 
@@ -929,9 +931,10 @@ spec::Scenario build_scenario(const PublishedRow& row, const NodeLoader& load_no
   s.training.precision = fw == spec::Framework::DEEPSPEED ? parse_precision(field(row, "precision"), info.assumptions)
                                                           : torch_precision(row, fw, s.fsdp, info.assumptions);
   s.training.activation_checkpointing = parse_checkpointing(field(row, "activation_checkpointing"), info.assumptions);
-  // V100 and Turing GPUs have no FlashAttention kernels, and the Megatron-LM/HF code of these runs predates it;
-  // the PyTorch runs that used it say so (flash_attention_of).
-  s.training.flash_attention = flash_attention_of(row);
+  // The stack each run used (stacks.csv, quoted or inferred from the source; docs/validation.md).
+  s.software = software_of(row);
+  s.training.flash_attention = spec::is_fused(s.software.attention);
+  s.kernels = config::shipped_kernel_table();
   // DeepSpeed's Megatron examples use Adam (FusedAdam / DeepSpeedCPUAdam); the PyTorch runs' code uses AdamW
   // (Composer decoupled_adamw, torchtitan and fms-fsdp AdamW, minGPT's configure_optimizers, the HF Trainer).
   s.training.optimizer = fw == spec::Framework::DEEPSPEED ? spec::Optimizer::ADAM : spec::Optimizer::ADAMW;
@@ -1965,6 +1968,124 @@ NodeLoader node_loader_near(const std::string& csv)
   }
   throw core::InputError(csv + ": no topologies/ folder found near the file, in the current directory or in " +
                          std::string(ZEROSIM_DATA_DIR));
+}
+
+namespace {
+
+std::string read_text_file(const std::string& path)
+{
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw core::InputError(path + ": cannot read the file");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// "3-4;6-11;13" -> {3, 4, 6, ..., 11, 13}.
+std::vector<long> row_ranges(const std::string& text, const std::string& where)
+{
+  std::vector<long> out;
+  std::stringstream ss(text);
+  std::string part;
+  while (std::getline(ss, part, ';')) {
+    part = trim(part);
+    const std::size_t dash = part.find('-');
+    char* end = nullptr;
+    const long a = std::strtol(part.c_str(), &end, 10);
+    long b = a;
+    bool ok = !part.empty() && end != part.c_str();
+    if (ok && dash != std::string::npos) {
+      const std::string tail = part.substr(dash + 1);
+      char* e2 = nullptr;
+      b = std::strtol(tail.c_str(), &e2, 10);
+      ok = e2 != tail.c_str() && *e2 == '\0' && b >= a;
+    } else if (ok) {
+      ok = *end == '\0';
+    }
+    if (!ok)
+      throw core::InputError(where + ": rows: expected row ids and ranges such as 3-4;6, found \"" + text + "\"");
+    for (long r = a; r <= b; ++r)
+      out.push_back(r);
+  }
+  return out;
+}
+
+} // namespace
+
+std::vector<PublishedRow> read_published_rows(const std::string& csv)
+{
+  CsvTable table = CsvTable::parse(read_text_file(csv), csv);
+  std::vector<PublishedRow> rows;
+  for (std::size_t i = 0; i < table.size(); ++i)
+    rows.push_back(table.record(i));
+  const std::string stacks_path = (std::filesystem::path(csv).parent_path() / "stacks.csv").string();
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(stacks_path, ec))
+    return rows;
+  CsvTable stacks = CsvTable::parse(read_text_file(stacks_path), stacks_path);
+  std::map<long, std::size_t> index;
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    index[std::strtol(rows[i]["row_id"].c_str(), nullptr, 10)] = i;
+  std::map<long, std::size_t> listed; // row id -> line of stacks.csv
+  for (std::size_t i = 0; i < stacks.size(); ++i) {
+    const std::string where = stacks_path + ":" + std::to_string(i + 2);
+    const std::string attention = stacks.get(i, "attention");
+    bool known = false;
+    for (const auto& [name, kernel] : spec::ATTENTION_KERNELS)
+      known = known || attention == name;
+    if (!known)
+      throw core::InputError(where + ": attention: expected one of scenario-format.md's kernels, found \"" + attention +
+                             "\"");
+    const std::string compile = stacks.get(i, "compile");
+    if (compile != "true" && compile != "false")
+      throw core::InputError(where + ": compile: expected true or false, found \"" + compile + "\"");
+    const std::string status = stacks.get(i, "status");
+    if (status != "quoted" && status != "inferred")
+      throw core::InputError(where + ": status: expected quoted or inferred, found \"" + status + "\"");
+    const std::string torch = stacks.get(i, "torch");
+    const std::size_t dot = torch.find('.');
+    if (dot == std::string::npos || dot == 0 || dot + 1 == torch.size() ||
+        torch.find_first_not_of("0123456789.") != std::string::npos)
+      throw core::InputError(where + ": torch: expected major.minor, found \"" + torch + "\"");
+    for (long id : row_ranges(stacks.get(i, "rows"), where)) {
+      if (listed.count(id))
+        throw core::InputError(where + ": row " + std::to_string(id) + " is already listed on line " +
+                               std::to_string(listed[id] + 2));
+      listed[id] = i;
+      auto it = index.find(id);
+      if (it == index.end())
+        throw core::InputError(where + ": row " + std::to_string(id) + " is not in " + csv);
+      PublishedRow& row = rows[it->second];
+      row["stack.attention"] = attention;
+      row["stack.torch"] = torch;
+      row["stack.compile"] = compile;
+      row["stack.status"] = status;
+      row["stack.locator"] = stacks.get(i, "locator");
+      row["stack.quote"] = stacks.get(i, "quote");
+      row["stack.reason"] = stacks.get(i, "reason");
+    }
+  }
+  return rows;
+}
+
+spec::SoftwareSpec software_of(const PublishedRow& row)
+{
+  spec::SoftwareSpec sw;
+  auto it = row.find("stack.attention");
+  if (it == row.end()) {
+    // Not in stacks.csv: today's stack, unstated; V100 and Turing GPUs have no FlashAttention kernels and the
+    // PyTorch runs that used one say so (flash_attention_of).
+    sw.attention = flash_attention_of(row) ? spec::AttentionKernel::FLASH2 : spec::AttentionKernel::EAGER;
+    return sw;
+  }
+  for (const auto& [name, kernel] : spec::ATTENTION_KERNELS)
+    if (it->second == name)
+      sw.attention = kernel;
+  sw.torch = row.at("stack.torch");
+  sw.compile = row.at("stack.compile") == "true";
+  sw.stated = true;
+  return sw;
 }
 
 } // namespace zerosim::validation

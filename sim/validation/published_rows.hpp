@@ -221,4 +221,15 @@ ThroughputMapping map_throughput_rows(const std::vector<PublishedRow>& rows, con
 /// folder, its parent, its grandparent, the current directory, then the source tree (ZEROSIM_DATA_DIR).
 NodeLoader node_loader_near(const std::string& csv);
 
+/// The rows of published.csv at `csv`, each with the software stack that stacks.csv beside it gives for the row
+/// (results/validation/stacks.csv; docs/validation.md "Software stacks"), as the fields stack.attention,
+/// stack.torch, stack.compile, stack.status (quoted | inferred), stack.locator, stack.quote and stack.reason.
+/// A row stacks.csv does not list has none of them (its stack is today's, unstated). Throws core::InputError for
+/// an unreadable file, a malformed range, a row listed twice or a value outside the contract's.
+std::vector<PublishedRow> read_published_rows(const std::string& csv);
+
+/// The software stack of a row read by read_published_rows (unstated: today's stack, with
+/// flash attention where the row's text names it).
+spec::SoftwareSpec software_of(const PublishedRow& row);
+
 } // namespace zerosim::validation

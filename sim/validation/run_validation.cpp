@@ -813,15 +813,7 @@ std::string render_throughput_csv(const ThroughputReport& r)
 int validate_run_command(const std::string& csv, const std::string& out_dir, std::ostream& out, int jobs,
                          double row_time_limit_s)
 {
-  std::ifstream in(csv, std::ios::binary);
-  if (!in)
-    throw core::InputError(csv + ": cannot read the file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  CsvTable table = CsvTable::parse(text.str(), csv);
-  std::vector<PublishedRow> rows;
-  for (std::size_t i = 0; i < table.size(); ++i)
-    rows.push_back(table.record(i));
+  std::vector<PublishedRow> rows = read_published_rows(csv);
   ThroughputMapping mapping = map_throughput_rows(rows, node_loader_near(csv));
   out << "throughput validation: " << mapping.cases.size() << " rows to simulate, " << mapping.not_covered.size()
       << " not covered; " << std::max(1, jobs) << " workers, " << fixed(row_time_limit_s, 0) << " s per row at most\n";

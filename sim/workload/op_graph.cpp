@@ -46,6 +46,26 @@ GraphResult OpGraph::analyse(GraphMode mode) const
   for (int t : held_)
     saved_all[idx(t)] = true;
 
+  // The ops the backward re-runs (their forward), by mode.
+  std::vector<bool> rerun(ops_.size(), false);
+  // per_op: which ops' outputs the policy saves (torchtitan `_custom_policy`: aten.mm counted per checkpointed
+  // region, saved unless its count is even; SDPA's flash/efficient kernels saved).
+  std::vector<bool> policy_saves(ops_.size(), false);
+  {
+    int mm = 0;
+    for (std::size_t i = 0; i < ops_.size(); ++i) {
+      const Op& op = ops_[i].op;
+      if (op.kind == OpKind::GEMM)
+        policy_saves[i] = (++mm % 2) == 1;
+      else if (op.kind == OpKind::ATTENTION)
+        policy_saves[i] = op.fwd_flops > 3.0 * double(op.m) * double(op.n) * double(op.k); // the fused SDPA op
+    }
+  }
+  for (std::size_t i = 0; i < ops_.size(); ++i)
+    rerun[i] = mode == GraphMode::TRAIN_FULL ||
+               (mode == GraphMode::TRAIN_SELECTIVE && ops_[i].op.selective_recompute) ||
+               (mode == GraphMode::TRAIN_PER_OP && !policy_saves[i]);
+
   // The kept set of the mode.
   std::vector<bool> kept(n_tensors, false);
   switch (mode) {
@@ -80,13 +100,24 @@ GraphResult OpGraph::analyse(GraphMode mode) const
       kept[idx(t)] = true;
     break;
   }
+  case GraphMode::TRAIN_PER_OP:
+    // torch.utils.checkpoint with a selective policy keeps the region's input and the outputs of the ops the
+    // policy saves; everything else autograd would save is rebuilt by re-running the other ops.
+    kept[idx(input_)] = true;
+    for (std::size_t i = 0; i < ops_.size(); ++i)
+      if (policy_saves[i])
+        for (int t : ops_[i].outputs)
+          kept[idx(t)] = true;
+    for (int t : held_)
+      kept[idx(t)] = true;
+    break;
   }
 
   GraphResult r;
   r.kept_bytes = bytes_of(kept);
 
   // Saved tensors not kept are rebuilt by the recomputation during this layer's backward.
-  if (mode == GraphMode::TRAIN_FULL || mode == GraphMode::TRAIN_SELECTIVE) {
+  if (mode == GraphMode::TRAIN_FULL || mode == GraphMode::TRAIN_SELECTIVE || mode == GraphMode::TRAIN_PER_OP) {
     std::vector<bool> rebuilt(n_tensors, false);
     for (std::size_t t = 0; t < n_tensors; ++t)
       rebuilt[t] = saved_all[t] && !kept[t];
@@ -138,8 +169,10 @@ GraphResult OpGraph::analyse(GraphMode mode) const
 
   // HBM bytes of every op (docs/workload.md §5).
   r.ops.reserve(ops_.size());
-  for (const OpDef& o : ops_) {
+  for (std::size_t i = 0; i < ops_.size(); ++i) {
+    const OpDef& o = ops_[i];
     Op op = o.op;
+    op.recomputed = rerun[i];
     std::int64_t in = 0, out = 0, dy = 0, dx = 0, saved = 0;
     for (int t : o.inputs) {
       in += tensors_[idx(t)].bytes();

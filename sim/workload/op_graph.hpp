@@ -48,7 +48,11 @@ enum class GraphMode {
   TRAIN,           ///< everything saved stays until backward
   TRAIN_SELECTIVE, ///< the ops flagged selective_recompute keep only their inputs; the rest is recomputed
   TRAIN_FULL,      ///< only the layer input is kept; the whole forward is recomputed in backward
-  INFERENCE        ///< forward only: nothing kept
+  /// torchtitan's per-op selective policy (torchtitan/models/llama3/infra/parallelize.py `_custom_policy`): the
+  /// outputs of every other matmul (the 1st, 3rd, ... of the layer), of SDPA and of reduce-scatter are saved;
+  /// every other op is recomputed in backward from the layer input and those saved outputs.
+  TRAIN_PER_OP,
+  INFERENCE ///< forward only: nothing kept
 };
 
 /// What the analysis of a graph gives.

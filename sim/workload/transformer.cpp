@@ -550,6 +550,8 @@ GraphMode mode_for(const WorkloadOptions& o, bool checkpointed)
     return GraphMode::TRAIN_FULL;
   case spec::Checkpointing::SELECTIVE:
     return GraphMode::TRAIN_SELECTIVE;
+  case spec::Checkpointing::PER_OP:
+    return GraphMode::TRAIN_PER_OP;
   case spec::Checkpointing::NONE:
     break;
   }
@@ -568,7 +570,7 @@ Layer make_layer(std::string name, LayerKind kind, std::vector<ParamTensor> para
   for (const Op& op : l.ops) {
     l.fwd_flops += op.fwd_flops;
     l.bwd_flops += op.bwd_flops;
-    if (mode == GraphMode::TRAIN_FULL || (mode == GraphMode::TRAIN_SELECTIVE && op.selective_recompute))
+    if (op.recomputed)
       l.recompute_flops += op.fwd_flops;
   }
   l.activation_bytes_kept = r.kept_bytes;

@@ -35,6 +35,9 @@ struct Op {
   double fwd_bytes = 0; ///< HBM traffic of the forward (reads + writes)
   double bwd_bytes = 0;
   bool selective_recompute = false; ///< recomputed under selective checkpointing (the attention core)
+  /// Re-run by the backward's recomputation under the chosen checkpointing: every op under full, the flagged
+  /// ones under selective, the ops whose outputs the policy does not save under per_op (docs/workload.md).
+  bool recomputed = false;
 };
 
 struct Layer {

@@ -38,7 +38,8 @@ TEST_SUITE("config")
               ":7:3: training.micro_btach: unknown key (did you mean 'micro_batch'?); accepted keys: " + TRAINING_KEYS);
     CHECK(load_error(BASE + "deepsped: {}\n") ==
           SCEN + ":9:1: deepsped: unknown key (did you mean 'deepspeed'?); accepted keys: name, model, cluster, "
-                 "training, inference, price_per_gpu_hour, deepspeed_version, deepspeed, fsdp, ddp, sweep, measured");
+                 "training, inference, price_per_gpu_hour, deepspeed_version, deepspeed, fsdp, ddp, software, sweep, "
+                 "measured");
     // No suggestion when nothing is close (edit distance > len/3).
     CHECK(load_error(BASE + "  colour: blue\n") ==
           SCEN + ":9:3: training.colour: unknown key; accepted keys: " + TRAINING_KEYS);
@@ -290,6 +291,28 @@ cpu: {cores: 8, memory: 64 GiB, memory_bandwidth: 50 GB/s}
           SCEN + ":10:3: sweep: expected a key name, found a mapping");
     CHECK(error_of([] { load_model_text("hidden: 1\n[layers]: 2\n", "m.yaml"); }) ==
           "m.yaml:2:1: (top level): expected a key name, found a list");
+  }
+
+  TEST_CASE("errors: software")
+  {
+    // Both keys given and disagreeing: the error names both (scenario-format.md `software.attention`).
+    CHECK(load_error(BASE + "  flash_attention: true\nsoftware:\n  attention: eager\n") ==
+          SCEN + ":11:14: software.attention: contradicts training.flash_attention: true (" + SCEN +
+              ":9:20): eager is not a fused kernel; give one of the two keys");
+    CHECK(load_error(BASE + "  flash_attention: false\nsoftware: {attention: flash2}\n") ==
+          SCEN + ":10:23: software.attention: contradicts training.flash_attention: false (" + SCEN +
+              ":9:20): flash2 is a fused kernel; give one of the two keys");
+    CHECK(load_error(BASE + "software: {attention: flash4}\n") ==
+          SCEN + ":9:23: software.attention: expected one of eager, sdpa_math, mem_efficient, flash1, triton_flash, "
+                 "flash2, flash3, cudnn, found \"flash4\"");
+    CHECK(load_error(BASE + "software: {torch: 2}\n") ==
+          SCEN + ":9:19: software.torch: expected a major.minor version such as \"2.4\" (quoted, so YAML keeps it a "
+                 "string), found \"2\"");
+    CHECK(load_error(BASE + "software: {compile: maybe}\n") ==
+          SCEN + ":9:21: software.compile: expected true or false, found \"maybe\"");
+    CHECK(load_error(BASE + "  activation_checkpointing: per-op\n") ==
+          SCEN + ":9:29: training.activation_checkpointing: expected one of none, full, selective, per_op, found "
+                 "\"per-op\"");
   }
 
   TEST_CASE("errors: --set")

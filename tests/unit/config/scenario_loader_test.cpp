@@ -375,6 +375,37 @@ measured: {step_time: 12.3 s, tflops_per_gpu: 145, tflops_definition: hardware, 
     CHECK(s.sweep[1].first == "deepspeed.zero_optimization.stage");
   }
 
+  TEST_CASE("scenario_loader: software: today's stack unstated, the shorthand, a stated stack, per_op")
+  {
+    // No software block: today's stack (flash2, torch 2.6, no compile), stated false (scenario-format.md).
+    const spec::Scenario d = load_scenario_text(BASE, SCEN);
+    CHECK(d.software.attention == spec::AttentionKernel::FLASH2);
+    CHECK(d.software.torch == "2.6");
+    CHECK_FALSE(d.software.compile);
+    CHECK_FALSE(d.software.stated);
+    CHECK(d.training.flash_attention);
+    CHECK_FALSE(d.kernels.empty()); // calibration/kernels.yaml of the source tree
+    // training.flash_attention: false is the shorthand for eager.
+    const spec::Scenario e = load_scenario_text(BASE + "  flash_attention: false\n", SCEN);
+    CHECK(e.software.attention == spec::AttentionKernel::EAGER);
+    CHECK_FALSE(e.software.stated);
+    // A stated stack; flash_attention: true agrees with any fused kernel.
+    const spec::Scenario t = load_scenario_text(
+        BASE + "  flash_attention: true\n  activation_checkpointing: per_op\nsoftware:\n  attention: triton_flash\n"
+               "  torch: \"1.13\"\n  compile: true\n",
+        SCEN);
+    CHECK(t.software.attention == spec::AttentionKernel::TRITON_FLASH);
+    CHECK(t.software.torch == "1.13");
+    CHECK(t.software.compile);
+    CHECK(t.software.stated);
+    CHECK(t.training.flash_attention);
+    CHECK(t.training.activation_checkpointing == spec::Checkpointing::PER_OP);
+    // An unfused kernel turns the workload's flash attention off.
+    const spec::Scenario m = load_scenario_text(BASE + "software: {attention: sdpa_math}\n", SCEN);
+    CHECK_FALSE(m.training.flash_attention);
+    CHECK(m.software.stated);
+  }
+
   TEST_CASE("resolved_writer: resolved_yaml loads back to the same scenario")
   {
     LoadOptions o;

@@ -391,7 +391,8 @@ TEST_SUITE("report")
           std::vector<std::string>{"compute", "optimizer", "exposed_comm", "exposed_pcie", "exposed_nvme", "idle"});
     CHECK(j["cost"].keys() == std::vector<std::string>{"per_step", "to_train"});
     CHECK(j["meta"].keys() == std::vector<std::string>{"zerosim_version", "schema_version", "simgrid_version",
-                                                       "network_model", "deepspeed_version", "replay"});
+                                                       "network_model", "deepspeed_version", "software", "kernel_data",
+                                                       "replay"});
   }
 
   TEST_CASE("run JSON: the values are the metrics' (and null where nothing was asked)")

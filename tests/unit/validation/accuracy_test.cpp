@@ -28,7 +28,7 @@ ValidationReport run_on_shipped_data()
   NodeLoader loader = [](const std::string& name) {
     return config::load_node(std::string(ZEROSIM_SOURCE_DIR) + "/topologies/" + name + ".yaml");
   };
-  return run_memory_validation(table, loader);
+  return run_memory_validation(read_published_rows(path), loader);
 }
 
 } // namespace

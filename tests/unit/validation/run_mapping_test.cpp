@@ -501,11 +501,7 @@ std::vector<PublishedRow> shipped_rows()
   REQUIRE_MESSAGE(in.good(), "missing " << path);
   std::ostringstream ss;
   ss << in.rdbuf();
-  CsvTable t = CsvTable::parse(ss.str(), path);
-  std::vector<PublishedRow> rows;
-  for (std::size_t i = 0; i < t.size(); ++i)
-    rows.push_back(t.record(i));
-  return rows;
+  return read_published_rows(path);
 }
 
 /// A case with one figure, for the report and runner tests; `framework` and `strategy` as RowInfo writes them.

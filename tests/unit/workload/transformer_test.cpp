@@ -360,6 +360,33 @@ TEST_SUITE("workload")
     CHECK(block0(sel).activation_bytes_kept == 2 * T * (6 * h + 2 * kvd + 4 * f) + rstd);
   }
 
+  TEST_CASE("workload: per_op keeps what torchtitan's policy saves and recomputes the rest")
+  {
+    // torchtitan (torchtitan/models/llama3/infra/parallelize.py, _custom_policy): in each checkpointed block,
+    // aten.mm outputs are saved unless their running count is even, SDPA (flash) outputs are saved, everything
+    // else is recomputed. A Llama block runs its matmuls in the order q, k, v, o, gate, up, down: q, v, gate and
+    // down (counts 1, 3, 5, 7) are saved, k, o and up (2, 4, 6) recomputed. checkpoint() also keeps the block's
+    // input x.
+    const auto m = llama3_8b();
+    const std::int64_t b = 1, s = 8192, h = 4096, a = 32, kvd = 8 * 128, f = 14336, T = b * s;
+    const Workload w = workload::build_workload(m, options(1, 8192, spec::Checkpointing::PER_OP, true));
+    const Layer& blk = block0(w);
+    // x (T·h) + q (T·h) + v (T·kvd) + SDPA output (T·h) and its fp32 logsumexp (4·b·a·s) + gate (T·f) + down
+    // (T·h), 16-bit.
+    CHECK(blk.activation_bytes_kept == 2 * T * (4 * h + kvd + f) + 4 * a * s * b);
+    // Between full (x alone) and none (everything autograd saves).
+    const Workload full = workload::build_workload(m, options(1, 8192, spec::Checkpointing::FULL, true));
+    const Workload none = workload::build_workload(m, options(1, 8192, spec::Checkpointing::NONE, true));
+    CHECK(block0(full).activation_bytes_kept < blk.activation_bytes_kept);
+    CHECK(blk.activation_bytes_kept < block0(none).activation_bytes_kept);
+    // Recomputed matmuls: k (h -> kvd), o (h -> h), up (h -> f), 2·T·in·out FLOPs each; the flash kernel is not
+    // re-run, the elementwise ops carry no FLOPs.
+    CHECK(blk.recompute_flops == doctest::Approx(2.0 * double(T) * double(h * kvd + h * h + h * f)));
+    for (const Op& op : blk.ops)
+      if (op.kind == OpKind::ATTENTION)
+        CHECK_FALSE(op.recomputed);
+  }
+
   TEST_CASE("workload: LM head keeps the logits and the fp32 log-softmax of the loss")
   {
     // docs/workload.md §4.4: logits T·V·b_a (held by the caller), log_softmax output T·V·4 (cross_entropy

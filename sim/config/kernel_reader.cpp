@@ -1,0 +1,276 @@
+// calibration/kernels.yaml: the kernel efficiency priors per GPU kind (docs/compute.md §1.4). Read with the
+// same FieldReader as every other file, so a typo is an input error with file, line and key.
+#include "config/document.hpp"
+#include "config/readers.hpp"
+#include "core/error.hpp"
+#include "spec/names.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <mutex>
+
+#ifndef ZEROSIM_DATA_DIR
+#define ZEROSIM_DATA_DIR "."
+#endif
+
+namespace zerosim::config {
+namespace {
+
+KeyDoc kkey(std::string k, std::string type, std::string def, std::string desc, const Schema* child = nullptr)
+{
+  return modelled_key(std::move(k), std::move(type), std::move(def), std::move(desc), child);
+}
+
+/// value, status, source, note: every figure of the file has them.
+std::vector<KeyDoc> figure_keys(const std::string& value_default)
+{
+  return {kkey("value", "number in (0, 1]", value_default, "achieved / nominal"),
+          kkey("status", "one of measured, stated", "required", "printed by a benchmark, or derived"),
+          kkey("source", "string", "required", "where the figure comes from"),
+          kkey("note", "string", "\"\"", "how it was derived")};
+}
+
+const Schema& figure_schema()
+{
+  static const Schema s{"figure", figure_keys("required")};
+  return s;
+}
+
+const Schema& gemm_schema()
+{
+  static const Schema s = [] {
+    Schema g{"gemm", figure_keys("required")};
+    g.keys.insert(g.keys.begin(),
+                  kkey("torch", "major.minor string", "required", "the first torch generation it applies to"));
+    return g;
+  }();
+  return s;
+}
+
+const Schema& attention_schema()
+{
+  static const Schema s = [] {
+    Schema a{"attention", figure_keys("fwd and bwd")};
+    a.keys.insert(
+        a.keys.begin() + 1,
+        {kkey("fwd", "number in (0, 1]", "value", "forward achieved / dense peak, in the kernel's own FLOPs"),
+         kkey("bwd", "number in (0, 1]", "value", "backward achieved / dense peak, in the kernel's own FLOPs"),
+         kkey("causal_skip", "bool", "true", "the kernel skips fully masked tiles of a causal mask")});
+    return a;
+  }();
+  return s;
+}
+
+const Schema& kind_schema()
+{
+  static const Schema s{
+      "kind",
+      {kkey("match", "list of strings", "required (but for the last kind)", "names matched in gpu.model"),
+       kkey("match_also", "list of strings", "none", "names that must be present too (PCIE)"),
+       kkey("sms", "integer >= 1", "required", "streaming multiprocessors (wave quantisation)"),
+       kkey("hbm", "mapping", "required", "streaming-kernel bandwidth / nominal", &figure_schema()),
+       kkey("gemm", "list of mappings", "required", "large-GEMM cap by torch generation"),
+       kkey("attention", "mapping of kernel -> figures", "required", "fused attention kernels that run on this kind"),
+       kkey("note", "string", "\"\"", "about the kind")}};
+  return s;
+}
+
+const Schema& table_schema()
+{
+  static const Schema s{"kernels", {kkey("kinds", "mapping of GPU kind -> data", "required", "in match order")}};
+  return s;
+}
+
+spec::KernelFigure read_figure(FieldReader& r, const std::string& key = "value")
+{
+  spec::KernelFigure f;
+  f.value = r.opt_number(key, 1e-6, 1.0, "a number in (0, 1]").value_or(0);
+  std::optional<std::string> status =
+      r.opt_enum<std::string>("status", {{"measured", "measured"}, {"stated", "stated"}});
+  if (!status)
+    r.fail_missing("status");
+  f.status = *status;
+  f.source = r.req_string("source");
+  r.opt_string("note");
+  return f;
+}
+
+std::vector<std::string> read_names(FieldReader& r, const std::string& key)
+{
+  std::vector<std::string> out;
+  YAML::Node v = r.take(key);
+  if (!v.IsDefined() || v.IsNull())
+    return out;
+  if (!v.IsSequence())
+    r.fail_expected(key, "a list of strings");
+  for (const YAML::Node& n : v) {
+    if (!n.IsScalar())
+      r.fail_expected(key, "a list of strings");
+    out.push_back(n.Scalar());
+  }
+  return out;
+}
+
+/// "1.13" -> {1, 13}; nullopt for anything but major.minor.
+std::optional<std::pair<int, int>> torch_version(const std::string& s)
+{
+  const std::size_t dot = s.find('.');
+  if (dot == std::string::npos || dot == 0 || dot + 1 == s.size())
+    return std::nullopt;
+  const std::string a = s.substr(0, dot);
+  const std::string b = s.substr(dot + 1);
+  if (!std::all_of(a.begin(), a.end(), ::isdigit) || !std::all_of(b.begin(), b.end(), ::isdigit) || a.size() > 3 ||
+      b.size() > 3)
+    return std::nullopt;
+  return std::pair<int, int>{std::stoi(a), std::stoi(b)};
+}
+
+spec::GpuKindData read_kind(FieldReader& r, const std::string& name, bool last)
+{
+  spec::GpuKindData k;
+  k.kind = name;
+  k.match = read_names(r, "match");
+  if (k.match.empty() && !last)
+    r.fail_missing("match", "every kind but the last, the fallback, names what it matches");
+  k.match_also = read_names(r, "match_also");
+  k.sms = static_cast<int>(r.req_int("sms", 1, "a positive integer"));
+  std::optional<FieldReader> hbm = r.opt_map("hbm");
+  if (!hbm)
+    r.fail_missing("hbm");
+  k.hbm = read_figure(*hbm);
+  if (k.hbm.value <= 0)
+    hbm->fail_missing("value");
+
+  YAML::Node gemm = r.take("gemm");
+  if (!gemm.IsDefined() || gemm.IsNull())
+    r.fail_missing("gemm");
+  if (!gemm.IsSequence() || gemm.size() == 0)
+    r.fail_expected("gemm", "a non-empty list of mappings");
+  std::optional<std::pair<int, int>> previous;
+  for (std::size_t i = 0; i < gemm.size(); ++i) {
+    const YAML::Node item = gemm[i];
+    const std::string path = r.key_path("gemm") + "[" + std::to_string(i) + "]";
+    if (!is_map(item))
+      throw core::InputError(position(r.file(), item.Mark()) + ": " + path + ": expected a mapping, found " +
+                             describe_found(item));
+    FieldReader g(item, r.file(), path, gemm_schema(), nullptr);
+    spec::GemmGeneration gen;
+    gen.torch = g.req_string("torch");
+    const std::optional<std::pair<int, int>> v = torch_version(gen.torch);
+    if (!v)
+      g.fail_expected("torch", "a major.minor version such as \"2.4\"");
+    if (previous && *v <= *previous)
+      g.fail_expected("torch", "a version above the entry before it (entries in ascending order)");
+    previous = v;
+    gen.max = read_figure(g);
+    if (gen.max.value <= 0)
+      g.fail_missing("value");
+    k.gemm.push_back(gen);
+  }
+
+  YAML::Node att = r.take("attention");
+  if (!att.IsDefined() || att.IsNull())
+    r.fail_missing("attention", "at least one fused attention kernel");
+  {
+    if (!att.IsMap() || att.size() == 0)
+      r.fail_expected("attention", "a non-empty mapping of attention kernels to their figures");
+    for (auto it = att.begin(); it != att.end(); ++it) {
+      const YAML::Node key = it->first;
+      const YAML::Node value = it->second;
+      const std::string kernel_name = key_name(key, r.file(), r.key_path("attention"));
+      const std::string path = r.key_path("attention") + "." + kernel_name;
+      std::optional<spec::AttentionKernel> kernel;
+      for (const auto& [n, kk] : spec::ATTENTION_KERNELS)
+        if (kernel_name == n)
+          kernel = kk;
+      if (!kernel || !spec::is_fused(*kernel))
+        throw core::InputError(position(r.file(), key.Mark()) + ": " + path +
+                               ": expected a fused attention kernel (mem_efficient, flash1, triton_flash, flash2, "
+                               "flash3, cudnn; eager and sdpa_math are priced as GEMMs)");
+      if (!is_map(value))
+        throw core::InputError(position(r.file(), key.Mark()) + ": " + path + ": expected a mapping, found " +
+                               describe_found(value));
+      FieldReader a(value, r.file(), path, attention_schema(), nullptr);
+      spec::AttentionFigure fig;
+      const bool has_value = a.has("value");
+      if (has_value && (a.has("fwd") || a.has("bwd")))
+        a.fail("value", "give value, or fwd and bwd, not both");
+      if (!has_value && !(a.has("fwd") && a.has("bwd")))
+        a.fail_missing(a.has("fwd") ? "bwd" : "fwd", "or value for both");
+      spec::KernelFigure common = read_figure(a, has_value ? "value" : "fwd");
+      fig.fwd = common;
+      fig.bwd = common;
+      if (!has_value)
+        fig.bwd.value = *a.opt_number("bwd", 1e-6, 1.0, "a number in (0, 1]");
+      fig.causal_skip = a.get_bool("causal_skip", true);
+      k.attention[*kernel] = fig;
+    }
+  }
+  r.opt_string("note");
+  return k;
+}
+
+} // namespace
+
+spec::KernelTable load_kernel_table(const std::string& path)
+{
+  YAML::Node root = load_yaml_file(path);
+  require_mapping(root, path);
+  FieldReader r(root, path, "", table_schema(), nullptr);
+  YAML::Node kinds = r.take("kinds");
+  if (!kinds.IsDefined() || kinds.IsNull())
+    r.fail_missing("kinds");
+  if (!kinds.IsMap() || kinds.size() == 0)
+    r.fail_expected("kinds", "a non-empty mapping of GPU kinds");
+  spec::KernelTable t;
+  t.file = path;
+  std::size_t i = 0;
+  for (auto it = kinds.begin(); it != kinds.end(); ++it, ++i) {
+    const YAML::Node key = it->first;
+    const YAML::Node value = it->second;
+    const std::string name = key_name(key, path, "kinds");
+    if (!is_map(value))
+      throw core::InputError(position(path, key.Mark()) + ": kinds." + name + ": expected a mapping, found " +
+                             describe_found(value));
+    for (const spec::GpuKindData& k : t.kinds)
+      if (k.kind == name)
+        throw core::InputError(position(path, key.Mark()) + ": kinds." + name + ": duplicate key");
+    FieldReader kr(value, path, "kinds." + name, kind_schema(), nullptr);
+    t.kinds.push_back(read_kind(kr, name, i + 1 == kinds.size()));
+  }
+  return t;
+}
+
+std::string kernel_table_path(const std::string& data_dir, const std::string& scenario_dir)
+{
+  std::vector<std::string> dirs;
+  if (!data_dir.empty())
+    dirs.push_back(data_dir);
+  else if (!scenario_dir.empty())
+    dirs.push_back(std::filesystem::path(scenario_dir).parent_path().empty()
+                       ? "."
+                       : std::filesystem::path(scenario_dir).parent_path().string());
+  dirs.push_back(".");
+  dirs.push_back(ZEROSIM_DATA_DIR);
+  for (const std::string& d : dirs) {
+    const std::filesystem::path p = (std::filesystem::path(d) / "calibration" / "kernels.yaml").lexically_normal();
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(p, ec))
+      return p.string();
+  }
+  std::string looked;
+  for (std::size_t j = 0; j < dirs.size(); ++j)
+    looked += (j ? ", " : "") + dirs[j];
+  throw core::InputError("calibration/kernels.yaml: the kernel efficiency data were not found (looked in " + looked +
+                         ")");
+}
+
+const spec::KernelTable& shipped_kernel_table()
+{
+  static std::once_flag once;
+  static spec::KernelTable table;
+  std::call_once(once, [] { table = load_kernel_table(std::string(ZEROSIM_DATA_DIR) + "/calibration/kernels.yaml"); });
+  return table;
+}
+
+} // namespace zerosim::config

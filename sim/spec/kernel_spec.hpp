@@ -1,0 +1,134 @@
+// The software stack that ran (scenario-format.md `software:`) and the kernel efficiency data it selects
+// (calibration/kernels.yaml, read by the config layer; docs/compute.md §1.4). Plain data, no behaviour.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace zerosim::spec {
+
+/// The attention kernel of the run (scenario-format.md `software.attention`).
+///  EAGER          unfused: QKᵀ and PV as batched GEMMs, the s×s scores materialised (incl. Megatron's fused
+///                 softmax); SDPA_MATH: PyTorch SDPA's math backend, the same work
+///  MEM_EFFICIENT  xformers' / PyTorch SDPA's memory-efficient CUTLASS kernel
+///  FLASH1 / TRITON_FLASH / FLASH2 / FLASH3 / CUDNN  fused kernels (FlashAttention 1-3, the Triton tutorial
+///                 kernel as llm-foundry ran it, cuDNN's fused attention)
+enum class AttentionKernel { EAGER, SDPA_MATH, MEM_EFFICIENT, FLASH1, TRITON_FLASH, FLASH2, FLASH3, CUDNN };
+
+/// True for the kernels that never materialise the s×s scores (all but EAGER and SDPA_MATH).
+inline bool is_fused(AttentionKernel k)
+{
+  return k != AttentionKernel::EAGER && k != AttentionKernel::SDPA_MATH;
+}
+
+/// scenario-format.md `software:`.
+struct SoftwareSpec {
+  AttentionKernel attention = AttentionKernel::FLASH2;
+  bool compile = false;
+  std::string torch = "2.6"; ///< major.minor; the data of the nearest earlier generation applies
+  bool stated = false;       ///< false: the block was absent and today's stack is assumed
+};
+
+/// One figure of calibration/kernels.yaml with where it comes from.
+struct KernelFigure {
+  double value = 0;
+  std::string source;
+  std::string status; ///< measured | stated
+};
+
+/// A GEMM cap that applies from torch version `torch` on (until the next entry of its kind).
+struct GemmGeneration {
+  std::string torch; ///< "1.13"
+  KernelFigure max;  ///< achieved / dense peak of a large, well-shaped GEMM
+};
+
+/// A fused attention kernel's achieved fraction of the dense peak, in the kernel's own FLOP count.
+struct AttentionFigure {
+  KernelFigure fwd;
+  KernelFigure bwd;
+  bool causal_skip = true; ///< the kernel skips fully masked tiles of a causal mask (half the square)
+};
+
+/// The data of one GPU kind.
+struct GpuKindData {
+  std::string kind;                    ///< "A100"
+  std::vector<std::string> match;      ///< names matched in gpu.model (upper-cased, without '-', '_', ' ')
+  std::vector<std::string> match_also; ///< every one of these must be present too ("PCIE")
+  int sms = 0;
+  KernelFigure hbm;                                     ///< achieved / nominal HBM bandwidth of a streaming kernel
+  std::vector<GemmGeneration> gemm;                     ///< ascending torch versions
+  std::map<AttentionKernel, AttentionFigure> attention; ///< fused kernels that run on this kind
+};
+
+/// calibration/kernels.yaml, in file order (the first kind whose names match wins; the last kind is the
+/// fallback for unknown GPUs).
+struct KernelTable {
+  std::string file;
+  std::vector<GpuKindData> kinds;
+  bool empty() const { return kinds.empty(); }
+
+  /// The kind of a GPU named `model` (gpu.model): the first kind with one of `match` and every one of
+  /// `match_also` in the name upper-cased without '-', '_' and blanks; else the last kind, `known` = false.
+  /// Requires a non-empty table.
+  const GpuKindData& kind_of(const std::string& model, bool* known = nullptr) const
+  {
+    std::string name;
+    for (char c : model)
+      if (c != '-' && c != '_' && c != ' ')
+        name += (c >= 'a' && c <= 'z') ? static_cast<char>(c - 'a' + 'A') : c;
+    const auto has = [&](const std::string& part) { return name.find(part) != std::string::npos; };
+    for (const GpuKindData& k : kinds) {
+      bool any = false;
+      for (const std::string& m : k.match)
+        any = any || has(m);
+      bool all = true;
+      for (const std::string& m : k.match_also)
+        all = all && has(m);
+      if (any && all) {
+        if (known)
+          *known = true;
+        return k;
+      }
+    }
+    if (known)
+      *known = false;
+    return kinds.back();
+  }
+};
+
+/// The GEMM cap of `kind` for torch generation `torch` ("major.minor"): the entry of the nearest earlier
+/// generation, or the first entry when `torch` is older than all.
+inline const GemmGeneration& gemm_generation(const GpuKindData& kind, const std::string& torch)
+{
+  const auto parse = [](const std::string& v) {
+    const std::size_t dot = v.find('.');
+    const int major = std::stoi(v.substr(0, dot));
+    const int minor = dot == std::string::npos ? 0 : std::stoi(v.substr(dot + 1));
+    return major * 1000 + minor;
+  };
+  const int want = parse(torch);
+  const GemmGeneration* best = &kind.gemm.front();
+  for (const GemmGeneration& g : kind.gemm)
+    if (parse(g.torch) <= want)
+      best = &g;
+  return *best;
+}
+
+/// The figures a fused attention kernel runs at on `kind`: its own entry; when it does not run there (no
+/// entry), the kind's first listed fused kernel, named in `used` (the config layer warns). nullptr when the
+/// kind lists no fused kernel at all (priced as the unfused GEMMs).
+inline const AttentionFigure* attention_figure(const GpuKindData& kind, AttentionKernel kernel,
+                                               AttentionKernel* used = nullptr)
+{
+  auto it = kind.attention.find(kernel);
+  if (it == kind.attention.end())
+    it = kind.attention.begin();
+  if (it == kind.attention.end())
+    return nullptr;
+  if (used)
+    *used = it->first;
+  return &it->second;
+}
+
+} // namespace zerosim::spec
