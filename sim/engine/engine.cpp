@@ -133,6 +133,9 @@ public:
     fabric_.inter_latency_s = c.network.latency_s + 2 * c.node.pcie.latency_s;
     copts_ = o.collectives;
     copts_.focus_node = symmetric_ ? 0 : -1;
+    // The scenario's ablation switches (spec::Mechanisms) can only turn a mechanism off.
+    copts_.protocols = copts_.protocols && s.mechanisms.nccl_protocols;
+    copts_.achieved_busbw = copts_.achieved_busbw && s.mechanisms.achieved_busbw;
     // Flows of one phase between the same two GPUs (several channels through one NVLink pair) are one
     // flow: the same bytes over the same route, fewer flows for the solver (design.md "Speed and scale").
     copts_.merge_channels = true;

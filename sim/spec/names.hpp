@@ -67,6 +67,19 @@ inline constexpr std::pair<const char*, AttentionKernel> ATTENTION_KERNELS[] = {
     {"cudnn", AttentionKernel::CUDNN},
 };
 
+/// Every switchable mechanism with its name (`--without NAME`) and the flag it sets.
+inline constexpr std::pair<const char*, bool Mechanisms::*> MECHANISMS[] = {
+    {"stack", &Mechanisms::stack},
+    {"protocols", &Mechanisms::nccl_protocols},
+    {"busbw", &Mechanisms::achieved_busbw},
+    {"leaf_fetch", &Mechanisms::per_module_fetch},
+    {"host", &Mechanisms::host_dispatch},
+    {"clock", &Mechanisms::sustained_clock},
+    {"interference", &Mechanisms::interference},
+    {"copies", &Mechanisms::copies},
+    {"allocator", &Mechanisms::allocator},
+};
+
 inline const char* to_string(AttentionKernel k)
 {
   for (const auto& [name, kernel] : ATTENTION_KERNELS)

@@ -178,6 +178,21 @@ struct MeasuredSpec {
   std::string source;
 };
 
+/// The mechanisms of the model that can be switched off, one at a time, for the ablation table
+/// (`--without NAME` on zerosim run / memory / validate; docs/validation.md "Ablation"). All on by default;
+/// names as spec::MECHANISMS spells them.
+struct Mechanisms {
+  bool stack = true;            ///< "stack": kernels priced for the run's software stack (off: today's stack)
+  bool nccl_protocols = true;   ///< "protocols": NCCL's LL / LL128 / Simple as its tuner picks (off: Simple)
+  bool achieved_busbw = true;   ///< "busbw": links at their achieved bus bandwidth (off: line rate)
+  bool per_module_fetch = true; ///< "leaf_fetch": ZeRO-3 fetches per leaf module (off: per block)
+  bool host_dispatch = true;    ///< "host": the host's per-op / per-hook dispatch cost (off: free)
+  bool sustained_clock = true;  ///< "clock": sustained clocks under the power limit (off: full clocks)
+  bool interference = true;     ///< "interference": communication kernels slow the compute they overlap
+  bool copies = true;           ///< "copies": AMP casts and FSDP flat-parameter copies
+  bool allocator = true;        ///< "allocator": reserved memory from the caching allocator's mechanism
+};
+
 struct Scenario {
   std::string name;
   std::string file; ///< the scenario file as given (for messages)
@@ -196,6 +211,7 @@ struct Scenario {
   SoftwareSpec software;
   /// The kernel efficiency data (calibration/kernels.yaml) the compute model prices kernels with.
   KernelTable kernels;
+  Mechanisms mechanisms;
   std::vector<std::string> warnings; ///< keys recognised but not modelled, keys ignored
 
   /// Every GPU of the job: the ranks, one per GPU.
