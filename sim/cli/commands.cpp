@@ -10,6 +10,7 @@
 #include "report/estimator_report.hpp"
 #include "report/memory_report.hpp"
 #include "report/run_report.hpp"
+#include "spec/names.hpp"
 #include "validation/memory_validation.hpp"
 #include "validation/run_validation.hpp"
 #include "workload/transformer.hpp"
@@ -42,11 +43,16 @@ const char* USAGE = R"(usage:
         DeepSpeed's estimate_zero{2,3}_model_states_mem_needs, to the letter (model states only)
   zerosim describe [model|node|scenario]
         the schema of each file kind, with units and defaults
-  zerosim validate [--memory] [--run] [CSV] [--out DIR] [--jobs N]
+  zerosim validate [--memory] [--run] [CSV] [--out DIR] [--jobs N] [--without NAME]...
         predicted beside measured for every row of the validation data it can express (default CSV
         results/validation/published.csv; output to DIR, default the CSV's folder): --memory peak
         memory (memory.md, memory.csv), --run step time and throughput, one scenario per worker
         process, N at once, default 2 (report.md, report.csv); neither flag: both
+  zerosim validate --ablation [CSV] [--out DIR] [--jobs N]
+        the throughput validation with every mechanism on, then with each switched off in turn:
+        ablation.md, the change in median error on the rows each mechanism acts on
+  --without NAME (run, memory, validate): switch one mechanism of the model off, for ablation:
+        stack, protocols, busbw, leaf_fetch, host, clock, interference, copies, allocator
   zerosim --version | --help
 
 Exit status: 0 done (a scenario that does not fit is a result), 1 partly failed,
@@ -82,6 +88,8 @@ struct Args {
   bool trace = false, hierarchical = false, first_step = false, run = false, every_micro_step = false;
   std::optional<std::string> jobs;
   std::optional<std::string> replay, all_reduce;
+  std::vector<std::string> without; ///< --without NAME: mechanisms switched off (ablation)
+  bool ablation = false;
 };
 
 Args parse_args(const std::vector<std::string>& args, size_t first)
@@ -136,12 +144,36 @@ Args parse_args(const std::vector<std::string>& args, size_t first)
       a.replay = value(i);
     else if (arg == "--all-reduce")
       a.all_reduce = value(i);
+    else if (arg == "--without")
+      a.without.push_back(value(i));
+    else if (arg == "--ablation")
+      a.ablation = true;
     else if (arg.size() > 1 && arg[0] == '-')
       usage_error("unknown option '" + arg + "'");
     else
       a.positional.push_back(arg);
   }
   return a;
+}
+
+/// The mechanisms `--without NAME` leaves on (all others).
+spec::Mechanisms mechanisms_of(const Args& a)
+{
+  spec::Mechanisms m;
+  for (const std::string& name : a.without) {
+    bool found = false;
+    std::string names;
+    for (const auto& [n, flag] : spec::MECHANISMS) {
+      names += (names.empty() ? "" : ", ") + std::string(n);
+      if (name == n) {
+        m.*flag = false;
+        found = true;
+      }
+    }
+    if (!found)
+      usage_error("--without: expected one of " + names + ", found \"" + name + "\"");
+  }
+  return m;
 }
 
 void write_file(const std::filesystem::path& path, const std::string& text)
@@ -199,6 +231,7 @@ int memory_command(const Args& a, std::ostream& out)
   config::LoadOptions opts;
   opts.sets = a.sets;
   spec::Scenario s = config::load_scenario(a.positional.front(), opts);
+  s.mechanisms = mechanisms_of(a);
   const std::int64_t params = workload::count_params(s.model);
   memory::MemoryReport r = memory::analyze_memory(s);
   std::vector<memory::LadderStep> ladder;
@@ -254,7 +287,8 @@ int run_scenario_command(const Args& a, std::ostream& out)
   }
   config::LoadOptions opts;
   opts.sets = a.sets;
-  const spec::Scenario s = config::load_scenario(a.positional.front(), opts);
+  spec::Scenario s = config::load_scenario(a.positional.front(), opts);
+  s.mechanisms = mechanisms_of(a);
   const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
   const engine::Timeline t = engine::simulate(s, w, o);
   const metrics::RunMetrics m = metrics::compute_metrics(s, w, t);
@@ -300,12 +334,18 @@ int validate_command(const Args& a, std::ostream& out)
   const std::filesystem::path given =
       a.out_dir ? std::filesystem::path(*a.out_dir) : std::filesystem::path(csv).parent_path();
   const std::string dir = (given.empty() ? std::filesystem::path(".") : given).string();
+  if (a.ablation) {
+    if (a.memory || a.run || !a.without.empty())
+      usage_error("validate --ablation: switches every mechanism off in turn by itself; give it without --memory, "
+                  "--run and --without");
+    return validation::validate_ablation_command(csv, dir, out, jobs);
+  }
   const bool both = !a.memory && !a.run;
   int status = 0;
   if (a.memory || both)
     status = std::max(status, validation::validate_memory_command(csv, dir, out));
   if (a.run || both)
-    status = std::max(status, validation::validate_run_command(csv, dir, out, jobs));
+    status = std::max(status, validation::validate_run_command(csv, dir, out, jobs, 300, mechanisms_of(a)));
   return status;
 }
 

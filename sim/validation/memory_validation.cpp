@@ -118,7 +118,7 @@ void add_group_stats(std::vector<ErrorStats>& out, const std::string& prefix,
 {
   std::map<std::string, std::vector<double>> groups;
   for (const auto* r : rows)
-    groups[key(*r)].push_back(std::abs(r->error_pct));
+    groups[key(*r)].push_back(r->error_pct);
   for (auto& [k, v] : groups)
     out.push_back(error_stats(prefix + k, v));
 }
@@ -136,7 +136,7 @@ std::vector<ErrorStats> stats_of(const std::vector<const MemoryComparison*>& row
   add_group_stats(out, "offload ", rows, [](const MemoryComparison& r) { return r.c.info.offload; });
   std::vector<double> all;
   for (const auto* r : rows)
-    all.push_back(std::abs(r->error_pct));
+    all.push_back(r->error_pct);
   out.push_back(error_stats("overall", all));
   return out;
 }
@@ -154,7 +154,7 @@ std::vector<MemoryFrameworkSummary> framework_summaries(const ValidationReport& 
     ++s.comparisons;
     rows[s.framework].insert(c.c.info.row_id);
     if (c.c.metric == MemMetric::ALLOCATED || c.c.metric == MemMetric::RESERVED)
-      errors[s.framework].push_back(std::abs(c.error_pct));
+      errors[s.framework].push_back(c.error_pct);
   }
   for (const auto& f : r.fits) {
     MemoryFrameworkSummary& s = entry(f.c.info.framework);
@@ -250,24 +250,27 @@ LargestFit largest_fit(const FitCase& f)
   return r;
 }
 
-ErrorStats error_stats(const std::string& group, std::vector<double> abs_errors_pct)
+ErrorStats error_stats(const std::string& group, std::vector<double> errors_pct)
 {
   ErrorStats s;
   s.group = group;
-  s.n = static_cast<int>(abs_errors_pct.size());
-  if (abs_errors_pct.empty())
+  s.n = static_cast<int>(errors_pct.size());
+  if (errors_pct.empty())
     return s;
-  for (auto& v : abs_errors_pct)
-    v = std::abs(v);
-  std::sort(abs_errors_pct.begin(), abs_errors_pct.end());
-  auto quantile = [&](double q) {
-    double pos = q * static_cast<double>(abs_errors_pct.size() - 1);
+  auto quantile = [](const std::vector<double>& sorted, double q) {
+    double pos = q * static_cast<double>(sorted.size() - 1);
     auto lo = static_cast<std::size_t>(std::floor(pos));
     auto hi = static_cast<std::size_t>(std::ceil(pos));
-    return abs_errors_pct[lo] + (abs_errors_pct[hi] - abs_errors_pct[lo]) * (pos - static_cast<double>(lo));
+    return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - static_cast<double>(lo));
   };
-  s.median_abs_pct = quantile(0.5);
-  s.p90_abs_pct = quantile(0.9);
+  std::vector<double> abs_errors = errors_pct;
+  std::sort(errors_pct.begin(), errors_pct.end());
+  s.median_signed_pct = quantile(errors_pct, 0.5);
+  for (auto& v : abs_errors)
+    v = std::abs(v);
+  std::sort(abs_errors.begin(), abs_errors.end());
+  s.median_abs_pct = quantile(abs_errors, 0.5);
+  s.p90_abs_pct = quantile(abs_errors, 0.9);
   return s;
 }
 

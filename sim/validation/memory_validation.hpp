@@ -77,6 +77,7 @@ struct ErrorStats {
   int n = 0;
   double median_abs_pct = 0;
   double p90_abs_pct = 0; ///< linear interpolation between order statistics (numpy's default)
+  double median_signed_pct = 0; ///< median of the signed errors (+: predicted above measured)
 };
 
 /// The memory and fit rows of one framework (framework_label: "DeepSpeed", "FSDP", "DDP", ...).
@@ -115,8 +116,9 @@ struct ValidationReport {
   std::vector<MemoryFrameworkSummary> frameworks;
 };
 
-/// Median and 90th percentile of |values|.
-ErrorStats error_stats(const std::string& group, std::vector<double> abs_errors_pct);
+/// Median and 90th percentile of the absolute values of `errors_pct` (signed errors, in percent), and the median of
+/// the signed values.
+ErrorStats error_stats(const std::string& group, std::vector<double> errors_pct);
 
 /// Maps the rows and runs the pipeline (memory::analyze_memory; memory/estimator.hpp for estimator rows).
 /// A row whose scenario the pipeline refuses (core::UnsupportedError, or core::InputError for the DeepSpeed keys

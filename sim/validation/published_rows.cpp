@@ -813,7 +813,21 @@ int grad_accum_of(const PublishedRow& row, int micro_batch, int gpus, std::strin
     add_note(notes, "grad_accum " + trim(ga_text) + " in the row (not whole): " + std::to_string(r) + " used");
     return r;
   }
-  if (auto gb = leading_number(field(row, "global_batch"))) {
+  std::optional<double> global = leading_number(field(row, "global_batch"));
+  // "2048 (table) / 512 (heading)" (BLOOM prequel rows 315-317): the section heading's GBS is the run's; the
+  // printed TFLOPs follow from it and the printed step time, and not from the table's 2048
+  // (docs/research/validation-stacks.md, doubt (b)).
+  if (const std::string& gb_text = field(row, "global_batch"); contains(gb_text, "(heading)")) {
+    const std::size_t slash = gb_text.rfind('/', gb_text.find("(heading)"));
+    if (slash != std::string::npos)
+      if (auto heading = leading_number(gb_text.substr(slash + 1))) {
+        global = heading;
+        add_note(notes, "global batch " + number_text(*heading) + ", the section heading's ('" + trim(gb_text) +
+                            "'; docs/research/validation-stacks.md)");
+      }
+  }
+  if (global) {
+    const double* gb = &*global;
     double ga = *gb / (static_cast<double>(micro_batch) * gpus);
     int r = std::max(1, static_cast<int>(std::lround(ga)));
     if (ga != std::floor(ga) || ga < 1)
@@ -1493,6 +1507,14 @@ TimeMetric tflops_metric(const PublishedRow& row, std::string& note)
     note = "definition not stated: recompute counted, the DeepSpeed/Megatron convention (README trap 1)";
     return TimeMetric::TFLOPS_HARDWARE;
   }
+  // The PyTorch FSDP paper (S13) states no formula; its authors' minGPT benchmark (mrshenli/ptd_benchmark
+  // trainer.py calc_flop) uses Megatron's 96·B·s·l·h²(1 + s/6h + V/16lh), which counts the recomputed forward
+  // (docs/research/validation-stacks.md, doubt (a); inferred).
+  if (field(row, "source_id") == "S13" && contains(lower(field(row, "model")), "mingpt")) {
+    note = "definition not stated: recompute counted, as the paper's authors' minGPT benchmark counts it "
+           "(ptd_benchmark calc_flop; inferred, docs/research/validation-stacks.md)";
+    return TimeMetric::TFLOPS_HARDWARE;
+  }
   note = "definition not stated: model FLOPs assumed";
   return TimeMetric::TFLOPS_MODEL;
 }
@@ -2013,7 +2035,7 @@ std::vector<long> row_ranges(const std::string& text, const std::string& where)
 
 } // namespace
 
-std::vector<PublishedRow> read_published_rows(const std::string& csv)
+std::vector<PublishedRow> read_published_rows(const std::string& csv, bool with_stacks)
 {
   CsvTable table = CsvTable::parse(read_text_file(csv), csv);
   std::vector<PublishedRow> rows;
@@ -2021,7 +2043,7 @@ std::vector<PublishedRow> read_published_rows(const std::string& csv)
     rows.push_back(table.record(i));
   const std::string stacks_path = (std::filesystem::path(csv).parent_path() / "stacks.csv").string();
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(stacks_path, ec))
+  if (!with_stacks || !std::filesystem::is_regular_file(stacks_path, ec))
     return rows;
   CsvTable stacks = CsvTable::parse(read_text_file(stacks_path), stacks_path);
   std::map<long, std::size_t> index;

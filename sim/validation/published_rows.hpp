@@ -226,7 +226,8 @@ NodeLoader node_loader_near(const std::string& csv);
 /// stack.torch, stack.compile, stack.status (quoted | inferred), stack.locator, stack.quote and stack.reason.
 /// A row stacks.csv does not list has none of them (its stack is today's, unstated). Throws core::InputError for
 /// an unreadable file, a malformed range, a row listed twice or a value outside the contract's.
-std::vector<PublishedRow> read_published_rows(const std::string& csv);
+/// `with_stacks` false: stacks.csv is not read (the `stack` mechanism switched off: today's stack).
+std::vector<PublishedRow> read_published_rows(const std::string& csv, bool with_stacks = true);
 
 /// The software stack of a row read by read_published_rows (unstated: today's stack, with
 /// flash attention where the row's text names it).

@@ -42,10 +42,10 @@ inline void stats_table(std::ostringstream& md, const std::vector<ErrorStats>& s
     md << "(none)\n";
     return;
   }
-  md << "| group | n | median abs error | p90 abs error |\n|---|---:|---:|---:|\n";
+  md << "| group | n | median abs error | p90 abs error | median signed error |\n|---|---:|---:|---:|---:|\n";
   for (const auto& s : stats)
     md << "| " << s.group << " | " << s.n << " | " << fixed(s.median_abs_pct, 1) << " % | " << fixed(s.p90_abs_pct, 1)
-       << " % |\n";
+       << " % | " << signed_pct(s.median_signed_pct) << " |\n";
 }
 
 /// The sharding group of a row's statistics: "stage N" for DeepSpeed, the FSDP strategy ("FSDP FULL_SHARD") or

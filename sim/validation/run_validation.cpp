@@ -4,6 +4,7 @@
 #include "core/error.hpp"
 #include "engine/engine.hpp"
 #include "metrics/run_metrics.hpp"
+#include "spec/names.hpp"
 #include "workload/transformer.hpp"
 
 #include <poll.h>
@@ -24,6 +25,7 @@
 #include <iostream>
 #include <limits>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace zerosim::validation {
@@ -328,7 +330,7 @@ void add_group_stats(std::vector<ErrorStats>& out, const std::string& prefix,
 {
   std::map<std::string, std::vector<double>> groups;
   for (const auto* r : rows)
-    groups[key(*r)].push_back(std::abs(r->figures.front().error_pct));
+    groups[key(*r)].push_back(r->figures.front().error_pct);
   for (auto& [k, v] : groups)
     out.push_back(error_stats(prefix + k, v));
 }
@@ -344,7 +346,7 @@ std::vector<ErrorStats> stats_of(const std::vector<const ThroughputComparison*>&
   add_group_stats(out, "offload ", rows, [](const ThroughputComparison& r) { return r.c.info.offload; });
   std::vector<double> all;
   for (const auto* r : rows)
-    all.push_back(std::abs(r->figures.front().error_pct));
+    all.push_back(r->figures.front().error_pct);
   out.push_back(error_stats("overall", all));
   return out;
 }
@@ -373,7 +375,7 @@ std::vector<FrameworkSummary> framework_summaries(const ThroughputReport& r)
       ++s.component;
     } else {
       ++s.compared;
-      errors[s.framework].push_back(std::abs(c.figures.front().error_pct));
+      errors[s.framework].push_back(c.figures.front().error_pct);
     }
   }
   for (const auto& f : r.failures) {
@@ -684,14 +686,15 @@ std::string render_throughput_markdown(const ThroughputReport& r)
   md << "Per framework (the rows of the file by the framework they ran on; median and p90 of |error| over the\n"
      << "whole-step figures compared):\n\n"
      << "| framework | rows | compared (whole step) | component timings | failed | not covered | median abs error | "
-        "p90 abs error |\n|---|---:|---:|---:|---:|---:|---:|---:|\n";
+        "p90 abs error | median signed error |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const auto& f : r.frameworks) {
     md << "| " << f.framework << " | " << f.rows << " | " << f.compared << " | " << f.component << " | " << f.failed
        << " | " << f.not_covered << " | ";
     if (f.whole_step)
-      md << fixed(f.whole_step->median_abs_pct, 1) << " % | " << fixed(f.whole_step->p90_abs_pct, 1) << " % |\n";
+      md << fixed(f.whole_step->median_abs_pct, 1) << " % | " << fixed(f.whole_step->p90_abs_pct, 1) << " % | "
+         << signed_pct(f.whole_step->median_signed_pct) << " |\n";
     else
-      md << "none compared | |\n";
+      md << "none compared | | |\n";
   }
   md << "\nWhole-step figures (step time, samples/s, tokens/s, TFLOPs, MFU), primary figure of each row, per source,\n"
      << "framework, ZeRO stage or FSDP strategy, offload mode and overall:\n\n";
@@ -810,36 +813,149 @@ std::string render_throughput_csv(const ThroughputReport& r)
   return out;
 }
 
-int validate_run_command(const std::string& csv, const std::string& out_dir, std::ostream& out, int jobs,
-                         double row_time_limit_s)
+namespace {
+
+/// Maps and runs every row with `mechanisms` (progress lines to `out` when `progress`).
+ThroughputReport run_throughput(const std::string& csv, std::ostream& out, int jobs, double row_time_limit_s,
+                                const spec::Mechanisms& mechanisms, bool progress)
 {
-  std::vector<PublishedRow> rows = read_published_rows(csv);
+  std::vector<PublishedRow> rows = read_published_rows(csv, mechanisms.stack);
   ThroughputMapping mapping = map_throughput_rows(rows, node_loader_near(csv));
-  out << "throughput validation: " << mapping.cases.size() << " rows to simulate, " << mapping.not_covered.size()
-      << " not covered; " << std::max(1, jobs) << " workers, " << fixed(row_time_limit_s, 0) << " s per row at most\n";
-  out.flush();
+  for (ThroughputCase& c : mapping.cases)
+    c.scenario.mechanisms = mechanisms;
+  if (progress) {
+    out << "throughput validation: " << mapping.cases.size() << " rows to simulate, " << mapping.not_covered.size()
+        << " not covered; " << std::max(1, jobs) << " workers, " << fixed(row_time_limit_s, 0)
+        << " s per row at most\n";
+    out.flush();
+  }
   RunOptions options;
   options.jobs = jobs;
   options.row_time_limit_s = row_time_limit_s;
   std::size_t finished = 0;
-  options.on_done = [&](std::size_t i, const RowOutcome& o) {
-    out << "  [" << ++finished << "/" << mapping.cases.size() << "] row " << mapping.cases[i].info.row_id << ": "
-        << to_string(o.status) << ", " << fixed(o.wall_s, 1) << " s\n";
-    out.flush();
-  };
+  if (progress)
+    options.on_done = [&](std::size_t i, const RowOutcome& o) {
+      out << "  [" << ++finished << "/" << mapping.cases.size() << "] row " << mapping.cases[i].info.row_id << ": "
+          << to_string(o.status) << ", " << fixed(o.wall_s, 1) << " s\n";
+      out.flush();
+    };
   std::vector<RowOutcome> outcomes = run_cases(mapping.cases, predict_case, options);
-  ThroughputReport r = assemble_report(static_cast<int>(rows.size()), mapping, outcomes);
+  return assemble_report(static_cast<int>(rows.size()), mapping, outcomes);
+}
+
+void write_file(const std::string& path, const std::string& body)
+{
+  std::ofstream f(path, std::ios::binary);
+  if (!f)
+    throw core::InputError(path + ": cannot write the file");
+  f << body;
+}
+
+/// The rows a mechanism acts on (docs/validation.md "Ablation").
+struct AblationTarget {
+  const char* mechanism;
+  const char* rows;
+  bool (*applies)(const ThroughputComparison&);
+};
+
+bool multi_gpu(const ThroughputComparison& c)
+{
+  return c.c.scenario.world() > 1;
+}
+
+const AblationTarget ABLATION_TARGETS[] = {
+    {"stack", "every row with a stack in stacks.csv",
+     [](const ThroughputComparison& c) { return c.c.scenario.software.stated; }},
+    {"protocols", "rows on more than one GPU", multi_gpu},
+    {"busbw", "rows on more than one GPU", multi_gpu},
+    {"leaf_fetch", "DeepSpeed ZeRO-3 rows",
+     [](const ThroughputComparison& c) {
+       return c.c.scenario.framework == spec::Framework::DEEPSPEED && c.c.scenario.deepspeed.zero.stage == 3;
+     }},
+    {"host", "every row", [](const ThroughputComparison&) { return true; }},
+    {"clock", "every row", [](const ThroughputComparison&) { return true; }},
+    {"interference", "rows on more than one GPU", multi_gpu},
+    {"copies", "FSDP rows and rows in torch AMP",
+     [](const ThroughputComparison& c) {
+       const spec::Precision p = c.c.scenario.training.precision;
+       return c.c.scenario.framework == spec::Framework::FSDP || p == spec::Precision::AMP_BF16 ||
+              p == spec::Precision::AMP_FP16;
+     }},
+};
+
+/// Median |error| and median signed error of the primary whole-step figure over the rows `applies` selects, by
+/// row id (so the same rows are compared with the mechanism on and off).
+ErrorStats stats_on(const ThroughputReport& r, const std::set<std::string>& row_ids)
+{
+  std::vector<double> errors;
+  for (const ThroughputComparison& c : r.comparisons)
+    if (!is_component(c.figures.front().figure.metric) && row_ids.count(c.c.info.row_id))
+      errors.push_back(c.figures.front().error_pct);
+  return error_stats("", errors);
+}
+
+} // namespace
+
+int validate_run_command(const std::string& csv, const std::string& out_dir, std::ostream& out, int jobs,
+                         double row_time_limit_s, const spec::Mechanisms& mechanisms)
+{
+  ThroughputReport r = run_throughput(csv, out, jobs, row_time_limit_s, mechanisms, true);
   std::filesystem::create_directories(out_dir);
-  auto write = [](const std::string& path, const std::string& body) {
-    std::ofstream f(path, std::ios::binary);
-    if (!f)
-      throw core::InputError(path + ": cannot write the file");
-    f << body;
-  };
-  write(out_dir + "/report.md", render_throughput_markdown(r));
-  write(out_dir + "/report.csv", render_throughput_csv(r));
+  write_file(out_dir + "/report.md", render_throughput_markdown(r));
+  write_file(out_dir + "/report.csv", render_throughput_csv(r));
   out << render_headline(r) << "report: " << out_dir << "/report.md\n";
   return r.failures.empty() ? 0 : 1;
+}
+
+int validate_ablation_command(const std::string& csv, const std::string& out_dir, std::ostream& out, int jobs,
+                              double row_time_limit_s)
+{
+  out << "ablation: the validation with every mechanism on, then with each switched off in turn\n";
+  out.flush();
+  const ThroughputReport on = run_throughput(csv, out, jobs, row_time_limit_s, {}, false);
+  std::ostringstream md;
+  md << "# Ablation: each mechanism switched off\n\n"
+     << "Generated by `zerosim validate --ablation` from `results/validation/published.csv`; method:\n"
+     << "`docs/validation.md` (\"Ablation\"). Do not edit by hand. Each line reruns the throughput validation with "
+        "one\n"
+     << "mechanism off (`--without NAME`) and compares, on the rows that mechanism acts on, the median |error| and\n"
+     << "the median signed error of the primary whole-step figure with it on and off. A mechanism whose rows get\n"
+     << "worse with it on is wrong, not tunable.\n\n"
+     << "| mechanism (`--without`) | rows it acts on | n | median abs error on | off | change | median signed on | "
+        "off |\n|---|---|---:|---:|---:|---:|---:|---:|\n";
+  int status = on.failures.empty() ? 0 : 1;
+  for (const AblationTarget& t : ABLATION_TARGETS) {
+    spec::Mechanisms m;
+    for (const auto& [name, flag] : spec::MECHANISMS)
+      if (std::string(name) == t.mechanism)
+        m.*flag = false;
+    const ThroughputReport off = run_throughput(csv, out, jobs, row_time_limit_s, m, false);
+    status = std::max(status, off.failures.empty() ? 0 : 1);
+    std::set<std::string> rows;
+    for (const ThroughputComparison& c : on.comparisons)
+      if (t.applies(c))
+        rows.insert(c.c.info.row_id);
+    const ErrorStats a = stats_on(on, rows);
+    const ErrorStats b = stats_on(off, rows);
+    md << "| " << t.mechanism << " | " << t.rows << " | " << a.n << " | " << fixed(a.median_abs_pct, 1) << " % | "
+       << fixed(b.median_abs_pct, 1) << " % | " << signed_pct(a.median_abs_pct - b.median_abs_pct) << " | "
+       << signed_pct(a.median_signed_pct) << " | " << signed_pct(b.median_signed_pct) << " |\n";
+    out << "  without " << t.mechanism << ": median |error| on its " << a.n << " rows " << fixed(b.median_abs_pct, 1)
+        << " % (with it: " << fixed(a.median_abs_pct, 1) << " %)\n";
+    out.flush();
+  }
+  const ErrorStats all = stats_on(on, [&] {
+    std::set<std::string> ids;
+    for (const ThroughputComparison& c : on.comparisons)
+      ids.insert(c.c.info.row_id);
+    return ids;
+  }());
+  md << "\nEvery mechanism on, all " << all.n << " whole-step rows: median abs error " << fixed(all.median_abs_pct, 1)
+     << " %, median signed error " << signed_pct(all.median_signed_pct) << ".\n";
+  std::filesystem::create_directories(out_dir);
+  write_file(out_dir + "/ablation.md", md.str());
+  out << "ablation: " << out_dir << "/ablation.md\n";
+  return status;
 }
 
 } // namespace zerosim::validation

@@ -142,7 +142,14 @@ std::string render_headline(const ThroughputReport& r);
 /// report.md and report.csv into `out_dir` and prints the headline to `out`. Returns 0 when every row was
 /// predicted or listed as not covered, 1 when some row failed or timed out. Throws core::InputError for an
 /// unreadable file.
+/// `mechanisms`: the model's switches (all on by default; `--without NAME`).
 int validate_run_command(const std::string& csv, const std::string& out_dir, std::ostream& out, int jobs = 2,
-                         double row_time_limit_s = 300);
+                         double row_time_limit_s = 300, const spec::Mechanisms& mechanisms = {});
+
+/// `zerosim validate --ablation`: the throughput validation with every mechanism on, then with each switched off
+/// in turn; writes ablation.md into `out_dir`: per mechanism, on the rows it acts on, the median |error| and the
+/// median signed error on and off (docs/validation.md "Ablation"). Returns as validate_run_command.
+int validate_ablation_command(const std::string& csv, const std::string& out_dir, std::ostream& out, int jobs = 2,
+                              double row_time_limit_s = 300);
 
 } // namespace zerosim::validation
