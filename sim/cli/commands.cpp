@@ -51,8 +51,9 @@ const char* USAGE = R"(usage:
   zerosim validate --ablation [CSV] [--out DIR] [--jobs N]
         the throughput validation with every mechanism on, then with each switched off in turn:
         ablation.md, the change in median error on the rows each mechanism acts on
-  --without NAME (run, memory, validate): switch one mechanism of the model off, for ablation:
-        stack, protocols, busbw, leaf_fetch, host, clock, interference, copies, allocator
+  --without NAME / --with NAME (run, memory, validate): switch one mechanism of the model off / on,
+        for ablation: stack, protocols, busbw, leaf_fetch (off by default), host, clock, interference,
+        copies, allocator
   zerosim --version | --help
 
 Exit status: 0 done (a scenario that does not fit is a result), 1 partly failed,
@@ -89,6 +90,7 @@ struct Args {
   std::optional<std::string> jobs;
   std::optional<std::string> replay, all_reduce;
   std::vector<std::string> without; ///< --without NAME: mechanisms switched off (ablation)
+  std::vector<std::string> with;    ///< --with NAME: mechanisms off by default switched on
   bool ablation = false;
 };
 
@@ -146,6 +148,8 @@ Args parse_args(const std::vector<std::string>& args, size_t first)
       a.all_reduce = value(i);
     else if (arg == "--without")
       a.without.push_back(value(i));
+    else if (arg == "--with")
+      a.with.push_back(value(i));
     else if (arg == "--ablation")
       a.ablation = true;
     else if (arg.size() > 1 && arg[0] == '-')
@@ -156,23 +160,27 @@ Args parse_args(const std::vector<std::string>& args, size_t first)
   return a;
 }
 
-/// The mechanisms `--without NAME` leaves on (all others).
+/// The defaults with `--with NAME` switched on and `--without NAME` switched off.
 spec::Mechanisms mechanisms_of(const Args& a)
 {
   spec::Mechanisms m;
-  for (const std::string& name : a.without) {
-    bool found = false;
-    std::string names;
-    for (const auto& [n, flag] : spec::MECHANISMS) {
-      names += (names.empty() ? "" : ", ") + std::string(n);
-      if (name == n) {
-        m.*flag = false;
-        found = true;
+  const auto set = [&](const std::vector<std::string>& names_given, const char* option, bool on) {
+    for (const std::string& name : names_given) {
+      bool found = false;
+      std::string names;
+      for (const auto& [n, flag] : spec::MECHANISMS) {
+        names += (names.empty() ? "" : ", ") + std::string(n);
+        if (name == n) {
+          m.*flag = on;
+          found = true;
+        }
       }
+      if (!found)
+        usage_error(std::string(option) + ": expected one of " + names + ", found \"" + name + "\"");
     }
-    if (!found)
-      usage_error("--without: expected one of " + names + ", found \"" + name + "\"");
-  }
+  };
+  set(a.with, "--with", true);
+  set(a.without, "--without", false);
   return m;
 }
 
@@ -335,7 +343,7 @@ int validate_command(const Args& a, std::ostream& out)
       a.out_dir ? std::filesystem::path(*a.out_dir) : std::filesystem::path(csv).parent_path();
   const std::string dir = (given.empty() ? std::filesystem::path(".") : given).string();
   if (a.ablation) {
-    if (a.memory || a.run || !a.without.empty())
+    if (a.memory || a.run || !a.without.empty() || !a.with.empty())
       usage_error("validate --ablation: switches every mechanism off in turn by itself; give it without --memory, "
                   "--run and --without");
     return validation::validate_ablation_command(csv, dir, out, jobs);

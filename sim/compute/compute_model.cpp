@@ -9,6 +9,7 @@
 #include <array>
 #include <cctype>
 #include <cmath>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -250,7 +251,22 @@ double op_seconds(const workload::Op& op, bool backward, const spec::GpuSpec& gp
     }
     break;
   }
+  // A power cap lowers the sustained SM clock: every compute roof runs slower, HBM does not (§1.8).
+  if (e.clock != 1.0)
+    compute /= e.clock;
   return std::max(compute, memory) + kernels * e.kernel_overhead_s;
+}
+
+/// Bytes a layer task carries beyond its ops' own traffic: the schedule's copies attached to it (DDP's and
+/// FSDP's autocast weight casts, docs/ddp.md "Autocast"). Summed in the order Builder::layer_compute sums them,
+/// so a task without copies gives exactly 0.
+double extra_task_bytes(const schedule::Task& t, const workload::Layer& layer)
+{
+  double base = 0;
+  if (t.phase != schedule::Phase::RECOMPUTE)
+    for (const workload::Op& op : layer.ops)
+      base += t.phase == schedule::Phase::FORWARD ? op.fwd_bytes : op.bwd_bytes;
+  return t.mem_bytes > base ? t.mem_bytes - base : 0;
 }
 
 } // namespace
@@ -269,12 +285,17 @@ double compute_task_time(const schedule::Task& t, const workload::Workload& w, c
   const spec::Precision p = s.training.precision;
   const bool layer_phase = t.phase == schedule::Phase::FORWARD || t.phase == schedule::Phase::BACKWARD ||
                            t.phase == schedule::Phase::RECOMPUTE;
-  const GpuEfficiency e = gpu_efficiency(gpu, s.software, s.kernels);
+  // `--without stack`: today's stack (spec::SoftwareSpec's defaults: flash2, torch 2.6) prices every kernel.
+  GpuEfficiency e = gpu_efficiency(gpu, s.mechanisms.stack ? s.software : spec::SoftwareSpec{}, s.kernels);
+  if (s.mechanisms.sustained_clock)
+    e.clock = sustained_clock(gpu, s.kernels); // a power cap's sustained SM clock (§1.8)
   if (!layer_phase) {
     // Optimizer step, gradient accumulation, casts: one fused kernel over mem_bytes (docs/compute.md §1.5).
     if (t.flops <= 0 && t.mem_bytes <= 0)
       return 0;
-    const double compute = t.flops > 0 ? t.flops / vector_peak(gpu, p) : 0;
+    double compute = t.flops > 0 ? t.flops / vector_peak(gpu, p) : 0;
+    if (e.clock != 1.0)
+      compute /= e.clock;
     const double memory = t.mem_bytes > 0 ? t.mem_bytes / hbm_bandwidth(gpu, e) : 0;
     return std::max(compute, memory) + e.kernel_overhead_s;
   }
@@ -282,27 +303,134 @@ double compute_task_time(const schedule::Task& t, const workload::Workload& w, c
     throw core::InternalError("compute_task_time: task " + t.name + " names layer " + std::to_string(t.layer) +
                               " of a workload with " + std::to_string(w.layers.size()) + " layers");
   const workload::Layer& layer = w.layers[static_cast<std::size_t>(t.layer)];
+  // The task's ops: the whole layer, or a part of it (ZeRO-3's per-module compute, schedule::Task::op_begin).
+  const auto n_ops = static_cast<int>(layer.ops.size());
+  const int op_end = t.op_end < 0 ? n_ops : t.op_end;
+  if (t.op_begin < 0 || op_end > n_ops || t.op_begin > op_end)
+    throw core::InternalError("compute_task_time: task " + t.name + " names ops [" + std::to_string(t.op_begin) + ", " +
+                              std::to_string(op_end) + ") of a layer with " + std::to_string(n_ops));
+  const auto ops = std::span<const workload::Op>(layer.ops).subspan(static_cast<std::size_t>(t.op_begin),
+                                                                    static_cast<std::size_t>(op_end - t.op_begin));
   double seconds = 0;
   switch (t.phase) {
   case schedule::Phase::FORWARD:
-    for (const workload::Op& op : layer.ops)
+    for (const workload::Op& op : ops)
       seconds += op_seconds(op, false, gpu, p, e);
     break;
   case schedule::Phase::BACKWARD:
-    for (const workload::Op& op : layer.ops)
+    for (const workload::Op& op : ops)
       seconds += op_seconds(op, true, gpu, p, e);
     break;
   case schedule::Phase::RECOMPUTE: {
     const spec::Checkpointing c = s.training.activation_checkpointing;
     if (c == spec::Checkpointing::NONE)
       throw core::InternalError("compute_task_time: recompute task " + t.name + " without activation checkpointing");
-    for (const workload::Op& op : layer.ops)
+    for (const workload::Op& op : ops)
       if (op.recomputed)
         seconds += op_seconds(op, false, gpu, p, e);
     break;
   }
   default:
     break;
+  }
+  if (s.mechanisms.copies) {
+    // Copies the schedule attached to the layer (autocast's weight casts): memory-bound kernels, one per
+    // GEMM weight (docs/compute.md §1.6).
+    const double extra = t.op_begin == 0 && t.op_end < 0 ? extra_task_bytes(t, layer) : 0;
+    if (extra > 0) {
+      int casts = 0;
+      for (const workload::Op& op : layer.ops)
+        casts += op.kind == workload::OpKind::GEMM ? 1 : 0;
+      seconds += extra / hbm_bandwidth(gpu, e) + std::max(1, casts) * e.kernel_overhead_s;
+    }
+  }
+  if (s.mechanisms.host_dispatch)
+    seconds = std::max(seconds, host_task_time(t, w, s)); // the host bounds the layer (§1.7)
+  return seconds;
+}
+
+int op_kernels(const workload::Op& op, bool backward)
+{
+  const double flops = backward ? op.bwd_flops : op.fwd_flops;
+  const double bytes = backward ? op.bwd_bytes : op.fwd_bytes;
+  if (flops <= 0 && bytes <= 0)
+    return 0;
+  if (!backward || flops <= 0)
+    return 1;
+  if (op.kind == workload::OpKind::GEMM)
+    return 2;
+  if (op.kind == workload::OpKind::ATTENTION)
+    return fused_attention(op) ? FLASH_BWD_KERNELS : 2;
+  return 1;
+}
+
+double sustained_clock(const spec::GpuSpec& gpu, const spec::KernelTable& table)
+{
+  if (!(gpu.power_limit_W > 0) || !(gpu.tdp_W > 0) || gpu.power_limit_W >= gpu.tdp_W ||
+      !(table.clock_power_exponent.value > 0))
+    return 1.0;
+  return std::pow(gpu.power_limit_W / gpu.tdp_W, table.clock_power_exponent.value);
+}
+
+double host_task_time(const schedule::Task& t, const workload::Workload& w, const spec::Scenario& s)
+{
+  using schedule::Phase;
+  if (t.kind != schedule::TaskKind::COMPUTE ||
+      (t.phase != Phase::FORWARD && t.phase != Phase::BACKWARD && t.phase != Phase::RECOMPUTE) ||
+      s.kernels.host.empty())
+    return 0;
+  if (t.layer < 0 || t.layer >= static_cast<int>(w.layers.size()))
+    throw core::InternalError("host_task_time: task " + t.name + " names layer " + std::to_string(t.layer) +
+                              " of a workload with " + std::to_string(w.layers.size()) + " layers");
+  const workload::Layer& layer = w.layers[static_cast<std::size_t>(t.layer)];
+  const spec::HostGeneration& h =
+      spec::host_generation(s.kernels.host, s.mechanisms.stack ? s.software.torch : spec::SoftwareSpec{}.torch);
+  // The task's ops (ZeRO-3's per-module tasks cover part of a layer, schedule::Task::op_begin / op_end).
+  const auto n_ops = static_cast<int>(layer.ops.size());
+  const int op_end = t.op_end < 0 ? n_ops : std::min(t.op_end, n_ops);
+  const int op_begin = std::clamp(t.op_begin, 0, op_end);
+  const bool whole_layer = op_begin == 0 && op_end == n_ops;
+  const bool backward = t.phase == Phase::BACKWARD;
+  const bool compiled = s.mechanisms.stack && s.software.compile;
+  // Kernels launched. Eager: one dispatch per kernel. torch.compile: a run of elementwise ops is one fused
+  // (Triton) kernel; GEMMs and attention stay library calls.
+  double kernels = 0;
+  bool in_run = false;
+  for (int i = op_begin; i < op_end; ++i) {
+    const workload::Op& op = layer.ops[static_cast<std::size_t>(i)];
+    if (t.phase == Phase::RECOMPUTE && !op.recomputed)
+      continue;
+    const int k = op_kernels(op, backward);
+    if (k == 0)
+      continue;
+    if (compiled && op.kind == workload::OpKind::ELEMENTWISE) {
+      if (!in_run)
+        kernels += 1;
+      in_run = true;
+    } else {
+      kernels += k;
+      in_run = false;
+    }
+  }
+  const double per_kernel = compiled ? h.compiled_op.value : backward ? h.backward_op.value : h.eager_op.value;
+  double seconds = kernels * per_kernel;
+  // Framework hooks per parameter of the layer. ZeRO-3's coordinator is priced by the stage-3 schedule
+  // (per-module fetches), not here; a recompute runs inside the unit's backward hooks.
+  const auto params = static_cast<double>(layer.params.size());
+  if (t.phase != Phase::RECOMPUTE && whole_layer) {
+    switch (s.framework) {
+    case spec::Framework::FSDP: // pre-/post-forward and pre-/post-backward: unshard and reshard the unit's views
+      seconds += params * h.hook_param.value;
+      break;
+    case spec::Framework::DEEPSPEED: // stage 1/2: a Python gradient hook per parameter in backward
+      if (backward && s.deepspeed.zero.stage >= 1 && s.deepspeed.zero.stage <= 2)
+        seconds += params * h.hook_param.value;
+      break;
+    case spec::Framework::DDP: // the C++ reducer's hook per parameter: mark ready, copy into the bucket
+      if (backward)
+        seconds += params * h.backward_op.value;
+      break;
+    }
   }
   return seconds;
 }

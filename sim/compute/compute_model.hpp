@@ -26,7 +26,10 @@ struct GpuEfficiency {
   double attention_unfused = 0; ///< without a fused kernel (scores materialised): cap of its batched GEMMs
   int sms = 0;                  ///< streaming multiprocessors (wave quantisation)
   double kernel_overhead_s = 0; ///< launch + tail per kernel
-  std::string source;           ///< where the figures come from (for people)
+  /// Sustained SM clock / the clock the peak and the efficiency figures hold at (1 at the rated power; below 1
+  /// under a power cap, docs/compute.md §1.8). Scales every compute roof, not HBM bandwidth.
+  double clock = 1.0;
+  std::string source; ///< where the figures come from (for people)
 };
 
 /// The efficiency data of `gpu` under `software` from `table` (calibration/kernels.yaml): the kind matched on
@@ -59,6 +62,22 @@ double op_time(const workload::Op& op, bool backward, const spec::GpuSpec& gpu, 
 /// task.mem_bytes, with task.flops against the fp32 (non-tensor-core) peak as the other roof.
 /// Throws core::InternalError for a task that is not COMPUTE or names no valid layer.
 double compute_task_time(const schedule::Task& t, const workload::Workload& w, const spec::Scenario& s);
+
+/// Kernels one operation launches in its forward (backward = false) or backward: 0 when it does no work in that
+/// direction; a GEMM's backward 2 (dX, dW), a fused attention backward 3, an unfused one 2; else 1.
+int op_kernels(const workload::Op& op, bool backward);
+
+/// Sustained SM clock of `gpu` as a fraction of the clock its peak holds at: (power.limit / power.tdp)^exponent
+/// under a power cap (calibration/kernels.yaml `power.clock_exponent`), 1 without one (docs/compute.md §1.8).
+double sustained_clock(const spec::GpuSpec& gpu, const spec::KernelTable& table);
+
+/// Seconds the host (the rank's Python thread and the framework) spends issuing a FORWARD, BACKWARD or
+/// RECOMPUTE task of a layer (docs/compute.md §1.7): its kernels times the per-kernel cost of software.torch's
+/// generation (eager forward op, autograd-engine backward kernel, or a torch.compile graph's launch, where runs
+/// of elementwise ops fuse into one kernel), plus the framework's hooks per parameter (FSDP unshard / reshard in
+/// forward and backward, DeepSpeed ZeRO-1/2 gradient hooks, DDP's reducer hook). 0 for other tasks or without
+/// host data. A layer's task takes at least this long when the host bounds it.
+double host_task_time(const schedule::Task& t, const workload::Workload& w, const spec::Scenario& s);
 
 /// The host CPU: what a CPU_COMPUTE task costs, as two resources the engine shares between the
 /// node's ranks: core-seconds on the CPU and bytes through the DRAM link.

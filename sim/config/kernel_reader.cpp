@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <mutex>
 
 #ifndef ZEROSIM_DATA_DIR
@@ -75,16 +76,76 @@ const Schema& kind_schema()
   return s;
 }
 
-const Schema& table_schema()
+/// A figure with a unit other than a fraction (host microseconds, CTAs, an exponent).
+const Schema& quantity_schema(const std::string& name, const std::string& type)
 {
-  static const Schema s{"kernels", {kkey("kinds", "mapping of GPU kind -> data", "required", "in match order")}};
+  static std::map<std::string, Schema> schemas;
+  static std::mutex m;
+  const std::lock_guard<std::mutex> lock(m);
+  auto it = schemas.find(name);
+  if (it == schemas.end()) {
+    std::vector<KeyDoc> keys = figure_keys("required");
+    keys.front().type = type;
+    it = schemas.emplace(name, Schema{name, keys}).first;
+  }
+  return it->second;
+}
+
+const Schema& host_schema()
+{
+  static const Schema s{
+      "host",
+      {kkey("torch", "major.minor string", "required", "the first torch generation it applies to"),
+       kkey("eager_op", "mapping (value in us)", "required",
+            "per forward op from eager Python: Python, dispatcher, autograd record, launch",
+            &quantity_schema("eager_op", "microseconds in (0, 1000]")),
+       kkey("backward_op", "mapping (value in us)", "required",
+            "per kernel launched by the C++ autograd engine in backward",
+            &quantity_schema("backward_op", "microseconds in (0, 1000]")),
+       kkey("compiled_op", "mapping (value in us)", "required", "per kernel launched by a torch.compile graph",
+            &quantity_schema("compiled_op", "microseconds in (0, 1000]")),
+       kkey("hook_param", "mapping (value in us)", "required",
+            "per parameter per framework hook (FSDP unshard/reshard, ZeRO-1/2 gradient hook)",
+            &quantity_schema("hook_param", "microseconds in (0, 1000]")),
+       kkey("note", "string", "\"\"", "about the generation")}};
   return s;
 }
 
-spec::KernelFigure read_figure(FieldReader& r, const std::string& key = "value")
+const Schema& interference_schema()
+{
+  static const Schema s{
+      "interference",
+      {kkey("nccl_ctas", "mapping (value: CTAs)", "required", "SMs an NCCL collective kernel occupies while it runs",
+            &quantity_schema("nccl_ctas", "number in [1, 1024]"))}};
+  return s;
+}
+
+const Schema& power_schema()
+{
+  static const Schema s{
+      "power",
+      {kkey("clock_exponent", "mapping (value: exponent)", "required", "sustained clock = (power_limit / tdp)^exponent",
+            &quantity_schema("clock_exponent", "number in (0, 1]"))}};
+  return s;
+}
+
+const Schema& table_schema()
+{
+  static const Schema s{
+      "kernels",
+      {kkey("kinds", "mapping of GPU kind -> data", "required", "in match order"),
+       kkey("host", "list of mappings", "none (no host cost priced)", "host dispatch cost by torch generation"),
+       kkey("interference", "mapping", "none (no interference)", "communication kernels' share of the SMs",
+            &interference_schema()),
+       kkey("power", "mapping", "none (no power-cap clocks)", "sustained clock under a power cap", &power_schema())}};
+  return s;
+}
+
+spec::KernelFigure read_figure(FieldReader& r, const std::string& key = "value", double lo = 1e-6, double hi = 1.0,
+                               const std::string& what = "a number in (0, 1]")
 {
   spec::KernelFigure f;
-  f.value = r.opt_number(key, 1e-6, 1.0, "a number in (0, 1]").value_or(0);
+  f.value = r.opt_number(key, lo, hi, what).value_or(0);
   std::optional<std::string> status =
       r.opt_enum<std::string>("status", {{"measured", "measured"}, {"stated", "stated"}});
   if (!status)
@@ -210,6 +271,55 @@ spec::GpuKindData read_kind(FieldReader& r, const std::string& name, bool last)
   return k;
 }
 
+/// A required figure at `key` of `r`, its value in [lo, hi] (scaled by `scale` when stored).
+spec::KernelFigure read_quantity(FieldReader& r, const std::string& key, double lo, double hi, const std::string& what,
+                                 double scale = 1.0)
+{
+  std::optional<FieldReader> m = r.opt_map(key);
+  if (!m)
+    r.fail_missing(key);
+  spec::KernelFigure f = read_figure(*m, "value", lo, hi, what);
+  if (f.value <= 0)
+    m->fail_missing("value");
+  f.value *= scale;
+  return f;
+}
+
+std::vector<spec::HostGeneration> read_host(FieldReader& r)
+{
+  std::vector<spec::HostGeneration> out;
+  YAML::Node host = r.take("host");
+  if (!host.IsDefined() || host.IsNull())
+    return out;
+  if (!host.IsSequence() || host.size() == 0)
+    r.fail_expected("host", "a non-empty list of mappings");
+  std::optional<std::pair<int, int>> previous;
+  for (std::size_t i = 0; i < host.size(); ++i) {
+    const YAML::Node item = host[i];
+    const std::string path = r.key_path("host") + "[" + std::to_string(i) + "]";
+    if (!is_map(item))
+      throw core::InputError(position(r.file(), item.Mark()) + ": " + path + ": expected a mapping, found " +
+                             describe_found(item));
+    FieldReader h(item, r.file(), path, host_schema(), nullptr);
+    spec::HostGeneration g;
+    g.torch = h.req_string("torch");
+    const std::optional<std::pair<int, int>> v = torch_version(g.torch);
+    if (!v)
+      h.fail_expected("torch", "a major.minor version such as \"2.4\"");
+    if (previous && *v <= *previous)
+      h.fail_expected("torch", "a version above the entry before it (entries in ascending order)");
+    previous = v;
+    const std::string us = "microseconds in (0, 1000]";
+    g.eager_op = read_quantity(h, "eager_op", 1e-3, 1000, us, 1e-6);
+    g.backward_op = read_quantity(h, "backward_op", 1e-3, 1000, us, 1e-6);
+    g.compiled_op = read_quantity(h, "compiled_op", 1e-3, 1000, us, 1e-6);
+    g.hook_param = read_quantity(h, "hook_param", 1e-3, 1000, us, 1e-6);
+    h.opt_string("note");
+    out.push_back(g);
+  }
+  return out;
+}
+
 } // namespace
 
 spec::KernelTable load_kernel_table(const std::string& path)
@@ -238,6 +348,11 @@ spec::KernelTable load_kernel_table(const std::string& path)
     FieldReader kr(value, path, "kinds." + name, kind_schema(), nullptr);
     t.kinds.push_back(read_kind(kr, name, i + 1 == kinds.size()));
   }
+  t.host = read_host(r);
+  if (std::optional<FieldReader> inter = r.opt_map("interference"))
+    t.nccl_ctas = read_quantity(*inter, "nccl_ctas", 1, 1024, "a number in [1, 1024]");
+  if (std::optional<FieldReader> power = r.opt_map("power"))
+    t.clock_power_exponent = read_quantity(*power, "clock_exponent", 1e-6, 1.0, "a number in (0, 1]");
   return t;
 }
 

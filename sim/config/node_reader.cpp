@@ -3,6 +3,7 @@
 #include "spec/names.hpp"
 
 #include "core/error.hpp"
+#include "core/json.hpp"
 
 #include <cmath>
 
@@ -65,6 +66,19 @@ spec::NodeSpec read_node(FieldReader& r, std::optional<spec::Precision> precisio
   n.gpu.peak_fp16_flops = peak->opt_quantity("fp16", UnitKind::COMPUTE).value_or(0);
   n.gpu.peak_tf32_flops = peak->opt_quantity("tf32", UnitKind::COMPUTE).value_or(0);
   n.gpu.peak_fp32_flops = peak->opt_quantity("fp32", UnitKind::COMPUTE).value_or(0);
+  if (std::optional<FieldReader> power = gpu->opt_map("power")) {
+    const std::optional<double> limit = power->opt_number("limit", 1, 100000, "a power in watts");
+    if (!limit)
+      power->fail_missing("limit");
+    const std::optional<double> tdp = power->opt_number("tdp", 1, 100000, "a power in watts");
+    if (!tdp)
+      power->fail_missing("tdp");
+    if (*limit > *tdp)
+      power->fail("limit", "a power limit above the board's rated power (tdp " + core::format_number(*tdp) +
+                               " W) does not raise the sustained clock; give at most the tdp");
+    n.gpu.power_limit_W = *limit;
+    n.gpu.tdp_W = *tdp;
+  }
   if (precision) {
     const char* k = peak_key(*precision);
     if (!peak->has(k))

@@ -72,6 +72,10 @@ YAML::Node node_node(const spec::NodeSpec& nd)
     if (v > 0)
       peak[k] = q(v, UnitKind::COMPUTE);
   n["gpu"]["peak"] = peak;
+  if (nd.gpu.power_limit_W > 0) {
+    n["gpu"]["power"]["limit"] = num(nd.gpu.power_limit_W);
+    n["gpu"]["power"]["tdp"] = num(nd.gpu.tdp_W);
+  }
   n["gpus"] = nd.gpus;
   if (nd.nvlink.present) {
     n["nvlink"]["bandwidth"] = q(nd.nvlink.bandwidth_Bps, UnitKind::BANDWIDTH);

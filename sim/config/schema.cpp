@@ -97,12 +97,19 @@ const Schema& node_schema()
        key("fp16", "compute rate", "none", "dense fp16 tensor-core peak; needed for fp16, amp_fp16"),
        key("tf32", "compute rate", "none", "dense tf32 tensor-core peak (not used for fp32 runs)"),
        key("fp32", "compute rate", "none", "fp32 peak without tensor cores; needed for fp32")}};
+  static const Schema power{
+      "node.gpu.power",
+      {key("limit", "watts (number > 0)", "required", "the board power limit the GPUs ran at (nvidia-smi -pl)"),
+       key("tdp", "watts (number > 0)", "required",
+           "the board's rated power, at which peak and the MAMF figures hold")}};
   static const Schema gpu{
       "node.gpu",
       {key("model", "string", "required", "GPU model, e.g. A100-SXM4-80GB"),
        key("memory", "bytes", "required", "device memory"),
        key("memory_bandwidth", "bandwidth", "required", "HBM bandwidth"),
-       key("peak", "mapping", "required", "dense peak by precision (bf16, fp16, tf32, fp32)", &peak)}};
+       key("peak", "mapping", "required", "dense peak by precision (bf16, fp16, tf32, fp32)", &peak),
+       key("power", "mapping", "none (run at the rated power)",
+           "a power cap below the rated power: sustained clock (limit/tdp)^exponent (docs/compute.md §1.8)", &power)}};
   static const Schema nvlink{
       "node.nvlink",
       {key("bandwidth", "bandwidth", "required", "per GPU, per direction"),

@@ -39,6 +39,13 @@ namespace {
 /// "Pinned Memory"). The DMA itself is the same flow as a pinned copy's.
 constexpr double PAGEABLE_STAGING_DRAM_FACTOR = 2.0;
 
+/// Interference: the largest share of a GPU's SMs one collective's kernel is let take (a guard for GPUs with
+/// few SMs; NCCL never launches more CTAs than it has channels).
+constexpr double MAX_SM_SHARE = 0.5;
+/// Interference: the work of the execution that holds a collective's SM share, in seconds at full speed. It is
+/// suspended when the collective ends, long before it could finish.
+constexpr double SM_SHARE_HORIZON_S = 1e9;
+
 /// The per-request part of an aio transfer of `bytes` (docs/engine.md "NVMe"). DeepSpeed's aio handle
 /// (csrc/aio/common/deepspeed_aio_common.cpp) splits a transfer over intra_op_parallelism threads, each cutting
 /// its share into block_size requests and keeping at most queue_depth of them in flight; a wave of
@@ -63,7 +70,9 @@ double nvme_request_latency(const spec::NvmeSpec& nv, const spec::AioSpec& aio, 
 /// What an activity's completion continues.
 /// TASK_DELAY: a copy's or an NVMe task's latency before its data (index: jobs_); COLL_FLOW_DELAY: the route
 /// latency of a group of a collective phase's flows before they start (index: flow_groups_).
-enum class Cont { TASK_PART, COLL_FLOW, COLL_DELAY, TASK_DELAY, COLL_FLOW_DELAY };
+/// INTERFERENCE: the SM share an NCCL kernel holds on a GPU while its collective runs (suspended at its end;
+/// nothing continues from it).
+enum class Cont { TASK_PART, COLL_FLOW, COLL_DELAY, TASK_DELAY, COLL_FLOW_DELAY, INTERFERENCE };
 
 struct Token {
   Cont what = Cont::TASK_PART;
@@ -100,6 +109,7 @@ struct Collective {
   std::size_t phase = 0;
   int flows_left = 0;
   std::string name;
+  bool holds_share = false; ///< interference: it holds an SM share on every simulated GPU while it runs
 };
 
 class StepReplay;
@@ -139,6 +149,14 @@ public:
     // Flows of one phase between the same two GPUs (several channels through one NVLink pair) are one
     // flow: the same bytes over the same route, fewer flows for the solver (design.md "Speed and scale").
     copts_.merge_channels = true;
+    // Interference (docs/engine.md "Interference"): an NCCL kernel holds nccl_ctas SMs (one CTA per channel) for
+    // as long as its collective runs, so the compute it overlaps gets the other SMs: an execution bounded at that
+    // share of the GPU host runs beside every collective on each of its GPUs.
+    if (s.mechanisms.interference && s.kernels.nccl_ctas.value > 0 && !s.kernels.empty()) {
+      const int sms = s.kernels.kind_of(c.node.gpu.model).sms;
+      if (sms > 0)
+        sm_share_ = std::min(MAX_SM_SHARE, s.kernels.nccl_ctas.value / sms);
+    }
 
     // The simulated ranks and their graphs; every duration is computed here, before SimGrid runs, so that
     // no exception can come out of a completion callback (simgrid-notes.md §7.4).
@@ -169,7 +187,7 @@ public:
     std::vector<std::pair<schedule::CollectiveKind, schedule::CommGroup>> call_of; // rank 0's k-th collective
     // Every rank (and every micro-step) runs the same layers: a compute task's time depends only on its
     // phase, layer and own work, so it is computed once.
-    std::map<std::tuple<schedule::Phase, int, double, double>, double> compute_time;
+    std::map<std::tuple<schedule::Phase, int, int, int, double, double>, double> compute_time;
     for (std::size_t ri = 0; ri < R; ++ri) {
       const auto& tasks = timeline_.ranks[ri].graph.tasks;
       duration_[ri].assign(tasks.size(), 0.0);
@@ -183,7 +201,7 @@ public:
       for (TaskId t = 0; t < static_cast<TaskId>(tasks.size()); ++t) {
         const Task& k = tasks[static_cast<std::size_t>(t)];
         if (k.kind == TaskKind::COMPUTE) {
-          const auto key = std::make_tuple(k.phase, k.layer, k.flops, k.mem_bytes);
+          const auto key = std::make_tuple(k.phase, k.layer, k.op_begin, k.op_end, k.flops, k.mem_bytes);
           auto it = compute_time.find(key);
           if (it == compute_time.end())
             it = compute_time.emplace(key, compute::compute_task_time(k, w, s)).first;
@@ -253,6 +271,7 @@ public:
     if (!symmetric_ && s_.cluster.nodes > 1)
       po.inter_node_pairs = collectives::inter_node_pairs(fabric_, copts_);
     platform_ = std::make_unique<platform::Platform>(s_.cluster, po);
+    sm_pool_.assign(timeline_.ranks.size(), SmPool{});
 
     static bool registered = false;
     if (!registered) {
@@ -271,8 +290,20 @@ public:
           ready_.emplace_back(static_cast<int>(ri), t);
     drain();
     e.run();
+    // Interference's pooled executions never finish: cancel them and let the engine reap them while it exists
+    // (an unfinished activity outlives the engine and crashes SimGrid's teardown at exit).
+    bool pooled = false;
+    for (SmPool& p : sm_pool_)
+      for (sg4::ExecPtr& x : p.execs) {
+        x->cancel();
+        pooled = true;
+      }
+    if (pooled)
+      e.run();
     g_active = nullptr;
     graveyard_.clear();
+    sm_pool_.clear();
+    cancelled_.clear();
     tokens_.clear();
     platform_.reset();
 
@@ -304,8 +335,14 @@ public:
 
   void on_complete(const sg4::Activity& a)
   {
-    graveyard_.clear(); // activities completed earlier; never the one whose callback this is
     auto* tok = a.get_data<Token>();
+    if (tok != nullptr && tok->what == Cont::INTERFERENCE) {
+      // A collective's SM share (suspended at the collective's end, so this fires only if SimGrid ends it some
+      // other way): kept alive until the replay ends, and the graveyard is left alone.
+      cancelled_.push_back(std::move(tok->activity));
+      return;
+    }
+    graveyard_.clear(); // activities completed earlier; never the one whose callback this is
     if (tok == nullptr)
       return;
     const double start = a.get_start_time() - t0_, end = a.get_finish_time() - t0_;
@@ -336,6 +373,8 @@ public:
       break;
     case Cont::COLL_FLOW_DELAY:
       start_flows(flow_groups_[static_cast<std::size_t>(tok->index)]);
+      break;
+    case Cont::INTERFERENCE:
       break;
     }
     drain();
@@ -442,9 +481,17 @@ private:
     rk.times[static_cast<std::size_t>(t)].start = now();
     const int node = rk.node, local = rk.local;
     switch (k.kind) {
-    case TaskKind::SYNC:
-      finish_task(ri, t);
+    case TaskKind::SYNC: {
+      // A host wait takes no time of its own; Python work on the host thread (Task::host_seconds) is a delay.
+      if (!(k.host_seconds > 0)) {
+        finish_task(ri, t);
+        return;
+      }
+      const int j = new_job(ri, t, 1);
+      exec(token(Cont::TASK_PART, j, k.name, track(proc(rk), "host rank " + std::to_string(rk.rank))),
+           platform_->timer(), k.host_seconds * platform::WORK_UNITS_PER_SECOND);
       return;
+    }
     case TaskKind::COMPUTE: {
       const double d = duration_[r][static_cast<std::size_t>(t)];
       if (!(d > 0)) {
@@ -575,13 +622,57 @@ private:
     }
     cl.plan = collectives::plan(kind, bytes, fabric_, copts_, group);
     cl.phase = 0;
+    if (sm_share_ > 0 && !cl.plan.phases.empty()) {
+      cl.holds_share = true;
+      for (std::size_t r = 0; r < timeline_.ranks.size(); ++r)
+        take_sm_share(r, cl.name);
+    }
     run_phase(idx);
+  }
+
+  /// Interference: rank `r`'s GPU gets one more running collective. The k-th concurrent collective on a GPU holds
+  /// the k-th execution of the GPU's pool, bounded at the share: created the first time, resumed after.
+  /// Suspended, not cancelled, at the collective's end: SimGrid 3.32's cancel() leaves the action's max-min
+  /// variable, and so its share, in place until the action is reaped (interference_test.cpp caught a kernel
+  /// losing the share after a 1-byte collective had ended); a suspended action's variable has penalty 0 and takes
+  /// nothing. A pool, not one execution per collective: thousands of suspended actions slowed the solver 30x.
+  void take_sm_share(std::size_t r, const std::string& name)
+  {
+    SmPool& p = sm_pool_[r];
+    const auto k = static_cast<std::size_t>(p.active++);
+    if (k < p.execs.size()) {
+      p.execs[k]->resume();
+      return;
+    }
+    const RankTimeline& rk = timeline_.ranks[r];
+    sg4::ExecPtr x = sg4::Exec::init();
+    x->set_flops_amount(sm_share_ * SM_SHARE_HORIZON_S * platform::WORK_UNITS_PER_SECOND);
+    x->set_bound(sm_share_ * platform::WORK_UNITS_PER_SECOND); // max-min leaves the compute beside it the rest
+    x->set_host(platform_->gpu(rk.node, rk.local));
+    Token& tok = token(Cont::INTERFERENCE, static_cast<int>(r), name + " (SM share)");
+    x->set_data(&tok);
+    tok.activity = x;
+    if (x->get_state() == sg4::Activity::State::INITED)
+      x->start();
+    p.execs.push_back(x);
+  }
+
+  /// Interference: rank `r`'s GPU has one running collective fewer.
+  void release_sm_share(std::size_t r)
+  {
+    SmPool& p = sm_pool_[r];
+    p.execs[static_cast<std::size_t>(--p.active)]->suspend();
   }
 
   void run_phase(int idx)
   {
     Collective& cl = colls_[static_cast<std::size_t>(idx)];
     if (cl.phase >= cl.plan.phases.size()) {
+      if (cl.holds_share) {
+        cl.holds_share = false;
+        for (std::size_t r = 0; r < timeline_.ranks.size(); ++r)
+          release_sm_share(r);
+      }
       for (std::size_t r = 0; r < timeline_.ranks.size(); ++r)
         finish_task(static_cast<int>(r), cl.task_of_rank[r]);
       return;
@@ -674,6 +765,13 @@ private:
   std::deque<Job> jobs_;
   std::deque<Token> tokens_;
   std::vector<sg4::ActivityPtr> graveyard_;
+  std::vector<sg4::ActivityPtr> cancelled_; ///< interference executions SimGrid ended (kept until the replay ends)
+  double sm_share_ = 0;                     ///< interference: a collective kernel's share of its GPU's SMs
+  struct SmPool {
+    std::vector<sg4::ExecPtr> execs; ///< bounded executions, one per concurrent collective seen
+    int active = 0;                  ///< how many of them run now
+  };
+  std::vector<SmPool> sm_pool_; ///< per simulated rank
   std::deque<std::pair<int, TaskId>> ready_;
   std::vector<std::vector<char>> done_;
   std::map<std::string, int> track_ids_;

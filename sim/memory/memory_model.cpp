@@ -165,18 +165,33 @@ MemoryReport replay_events(const spec::Scenario& s, const schedule::TaskGraph& g
     }
   }
 
-  // GPU: allocated -> reserved -> device (docs/memory.md, "Stated models"). The cache holds about
-  // ALLOCATOR_FRAGMENTATION_FRACTION over allocated when the GPU has room for it; when it has not, the caching
-  // allocator frees its unused cached segments and retries before it reports out-of-memory
-  // (c10/cuda/CUDACachingAllocator.cpp: release_cached_blocks on a failed cudaMalloc), so the cache never
-  // pushes a run over capacity: reserved is bounded by what the context and NCCL leave, and never below the
-  // rounded live blocks, which cannot be freed.
+  // GPU: allocated -> reserved -> device (docs/memory.md §2). The CUDA context and the NCCL buffers are outside the
+  // caching allocator; what is left of the device is what its cudaMalloc calls can get.
   r.cuda_context_bytes = CUDA_CONTEXT_BYTES;
   // One communicator per group kind a rank belongs to: data-parallel and, with tensor parallelism, its TP group.
   r.nccl_bytes = nccl_buffer_bytes(s.dp()) + nccl_buffer_bytes(s.tp());
-  const std::int64_t cached = r.gpu + std::llround(ALLOCATOR_FRAGMENTATION_FRACTION * static_cast<double>(r.gpu));
   const std::int64_t room = s.cluster.node.gpu.memory_bytes - r.cuda_context_bytes - r.nccl_bytes;
-  r.gpu_reserved = std::max(r.gpu_rounded, std::min(cached, room));
+  r.allocator_mechanism = s.mechanisms.allocator;
+  if (s.mechanisms.allocator) {
+    // The caching allocator replayed over the same events: reserved is the peak of the segments it holds. When the
+    // device has no room for a new segment it frees its cached ones and retries (release_cached_blocks), so the cache
+    // alone never makes a run fail; a segment that does not fit even then is an out-of-memory (reserved > room).
+    const AllocatorReplay a = replay_allocator(g, events, room);
+    // The fit verdict does not follow the allocator past the device: the schedule's buffers are whole tensors per
+    // layer (a block's saved activations, its working set), coarser than the per-op tensors PyTorch allocates, so
+    // the fragmentation the replay sees is an upper bound (docs/memory.md §2.1). Reserved is bounded by what the
+    // context and NCCL leave, as the 19 % rule was, and never below what is allocated; `allocator_ooms` tells
+    // when the replay would have run out.
+    r.gpu_reserved = std::max(r.gpu_rounded, std::min(a.peak_reserved, room));
+    r.allocator_ooms = a.ooms;
+    r.allocator_retries = a.retries;
+    r.allocator_steps = a.steps;
+  } else {
+    // The old rule (the ablation): ALLOCATOR_FRAGMENTATION_FRACTION over allocated when the GPU has room for it,
+    // bounded by what the context and NCCL leave, and never below the rounded live blocks, which cannot be freed.
+    const std::int64_t cached = r.gpu + std::llround(ALLOCATOR_FRAGMENTATION_FRACTION * static_cast<double>(r.gpu));
+    r.gpu_reserved = std::max(r.gpu_rounded, std::min(cached, room));
+  }
   r.fragmentation_bytes = r.gpu_reserved - r.gpu;
   r.gpu_device = r.gpu_reserved + r.cuda_context_bytes + r.nccl_bytes;
 
@@ -200,6 +215,54 @@ MemoryReport replay_events(const spec::Scenario& s, const schedule::TaskGraph& g
   r.shortfall_bytes = std::max({std::int64_t{0}, r.gpu_device - r.gpu_capacity, r.cpu_per_node - r.cpu_capacity,
                                 r.nvme_per_node - r.nvme_capacity});
   return r;
+}
+
+AllocatorReplay replay_allocator(const schedule::TaskGraph& g, const std::vector<ReplayEvent>& events,
+                                 std::int64_t device_limit_bytes)
+{
+  // The stream a buffer is allocated on: the allocating task's; the resident set (allocated before the step) and the
+  // host-side tasks (the Python thread's current stream) use the default stream.
+  auto stream_of = [&](schedule::TaskId task) -> int {
+    if (task < 0)
+      return static_cast<int>(schedule::Stream::COMPUTE);
+    const schedule::Stream st = g.tasks[static_cast<size_t>(task)].stream;
+    if (st == schedule::Stream::HOST || st == schedule::Stream::NVME)
+      return static_cast<int>(schedule::Stream::COMPUTE);
+    return static_cast<int>(st);
+  };
+  CachingAllocator a(device_limit_bytes);
+  std::vector<int> handle(g.buffers.size(), -1);
+  AllocatorReplay out;
+  std::int64_t previous_peak = -1;
+  for (int step = 0; step < ALLOCATOR_MAX_STEPS; ++step) {
+    for (const auto& e : events) {
+      if (e.kind == ReplayEvent::Kind::SAMPLE)
+        continue;
+      const auto id = static_cast<size_t>(e.buffer);
+      const schedule::Buffer& b = g.buffers[id];
+      if (b.device != schedule::Device::GPU || b.bytes <= 0)
+        continue; // torch hands out no block for an empty tensor
+      if (e.kind == ReplayEvent::Kind::ALLOC) {
+        if (step > 0 && e.task < 0)
+          continue; // the resident set lives across steps
+        if (handle[id] >= 0)
+          a.free(handle[id]); // still live from the previous step: the new tensor replaces it
+        handle[id] = a.malloc(b.bytes, stream_of(e.task));
+      } else if (handle[id] >= 0) {
+        a.free(handle[id]);
+        handle[id] = -1;
+      }
+    }
+    out.steps = step + 1;
+    if (a.peak_reserved() == previous_peak)
+      break; // steady state: this step's cache served it without a new segment beyond the peak
+    previous_peak = a.peak_reserved();
+  }
+  out.peak_reserved = a.peak_reserved();
+  out.peak_allocated = a.peak_allocated();
+  out.ooms = a.ooms();
+  out.retries = a.alloc_retries();
+  return out;
 }
 
 MemoryReport replay_memory(const spec::Scenario& s, const schedule::TaskGraph& g)

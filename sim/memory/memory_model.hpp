@@ -2,6 +2,7 @@
 // replayed in issue order; the fit verdict per tier; the allocator and runtime terms (stated models).
 #pragma once
 
+#include "memory/caching_allocator.hpp"
 #include "schedule/task_graph.hpp"
 #include "spec/scenario_spec.hpp"
 
@@ -16,17 +17,14 @@ namespace zerosim::memory {
 
 // ---- Stated models (docs/memory.md gives each term with its source) ----
 
-/// PyTorch CUDACachingAllocator: every block is a multiple of 512 bytes (kMinBlockSize,
-/// c10/cuda/CUDACachingAllocator.cpp).
-inline constexpr std::int64_t ALLOCATOR_BLOCK_BYTES = 512;
-/// Requests of at least 10 MiB (kMinLargeAlloc) get a segment of their own rounded up to 2 MiB (kRoundLarge).
-inline constexpr std::int64_t ALLOCATOR_LARGE_ALLOC_BYTES = 10 * 1024 * 1024;
-inline constexpr std::int64_t ALLOCATOR_ROUND_LARGE_BYTES = 2 * 1024 * 1024;
-/// Reserved over allocated, beyond rounding: (reserved - allocated) / allocated. 0.19 is the median of the
-/// ten T5-11B FSDP rows (331-344) of results/validation/published.csv, "peak allocated X / active Y /
-/// reserved Z GB": 0.146, 0.171, 0.175, 0.175, 0.175, 0.209, 0.261, 0.333, 0.381, 0.444 (median 0.192).
-/// docs/memory.md says why the minGPT-175B rows (0.48-0.84) and row 211 (1.28) are not used.
+/// The reserved share of the old rule (spec::Mechanisms::allocator off): (reserved - allocated) / allocated, the
+/// median of the ten T5-11B FSDP rows (331-344) of results/validation/published.csv, "peak allocated X / active Y /
+/// reserved Z GB": 0.146, 0.171, 0.175, 0.175, 0.175, 0.209, 0.261, 0.333, 0.381, 0.444 (median 0.192). Kept for the
+/// ablation only: with the mechanism on, reserved is the caching allocator's replay (caching_allocator.hpp).
 inline constexpr double ALLOCATOR_FRAGMENTATION_FRACTION = 0.19;
+/// Replays of the step the allocator runs at most to reach its steady state (the cache a step leaves is the next
+/// step's): it stops at the first replay that does not raise the reserved peak (docs/memory.md §2.1).
+inline constexpr int ALLOCATOR_MAX_STEPS = 4;
 /// CUDA context (driver state, module images under CUDA 12 lazy loading, cuBLAS/cuDNN handles): a stated
 /// 500 MiB per process on A100/H100 (docs/memory.md).
 inline constexpr std::int64_t CUDA_CONTEXT_BYTES = 500LL * 1024 * 1024;
@@ -38,7 +36,8 @@ inline constexpr int NCCL_CHANNELS = 16;
 /// Peer connections per channel of one rank in a ring: one to the next rank (send), one from the previous (recv).
 inline constexpr int NCCL_RING_CONNECTIONS = 2;
 
-/// The bytes the caching allocator holds for one live request of `bytes` (the rounding floor of gpu_reserved).
+/// The bytes the caching allocator holds for one live request of `bytes` on its own: 512-B blocks below kMinLargeAlloc,
+/// a segment rounded to 2 MiB at or above it (gpu_rounded; the floor of the old rule's gpu_reserved).
 std::int64_t allocator_block_bytes(std::int64_t bytes);
 
 /// NCCL buffers of one rank: NCCL_BUFFSIZE x NCCL_CHANNELS x NCCL_RING_CONNECTIONS for the data-parallel
@@ -48,7 +47,7 @@ std::int64_t nccl_buffer_bytes(int dp);
 struct MemoryReport {
   // peak_memory_bytes (scenario-format.md "Results")
   std::int64_t gpu = 0;          ///< max over the step of the live sum on one GPU (torch max allocated)
-  std::int64_t gpu_reserved = 0; ///< + caching-allocator fragmentation (stated model)
+  std::int64_t gpu_reserved = 0; ///< peak of the caching allocator's segments (torch max reserved)
   std::int64_t gpu_device = 0;   ///< + CUDA context and NCCL buffers (stated model)
   std::int64_t cpu_per_node = 0; ///< all ranks of the node
   std::int64_t cpu_pinned_per_node = 0;
@@ -63,7 +62,14 @@ struct MemoryReport {
   std::int64_t gpu_rounded = 0;         ///< max over the step of the live sum, each buffer in allocator blocks
 
   // the stated model terms (for the report)
-  std::int64_t fragmentation_bytes = 0;
+  std::int64_t fragmentation_bytes = 0; ///< gpu_reserved - gpu
+  /// Which rule gave gpu_reserved: the caching allocator's replay (spec::Mechanisms::allocator, the default) or the
+  /// old fraction ALLOCATOR_FRAGMENTATION_FRACTION.
+  bool allocator_mechanism = true;
+  int allocator_ooms =
+      0; ///< segments the allocator could not fit beside the context and NCCL, even after freeing its cache
+  int allocator_retries = 0; ///< times it freed its cached segments to make room (num_alloc_retries)
+  int allocator_steps = 0;   ///< steps replayed to reach the steady state
   std::int64_t cuda_context_bytes = 0;
   std::int64_t nccl_bytes = 0;
 
@@ -98,6 +104,21 @@ std::vector<ReplayEvent> issue_order_events(const schedule::TaskGraph& g);
 /// one that is not live. The order is the caller's: issue order here, simulated times in metrics/.
 MemoryReport replay_events(const spec::Scenario& s, const schedule::TaskGraph& g,
                            const std::vector<ReplayEvent>& events);
+
+/// The caching allocator replayed over `events` (their GPU buffers of positive size; the stream of a buffer is that of
+/// the task allocating it, the default stream for the resident set and host-side tasks), step after step until a
+/// step leaves the reserved peak unchanged (at most ALLOCATOR_MAX_STEPS): buffers alive across steps (the resident
+/// set) are allocated once, a buffer still live when the next step allocates it again is freed first.
+/// `device_limit_bytes`: what cudaMalloc may hand out (the device less the CUDA context and NCCL buffers).
+struct AllocatorReplay {
+  std::int64_t peak_reserved = 0;
+  std::int64_t peak_allocated = 0; ///< in allocator blocks (torch's allocated_bytes counts whole blocks)
+  int ooms = 0;
+  int retries = 0;
+  int steps = 0;
+};
+AllocatorReplay replay_allocator(const schedule::TaskGraph& g, const std::vector<ReplayEvent>& events,
+                                 std::int64_t device_limit_bytes);
 
 /// Replay `g`'s allocation events in issue order (replay_events over issue_order_events).
 MemoryReport replay_memory(const spec::Scenario& s, const schedule::TaskGraph& g);

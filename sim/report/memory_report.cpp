@@ -154,7 +154,8 @@ std::string memory_tier_row(const std::string& what, std::int64_t bytes, std::in
 std::string memory_tier_rows(const memory::MemoryReport& r)
 {
   return memory_tier_row("GPU, allocated (max_allocated)", r.gpu, 0, true) +
-         memory_tier_row("GPU, reserved (+fragmentation)", r.gpu_reserved, 0, true) +
+         memory_tier_row(r.allocator_mechanism ? "GPU, reserved (caching allocator)" : "GPU, reserved (+19 % rule)",
+                         r.gpu_reserved, 0, true) +
          memory_tier_row("GPU, device (+CUDA context, NCCL)", r.gpu_device, r.gpu_capacity, r.fit_gpu) +
          memory_tier_row("host per node", r.cpu_per_node, r.cpu_capacity, r.fit_cpu) +
          memory_tier_row("  of which pinned", r.cpu_pinned_per_node, 0, true) +
@@ -193,9 +194,15 @@ std::string memory_table(const spec::Scenario& s, std::int64_t params, const mem
   for (int c = 0; c < schedule::MEM_CATEGORY_COUNT; ++c)
     out << memory_tier_row(category_key(c), r.breakdown[static_cast<size_t>(c)], 0, true);
 
-  out << "\nStated terms: fragmentation " << core::format_gib(r.fragmentation_bytes) << ", CUDA context "
-      << core::format_gib(r.cuda_context_bytes) << ", NCCL buffers " << core::format_gib(r.nccl_bytes)
-      << " (docs/memory.md)\n";
+  out << "\nStated terms: fragmentation " << core::format_gib(r.fragmentation_bytes)
+      << (r.allocator_mechanism ? " (caching allocator replayed over " + std::to_string(r.allocator_steps) + " step(s))"
+                                : std::string(" (the old 19 % rule)"))
+      << ", CUDA context " << core::format_gib(r.cuda_context_bytes) << ", NCCL buffers "
+      << core::format_gib(r.nccl_bytes) << " (docs/memory.md)\n";
+  if (r.allocator_ooms > 0)
+    out << "The caching allocator's replay ran out of device memory " << r.allocator_ooms
+        << " time(s) even after freeing its cached segments; reserved is shown at the device's room: the schedule's "
+           "whole-layer buffers fragment more than PyTorch's per-op tensors do (docs/memory.md §2.1).\n";
 
   if (!r.fits) {
     out << "\nTo make it fit (the ladder, applied in order):\n" << ladder_lines(ladder);

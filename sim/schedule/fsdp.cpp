@@ -284,6 +284,31 @@ private:
     return last;
   }
 
+  /// Bytes of autocast's weight casts in one pass of layer `l` (amp_* with fp32 parameters: Composer's DEFAULT
+  /// mixed precision, FSDP without param_dtype): each linear weight and bias read in fp32 and written in 16 bits,
+  /// 4 + 2 bytes per element, as DDP's (ddp.cpp autocast_numel, docs/ddp.md "Autocast"). Time only (the copies
+  /// mechanism): the casts' memory is not counted here. 0 when copies are off.
+  double autocast_bytes(int l) const
+  {
+    const spec::Precision p = b_.s.training.precision;
+    if (!b_.s.mechanisms.copies || c_.b_p != 4 || (p != spec::Precision::AMP_BF16 && p != spec::Precision::AMP_FP16))
+      return 0;
+    const workload::Layer& layer = b_.w.layers[static_cast<std::size_t>(l)];
+    std::int64_t e = 0;
+    for (const workload::ParamTensor& t : layer.params) {
+      const bool norm = t.module.size() >= 4 && t.module.compare(t.module.size() - 4, 4, "norm") == 0;
+      if (!norm && t.module.rfind("embed.", 0) != 0)
+        e += t.numel;
+    }
+    if (layer.kind == workload::LayerKind::LM_HEAD && b_.s.model.tied_embeddings)
+      for (const workload::Layer& other : b_.w.layers)
+        if (other.kind == workload::LayerKind::EMBEDDING)
+          for (const workload::ParamTensor& t : other.params)
+            if (t.module == "embed.tokens")
+              e += t.numel;
+    return static_cast<double>(e) * (4 + 2);
+  }
+
   /// A GPU kernel outside the layers (copy-out, copy-in, casts): one fused pass over `mem` bytes.
   TaskId compute_task(std::string name, Phase ph, double mem, int mb, std::vector<TaskId> deps,
                       Stream st = Stream::COMPUTE)
@@ -351,6 +376,14 @@ private:
                       mb_, d);
         staging = b_.transient(nm("h2d_shard"), Device::GPU, MemCategory::BUFFERS, 4 * un.shard);
         b_.alloc_on(pre, staging);
+      }
+      if (b_.s.mechanisms.copies && c_.w > 1) {
+        // all_gather_copy_in: the shards (cast to param_dtype) into the all-gather input, one kernel; it and the
+        // all-gather both wait on the previous unit's copy-out event (AllGatherState).
+        const std::vector<TaskId> copy_out_events = ag_deps_;
+        pre = compute_task(nm("copy_in"), Phase::PARAM_GATHER, static_cast<double>(un.shard) * (4 + c_.b_p), mb_, {pre},
+                           Stream::ALLGATHER);
+        ag_deps_ = copy_out_events;
       }
       st.ag_pending = true;
       st.ag = pre;
@@ -422,6 +455,9 @@ private:
         b_.free_on(pre, staging);
     }
     if (cast) {
+      if (b_.s.mechanisms.copies) // _use_low_precision_shard: the fp32 shard cast into _mp_shard, one kernel
+        pre = compute_task(nm("mp_cast"), Phase::PARAM_GATHER, static_cast<double>(un.shard) * (4 + c_.b_p), mb_, {pre},
+                           Stream::ALLGATHER);
       mp_shard = b_.transient(nm("mp_shard"), Device::GPU, MemCategory::BUFFERS, un.shard * c_.b_p);
       if (pre >= 0)
         b_.alloc_on(pre, mp_shard);
@@ -500,6 +536,8 @@ private:
       if (u >= 0)
         deps.push_back(us_[static_cast<std::size_t>(u)].ready);
       const TaskId fwd = b_.forward(mb_, l, deps);
+      if (const double e = autocast_bytes(l); e > 0)
+        b_.task(fwd).mem_bytes += e;
       last_compute_ = fwd;
       if (block)
         post_forward(u, fwd);
@@ -569,6 +607,11 @@ private:
       if (u >= 0)
         deps.push_back(us_[static_cast<std::size_t>(u)].ready);
       const auto [first, bwd] = b_.backward(mb_, l, deps);
+      if (const double e = autocast_bytes(l); e > 0) {
+        b_.task(bwd).mem_bytes += e; // ToCopyBackward: the 16-bit weight gradients back to fp32
+        if (first != bwd)
+          b_.task(first).mem_bytes += e; // the recomputed forward casts again (the cache died with the forward)
+      }
       last_compute_ = bwd;
       if (pending_rs_input_ >= 0) { // FSDP2: dropped at the next group's post_backward (ReduceScatterState)
         b_.free_on(bwd, pending_rs_input_);

@@ -244,7 +244,22 @@ TaskId Builder::sync(std::string name, int mb, std::vector<TaskId> deps)
   return id;
 }
 
-TaskId Builder::layer_compute(std::string name, Phase ph, int mb, int layer, std::vector<TaskId> deps)
+TaskId Builder::host_busy(std::string name, int mb, double seconds)
+{
+  Task t;
+  t.kind = TaskKind::SYNC;
+  t.phase = Phase::OTHER;
+  t.stream = Stream::HOST;
+  t.name = std::move(name);
+  t.micro_step = mb;
+  t.host_seconds = seconds;
+  const TaskId id = add(std::move(t));
+  host_wait(id);
+  return id;
+}
+
+TaskId Builder::layer_compute(std::string name, Phase ph, int mb, int layer, std::vector<TaskId> deps, int op_begin,
+                              int op_end)
 {
   const workload::Layer& l = w.layers[static_cast<std::size_t>(layer)];
   Task t;
@@ -254,15 +269,36 @@ TaskId Builder::layer_compute(std::string name, Phase ph, int mb, int layer, std
   t.name = std::move(name);
   t.micro_step = mb;
   t.layer = layer;
-  t.flops = ph == Phase::FORWARD ? l.fwd_flops : ph == Phase::BACKWARD ? l.bwd_flops : l.recompute_flops;
-  if (ph != Phase::RECOMPUTE)
-    for (const workload::Op& op : l.ops)
-      t.mem_bytes += ph == Phase::FORWARD ? op.fwd_bytes : op.bwd_bytes;
+  const auto n_ops = static_cast<int>(l.ops.size());
+  if (op_begin == 0 && (op_end < 0 || op_end == n_ops)) {
+    t.flops = ph == Phase::FORWARD ? l.fwd_flops : ph == Phase::BACKWARD ? l.bwd_flops : l.recompute_flops;
+    if (ph != Phase::RECOMPUTE)
+      for (const workload::Op& op : l.ops)
+        t.mem_bytes += ph == Phase::FORWARD ? op.fwd_bytes : op.bwd_bytes;
+  } else {
+    if (op_begin < 0 || op_end > n_ops || op_begin > op_end)
+      throw core::InternalError("schedule: ops [" + std::to_string(op_begin) + ", " + std::to_string(op_end) +
+                                ") of layer " + l.name + " with " + std::to_string(n_ops) + " ops");
+    t.op_begin = op_begin;
+    t.op_end = op_end;
+    for (int i = op_begin; i < op_end; ++i) {
+      const workload::Op& op = l.ops[static_cast<std::size_t>(i)];
+      if (ph == Phase::FORWARD) {
+        t.flops += op.fwd_flops;
+        t.mem_bytes += op.fwd_bytes;
+      } else if (ph == Phase::BACKWARD) {
+        t.flops += op.bwd_flops;
+        t.mem_bytes += op.bwd_bytes;
+      } else if (op.recomputed) {
+        t.flops += op.fwd_flops;
+      }
+    }
+  }
   t.deps = std::move(deps);
   return add(std::move(t));
 }
 
-TaskId Builder::forward(int mb, int layer, std::vector<TaskId> deps)
+TaskId Builder::forward(int mb, int layer, std::vector<TaskId> deps, const ComputeParts* parts)
 {
   const workload::Layer& l = w.layers[static_cast<std::size_t>(layer)];
   const auto li = static_cast<std::size_t>(layer);
@@ -271,10 +307,26 @@ TaskId Builder::forward(int mb, int layer, std::vector<TaskId> deps)
     checkpoint_forward_begin(mb, layer);
   ckpt_fwd_begun_[li] = 0;
   const std::string mbs = "mb" + std::to_string(mb);
-  const TaskId compute = layer_compute(mbs + ".fwd." + l.name, Phase::FORWARD, mb, layer, std::move(deps));
+  TaskId compute = -1; // the first compute task (allocations)
+  TaskId last = -1;    // the last one (the working bytes' and the block input's release)
+  if (parts == nullptr) {
+    compute = layer_compute(mbs + ".fwd." + l.name, Phase::FORWARD, mb, layer, std::move(deps));
+    last = compute;
+  } else {
+    for (std::size_t i = 0; i < parts->ranges.size(); ++i) {
+      std::vector<TaskId> d = parts->before(i);
+      if (i == 0)
+        d.insert(d.end(), deps.begin(), deps.end());
+      last = layer_compute(mbs + ".fwd." + l.name + "." + parts->names[i], Phase::FORWARD, mb, layer, std::move(d),
+                           parts->ranges[i][0], parts->ranges[i][1]);
+      if (i == 0)
+        compute = last;
+      parts->after(i, last);
+    }
+  }
   // The layer's tensor-parallel all-reduces run inside its forward (before checkpoint() returns): the layer ends
   // with the last of them. Its memory events stay on the compute task.
-  const TaskId id = tensor_parallel_collectives(mb, layer, Phase::FORWARD, compute);
+  const TaskId id = tensor_parallel_collectives(mb, layer, Phase::FORWARD, last);
   if (ck && (ckpt_.copy == DsCheckpointing::Copy::BLOCKING || ckpt_.contiguous)) {
     // The checkpoint is kept elsewhere (host memory or a contiguous slot): the GPU block input lives through
     // the forward, then get_partitioned_activations_for_backward / get_cpu_activations_for_backward empty it
@@ -285,7 +337,7 @@ TaskId Builder::forward(int mb, int layer, std::vector<TaskId> deps)
       input = transient(mbs + ".act." + l.name, Device::GPU, MemCategory::ACTIVATIONS, l.activation_bytes_kept);
       alloc_on(compute, input);
     }
-    free_on(compute, input);
+    free_on(last, input);
     if (ckpt_.contiguous && ckpt_.copy != DsCheckpointing::Copy::BLOCKING) {
       // contiguous_data_buffers on the GPU: number_checkpoints slots allocated at the micro-step's first
       // checkpoint (partition_activations), each kept until its block's backward.
@@ -314,7 +366,7 @@ TaskId Builder::forward(int mb, int layer, std::vector<TaskId> deps)
   const BufferId work = transient(mbs + ".fwd_working." + l.name, Device::GPU, MemCategory::ACTIVATIONS,
                                   l.activation_bytes_forward_working);
   alloc_on(compute, work);
-  free_on(compute, work);
+  free_on(last, work);
   if (!ck)
     return id;
   if (ckpt_.copy == DsCheckpointing::Copy::ASYNC) {
@@ -484,7 +536,7 @@ void Builder::checkpoint_backward_end(int mb, int layer)
     device_synchronize(mbs + ".ckpt_synchronize.bwd_end." + name, mb);
 }
 
-std::array<TaskId, 2> Builder::backward(int mb, int layer, std::vector<TaskId> deps)
+std::array<TaskId, 2> Builder::backward(int mb, int layer, std::vector<TaskId> deps, const ComputeParts* parts)
 {
   const workload::Layer& l = w.layers[static_cast<std::size_t>(layer)];
   const auto li = static_cast<std::size_t>(layer);
@@ -503,8 +555,27 @@ std::array<TaskId, 2> Builder::backward(int mb, int layer, std::vector<TaskId> d
     first = layer_compute(mbs + ".recompute." + l.name, Phase::RECOMPUTE, mb, layer, deps);
     alloc_on(first, work);
     tensor_parallel_collectives(mb, layer, Phase::RECOMPUTE, first);
+    if (parts != nullptr && parts->after_recompute)
+      parts->after_recompute(first);
   }
-  const TaskId id = layer_compute(mbs + ".bwd." + l.name, Phase::BACKWARD, mb, layer, std::move(deps));
+  TaskId id = -1;
+  if (parts == nullptr) {
+    id = layer_compute(mbs + ".bwd." + l.name, Phase::BACKWARD, mb, layer, std::move(deps));
+  } else {
+    for (std::size_t i = 0; i < parts->ranges.size(); ++i) {
+      std::vector<TaskId> d = parts->before(i);
+      if (i == 0)
+        d.insert(d.end(), deps.begin(), deps.end()); // the recompute's, or the restored checkpoint's
+      const TaskId part = layer_compute(mbs + ".bwd." + l.name + "." + parts->names[i], Phase::BACKWARD, mb, layer,
+                                        std::move(d), parts->ranges[i][0], parts->ranges[i][1]);
+      if (first < 0) {
+        first = part;
+        alloc_on(part, work);
+      }
+      parts->after(i, part);
+      id = part;
+    }
+  }
   if (first < 0) {
     first = id;
     alloc_on(id, work);

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -52,6 +53,17 @@ struct ModuleInfo {
   int layer = -1;
   std::string name;        ///< "<layer>.<module>"
   std::vector<int> params; ///< indices into Builder::params, in forward order
+};
+
+/// A layer's compute for one phase issued as parts, each a range of its ops: ZeRO-3's per-leaf-module compute, the
+/// work between two module hooks (stage3.cpp, docs/schedule.md "Stage 3"). The caller issues what part i waits for
+/// (its module's fetch) in `before(i)`, which returns the part's dependencies, and its release in `after(i, task)`.
+struct ComputeParts {
+  std::vector<std::array<int, 2>> ranges; ///< op ranges [begin, end) of Layer::ops, in issue order
+  std::vector<std::string> names;         ///< per part, its task-name suffix (the module)
+  std::function<std::vector<TaskId>(std::size_t)> before;
+  std::function<void(std::size_t, TaskId)> after;
+  std::function<void(TaskId)> after_recompute; ///< backward: after the recompute task, if any (may be empty)
 };
 
 /// "scenario 'NAME'" (or "scenario" when unnamed): how the schedule's errors name the scenario.
@@ -158,18 +170,28 @@ public:
   TaskId cpu_work(std::string name, Phase ph, std::int64_t elements, double mem_bytes, double flops,
                   std::vector<TaskId> deps = {});
   TaskId sync(std::string name, int mb, std::vector<TaskId> deps);
+  /// The host thread busy for `seconds` of Python work that issues no device work (ZeRO-3's module hooks and fetch
+  /// calls): a SYNC task with Task::host_seconds; everything issued after it waits for it.
+  TaskId host_busy(std::string name, int mb, double seconds);
 
   /// A compute task of `layer` on the compute stream for phase FORWARD, RECOMPUTE or BACKWARD: its FLOPs and HBM
   /// bytes are the layer's for that phase (a recompute re-runs the forward's recomputed FLOPs). Memory events and
   /// tensor-parallel all-reduces are the caller's.
-  TaskId layer_compute(std::string name, Phase ph, int mb, int layer, std::vector<TaskId> deps);
+  /// With an op range [op_begin, op_end) (op_end < 0: to the end) the task is that part of the layer (ComputeParts).
+  TaskId layer_compute(std::string name, Phase ph, int mb, int layer, std::vector<TaskId> deps, int op_begin = 0,
+                       int op_end = -1);
   /// Forward of `layer` in micro-step `mb`: allocates its kept activations (freed by its backward)
   /// and its forward working bytes (freed by the same task).
-  TaskId forward(int mb, int layer, std::vector<TaskId> deps = {});
+  /// With `parts`, the compute is one task per part (ComputeParts; `deps` go to the first): the kept activations
+  /// and the working bytes are allocated by the first, the working bytes freed by the last. Returns the last task
+  /// (or the last tensor-parallel all-reduce after it).
+  TaskId forward(int mb, int layer, std::vector<TaskId> deps = {}, const ComputeParts* parts = nullptr);
   /// Recompute (under checkpointing, when the layer has recompute FLOPs) then backward of `layer`.
   /// The backward working bytes live from the first of the two to the backward's end; the backward
   /// frees the kept activations. Returns {first task, backward task}.
-  std::array<TaskId, 2> backward(int mb, int layer, std::vector<TaskId> deps = {});
+  /// With `parts`, the backward is one task per part (the recompute, if any, stays one task with `deps`; without
+  /// one `deps` go to the first part); the last part frees the kept activations and the working bytes.
+  std::array<TaskId, 2> backward(int mb, int layer, std::vector<TaskId> deps = {}, const ComputeParts* parts = nullptr);
   /// DeepSpeed's checkpoint() entry for a checkpointed block (docs/offload.md): synchronize_checkpoint_boundary's
   /// device synchronize and, with blocking cpu_checkpointing, the D2H of the block input. forward() runs it when
   /// the stage has not (stage 3 runs it before the block's parameter fetches, as DeepSpeed does).

@@ -37,15 +37,31 @@ void build_stage3(Builder& b)
   const Stage3Offload o = stage3_plan(b, part, persistent);
   stage3_residents(b, o, part, persistent);
 
-  // The trace (§5.2): modules in forward order, then in backward (reverse) order. trace_entries are
-  // the (position, param) pairs of the prefetch queue.
+  // Per-leaf-module fetching (spec::Mechanisms::per_module_fetch, docs/schedule.md "Stage 3"): each module's
+  // compute is a task of its own between its hooks; off, a layer's modules are all fetched before its one compute task.
+  const bool per_module = b.s.mechanisms.per_module_fetch;
+  const std::vector<LayerParts> lparts =
+      per_module ? stage3_layer_parts(b) : std::vector<LayerParts>(b.w.layers.size());
+  // Under full checkpointing a block's recompute re-runs its modules' forward hooks (CheckpointFunction.backward
+  // runs the block's forward): the block's modules are fetched again, in forward order, before its backward uses.
+  auto module_recompute = [&](int l) {
+    const workload::Layer& layer = b.w.layers[static_cast<std::size_t>(l)];
+    return lparts[static_cast<std::size_t>(l)].split &&
+           b.s.training.activation_checkpointing == spec::Checkpointing::FULL && layer.recompute_flops > 0;
+  };
+
+  // The trace (§5.2): modules in forward order, then in backward (reverse) order (a recomputed block: its modules in
+  // forward order, then reversed). trace_entries are the (position, param) pairs of the prefetch queue.
   std::vector<int> trace; // module per position
   for (int l = 0; l < nl; ++l)
     for (int m : b.layer_modules[static_cast<std::size_t>(l)])
       trace.push_back(m);
-  const auto n_fwd = static_cast<int>(trace.size());
-  for (int i = n_fwd - 1; i >= 0; --i)
-    trace.push_back(trace[static_cast<std::size_t>(i)]);
+  for (int l = nl - 1; l >= 0; --l) {
+    const auto& mods = b.layer_modules[static_cast<std::size_t>(l)];
+    if (module_recompute(l))
+      trace.insert(trace.end(), mods.begin(), mods.end());
+    trace.insert(trace.end(), mods.rbegin(), mods.rend());
+  }
   std::vector<std::size_t> entry_begin(trace.size() + 1, 0);
   std::vector<int> entry_param, entry_pos;
   std::vector<std::int64_t> numel_before(trace.size() + 1, 0); // Σ ds_numel of positions < k
@@ -60,14 +76,23 @@ void build_stage3(Builder& b)
     numel_before[k + 1] = numel_before[k] + sum;
   }
   entry_begin[trace.size()] = entry_param.size();
-  const auto n_trace = static_cast<int>(trace.size());
-  // Reuse distance (§5.4): after the forward at position i, the walk from i+1 sums ds_numel module by
-  // module and stops once the sum >= max_reuse_distance; the module's backward at 2F-1-i is reached iff
-  // the params strictly between sum to less than the distance.
+  // The module's next use in the trace (-1: none follows).
+  std::vector<int> next_use(trace.size(), -1);
+  {
+    std::vector<int> seen(b.modules.size(), -1);
+    for (auto k = static_cast<int>(trace.size()) - 1; k >= 0; --k) {
+      const auto m = static_cast<std::size_t>(trace[static_cast<std::size_t>(k)]);
+      next_use[static_cast<std::size_t>(k)] = seen[m];
+      seen[m] = k;
+    }
+  }
+  // Reuse distance (§5.4): after the use at position i, the walk from i+1 sums ds_numel module by module and stops
+  // once the sum >= max_reuse_distance; the module's next use is reached iff the params strictly between sum to
+  // less than the distance.
   auto kept_by_reuse = [&](int pos) {
-    if (pos >= n_fwd)
-      return false; // nothing follows a backward use in the trace
-    const int next = n_trace - 1 - pos;
+    const int next = next_use[static_cast<std::size_t>(pos)];
+    if (next < 0)
+      return false; // nothing follows (a backward use)
     return numel_before[static_cast<std::size_t>(next)] - numel_before[static_cast<std::size_t>(pos + 1)] <
            z.stage3_max_reuse_distance;
   };
@@ -86,6 +111,9 @@ void build_stage3(Builder& b)
 
   int call_index = 0;
   TaskId last_rs = -1;
+  // The coordinator's host time not yet paid (per_module only): post-hooks and prefetch calls, paid by the host
+  // before the next fetch's issue (a delay on the fetch issue, docs/schedule.md "Stage 3").
+  double host_pending = 0;
 
   for (int mb = 0; mb < b.g; ++mb) {
     const std::string mbs = "mb" + std::to_string(mb);
@@ -96,6 +124,7 @@ void build_stage3(Builder& b)
     // reset_step (§5.2): rewind the queue, forget the prefetch marks, __n_available_params = 0.
     c.queue = 0;
     c.n_available = 0;
+    int host_index = 0; // names of this micro-step's hook tasks
     std::fill(c.most_recent.begin(), c.most_recent.end(), -1);
     const Phase fetch_phase = Phase::PARAM_GATHER;
 
@@ -155,8 +184,21 @@ void build_stage3(Builder& b)
       if (complete)
         c.pop_queue_to(entry_begin[static_cast<std::size_t>(pos) + 1], entry_param, entry_pos);
       const std::vector<int> now = c.missing(m.params);
+      // The coordinator's host time (per_module): the pre-hook's and each gather call's Python is paid, with what
+      // earlier hooks left unpaid, before the host issues a gather; a hook that issues none adds to the next
+      // payment (fewer tasks to replay; the host's total time is the same, a module's compute may be issued a few
+      // hooks early).
+      auto pay_then_gather = [&](const std::vector<int>& ps, const char* why) {
+        if (per_module) {
+          host_pending += ZERO3_FETCH_HOST_S;
+          b.host_busy(mbs + ".zero3_hooks." + std::to_string(host_index++), mb, host_pending);
+          host_pending = 0;
+        }
+        gather_call(ps, why);
+      };
+      host_pending += per_module ? ZERO3_HOOK_HOST_S : 0.0;
       if (!now.empty())
-        gather_call(now, "fetch");
+        pay_then_gather(now, "fetch");
       c.wait_inflight(b, m.params, mbs, mb);
       if (!complete)
         return;
@@ -166,10 +208,10 @@ void build_stage3(Builder& b)
                      std::min(z.stage3_max_live_parameters - c.n_available, z.stage3_prefetch_bucket_size),
                      [&](std::size_t pu) { return o.param_on_nvme[pu] && !c.available[pu]; });
       if (!ahead.empty())
-        gather_call(ahead, "prefetch");
+        pay_then_gather(ahead, "prefetch");
     };
 
-    auto deps_of = [&](const std::vector<int>& positions) {
+    auto deps_of = [&](const auto& positions) {
       std::vector<TaskId> d;
       for (int pos : positions)
         for (int p : b.modules[static_cast<std::size_t>(trace[static_cast<std::size_t>(pos)])].params)
@@ -181,6 +223,8 @@ void build_stage3(Builder& b)
     // release_sub_module (§5.4): free unless persistent, reused within the distance (COMPLETE trace),
     // or already popped by the prefetcher for a later use.
     auto release = [&](int pos, TaskId by) {
+      if (per_module)
+        host_pending += ZERO3_HOOK_HOST_S; // release_sub_module, the post-hook
       for (int p : b.modules[static_cast<std::size_t>(trace[static_cast<std::size_t>(pos)])].params) {
         const auto pu = static_cast<std::size_t>(p);
         if (persistent[pu] || !c.available[pu])
@@ -202,6 +246,20 @@ void build_stage3(Builder& b)
         positions.push_back(pos++);
       // DeepSpeed's checkpoint() runs before the block's forward pre-hooks fetch its params (docs/offload.md).
       b.checkpoint_forward_begin(mb, l);
+      const LayerParts& lp = lparts[static_cast<std::size_t>(l)];
+      if (lp.split) { // per leaf module: pre-hook (fetch) -> the module's ops -> post-hook (release)
+        ComputeParts cp{lp.fwd, lp.names, {}, {}, {}};
+        cp.before = [&](std::size_t i) {
+          fetch(positions[i]);
+          return deps_of(std::vector<int>{positions[i]});
+        };
+        cp.after = [&](std::size_t i, TaskId t) {
+          c.last_compute = t;
+          release(positions[i], t);
+        };
+        b.forward(mb, l, {}, &cp);
+        continue;
+      }
       for (int p : positions)
         fetch(p);
       const TaskId fwd = b.forward(mb, l, deps_of(positions));
@@ -250,18 +308,58 @@ void build_stage3(Builder& b)
       bucket_elems = 0;
     };
 
+    // The gradient hooks of `ps` (in backward order) after `trigger`: into the bucket, flushed when full (§5.5).
+    auto grad_hooks = [&](const std::vector<int>& ps, TaskId trigger) {
+      for (auto it = ps.rbegin(); it != ps.rend(); ++it) {
+        const std::int64_t numel = b.params[static_cast<std::size_t>(*it)].numel;
+        if (!bucket.empty() && bucket_elems + numel > z.reduce_bucket_size)
+          flush(trigger);
+        bucket.push_back(*it);
+        bucket_elems += numel;
+      }
+    };
+
     TaskId last_bwd = -1;
     for (int l = nl - 1; l >= 0; --l) {
-      std::vector<int> positions; // this layer's modules in backward order
       const std::size_t nmod = b.layer_modules[static_cast<std::size_t>(l)].size();
+      std::vector<int> recompute_positions; // a recomputed block's modules in forward order (per_module)
+      if (module_recompute(l))
+        for (std::size_t k = 0; k < nmod; ++k)
+          recompute_positions.push_back(pos++);
+      std::vector<int> positions; // this layer's modules in backward order
       for (std::size_t k = 0; k < nmod; ++k)
         positions.push_back(pos++);
       // CheckpointFunction.backward restores the checkpoint before the recompute's hooks fetch (docs/offload.md).
       b.checkpoint_backward_begin(mb, l);
-      for (int p : positions)
-        fetch(p);
-      const auto [first, bwd] = b.backward(mb, l, deps_of(positions));
-      (void)first;
+      const LayerParts& lp = lparts[static_cast<std::size_t>(l)];
+      TaskId bwd = -1;
+      if (lp.split) {
+        // The recompute's pre-hooks fetch the block's modules (its compute stays one task after them), then per
+        // module in backward order: pre-backward hook (fetch) -> the module's backward -> post-backward hook
+        // (release) and its parameters' gradient hooks.
+        for (int p : recompute_positions)
+          fetch(p);
+        ComputeParts cp{lp.bwd, lp.bwd_names, {}, {}, {}};
+        cp.after_recompute = [&](TaskId t) {
+          c.last_compute = t;
+          for (int p : recompute_positions)
+            release(p, t);
+        };
+        cp.before = [&](std::size_t i) {
+          fetch(positions[i]);
+          return deps_of(std::vector<int>{positions[i]});
+        };
+        cp.after = [&](std::size_t i, TaskId t) {
+          c.last_compute = t;
+          release(positions[i], t);
+          grad_hooks(b.modules[static_cast<std::size_t>(trace[static_cast<std::size_t>(positions[i])])].params, t);
+        };
+        bwd = b.backward(mb, l, deps_of(recompute_positions), &cp)[1];
+      } else {
+        for (int p : positions)
+          fetch(p);
+        bwd = b.backward(mb, l, deps_of(positions))[1];
+      }
       last_bwd = bwd;
       c.last_compute = bwd;
       // autograd's grads live until the hook copies them into the IPG bucket (modelled inside backward)
@@ -269,17 +367,16 @@ void build_stage3(Builder& b)
                                          Device::GPU, MemCategory::GRADS, b.layer_grad_bytes(l));
       b.alloc_on(bwd, grads);
       b.free_on(bwd, grads);
-      for (int p : positions)
-        release(p, bwd);
-      const auto& lp = b.layer_params[static_cast<std::size_t>(l)];
-      for (auto it = lp.rbegin(); it != lp.rend(); ++it) {
-        const std::int64_t numel = b.params[static_cast<std::size_t>(*it)].numel;
-        if (!bucket.empty() && bucket_elems + numel > z.reduce_bucket_size)
-          flush(bwd);
-        bucket.push_back(*it);
-        bucket_elems += numel;
+      if (!lp.split) {
+        for (int p : positions)
+          release(p, bwd);
+        grad_hooks(b.layer_params[static_cast<std::size_t>(l)], bwd);
       }
       b.checkpoint_backward_end(mb, l); // after the block's gradient hooks (docs/offload.md)
+    }
+    if (host_pending > 0) { // the last post-backward hooks
+      b.host_busy(mbs + ".zero3_hooks." + std::to_string(host_index++), mb, host_pending);
+      host_pending = 0;
     }
     flush(last_bwd);
     // Anything still gathered here (a prefetch the trace did not consume) is released with the module.

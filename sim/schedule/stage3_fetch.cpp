@@ -25,6 +25,45 @@ Stage3Partition stage3_partition(const Builder& b)
   return sp;
 }
 
+std::vector<LayerParts> stage3_layer_parts(const Builder& b)
+{
+  std::vector<LayerParts> out(b.w.layers.size());
+  for (std::size_t l = 0; l < b.w.layers.size(); ++l) {
+    const workload::Layer& layer = b.w.layers[l];
+    const std::vector<int>& mods = b.layer_modules[l];
+    if (mods.empty())
+      continue;
+    std::vector<int> at; // per module, the index of its own op
+    std::vector<std::string> names;
+    for (int m : mods) {
+      const std::string& full = b.modules[static_cast<std::size_t>(m)].name; // "<layer>.<module>"
+      std::string name = full.substr(std::min(full.size(), layer.name.size() + 1));
+      const auto it =
+          std::find_if(layer.ops.begin(), layer.ops.end(), [&](const workload::Op& op) { return op.name == name; });
+      if (it == layer.ops.end() || (!at.empty() && it - layer.ops.begin() <= at.back())) {
+        at.clear();
+        break;
+      }
+      at.push_back(static_cast<int>(it - layer.ops.begin()));
+      names.push_back(std::move(name));
+    }
+    if (at.empty())
+      continue;
+    LayerParts& p = out[l];
+    p.split = true;
+    const auto n = at.size();
+    const auto n_ops = static_cast<int>(layer.ops.size());
+    for (std::size_t k = 0; k < n; ++k)
+      p.fwd.push_back({k == 0 ? 0 : at[k], k + 1 < n ? at[k + 1] : n_ops});
+    for (std::size_t k = n; k-- > 0;) {
+      p.bwd.push_back({k == 0 ? 0 : at[k - 1] + 1, k + 1 < n ? at[k] + 1 : n_ops});
+      p.bwd_names.push_back(names[k]);
+    }
+    p.names = std::move(names);
+  }
+  return out;
+}
+
 void FetchCoordinator::pop_queue_to(std::size_t end, const std::vector<int>& entry_param,
                                     const std::vector<int>& entry_pos)
 {

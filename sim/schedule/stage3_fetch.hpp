@@ -17,6 +17,36 @@ namespace zerosim::schedule::detail {
 /// `__max_ongoing_fetch_events` (partitioned_param_coordinator.py, §5.3 step 2).
 inline constexpr std::size_t MAX_ONGOING_FETCH_EVENTS = 2;
 
+/// The coordinator's host (Python) time per module hook: fetch_sub_module (pre-forward / pre-backward) and
+/// release_sub_module (post-forward / post-backward) bookkeeping of a leaf module with parameters
+/// (parameter_offload.py hooks, partitioned_param_coordinator.py). Prior, not fitted to the validation rows: BELLE
+/// issue #402 (github.com/LianjiaTech/BELLE/issues/402, DeepSpeed 0.9, 2 x TITAN RTX, BLOOM-560M, batch 1) measured
+/// "ZeRO Stage=2: bloom 560M, max长度512 ... 训练速度6.8batch/s" and "ZeRO Stage=3: bloom 560M, max长度512 ...
+/// 训练速度2.6batch/s" (and 2.6 at length 1024: stage 3 did not slow with twice the tokens, it was not compute-bound).
+/// Stage 3's excess, 1/2.6 - 1/6.8 = 238 ms per step, over BLOOM-560M's 147 parameter modules (24 x 6 + 3) x 4 hooks
+/// = 588 hook calls and about 194 fetch calls (97 non-persistent modules, forward and backward) is at most 0.30 ms per
+/// call; about half of the excess is the two PCIe all-gathers of 1.1 GB (forward, backward) that stage 2 has not,
+/// so the prior is half the bound: 0.15 ms per hook and per fetch call.
+inline constexpr double ZERO3_HOOK_HOST_S = 150e-6;
+/// The host time of one all_gather_coalesced call beyond its hook (the flat buffer, the partitions' cat, the launch,
+/// the handle; the wait-side materialising cat): same source and derivation as ZERO3_HOOK_HOST_S.
+inline constexpr double ZERO3_FETCH_HOST_S = 150e-6;
+
+/// Per-leaf-module compute of a layer (spec::Mechanisms::per_module_fetch): the layer's ops cut at its modules' own
+/// ops (the op named as the module: a Linear's GEMM, a norm's kernel). Forward part k runs module k's op and the
+/// parameter-less ops after it (attention core, activation, residual), up to module k+1's op; backward part k (issued
+/// from the last module to the first) runs the backward of module k's op and of the parameter-less ops before it, so
+/// that each part starts with the op whose hook fetched its module. `split` is false (one task per layer) when the
+/// layer has no module or an op named as a module is missing or out of order.
+struct LayerParts {
+  bool split = false;
+  std::vector<std::array<int, 2>> fwd; ///< per module, in forward order
+  std::vector<std::string> names;      ///< per module, in forward order (the module's name in its layer)
+  std::vector<std::array<int, 2>> bwd; ///< per module, in backward (issue) order
+  std::vector<std::string> bwd_names;  ///< per module, in backward order
+};
+std::vector<LayerParts> stage3_layer_parts(const Builder& b);
+
 /// Stage 3's partitioning (§5.1): every param padded to a multiple of N, ⌈n/N⌉ elements per rank; persistent params
 /// (mark_persistent_parameters): numel <= stage3_param_persistence_threshold while the running total stays <=
 /// stage3_model_persistence_threshold.

@@ -83,6 +83,14 @@ struct Task {
   /// -1 if none. The host issues a task when it has issued the previous one and this wait has returned.
   TaskId host_barrier = -1;
 
+  // COMPUTE of a layer: the ops [op_begin, op_end) of Workload::layers[layer].ops (op_end < 0: to the end). A part
+  // of a layer is ZeRO-3's per-leaf-module compute (the work between two module hooks, docs/schedule.md).
+  int op_begin = 0;
+  int op_end = -1;
+  // SYNC: the host thread is busy this long before it returns (Python work with no device work: ZeRO-3's module
+  // hooks and fetch calls, docs/schedule.md); 0 for a plain wait.
+  double host_seconds = 0;
+
   // COMPUTE / CPU_COMPUTE
   double flops = 0;          ///< arithmetic work
   double mem_bytes = 0;      ///< memory traffic (HBM for GPU, DRAM for CPU)

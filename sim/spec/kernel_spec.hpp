@@ -61,11 +61,26 @@ struct GpuKindData {
   std::map<AttentionKernel, AttentionFigure> attention; ///< fused kernels that run on this kind
 };
 
+/// The host (CPU) cost of issuing GPU work from PyTorch, from torch version `torch` on (until the next entry):
+/// calibration/kernels.yaml `host:`, docs/compute.md §1.7. Values in seconds.
+struct HostGeneration {
+  std::string torch;        ///< "2.0"
+  KernelFigure eager_op;    ///< per forward op from eager Python: Python, dispatcher, autograd record, launch
+  KernelFigure backward_op; ///< per kernel the C++ autograd engine launches in backward (no Python)
+  KernelFigure compiled_op; ///< per kernel launched by a torch.compile (Inductor) graph's wrapper
+  KernelFigure hook_param;  ///< per parameter per framework hook (FSDP unshard / reshard, ZeRO-1/2 gradient hook)
+};
+
 /// calibration/kernels.yaml, in file order (the first kind whose names match wins; the last kind is the
 /// fallback for unknown GPUs).
 struct KernelTable {
   std::string file;
   std::vector<GpuKindData> kinds;
+  std::vector<HostGeneration> host; ///< ascending torch versions; empty: no host cost is known (none priced)
+  /// CTAs (one SM each) an NCCL collective kernel occupies while it runs (interference, docs/engine.md). 0: none.
+  KernelFigure nccl_ctas;
+  /// Sustained tensor-core clock under a power cap: (power_limit / tdp)^exponent (docs/compute.md §1.8). 0: none.
+  KernelFigure clock_power_exponent;
   bool empty() const { return kinds.empty(); }
 
   /// The kind of a GPU named `model` (gpu.model): the first kind with one of `match` and every one of
@@ -112,6 +127,24 @@ inline const GemmGeneration& gemm_generation(const GpuKindData& kind, const std:
   for (const GemmGeneration& g : kind.gemm)
     if (parse(g.torch) <= want)
       best = &g;
+  return *best;
+}
+
+/// The host cost entry for torch generation `torch` ("major.minor"): the nearest earlier entry, or the first when
+/// `torch` is older than all. Requires a non-empty list.
+inline const HostGeneration& host_generation(const std::vector<HostGeneration>& host, const std::string& torch)
+{
+  const auto parse = [](const std::string& v) {
+    const std::size_t dot = v.find('.');
+    const int major = std::stoi(v.substr(0, dot));
+    const int minor = dot == std::string::npos ? 0 : std::stoi(v.substr(dot + 1));
+    return major * 1000 + minor;
+  };
+  const int want = parse(torch);
+  const HostGeneration* best = &host.front();
+  for (const HostGeneration& h : host)
+    if (parse(h.torch) <= want)
+      best = &h;
   return *best;
 }
 

@@ -15,6 +15,8 @@ struct GpuSpec {
   double peak_fp16_flops = 0;
   double peak_tf32_flops = 0;
   double peak_fp32_flops = 0;
+  double power_limit_W = 0; ///< gpu.power.limit: the board power cap the GPUs ran at; 0 = the rated power
+  double tdp_W = 0;         ///< gpu.power.tdp: the board's rated power (peak and MAMF figures hold there)
 };
 
 struct NvlinkSpec {

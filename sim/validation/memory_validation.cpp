@@ -148,13 +148,17 @@ std::vector<MemoryFrameworkSummary> framework_summaries(const ValidationReport& 
   auto entry = [&](const std::string& label) -> MemoryFrameworkSummary& { return text::framework_entry(out, label); };
   // A row can give a comparison and a fit verdict, or two comparisons: count the row once per framework.
   std::map<std::string, std::set<std::string>> rows;
-  std::map<std::string, std::vector<double>> errors;
+  std::map<std::string, std::vector<double>> errors, allocated, reserved;
   for (const auto& c : r.comparisons) {
     MemoryFrameworkSummary& s = entry(c.c.info.framework);
     ++s.comparisons;
     rows[s.framework].insert(c.c.info.row_id);
     if (c.c.metric == MemMetric::ALLOCATED || c.c.metric == MemMetric::RESERVED)
       errors[s.framework].push_back(c.error_pct);
+    if (c.c.metric == MemMetric::ALLOCATED)
+      allocated[s.framework].push_back(c.error_pct);
+    if (c.c.metric == MemMetric::RESERVED)
+      reserved[s.framework].push_back(c.error_pct);
   }
   for (const auto& f : r.fits) {
     MemoryFrameworkSummary& s = entry(f.c.info.framework);
@@ -176,6 +180,10 @@ std::vector<MemoryFrameworkSummary> framework_summaries(const ValidationReport& 
     s.rows = static_cast<int>(rows[s.framework].size());
     if (!errors[s.framework].empty())
       s.measured = error_stats("framework " + s.framework, errors[s.framework]);
+    if (!allocated[s.framework].empty())
+      s.allocated = error_stats("framework " + s.framework + " allocated", allocated[s.framework]);
+    if (!reserved[s.framework].empty())
+      s.reserved = error_stats("framework " + s.framework + " reserved", reserved[s.framework]);
   }
   return out;
 }
@@ -407,14 +415,19 @@ std::string render_markdown(const ValidationReport& r)
   md << "Per framework (the memory, fit and estimator rows of the file by the framework they ran on; median and p90\n"
      << "of |error| over the measured allocated and reserved comparisons):\n\n"
      << "| framework | rows | memory comparisons | fit verdicts (reproduced) | not covered | failed | median abs error "
-        "| p90 abs error |\n|---|---:|---:|---:|---:|---:|---:|---:|\n";
+        "| p90 abs error | allocated: median abs error (n) | reserved: median abs error (n) |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  auto median_cell = [](const std::optional<ErrorStats>& e) {
+    return e ? fixed(e->median_abs_pct, 1) + " % (" + std::to_string(e->n) + ")" : std::string("none compared");
+  };
   for (const auto& f : r.frameworks) {
     md << "| " << f.framework << " | " << f.rows << " | " << f.comparisons << " | " << f.fits << " (" << f.fits_ok
        << ") | " << f.not_covered << " | " << f.failed << " | ";
     if (f.measured)
-      md << fixed(f.measured->median_abs_pct, 1) << " % | " << fixed(f.measured->p90_abs_pct, 1) << " % |\n";
+      md << fixed(f.measured->median_abs_pct, 1) << " % | " << fixed(f.measured->p90_abs_pct, 1) << " % | ";
     else
-      md << "none compared | |\n";
+      md << "none compared | | ";
+    md << median_cell(f.allocated) << " | " << median_cell(f.reserved) << " |\n";
   }
   md << "\n";
 

@@ -76,7 +76,7 @@ struct ErrorStats {
   std::string group; ///< e.g. "source S09", "stage 3", "offload none", "overall"
   int n = 0;
   double median_abs_pct = 0;
-  double p90_abs_pct = 0; ///< linear interpolation between order statistics (numpy's default)
+  double p90_abs_pct = 0;       ///< linear interpolation between order statistics (numpy's default)
   double median_signed_pct = 0; ///< median of the signed errors (+: predicted above measured)
 };
 
@@ -91,6 +91,9 @@ struct MemoryFrameworkSummary {
   int failed = 0;      ///< rows the pipeline failed on
   /// |error| over its measured allocated and reserved comparisons; none when there is none.
   std::optional<ErrorStats> measured;
+  /// The same over its allocated comparisons alone, and over its reserved ones alone (reported apart: issue 13).
+  std::optional<ErrorStats> allocated;
+  std::optional<ErrorStats> reserved;
 };
 
 struct ValidationReport {

@@ -93,7 +93,7 @@ TEST_SUITE("config")
     CHECK(
         load_error(replaced(BASE, "  node: test-node\n", "  node: test-node\n  overrides:\n    gpu.memry: 40 GiB\n")) ==
         SCEN + ":6:5: cluster.overrides.gpu.memry: unknown key (did you mean 'memory'?); accepted keys: model, memory, "
-               "memory_bandwidth, peak");
+               "memory_bandwidth, peak, power");
   }
 
   TEST_CASE("errors: impossible clusters")

@@ -69,8 +69,10 @@ TEST_CASE("accumulation reuse gives the step of every micro-step simulated")
 {
   // The middle micro-steps are the same program from the same state, so simulating 0, 1, g-1 and adding (g - 3)
   // periods reproduces the whole replay, up to the first micro-step's tail still felt by micro-step 1
-  // (engine::REUSE_SIMULATED_MICRO_STEPS): step time and each breakdown key within 1e-3 of the step; memory
-  // exactly, and the peak at the same task.
+  // (engine::REUSE_SIMULATED_MICRO_STEPS): step time and each breakdown key within 3e-3 of the step; memory
+  // exactly, and the peak at the same task. (1e-3 before interference, docs/engine.md "Interference": micro-step
+  // 1's kernels now also lose SMs to micro-step 0's trailing reduce-scatters, which the later micro-steps do not
+  // see the same way; ZeRO-2 moved 2.1e-3.)
   for (const auto& [label, fw] : FRAMEWORKS) {
     CAPTURE(label);
     const spec::Scenario s = job("gpt2-xl", 2, 4, 9, fw);
@@ -79,18 +81,18 @@ TEST_CASE("accumulation reuse gives the step of every micro-step simulated")
     CHECK(all.t.reuse.repeated() == 0);
     CHECK(reused.t.reuse.simulated_micro_steps == engine::REUSE_SIMULATED_MICRO_STEPS);
     CHECK(reused.t.reuse.repeated() == 9 - engine::REUSE_SIMULATED_MICRO_STEPS);
-    CHECK(reused.m.step_time_s == doctest::Approx(all.m.step_time_s).epsilon(1e-3));
+    CHECK(reused.m.step_time_s == doctest::Approx(all.m.step_time_s).epsilon(3e-3));
     for (int k = 0; k < metrics::BREAKDOWN_KEY_COUNT; ++k) {
       const auto key = static_cast<metrics::BreakdownKey>(k);
       CAPTURE(metrics::to_string(key));
       CHECK(reused.m.breakdown.at(key) ==
-            doctest::Approx(all.m.breakdown.at(key)).epsilon(1e-3).scale(all.m.step_time_s));
+            doctest::Approx(all.m.breakdown.at(key)).epsilon(3e-3).scale(all.m.step_time_s));
     }
     CHECK(reused.m.breakdown.sum() == reused.m.step_time_s);
     CHECK(reused.m.memory.gpu == all.m.memory.gpu);
     CHECK(reused.m.memory.cpu_per_node == all.m.memory.cpu_per_node);
     CHECK(reused.m.memory.peak_task == all.m.memory.peak_task);
-    CHECK(reused.m.peak_time_s == doctest::Approx(all.m.peak_time_s).epsilon(1e-3));
+    CHECK(reused.m.peak_time_s == doctest::Approx(all.m.peak_time_s).epsilon(3e-3));
   }
 }
 
@@ -104,8 +106,11 @@ TEST_CASE("accumulation reuse: the replay's size does not grow with grad_accum")
   const Run b = run(s512, {});
   CHECK(a.t.activities == b.t.activities);
   CHECK(a.t.flows == b.t.flows);
-  CHECK(b.t.reuse.period_s == doctest::Approx(a.t.reuse.period_s).epsilon(1e-12));
-  CHECK(b.m.step_time_s == doctest::Approx(a.m.step_time_s + 504 * a.t.reuse.period_s).epsilon(1e-12));
+  // 1e-12 before interference (docs/engine.md "Interference"); with its pooled SM-share executions the two
+  // replays' periods differ by 2e-5 relative (the same activities, solved with different leftover work on the
+  // pooled executions: numerical, not a different schedule).
+  CHECK(b.t.reuse.period_s == doctest::Approx(a.t.reuse.period_s).epsilon(1e-4));
+  CHECK(b.m.step_time_s == doctest::Approx(a.m.step_time_s + 504 * a.t.reuse.period_s).epsilon(1e-4));
 }
 
 TEST_CASE("the symmetric replay agrees with the full replay")

@@ -174,11 +174,13 @@ TEST_SUITE("memory")
     CHECK(r.gpu == 0); // nothing on the GPU
   }
 
-  TEST_CASE("replay: reserved adds the stated fragmentation and device adds the CUDA context and NCCL")
+  TEST_CASE("replay: the old rule (allocator mechanism off) adds 19 % and device adds the CUDA context and NCCL")
   {
     TaskGraph g;
     g.resident = {gpu_buffer(g, "params", MemCategory::PARAMS, 10 * GiB)};
-    const auto r = memory::replay_memory(scenario(8, 1, 80 * GiB, 1024 * GiB, 0), g);
+    auto s = scenario(8, 1, 80 * GiB, 1024 * GiB, 0);
+    s.mechanisms.allocator = false; // the ablation: tests/unit/memory/allocator_test.cpp has the mechanism
+    const auto r = memory::replay_memory(s, g);
     // 10 GiB is a multiple of 2 MiB, so the rounding floor is 10 GiB; fragmentation 0.19 x 10 GiB
     const auto frag = std::llround(memory::ALLOCATOR_FRAGMENTATION_FRACTION * static_cast<double>(10 * GiB));
     CHECK(r.gpu_rounded == 10 * GiB);
@@ -190,9 +192,11 @@ TEST_SUITE("memory")
     CHECK(r.gpu_device == r.gpu_reserved + 500 * MiB + 128 * MiB);
     // one GPU: no peers, no NCCL connections
     CHECK(memory::replay_memory(scenario(1, 1, 80 * GiB, 1024 * GiB, 0), g).nccl_bytes == 0);
+    // with the mechanism (the default) the 10 GiB are one segment of exactly 10 GiB (a multiple of kRoundLarge)
+    CHECK(memory::replay_memory(scenario(8, 1, 80 * GiB, 1024 * GiB, 0), g).gpu_reserved == 10 * GiB);
   }
 
-  TEST_CASE("replay: the allocator's block rounding is a floor under reserved")
+  TEST_CASE("replay: the old rule's floor is the block rounding; the allocator packs small blocks in 2 MiB")
   {
     // PyTorch rounds every block to 512 B; requests >= 10 MiB get their own segment rounded to 2 MiB.
     CHECK(memory::allocator_block_bytes(1) == 512);
@@ -204,11 +208,15 @@ TEST_SUITE("memory")
     TaskGraph g;
     for (int i = 0; i < 1000; ++i)
       g.resident.push_back(gpu_buffer(g, "small." + std::to_string(i), MemCategory::OTHER, 513));
-    const auto r = memory::replay_memory(scenario(1, 1, 80 * GiB, 1024 * GiB, 0), g);
+    auto s = scenario(1, 1, 80 * GiB, 1024 * GiB, 0);
+    s.mechanisms.allocator = false;
+    const auto r = memory::replay_memory(s, g);
     // allocated 1000 x 513 = 513,000; rounded 1000 x 1024 = 1,024,000 > 513,000 x 1.19 = 610,470
     CHECK(r.gpu == 513'000);
     CHECK(r.gpu_rounded == 1'024'000);
     CHECK(r.gpu_reserved == 1'024'000);
+    // the mechanism: 1000 blocks of 1024 B (513 rounded to 512 B multiples) = 1,024,000 B <= one 2 MiB small segment
+    CHECK(memory::replay_memory(scenario(1, 1, 80 * GiB, 1024 * GiB, 0), g).gpu_reserved == 2 * MiB);
   }
 
   TEST_CASE("replay: fit verdict per tier and the shortfall is the largest overflow")
@@ -227,13 +235,15 @@ TEST_SUITE("memory")
     CHECK(r.shortfall_bytes == 328 * MiB);
   }
 
-  TEST_CASE("replay: the cache never pushes a run over capacity (the allocator frees it and retries)")
+  TEST_CASE("replay: the old rule's cache never pushes a run over capacity (the allocator frees it and retries)")
   {
     TaskGraph g;
     g.resident = {gpu_buffer(g, "params", MemCategory::PARAMS, 10 * GiB)};
     // capacity 12 GiB: the cached 10 GiB x 1.19 = 11.9 GiB does not fit beside 628 MiB of context and NCCL,
     // so reserved is what is left, 12 GiB - 628 MiB, and the device total is exactly the capacity: it fits.
-    auto r = memory::replay_memory(scenario(4, 1, 12 * GiB, 512 * GiB, 32 * GiB), g);
+    auto s = scenario(4, 1, 12 * GiB, 512 * GiB, 32 * GiB);
+    s.mechanisms.allocator = false;
+    auto r = memory::replay_memory(s, g);
     CHECK(r.gpu_reserved == 12 * GiB - 628 * MiB);
     CHECK(r.gpu_device == 12 * GiB);
     CHECK(r.fit_gpu);

@@ -376,6 +376,9 @@ TEST_SUITE("metrics")
     add(r, "gather.1", TaskKind::COLLECTIVE, Phase::PARAM_GATHER, Stream::ALLGATHER, 0.2, 0.3, {g1});
     add(r, "fwd.1", TaskKind::COMPUTE, Phase::FORWARD, Stream::COMPUTE, 1.0, 2.0, {a1}, {g1});
     auto s = two_gpus();
+    // The old reserved rule (allocator mechanism off): its 512-B rounding floor is what the stated terms below check;
+    // the caching allocator itself is tested in tests/unit/memory/allocator_test.cpp.
+    s.mechanisms.allocator = false;
 
     // issue order: 1000, +400 = 1400, +300 = 1700, -400 (fwd.0 completes) = 1300, +400 = 1700, +300 = 2000 at fwd.1
     const auto issue = memory::replay_memory(s, r.graph);
@@ -535,8 +538,13 @@ TEST_SUITE("metrics")
     // One byte less than what cannot be released (the rounded live blocks, the CUDA context and the NCCL
     // buffers): it does not fit, by 1 byte (as tests/unit/memory/analyze_test.cpp); the ladder is the one
     // `zerosim memory` climbs for the same scenario.
-    const auto roomy = memory::analyze_memory(small_gpt(80 * GiB, 0));
-    const auto s = small_gpt(roomy.gpu_rounded + roomy.cuda_context_bytes + roomy.nccl_bytes - 1, 0);
+    // The old reserved rule (allocator mechanism off), whose floor is exact: this tests the ladder, not the allocator.
+    auto with_rule = [](spec::Scenario x) {
+      x.mechanisms.allocator = false;
+      return x;
+    };
+    const auto roomy = memory::analyze_memory(with_rule(small_gpt(80 * GiB, 0)));
+    const auto s = with_rule(small_gpt(roomy.gpu_rounded + roomy.cuda_context_bytes + roomy.nccl_bytes - 1, 0));
     const auto w = workload::build_workload(s.model, workload::workload_options(s));
     const auto m = metrics::compute_metrics(s, w, sequential_timeline(s, w));
     CHECK_FALSE(m.memory.fits);

@@ -1,0 +1,101 @@
+// Interference (docs/engine.md "Interference"): an NCCL kernel holds SMs of its own while its collective runs,
+// so compute overlapped with it runs on the rest. Checked against the published overlap slowdowns and the SM
+// share derived from the published CTA count, independently of the engine's mechanics.
+#include "physics_test_util.hpp"
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+using namespace zerosim;
+using namespace zerosim::physics_test;
+using schedule::Task;
+using schedule::TaskGraph;
+using schedule::TaskKind;
+
+namespace {
+
+std::string h100_node(int gpus)
+{
+  // The H100 SXM (132 SMs, kernels.yaml kind H100) on NVLink.
+  return "  node:\n"
+         "    name: test node\n"
+         "    gpu: {model: H100-SXM5-80GB, memory: 80 GiB, memory_bandwidth: 3350 GB/s, peak: {bf16: 989 TFLOPS}}\n"
+         "    gpus: " +
+         std::to_string(gpus) +
+         "\n"
+         "    nvlink: {bandwidth: 450 GB/s, latency: 1 us}\n"
+         "    pcie: {bandwidth: 50 GB/s, gpus_per_switch: 2, switch_uplink: 50 GB/s, latency: 1 us}\n"
+         "    cpu: {sockets: 2, cores: 64, memory: 1 TiB, memory_bandwidth: 300 GB/s}\n"
+         "    nics: {count: 2, bandwidth: 400 Gbps}\n"
+         "  nodes: 1\n";
+}
+
+/// Rank graph: a GPU kernel of `mem` bytes on the compute stream and, from the same instant, an all-gather of
+/// `bytes` on the all-gather stream (FSDP's prefetch).
+TaskGraph overlapped(double mem, std::int64_t bytes, int ranks)
+{
+  Task c;
+  c.kind = TaskKind::COMPUTE;
+  c.phase = schedule::Phase::OPTIMIZER;
+  c.stream = schedule::Stream::COMPUTE;
+  c.name = "kernel";
+  c.mem_bytes = mem;
+  Task ag;
+  ag.kind = TaskKind::COLLECTIVE;
+  ag.stream = schedule::Stream::ALLGATHER;
+  ag.name = "allgather";
+  ag.collective = schedule::CollectiveKind::ALL_GATHER;
+  ag.bytes = bytes;
+  ag.group_size = ranks;
+  return graph_of({c, ag});
+}
+
+} // namespace
+
+TEST_CASE("interference: compute under a running collective loses the NCCL kernel's SMs")
+{
+  const int N = 2;
+  const spec::Scenario s = load(h100_node(N), TRAIN);
+  const double mem = 10e9; // a 10 GB streaming kernel: ~3 ms alone
+  std::vector<TaskGraph> alone_g, over_g;
+  for (int r = 0; r < N; ++r) {
+    alone_g.push_back(overlapped(mem, 1, N));             // a 1-byte all-gather ends at once
+    over_g.push_back(overlapped(mem, 40'000'000'000, N)); // outlasts the kernel
+  }
+  const double alone = task_time(engine::simulate_graphs(s, EMPTY, alone_g), 0, 0);
+  const engine::Timeline tl = engine::simulate_graphs(s, EMPTY, over_g);
+  const double over = task_time(tl, 0, 0);
+  REQUIRE(task_time(tl, 0, 1) > over); // the collective covered the whole kernel
+  // The NVIDIA forum's H100 measurement: the overlapped ncclAllGather launched 24 CTAs of 132 SMs. The compute
+  // keeps 108/132 of the GPU: 132/108 = 1.222 x its time.
+  CHECK(over / alone == doctest::Approx(132.0 / 108.0).epsilon(1e-3));
+  // Lee et al. 2025 (arXiv 2507.03114): overlapped compute on A100/H100 slows by 18.9 % on average, 40 % at most.
+  CHECK(over / alone - 1 > 0.10);
+  CHECK(over / alone - 1 < 0.40);
+  CHECK(over / alone - 1 == doctest::Approx(0.189).epsilon(0.25)); // within a quarter of the published mean
+
+  // Switched off (ablation): the kernel keeps the whole GPU. (`alone` lost the share for the few microseconds
+  // of its 1-byte all-gather: 0.22 x its latency.)
+  spec::Scenario off = s;
+  off.mechanisms.interference = false;
+  const double free_run = task_time(engine::simulate_graphs(off, EMPTY, over_g), 0, 0);
+  CHECK(free_run == doctest::Approx(task_time(engine::simulate_graphs(off, EMPTY, alone_g), 0, 0)).epsilon(1e-9));
+  CHECK(free_run == doctest::Approx(alone).epsilon(1e-3));
+}
+
+TEST_CASE("interference: the collective itself is not slowed, and compute after it runs at full speed")
+{
+  const int N = 2;
+  const spec::Scenario s = load(h100_node(N), TRAIN);
+  spec::Scenario off = s;
+  off.mechanisms.interference = false;
+  std::vector<TaskGraph> g;
+  for (int r = 0; r < N; ++r)
+    g.push_back(overlapped(1e9, 4'000'000'000, N)); // the kernel (~0.3 ms) ends long before the all-gather
+  const engine::Timeline on_tl = engine::simulate_graphs(s, EMPTY, g);
+  const engine::Timeline off_tl = engine::simulate_graphs(off, EMPTY, g);
+  CHECK(task_time(on_tl, 0, 1) == doctest::Approx(task_time(off_tl, 0, 1)).epsilon(1e-9));
+  CHECK(task_time(on_tl, 0, 0) == doctest::Approx(task_time(off_tl, 0, 0) * 132.0 / 108.0).epsilon(1e-3));
+}
