@@ -105,14 +105,6 @@ double vector_peak(const spec::GpuSpec& gpu, spec::Precision p)
   return gpu.peak_fp32_flops > 0 ? gpu.peak_fp32_flops : peak_flops(gpu, p);
 }
 
-/// An ATTENTION op whose FLOPs cover both products (4·m·n·k: QKᵀ and PV in one kernel) is a fused flash
-/// kernel; one covering a single product (2·m·n·k) is a batched GEMM of the unfused path.
-bool fused_attention(const workload::Op& op)
-{
-  const double one_product = 2.0 * double(op.m) * double(op.n) * double(op.k);
-  return op.fwd_flops > 1.5 * one_product;
-}
-
 double gemm_seconds(double flops, std::int64_t m, std::int64_t n, std::int64_t k, double peak, const GpuEfficiency& e)
 {
   return flops / (peak * gemm_efficiency(m, n, k, e));
@@ -231,7 +223,7 @@ double op_seconds(const workload::Op& op, bool backward, const spec::GpuSpec& gp
   case workload::OpKind::ATTENTION:
     if (flops > 0) {
       const double peak = peak_flops(gpu, p);
-      if (fused_attention(op)) {
+      if (workload::is_fused_attention(op)) {
         const double work = flops * (e.causal_skip ? CAUSAL_SHARE : 1.0) * (backward ? FLASH_BWD_WORK : 1.0);
         const double blocks = std::ceil(double(op.m) / FLASH_BLOCK_ROWS);
         compute = work / (peak * (backward ? e.attention_bwd : e.attention_fwd) * wave_share(blocks, e.sms));
@@ -360,7 +352,7 @@ int op_kernels(const workload::Op& op, bool backward)
   if (op.kind == workload::OpKind::GEMM)
     return 2;
   if (op.kind == workload::OpKind::ATTENTION)
-    return fused_attention(op) ? FLASH_BWD_KERNELS : 2;
+    return workload::is_fused_attention(op) ? FLASH_BWD_KERNELS : 2;
   return 1;
 }
 

@@ -172,18 +172,41 @@ std::vector<std::string> read_names(FieldReader& r, const std::string& key)
   return out;
 }
 
-/// "1.13" -> {1, 13}; nullopt for anything but major.minor.
-std::optional<std::pair<int, int>> torch_version(const std::string& s)
+/// The list at `key` of entries by torch generation (ascending `torch`), each read by `read` after its `torch`.
+/// An absent list is empty; `required` makes that an error.
+template <class Entry, class Read>
+std::vector<Entry> read_generations(FieldReader& r, const std::string& key, const Schema& schema, bool required,
+                                    Read read)
 {
-  const std::size_t dot = s.find('.');
-  if (dot == std::string::npos || dot == 0 || dot + 1 == s.size())
-    return std::nullopt;
-  const std::string a = s.substr(0, dot);
-  const std::string b = s.substr(dot + 1);
-  if (!std::all_of(a.begin(), a.end(), ::isdigit) || !std::all_of(b.begin(), b.end(), ::isdigit) || a.size() > 3 ||
-      b.size() > 3)
-    return std::nullopt;
-  return std::pair<int, int>{std::stoi(a), std::stoi(b)};
+  std::vector<Entry> out;
+  YAML::Node list = r.take(key);
+  if (!list.IsDefined() || list.IsNull()) {
+    if (required)
+      r.fail_missing(key);
+    return out;
+  }
+  if (!list.IsSequence() || list.size() == 0)
+    r.fail_expected(key, "a non-empty list of mappings");
+  std::optional<int> previous;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node item = list[i];
+    const std::string path = r.key_path(key) + "[" + std::to_string(i) + "]";
+    if (!is_map(item))
+      throw core::InputError(position(r.file(), item.Mark()) + ": " + path + ": expected a mapping, found " +
+                             describe_found(item));
+    FieldReader e(item, r.file(), path, schema, nullptr);
+    Entry entry;
+    entry.torch = e.req_string("torch");
+    const std::optional<int> v = spec::torch_generation(entry.torch);
+    if (!v)
+      e.fail_expected("torch", "a major.minor version such as \"2.4\"");
+    if (previous && *v <= *previous)
+      e.fail_expected("torch", "a version above the entry before it (entries in ascending order)");
+    previous = v;
+    read(e, entry);
+    out.push_back(entry);
+  }
+  return out;
 }
 
 spec::GpuKindData read_kind(FieldReader& r, const std::string& name, bool last)
@@ -202,32 +225,12 @@ spec::GpuKindData read_kind(FieldReader& r, const std::string& name, bool last)
   if (k.hbm.value <= 0)
     hbm->fail_missing("value");
 
-  YAML::Node gemm = r.take("gemm");
-  if (!gemm.IsDefined() || gemm.IsNull())
-    r.fail_missing("gemm");
-  if (!gemm.IsSequence() || gemm.size() == 0)
-    r.fail_expected("gemm", "a non-empty list of mappings");
-  std::optional<std::pair<int, int>> previous;
-  for (std::size_t i = 0; i < gemm.size(); ++i) {
-    const YAML::Node item = gemm[i];
-    const std::string path = r.key_path("gemm") + "[" + std::to_string(i) + "]";
-    if (!is_map(item))
-      throw core::InputError(position(r.file(), item.Mark()) + ": " + path + ": expected a mapping, found " +
-                             describe_found(item));
-    FieldReader g(item, r.file(), path, gemm_schema(), nullptr);
-    spec::GemmGeneration gen;
-    gen.torch = g.req_string("torch");
-    const std::optional<std::pair<int, int>> v = torch_version(gen.torch);
-    if (!v)
-      g.fail_expected("torch", "a major.minor version such as \"2.4\"");
-    if (previous && *v <= *previous)
-      g.fail_expected("torch", "a version above the entry before it (entries in ascending order)");
-    previous = v;
-    gen.max = read_figure(g);
-    if (gen.max.value <= 0)
-      g.fail_missing("value");
-    k.gemm.push_back(gen);
-  }
+  k.gemm = read_generations<spec::GemmGeneration>(r, "gemm", gemm_schema(), true,
+                                                  [](FieldReader& g, spec::GemmGeneration& gen) {
+                                                    gen.max = read_figure(g);
+                                                    if (gen.max.value <= 0)
+                                                      g.fail_missing("value");
+                                                  });
 
   YAML::Node att = r.take("attention");
   if (!att.IsDefined() || att.IsNull())
@@ -287,37 +290,15 @@ spec::KernelFigure read_quantity(FieldReader& r, const std::string& key, double 
 
 std::vector<spec::HostGeneration> read_host(FieldReader& r)
 {
-  std::vector<spec::HostGeneration> out;
-  YAML::Node host = r.take("host");
-  if (!host.IsDefined() || host.IsNull())
-    return out;
-  if (!host.IsSequence() || host.size() == 0)
-    r.fail_expected("host", "a non-empty list of mappings");
-  std::optional<std::pair<int, int>> previous;
-  for (std::size_t i = 0; i < host.size(); ++i) {
-    const YAML::Node item = host[i];
-    const std::string path = r.key_path("host") + "[" + std::to_string(i) + "]";
-    if (!is_map(item))
-      throw core::InputError(position(r.file(), item.Mark()) + ": " + path + ": expected a mapping, found " +
-                             describe_found(item));
-    FieldReader h(item, r.file(), path, host_schema(), nullptr);
-    spec::HostGeneration g;
-    g.torch = h.req_string("torch");
-    const std::optional<std::pair<int, int>> v = torch_version(g.torch);
-    if (!v)
-      h.fail_expected("torch", "a major.minor version such as \"2.4\"");
-    if (previous && *v <= *previous)
-      h.fail_expected("torch", "a version above the entry before it (entries in ascending order)");
-    previous = v;
-    const std::string us = "microseconds in (0, 1000]";
-    g.eager_op = read_quantity(h, "eager_op", 1e-3, 1000, us, 1e-6);
-    g.backward_op = read_quantity(h, "backward_op", 1e-3, 1000, us, 1e-6);
-    g.compiled_op = read_quantity(h, "compiled_op", 1e-3, 1000, us, 1e-6);
-    g.hook_param = read_quantity(h, "hook_param", 1e-3, 1000, us, 1e-6);
-    h.opt_string("note");
-    out.push_back(g);
-  }
-  return out;
+  return read_generations<spec::HostGeneration>(r, "host", host_schema(), false,
+                                                [](FieldReader& h, spec::HostGeneration& g) {
+                                                  const std::string us = "microseconds in (0, 1000]";
+                                                  g.eager_op = read_quantity(h, "eager_op", 1e-3, 1000, us, 1e-6);
+                                                  g.backward_op = read_quantity(h, "backward_op", 1e-3, 1000, us, 1e-6);
+                                                  g.compiled_op = read_quantity(h, "compiled_op", 1e-3, 1000, us, 1e-6);
+                                                  g.hook_param = read_quantity(h, "hook_param", 1e-3, 1000, us, 1e-6);
+                                                  h.opt_string("note");
+                                                });
 }
 
 } // namespace

@@ -84,12 +84,7 @@ void read_software(FieldReader& r, FieldReader& t, spec::Scenario& s)
   if (b) {
     sw.compile = b->get_bool("compile", false);
     if (std::optional<std::string> v = b->opt_string("torch")) {
-      const std::size_t dot = v->find('.');
-      const auto digits = [](const std::string& x) {
-        return !x.empty() && x.size() <= 3 &&
-               std::all_of(x.begin(), x.end(), [](char c) { return c >= '0' && c <= '9'; });
-      };
-      if (dot == std::string::npos || !digits(v->substr(0, dot)) || !digits(v->substr(dot + 1)))
+      if (!spec::torch_generation(*v))
         b->fail_expected("torch", "a major.minor version such as \"2.4\" (quoted, so YAML keeps it a string)");
       sw.torch = *v;
     }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -112,40 +113,41 @@ struct KernelTable {
   }
 };
 
-/// The GEMM cap of `kind` for torch generation `torch` ("major.minor"): the entry of the nearest earlier
-/// generation, or the first entry when `torch` is older than all.
-inline const GemmGeneration& gemm_generation(const GpuKindData& kind, const std::string& torch)
+/// A torch generation "major.minor" as one ordered number (major x 1000 + minor): "1.13" -> 1013, "2.10" -> 2010;
+/// nullopt for anything else (each part 1 to 3 digits). The one parser of software.torch and the data's `torch`.
+inline std::optional<int> torch_generation(const std::string& v)
 {
-  const auto parse = [](const std::string& v) {
-    const std::size_t dot = v.find('.');
-    const int major = std::stoi(v.substr(0, dot));
-    const int minor = dot == std::string::npos ? 0 : std::stoi(v.substr(dot + 1));
-    return major * 1000 + minor;
+  const std::size_t dot = v.find('.');
+  const auto digits = [](const std::string& x) {
+    return !x.empty() && x.size() <= 3 && x.find_first_not_of("0123456789") == std::string::npos;
   };
-  const int want = parse(torch);
-  const GemmGeneration* best = &kind.gemm.front();
-  for (const GemmGeneration& g : kind.gemm)
-    if (parse(g.torch) <= want)
-      best = &g;
+  if (dot == std::string::npos || !digits(v.substr(0, dot)) || !digits(v.substr(dot + 1)))
+    return std::nullopt;
+  return std::stoi(v.substr(0, dot)) * 1000 + std::stoi(v.substr(dot + 1));
+}
+
+/// The entry of `entries` (each with a `torch` field, ascending, validated by the loader) for torch generation
+/// `torch`: the nearest earlier one, or the first when `torch` is older than all. Requires a non-empty list.
+template <class Entry> const Entry& nearest_generation(const std::vector<Entry>& entries, const std::string& torch)
+{
+  const int want = torch_generation(torch).value_or(0);
+  const Entry* best = &entries.front();
+  for (const Entry& e : entries)
+    if (torch_generation(e.torch).value_or(0) <= want)
+      best = &e;
   return *best;
 }
 
-/// The host cost entry for torch generation `torch` ("major.minor"): the nearest earlier entry, or the first when
-/// `torch` is older than all. Requires a non-empty list.
+/// The GEMM cap of `kind` for torch generation `torch`.
+inline const GemmGeneration& gemm_generation(const GpuKindData& kind, const std::string& torch)
+{
+  return nearest_generation(kind.gemm, torch);
+}
+
+/// The host cost entry for torch generation `torch`.
 inline const HostGeneration& host_generation(const std::vector<HostGeneration>& host, const std::string& torch)
 {
-  const auto parse = [](const std::string& v) {
-    const std::size_t dot = v.find('.');
-    const int major = std::stoi(v.substr(0, dot));
-    const int minor = dot == std::string::npos ? 0 : std::stoi(v.substr(dot + 1));
-    return major * 1000 + minor;
-  };
-  const int want = parse(torch);
-  const HostGeneration* best = &host.front();
-  for (const HostGeneration& h : host)
-    if (parse(h.torch) <= want)
-      best = &h;
-  return *best;
+  return nearest_generation(host, torch);
 }
 
 /// The figures a fused attention kernel runs at on `kind`: its own entry; when it does not run there (no

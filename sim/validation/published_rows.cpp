@@ -2066,9 +2066,7 @@ std::vector<PublishedRow> read_published_rows(const std::string& csv, bool with_
     if (status != "quoted" && status != "inferred")
       throw core::InputError(where + ": status: expected quoted or inferred, found \"" + status + "\"");
     const std::string torch = stacks.get(i, "torch");
-    const std::size_t dot = torch.find('.');
-    if (dot == std::string::npos || dot == 0 || dot + 1 == torch.size() ||
-        torch.find_first_not_of("0123456789.") != std::string::npos)
+    if (!spec::torch_generation(torch))
       throw core::InputError(where + ": torch: expected major.minor, found \"" + torch + "\"");
     for (long id : row_ranges(stacks.get(i, "rows"), where)) {
       if (listed.count(id))

@@ -57,8 +57,8 @@ GraphResult OpGraph::analyse(GraphMode mode) const
       const Op& op = ops_[i].op;
       if (op.kind == OpKind::GEMM)
         policy_saves[i] = (++mm % 2) == 1;
-      else if (op.kind == OpKind::ATTENTION)
-        policy_saves[i] = op.fwd_flops > 3.0 * double(op.m) * double(op.n) * double(op.k); // the fused SDPA op
+      else
+        policy_saves[i] = is_fused_attention(op); // the SDPA kernel's outputs
     }
   }
   for (std::size_t i = 0; i < ops_.size(); ++i)

@@ -40,6 +40,13 @@ struct Op {
   bool recomputed = false;
 };
 
+/// An ATTENTION op whose FLOPs cover both products (4·m·n·k: QKᵀ and PV in one kernel) is a fused (flash/SDPA)
+/// kernel; one covering a single product (2·m·n·k) is a batched GEMM of the unfused path.
+inline bool is_fused_attention(const Op& op)
+{
+  return op.kind == OpKind::ATTENTION && op.fwd_flops > 3.0 * double(op.m) * double(op.n) * double(op.k);
+}
+
 struct Layer {
   std::string name; ///< "embed", "block.17", "final_norm", "lm_head"
   LayerKind kind = LayerKind::BLOCK;

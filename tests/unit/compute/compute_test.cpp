@@ -1,5 +1,7 @@
 // Tests of sim/compute/compute_model.hpp. Every expected value is a formula of docs/compute.md or a
 // published figure, with its source beside it. Node, model and scenario files are the shipped ones.
+#include "compute_test_util.hpp"
+
 #include "compute/compute_model.hpp"
 #include "config/scenario_loader.hpp"
 #include "core/error.hpp"
@@ -20,6 +22,7 @@
 
 using namespace zerosim;
 using compute::GpuEfficiency;
+using compute::test::gemm;
 using workload::Op;
 using workload::OpKind;
 
@@ -30,19 +33,6 @@ const std::string SRC = ZEROSIM_SOURCE_DIR;
 spec::NodeSpec node(const std::string& name)
 {
   return config::load_node(SRC + "/topologies/" + name + ".yaml");
-}
-
-Op gemm(std::int64_t m, std::int64_t n, std::int64_t k)
-{
-  Op op;
-  op.name = "gemm";
-  op.kind = OpKind::GEMM;
-  op.m = m;
-  op.n = n;
-  op.k = k;
-  op.fwd_flops = 2.0 * double(m) * double(n) * double(k);
-  op.bwd_flops = 2.0 * op.fwd_flops;
-  return op;
 }
 
 /// sqrt of a tile's operand reuse Tm·Tn/(Tm+Tn) relative to 256x128's (docs/compute.md §1.2).

@@ -1,6 +1,8 @@
 // Physics tests of the compute model's mechanisms (docs/compute.md §1.6-§1.8): host dispatch, sustained clocks
 // under a power cap, autocast copies. Each is checked against a published figure or a derivation independent of
 // the code (a parameter count from the model's shape), and each ablation switch restores the old time exactly.
+#include "compute_test_util.hpp"
+
 #include "compute/compute_model.hpp"
 #include "config/scenario_loader.hpp"
 #include "core/error.hpp"
@@ -23,16 +25,10 @@ namespace {
 
 const std::string SRC = ZEROSIM_SOURCE_DIR;
 
+/// compute::test::gemm with its 16-bit operands' HBM bytes (A, B and C once forward, twice backward).
 Op gemm(std::int64_t m, std::int64_t n, std::int64_t k)
 {
-  Op op;
-  op.name = "gemm";
-  op.kind = OpKind::GEMM;
-  op.m = m;
-  op.n = n;
-  op.k = k;
-  op.fwd_flops = 2.0 * double(m) * double(n) * double(k);
-  op.bwd_flops = 2.0 * op.fwd_flops;
+  Op op = compute::test::gemm(m, n, k);
   op.fwd_bytes = 2.0 * double(m * k + k * n + m * n);
   op.bwd_bytes = 2.0 * op.fwd_bytes;
   return op;
