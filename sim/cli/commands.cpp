@@ -351,7 +351,7 @@ int validate_command(const Args& a, std::ostream& out)
   const bool both = !a.memory && !a.run;
   int status = 0;
   if (a.memory || both)
-    status = std::max(status, validation::validate_memory_command(csv, dir, out));
+    status = std::max(status, validation::validate_memory_command(csv, dir, out, mechanisms_of(a)));
   if (a.run || both)
     status = std::max(status, validation::validate_run_command(csv, dir, out, jobs, 300, mechanisms_of(a)));
   return status;

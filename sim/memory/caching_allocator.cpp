@@ -75,9 +75,12 @@ int CachingAllocator::new_segment(bool small, int stream, std::int64_t size)
 
 void CachingAllocator::release_cached_blocks()
 {
-  // Every cached block that is a whole segment (not split) goes back to the driver (release_blocks on the large
-  // and the small pool); split segments stay.
+  // synchronize_and_free_events: the device is synchronised, so every block awaiting another stream's event returns
+  // to its pool first. Then every cached block that is a whole segment (not split) goes back to the driver
+  // (release_blocks on the large and the small pool); split segments stay.
   ++retries_;
+  while (!pending_.empty())
+    release(pending_.begin()->first);
   for (auto it = free_.begin(); it != free_.end();) {
     Block& b = blocks_[static_cast<size_t>(std::get<4>(*it))];
     if (b.prev < 0 && b.next < 0) {
@@ -133,20 +136,57 @@ int CachingAllocator::malloc(std::int64_t bytes, int stream)
   return h;
 }
 
-void CachingAllocator::free(int handle)
+void CachingAllocator::check_allocated(int handle) const
 {
   if (handle < 0 || handle >= static_cast<int>(blocks_.size()) || !blocks_[static_cast<size_t>(handle)].allocated ||
       blocks_[static_cast<size_t>(handle)].dead)
     throw core::InternalError("caching allocator: free of a block that is not allocated");
+}
+
+void CachingAllocator::free(int handle)
+{
+  check_allocated(handle);
   Block& b = blocks_[static_cast<size_t>(handle)];
   b.allocated = false;
   allocated_ -= b.size;
-  // free_block: merge with the free neighbours of the segment (try_merge_blocks), then cache the block.
-  for (int side : {b.prev, b.next}) {
+  free_block(handle);
+}
+
+int CachingAllocator::free_deferred(int handle)
+{
+  check_allocated(handle);
+  Block& b = blocks_[static_cast<size_t>(handle)];
+  b.allocated = false;
+  b.pending = true;
+  allocated_ -= b.size;
+  pending_bytes_ += b.size;
+  const int token = next_token_++;
+  pending_.emplace(token, handle);
+  return token;
+}
+
+void CachingAllocator::release(int token)
+{
+  const auto it = pending_.find(token);
+  if (it == pending_.end())
+    return;
+  const int handle = it->second;
+  pending_.erase(it);
+  Block& b = blocks_[static_cast<size_t>(handle)];
+  b.pending = false;
+  pending_bytes_ -= b.size;
+  free_block(handle);
+}
+
+void CachingAllocator::free_block(int handle)
+{
+  // free_block: merge with the free neighbours of the segment (try_merge_blocks), then cache the block. A neighbour
+  // allocated or awaiting another stream's event is not free.
+  for (int side : {blocks_[static_cast<size_t>(handle)].prev, blocks_[static_cast<size_t>(handle)].next}) {
     if (side < 0)
       continue;
     Block& n = blocks_[static_cast<size_t>(side)];
-    if (n.allocated)
+    if (n.allocated || n.pending)
       continue;
     erase_free(side);
     Block& d = blocks_[static_cast<size_t>(handle)];

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <set>
 #include <tuple>
 #include <vector>
@@ -46,8 +47,11 @@ std::int64_t allocator_segment_bytes(std::int64_t rounded_bytes);
 ///    pool, rest > 1 MiB); the rest stays cached in the pool, on the same stream;
 ///  * free: the block returns to its pool on the stream it was allocated on and merges with free neighbours of
 ///    its segment (free_block, try_merge_blocks); nothing is returned to the driver.
-/// Not modelled: record_stream's deferred frees (a block used on another stream is cached only once that stream's
-/// work is done; a host-order replay has no device time), CUDA graph private pools, expandable segments.
+///  * free with stream uses (record_stream): the allocated count drops at once, but the block stays out of the pool
+///    until the event recorded on the other stream completes (insert_events, process_events); a replay at simulated
+///    times says when (release). Before freeing cached segments for room, every pending block is returned
+///    (synchronize_and_free_events in release_cached_blocks: the device is synchronised first).
+/// Not modelled: CUDA graph private pools, expandable segments.
 class CachingAllocator {
 public:
   /// `device_limit_bytes`: what cudaMalloc can hand out in all (the device less the CUDA context and NCCL).
@@ -55,8 +59,15 @@ public:
 
   /// Allocates `bytes` (> 0) on `stream`; returns the block's handle.
   int malloc(std::int64_t bytes, int stream);
-  /// Frees a block that malloc returned and that is allocated.
+  /// Frees a block that malloc returned and that is allocated, back into its pool at once.
   void free(int handle);
+  /// Frees a block that another stream still uses (record_stream): the allocated count drops now, the block returns
+  /// to its pool at release(token). Returns the token.
+  int free_deferred(int handle);
+  /// The other stream's work on a block freed with free_deferred is done: the block returns to its pool. A token
+  /// already settled (a synchronisation for room returned the block earlier) is ignored.
+  void release(int token);
+  std::int64_t pending() const { return pending_bytes_; } ///< bytes freed but awaiting their stream's events
 
   std::int64_t reserved() const { return reserved_; }           ///< bytes in segments (reserved_bytes.all.current)
   std::int64_t peak_reserved() const { return peak_reserved_; } ///< reserved_bytes.all.peak
@@ -75,9 +86,10 @@ private:
     int stream = 0;
     bool small = false;
     bool allocated = false;
-    bool dead = false; ///< merged into a neighbour or released to the driver
-    int prev = -1;     ///< neighbour in the segment (lower address)
-    int next = -1;     ///< neighbour in the segment (higher address)
+    bool pending = false; ///< freed, awaiting another stream's event (not in the pool, not mergeable)
+    bool dead = false;    ///< merged into a neighbour or released to the driver
+    int prev = -1;        ///< neighbour in the segment (lower address)
+    int next = -1;        ///< neighbour in the segment (higher address)
   };
   /// Free-block order of a pool: (small, stream, size, address) as BlockComparatorSize, then the handle.
   using Key = std::tuple<bool, int, std::int64_t, std::int64_t, int>;
@@ -88,10 +100,15 @@ private:
   int find_free(bool small, int stream, std::int64_t size) const;
   int new_segment(bool small, int stream, std::int64_t size);
   void release_cached_blocks();
+  void check_allocated(int handle) const;
+  void free_block(int handle);
 
   std::int64_t limit_;
   std::vector<Block> blocks_;
   std::set<Key> free_;
+  std::map<int, int> pending_; ///< token -> block freed with free_deferred and not yet released
+  int next_token_ = 0;
+  std::int64_t pending_bytes_ = 0;
   std::int64_t next_address_ = 0;
   std::int64_t reserved_ = 0, peak_reserved_ = 0;
   std::int64_t allocated_ = 0, peak_allocated_ = 0;

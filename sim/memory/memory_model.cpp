@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <queue>
+#include <tuple>
 
 namespace zerosim::memory {
 
@@ -49,6 +51,41 @@ struct LiveSums {
   }
 };
 
+/// The stream a buffer is allocated on: the allocating task's; the resident set (allocated before the step) and the
+/// host-side tasks (the Python thread's current stream) use the default stream.
+int allocator_stream(const schedule::TaskGraph& g, schedule::TaskId task)
+{
+  if (task < 0)
+    return static_cast<int>(schedule::Stream::COMPUTE);
+  const schedule::Stream st = g.tasks[static_cast<size_t>(task)].stream;
+  if (st == schedule::Stream::HOST || st == schedule::Stream::NVME)
+    return static_cast<int>(schedule::Stream::COMPUTE);
+  return static_cast<int>(st);
+}
+
+/// The caching allocator's requests for one buffer: one per tensor it stands for (Buffer::tensors), sized in
+/// proportion so that they sum to the buffer's bytes (the last takes the rounding); one request without a list.
+std::vector<std::int64_t> allocator_requests(const schedule::Buffer& b)
+{
+  std::int64_t listed = 0;
+  for (std::int64_t t : b.tensors)
+    listed += std::max<std::int64_t>(t, 0);
+  if (b.tensors.size() < 2 || listed <= 0)
+    return {b.bytes};
+  std::vector<std::int64_t> sizes;
+  std::int64_t given = 0;
+  for (size_t i = 0; i + 1 < b.tensors.size(); ++i) {
+    const auto share = static_cast<std::int64_t>(
+        static_cast<long double>(b.bytes) * std::max<std::int64_t>(b.tensors[i], 0) / static_cast<long double>(listed));
+    if (share > 0)
+      sizes.push_back(share);
+    given += share;
+  }
+  if (b.bytes - given > 0)
+    sizes.push_back(b.bytes - given);
+  return sizes;
+}
+
 } // namespace
 
 std::int64_t allocator_block_bytes(std::int64_t bytes)
@@ -85,6 +122,61 @@ std::vector<ReplayEvent> issue_order_events(const schedule::TaskGraph& g)
       events.push_back({Kind::FREE, id, task});
   }
   return events;
+}
+
+void settle_gpu_terms(const spec::Scenario& s, const schedule::TaskGraph& g, const std::vector<ReplayEvent>& events,
+                      MemoryReport& r)
+{
+  // GPU: allocated -> reserved -> device (docs/memory.md §2). The CUDA context and the NCCL buffers are outside the
+  // caching allocator; what is left of the device is what its cudaMalloc calls can get.
+  r.cuda_context_bytes = CUDA_CONTEXT_BYTES;
+  // One communicator per group kind a rank belongs to: data-parallel and, with tensor parallelism, its TP group.
+  r.nccl_bytes = nccl_buffer_bytes(s.dp()) + nccl_buffer_bytes(s.tp());
+  const std::int64_t room = s.cluster.node.gpu.memory_bytes - r.cuda_context_bytes - r.nccl_bytes;
+  r.allocator_mechanism = s.mechanisms.allocator;
+  if (s.mechanisms.allocator) {
+    // The caching allocator replayed over the same events: reserved is the peak of the segments it holds. When the
+    // device has no room for a new segment it frees its cached ones and retries (release_cached_blocks), so the cache
+    // alone never makes a run fail; a segment that does not fit even then is an out-of-memory (reserved > room).
+    const AllocatorReplay a = replay_allocator(g, events, room);
+    // The fit verdict does not follow the allocator past the device: the schedule's buffers are whole tensors per
+    // layer (a block's saved activations, its working set), coarser than the per-op tensors PyTorch allocates, so
+    // the fragmentation the replay sees is an upper bound (docs/memory.md §2.1). Reserved is bounded by what the
+    // context and NCCL leave, as the 19 % rule was, and never below what is allocated; `allocator_ooms` tells
+    // when the replay would have run out.
+    r.gpu_reserved = std::max(r.gpu_rounded, std::min(a.peak_reserved, room));
+    r.allocator_ooms = a.ooms;
+    r.allocator_retries = a.retries;
+    r.allocator_steps = a.steps;
+    r.allocator_pending_bytes = a.peak_pending;
+  } else {
+    // The old rule (the ablation): ALLOCATOR_FRAGMENTATION_FRACTION over allocated when the GPU has room for it,
+    // bounded by what the context and NCCL leave, and never below the rounded live blocks, which cannot be freed.
+    const std::int64_t cached = r.gpu + std::llround(ALLOCATOR_FRAGMENTATION_FRACTION * static_cast<double>(r.gpu));
+    r.gpu_reserved = std::max(r.gpu_rounded, std::min(cached, room));
+  }
+  r.fragmentation_bytes = r.gpu_reserved - r.gpu;
+  r.gpu_device = r.gpu_reserved + r.cuda_context_bytes + r.nccl_bytes;
+
+  // Per node: every rank of a node runs the same program on its own share (symmetric ranks).
+  const int ranks_per_node = s.cluster.gpus_per_node;
+  if (ranks_per_node < 1)
+    throw core::InternalError("memory replay: the scenario has no GPUs per node (not resolved?)");
+  r.cpu_per_node = ranks_per_node * r.cpu_per_rank;
+  r.cpu_pinned_per_node = ranks_per_node * r.cpu_pinned_per_rank;
+  r.nvme_per_node = ranks_per_node * r.nvme_per_rank;
+
+  // Capacities and the verdict (scenario-format.md "Results").
+  const auto& node = s.cluster.node;
+  r.gpu_capacity = node.gpu.memory_bytes;
+  r.cpu_capacity = node.cpu.memory_bytes - node.cpu.reserved_bytes;
+  r.nvme_capacity = static_cast<std::int64_t>(node.nvme.devices) * node.nvme.capacity_bytes;
+  r.fit_gpu = r.gpu_device <= r.gpu_capacity;
+  r.fit_cpu = r.cpu_per_node <= r.cpu_capacity;
+  r.fit_nvme = r.nvme_per_node <= r.nvme_capacity;
+  r.fits = r.fit_gpu && r.fit_cpu && r.fit_nvme;
+  r.shortfall_bytes = std::max({std::int64_t{0}, r.gpu_device - r.gpu_capacity, r.cpu_per_node - r.cpu_capacity,
+                                r.nvme_per_node - r.nvme_capacity});
 }
 
 MemoryReport replay_events(const spec::Scenario& s, const schedule::TaskGraph& g,
@@ -156,6 +248,8 @@ MemoryReport replay_events(const spec::Scenario& s, const schedule::TaskGraph& g
     case ReplayEvent::Kind::FREE:
       release(e.buffer, e.task);
       break;
+    case ReplayEvent::Kind::RELEASE:
+      break; // the allocator's business: the live sums dropped at the FREE
     case ReplayEvent::Kind::SAMPLE:
       if (e.task >= task_count)
         throw core::InternalError("memory replay: a sample names task " + std::to_string(e.task) +
@@ -165,93 +259,86 @@ MemoryReport replay_events(const spec::Scenario& s, const schedule::TaskGraph& g
     }
   }
 
-  // GPU: allocated -> reserved -> device (docs/memory.md §2). The CUDA context and the NCCL buffers are outside the
-  // caching allocator; what is left of the device is what its cudaMalloc calls can get.
-  r.cuda_context_bytes = CUDA_CONTEXT_BYTES;
-  // One communicator per group kind a rank belongs to: data-parallel and, with tensor parallelism, its TP group.
-  r.nccl_bytes = nccl_buffer_bytes(s.dp()) + nccl_buffer_bytes(s.tp());
-  const std::int64_t room = s.cluster.node.gpu.memory_bytes - r.cuda_context_bytes - r.nccl_bytes;
-  r.allocator_mechanism = s.mechanisms.allocator;
-  if (s.mechanisms.allocator) {
-    // The caching allocator replayed over the same events: reserved is the peak of the segments it holds. When the
-    // device has no room for a new segment it frees its cached ones and retries (release_cached_blocks), so the cache
-    // alone never makes a run fail; a segment that does not fit even then is an out-of-memory (reserved > room).
-    const AllocatorReplay a = replay_allocator(g, events, room);
-    // The fit verdict does not follow the allocator past the device: the schedule's buffers are whole tensors per
-    // layer (a block's saved activations, its working set), coarser than the per-op tensors PyTorch allocates, so
-    // the fragmentation the replay sees is an upper bound (docs/memory.md §2.1). Reserved is bounded by what the
-    // context and NCCL leave, as the 19 % rule was, and never below what is allocated; `allocator_ooms` tells
-    // when the replay would have run out.
-    r.gpu_reserved = std::max(r.gpu_rounded, std::min(a.peak_reserved, room));
-    r.allocator_ooms = a.ooms;
-    r.allocator_retries = a.retries;
-    r.allocator_steps = a.steps;
-  } else {
-    // The old rule (the ablation): ALLOCATOR_FRAGMENTATION_FRACTION over allocated when the GPU has room for it,
-    // bounded by what the context and NCCL leave, and never below the rounded live blocks, which cannot be freed.
-    const std::int64_t cached = r.gpu + std::llround(ALLOCATOR_FRAGMENTATION_FRACTION * static_cast<double>(r.gpu));
-    r.gpu_reserved = std::max(r.gpu_rounded, std::min(cached, room));
-  }
-  r.fragmentation_bytes = r.gpu_reserved - r.gpu;
-  r.gpu_device = r.gpu_reserved + r.cuda_context_bytes + r.nccl_bytes;
-
-  // Per node: every rank of a node runs the same program on its own share (symmetric ranks).
-  const int ranks_per_node = s.cluster.gpus_per_node;
-  if (ranks_per_node < 1)
-    throw core::InternalError("memory replay: the scenario has no GPUs per node (not resolved?)");
-  r.cpu_per_node = ranks_per_node * r.cpu_per_rank;
-  r.cpu_pinned_per_node = ranks_per_node * r.cpu_pinned_per_rank;
-  r.nvme_per_node = ranks_per_node * r.nvme_per_rank;
-
-  // Capacities and the verdict (scenario-format.md "Results").
-  const auto& node = s.cluster.node;
-  r.gpu_capacity = node.gpu.memory_bytes;
-  r.cpu_capacity = node.cpu.memory_bytes - node.cpu.reserved_bytes;
-  r.nvme_capacity = static_cast<std::int64_t>(node.nvme.devices) * node.nvme.capacity_bytes;
-  r.fit_gpu = r.gpu_device <= r.gpu_capacity;
-  r.fit_cpu = r.cpu_per_node <= r.cpu_capacity;
-  r.fit_nvme = r.nvme_per_node <= r.nvme_capacity;
-  r.fits = r.fit_gpu && r.fit_cpu && r.fit_nvme;
-  r.shortfall_bytes = std::max({std::int64_t{0}, r.gpu_device - r.gpu_capacity, r.cpu_per_node - r.cpu_capacity,
-                                r.nvme_per_node - r.nvme_capacity});
+  settle_gpu_terms(s, g, events, r);
   return r;
 }
 
 AllocatorReplay replay_allocator(const schedule::TaskGraph& g, const std::vector<ReplayEvent>& events,
                                  std::int64_t device_limit_bytes)
 {
-  // The stream a buffer is allocated on: the allocating task's; the resident set (allocated before the step) and the
-  // host-side tasks (the Python thread's current stream) use the default stream.
-  auto stream_of = [&](schedule::TaskId task) -> int {
-    if (task < 0)
-      return static_cast<int>(schedule::Stream::COMPUTE);
-    const schedule::Stream st = g.tasks[static_cast<size_t>(task)].stream;
-    if (st == schedule::Stream::HOST || st == schedule::Stream::NVME)
-      return static_cast<int>(schedule::Stream::COMPUTE);
-    return static_cast<int>(st);
-  };
+  auto stream_of = [&](schedule::TaskId task) { return allocator_stream(g, task); };
   CachingAllocator a(device_limit_bytes);
-  std::vector<int> handle(g.buffers.size(), -1);
+  // Per buffer, one block per tensor it stands for (Buffer::tensors): their handles while allocated, their tokens
+  // while freed with `deferred` and awaiting their RELEASE.
+  std::vector<std::vector<int>> handles(g.buffers.size());
+  std::vector<std::vector<int>> tokens(g.buffers.size());
   AllocatorReplay out;
   std::int64_t previous_peak = -1;
+  auto free_all = [&](size_t id, bool deferred) {
+    for (int h : handles[id]) {
+      if (deferred)
+        tokens[id].push_back(a.free_deferred(h));
+      else
+        a.free(h);
+    }
+    handles[id].clear();
+  };
+  // torch.optim's lazily created state (Buffer::lazy): allocated in the first step, before the first event of its
+  // optimizer (the first OPTIMIZER task in issue order), or at the step's end when no event follows.
+  schedule::TaskId first_optimizer = static_cast<schedule::TaskId>(g.tasks.size());
+  for (size_t i = 0; i < g.tasks.size(); ++i)
+    if (g.tasks[i].phase == schedule::Phase::OPTIMIZER) {
+      first_optimizer = static_cast<schedule::TaskId>(i);
+      break;
+    }
+  bool lazy_done = false;
+  auto create_lazy = [&]() {
+    if (lazy_done)
+      return;
+    lazy_done = true;
+    for (auto id : g.resident) {
+      const schedule::Buffer& b = g.buffers[static_cast<size_t>(id)];
+      if (b.lazy && b.device == schedule::Device::GPU && b.bytes > 0)
+        for (std::int64_t bytes : allocator_requests(b))
+          handles[static_cast<size_t>(id)].push_back(a.malloc(bytes, stream_of(-1)));
+    }
+  };
   for (int step = 0; step < ALLOCATOR_MAX_STEPS; ++step) {
     for (const auto& e : events) {
+      if (e.task >= first_optimizer && e.kind != ReplayEvent::Kind::RELEASE)
+        create_lazy();
       if (e.kind == ReplayEvent::Kind::SAMPLE)
         continue;
       const auto id = static_cast<size_t>(e.buffer);
       const schedule::Buffer& b = g.buffers[id];
       if (b.device != schedule::Device::GPU || b.bytes <= 0)
         continue; // torch hands out no block for an empty tensor
-      if (e.kind == ReplayEvent::Kind::ALLOC) {
-        if (step > 0 && e.task < 0)
-          continue; // the resident set lives across steps
-        if (handle[id] >= 0)
-          a.free(handle[id]); // still live from the previous step: the new tensor replaces it
-        handle[id] = a.malloc(b.bytes, stream_of(e.task));
-      } else if (handle[id] >= 0) {
-        a.free(handle[id]);
-        handle[id] = -1;
+      switch (e.kind) {
+      case ReplayEvent::Kind::ALLOC:
+        if ((step > 0 && e.task < 0) || (e.task < 0 && b.lazy))
+          continue;          // the resident set lives across steps; torch.optim's state comes at the first step
+        free_all(id, false); // still live from the previous step: the new tensor replaces it
+        for (std::int64_t bytes : allocator_requests(b))
+          handles[id].push_back(a.malloc(bytes, stream_of(e.task)));
+        break;
+      case ReplayEvent::Kind::FREE:
+        free_all(id, e.deferred);
+        out.peak_pending = std::max(out.peak_pending, a.pending());
+        break;
+      case ReplayEvent::Kind::RELEASE:
+        for (int t : tokens[id])
+          a.release(t);
+        tokens[id].clear();
+        break;
+      case ReplayEvent::Kind::SAMPLE:
+        break;
       }
+    }
+    create_lazy();
+    for (auto& ts : tokens) { // the step's end: its streams are done
+      for (int t : ts)
+        a.release(t);
+      ts.clear();
     }
     out.steps = step + 1;
     if (a.peak_reserved() == previous_peak)
@@ -263,6 +350,63 @@ AllocatorReplay replay_allocator(const schedule::TaskGraph& g, const std::vector
   out.ooms = a.ooms();
   out.retries = a.alloc_retries();
   return out;
+}
+
+std::vector<ReplayEvent> deferred_free_events(const schedule::TaskGraph& g, const std::vector<TaskClock>& clock)
+{
+  using Kind = ReplayEvent::Kind;
+  if (clock.size() != g.tasks.size())
+    throw core::InternalError("memory replay: " + std::to_string(clock.size()) + " task times for " +
+                              std::to_string(g.tasks.size()) + " tasks");
+  // The stream each buffer was allocated on (allocator_stream), to tell a free on another stream.
+  std::vector<int> born_on(g.buffers.size(), allocator_stream(g, -1));
+  for (size_t i = 0; i < g.tasks.size(); ++i)
+    for (auto id : g.tasks[i].allocs)
+      if (id >= 0 && static_cast<size_t>(id) < born_on.size())
+        born_on[static_cast<size_t>(id)] = allocator_stream(g, static_cast<schedule::TaskId>(i));
+
+  struct Pending {
+    double at;              // the freeing task's end
+    schedule::TaskId order; // the freeing task (ties)
+    schedule::BufferId buffer;
+    bool operator>(const Pending& o) const { return std::tie(at, order, buffer) > std::tie(o.at, o.order, o.buffer); }
+  };
+  std::priority_queue<Pending, std::vector<Pending>, std::greater<>> pending;
+  std::vector<ReplayEvent> events;
+  for (auto id : g.resident)
+    events.push_back({Kind::ALLOC, id, -1});
+  events.push_back({Kind::SAMPLE, -1, -1});
+  double last_issue = 0;
+  for (size_t i = 0; i < g.tasks.size(); ++i) {
+    const auto task = static_cast<schedule::TaskId>(i);
+    // The host reaches the tasks in issue order: a clock that says otherwise (a hand-made timeline) is read as the
+    // running latest.
+    const double issue = std::max(clock[i].issue, last_issue);
+    last_issue = issue;
+    // process_events at the next malloc: every event completed by now returns its block.
+    while (!pending.empty() && pending.top().at <= issue) {
+      events.push_back({Kind::RELEASE, pending.top().buffer, pending.top().order});
+      pending.pop();
+    }
+    for (auto id : g.tasks[i].allocs)
+      events.push_back({Kind::ALLOC, id, task});
+    events.push_back({Kind::SAMPLE, -1, task});
+    const int stream = allocator_stream(g, task);
+    for (auto id : g.tasks[i].frees) {
+      const bool other = id >= 0 && static_cast<size_t>(id) < born_on.size() &&
+                         g.buffers[static_cast<size_t>(id)].record_stream && born_on[static_cast<size_t>(id)] != stream;
+      ReplayEvent e{Kind::FREE, id, task};
+      e.deferred = other;
+      events.push_back(e);
+      if (other)
+        pending.push({std::max(issue, clock[i].end), task, id});
+    }
+  }
+  while (!pending.empty()) {
+    events.push_back({Kind::RELEASE, pending.top().buffer, pending.top().order});
+    pending.pop();
+  }
+  return events;
 }
 
 MemoryReport replay_memory(const spec::Scenario& s, const schedule::TaskGraph& g)

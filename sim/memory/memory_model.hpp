@@ -70,6 +70,8 @@ struct MemoryReport {
       0; ///< segments the allocator could not fit beside the context and NCCL, even after freeing its cache
   int allocator_retries = 0; ///< times it freed its cached segments to make room (num_alloc_retries)
   int allocator_steps = 0;   ///< steps replayed to reach the steady state
+  /// The most bytes the allocator held freed but awaiting another stream's event (record_stream); 0 in issue order.
+  std::int64_t allocator_pending_bytes = 0;
   std::int64_t cuda_context_bytes = 0;
   std::int64_t nccl_bytes = 0;
 
@@ -88,10 +90,23 @@ struct ReplayEvent {
     ALLOC,  ///< `buffer` becomes live
     FREE,   ///< `buffer` is released
     SAMPLE, ///< the live sums are a candidate peak; the instant is named after `task`
+    /// The caching allocator only: the block of `buffer`, freed earlier with `deferred`, returns to its pool (the
+    /// event recorded on the stream that used it has completed). The live sums ignore it.
+    RELEASE,
   };
   Kind kind = Kind::SAMPLE;
-  schedule::BufferId buffer = -1; ///< ALLOC, FREE
+  schedule::BufferId buffer = -1; ///< ALLOC, FREE, RELEASE
   schedule::TaskId task = -1;     ///< the task the event belongs to; -1: the resident set (before the step)
+  /// FREE only: the buffer was used on a stream other than the one it was allocated on (record_stream), so its
+  /// block awaits a RELEASE before the allocator can reuse it. The live sums drop at the FREE all the same.
+  bool deferred = false;
+};
+
+/// When the host issued each task of a graph and when its work ended on the device (seconds from the step's
+/// start, by task index): plain data from a simulated timeline.
+struct TaskClock {
+  double issue = 0;
+  double end = 0;
 };
 
 /// The issue-order sequence of `g` (what replay_memory replays): the resident set, a sample, then per task
@@ -116,9 +131,24 @@ struct AllocatorReplay {
   int ooms = 0;
   int retries = 0;
   int steps = 0;
+  std::int64_t peak_pending = 0; ///< the most bytes freed at once but awaiting another stream's event
 };
 AllocatorReplay replay_allocator(const schedule::TaskGraph& g, const std::vector<ReplayEvent>& events,
                                  std::int64_t device_limit_bytes);
+
+/// The caching allocator's events at simulated times (design.md "Memory": `zerosim run` replays at simulated times):
+/// issue order (the host allocates and frees when it reaches a task; `clock` issue times are in issue order), with
+/// every buffer the framework frees with record_stream (Buffer::record_stream) by a task of another stream than the
+/// one that allocated it freed `deferred`, and its RELEASE
+/// placed before the first task the host issues at or after the freeing task's end (process_events runs at the start
+/// of every malloc). `clock` has one entry per task of `g`.
+std::vector<ReplayEvent> deferred_free_events(const schedule::TaskGraph& g, const std::vector<TaskClock>& clock);
+
+/// Re-derives `r`'s reserved, device and verdict terms from the caching allocator replayed over `events` (the
+/// live sums in `r` stay): what `zerosim run` does with deferred_free_events. Without spec::Mechanisms::allocator
+/// the old fraction applies and `events` are not used.
+void settle_gpu_terms(const spec::Scenario& s, const schedule::TaskGraph& g, const std::vector<ReplayEvent>& events,
+                      MemoryReport& r);
 
 /// Replay `g`'s allocation events in issue order (replay_events over issue_order_events).
 MemoryReport replay_memory(const spec::Scenario& s, const schedule::TaskGraph& g);

@@ -487,6 +487,15 @@ RunMetrics compute_metrics(const spec::Scenario& s, const workload::Workload& w,
   const engine::RankTimeline& rt = t.ranks[worst];
   m.timeline_rank = rt.rank;
   m.memory_device_time = replay_memory_timed(s, rt);
+  // Reserved at simulated times (design.md "Memory", docs/memory.md §2.1): the caching allocator replayed where the
+  // host issues the tasks, each block another stream used (record_stream) reusable only once that stream's work on it
+  // is done. The simulated rank with the largest allocated peak stands for the reported one.
+  if (s.training.mode == spec::Mode::TRAIN) {
+    std::vector<memory::TaskClock> clock(rt.times.size());
+    for (size_t i = 0; i < rt.times.size(); ++i)
+      clock[i] = {rt.times[i].issue, rt.times[i].end};
+    memory::settle_gpu_terms(s, rt.graph, memory::deferred_free_events(rt.graph, clock), m.memory);
+  }
   for (size_t i = 0; i < rt.graph.tasks.size(); ++i)
     if (rt.graph.tasks[i].name == m.memory.peak_task) {
       m.peak_time_s = t.reuse.real_time(rt.times[i].issue);

@@ -81,6 +81,7 @@ core::Json memory_json(const spec::Scenario& s, std::int64_t params, const memor
                                  .set("nvme_per_node", r.nvme_capacity))
       .set("memory_model_bytes", core::Json::object()
                                      .set("fragmentation", r.fragmentation_bytes)
+                                     .set("awaiting_other_streams", r.allocator_pending_bytes)
                                      .set("cuda_context", r.cuda_context_bytes)
                                      .set("nccl", r.nccl_bytes))
       .set("peak_task", r.peak_task);
@@ -197,6 +198,10 @@ std::string memory_table(const spec::Scenario& s, std::int64_t params, const mem
   out << "\nStated terms: fragmentation " << core::format_gib(r.fragmentation_bytes)
       << (r.allocator_mechanism ? " (caching allocator replayed over " + std::to_string(r.allocator_steps) + " step(s))"
                                 : std::string(" (the old 19 % rule)"))
+      << (r.allocator_pending_bytes > 0
+              ? " with up to " + core::format_gib(r.allocator_pending_bytes) +
+                    " freed but awaiting another stream's work (record_stream, at simulated times)"
+              : std::string())
       << ", CUDA context " << core::format_gib(r.cuda_context_bytes) << ", NCCL buffers "
       << core::format_gib(r.nccl_bytes) << " (docs/memory.md)\n";
   if (r.allocator_ooms > 0)

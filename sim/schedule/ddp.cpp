@@ -139,7 +139,14 @@ void build_ddp(Builder& b)
   b.resident("params", Device::GPU, MemCategory::PARAMS, psi * bp);
   if (lowp)
     b.resident("fp32_master", Device::GPU, MemCategory::OPTIMIZER, psi * 4);
-  b.resident("optimizer_states", Device::GPU, MemCategory::OPTIMIZER, psi * b.opt_state_bytes);
+  {
+    std::vector<std::int64_t> params; // torch.optim's state, per parameter
+    for (const workload::Layer& l : b.w.layers)
+      for (const workload::ParamTensor& t : l.params)
+        params.push_back(t.numel);
+    b.torch_optimizer_state(
+        b.resident("optimizer_states", Device::GPU, MemCategory::OPTIMIZER, psi * b.opt_state_bytes), params);
+  }
   if (scaler)
     b.resident("grad_scaler.state", Device::GPU, MemCategory::OTHER, GRAD_SCALER_STATE_BYTES);
 

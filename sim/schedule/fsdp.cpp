@@ -208,8 +208,20 @@ public:
   {
     const bool off = c_.offload;
     b_.resident("sharded_params", off ? Device::HOST : Device::GPU, MemCategory::PARAMS, 4 * p_total_, off);
-    b_.resident("optimizer_states", off ? Device::HOST : Device::GPU, MemCategory::OPTIMIZER,
-                b_.opt_state_bytes * p_total_);
+    const BufferId states = b_.resident("optimizer_states", off ? Device::HOST : Device::GPU, MemCategory::OPTIMIZER,
+                                        b_.opt_state_bytes * p_total_);
+    // torch.optim's state per parameter the optimizer holds: FSDP1's flat parameter per unit, FSDP2's sharded
+    // parameters (their relative sizes: the allocator's requests are scaled to the buffer).
+    std::vector<std::int64_t> params;
+    if (c_.v2) {
+      for (const workload::Layer& l : b_.w.layers)
+        for (const workload::ParamTensor& t : l.params)
+          params.push_back(t.numel);
+    } else {
+      for (const Unit& un : units_)
+        params.push_back(un.shard);
+    }
+    b_.torch_optimizer_state(states, params);
     if (off && !c_.v2) // FSDP1 `_cpu_grad`, pinned, allocated at lazy init (§7)
       b_.resident("cpu_grads", Device::HOST, MemCategory::GRADS, 4 * p_total_, true);
   }
@@ -481,6 +493,8 @@ private:
     if (!mp)
       b_.free_on(ag, staging);
     st.unsharded = b_.transient(mbs_ + ".unsharded." + un.name + "." + pass, Device::GPU, MemCategory::PARAMS, bytes);
+    // _free_unsharded_flat_param: record_stream on the compute stream before the storage is freed (reshard).
+    b_.graph.buffers[static_cast<std::size_t>(st.unsharded)].record_stream = !c_.v2;
     b_.alloc_on(ag, st.unsharded);
     st.ready = ag;
   }
@@ -623,6 +637,8 @@ private:
       const Unit& un = units_[static_cast<std::size_t>(u)];
       if (st.grad < 0) { // the unit's unsharded gradient, from its first backward task to its reduction
         st.grad = b_.transient(mbs_ + ".unsharded_grad." + un.name, Device::GPU, MemCategory::GRADS, un.numel * c_.b_p);
+        // FSDP1 _reduce_grad: the autograd gradient is record_stream'ed on the post-backward stream, then dropped.
+        b_.graph.buffers[static_cast<std::size_t>(st.grad)].record_stream = !c_.v2;
         b_.alloc_on(first, st.grad);
       }
       if (l == un.last_bwd_layer)

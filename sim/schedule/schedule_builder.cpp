@@ -103,7 +103,7 @@ BufferId Builder::resident(std::string name, Device d, MemCategory c, std::int64
 {
   if (bytes <= 0)
     return -1;
-  const BufferId id = graph.add_buffer(Buffer{std::move(name), d, pinned, c, bytes});
+  const BufferId id = graph.add_buffer(Buffer{std::move(name), d, pinned, c, bytes, {}, false, false});
   graph.resident.push_back(id);
   return id;
 }
@@ -112,7 +112,28 @@ BufferId Builder::transient(std::string name, Device d, MemCategory c, std::int6
 {
   if (bytes <= 0)
     return -1;
-  return graph.add_buffer(Buffer{std::move(name), d, pinned, c, bytes});
+  return graph.add_buffer(Buffer{std::move(name), d, pinned, c, bytes, {}, false, false});
+}
+
+void Builder::torch_optimizer_state(BufferId b, const std::vector<std::int64_t>& param_elements)
+{
+  if (b < 0)
+    return;
+  Buffer& buf = graph.buffers[static_cast<std::size_t>(b)];
+  buf.lazy = true;
+  // One state tensor per parameter and state (Adam: exp_avg, exp_avg_sq; SGD with momentum: momentum_buffer).
+  const int states = opt_state_bytes / 4;
+  buf.tensors.clear();
+  for (std::int64_t elements : param_elements)
+    for (int k = 0; k < states; ++k)
+      if (elements > 0)
+        buf.tensors.push_back(4 * elements);
+}
+
+void Builder::tensors_of(BufferId b, const std::vector<std::int64_t>& tensors)
+{
+  if (b >= 0 && tensors.size() > 1)
+    graph.buffers[static_cast<std::size_t>(b)].tensors = tensors;
 }
 
 void Builder::alloc_on(TaskId t, BufferId b)
@@ -360,11 +381,13 @@ TaskId Builder::forward(int mb, int layer, std::vector<TaskId> deps, const Compu
   } else {
     const BufferId kept =
         transient(mbs + ".act." + l.name, Device::GPU, MemCategory::ACTIVATIONS, l.activation_bytes_kept);
+    tensors_of(kept, l.kept_tensors);
     alloc_on(compute, kept);
     act_kept_[li] = kept;
   }
   const BufferId work = transient(mbs + ".fwd_working." + l.name, Device::GPU, MemCategory::ACTIVATIONS,
                                   l.activation_bytes_forward_working);
+  tensors_of(work, l.forward_working_tensors);
   alloc_on(compute, work);
   free_on(last, work);
   if (!ck)
@@ -550,6 +573,7 @@ std::array<TaskId, 2> Builder::backward(int mb, int layer, std::vector<TaskId> d
   const std::string mbs = "mb" + std::to_string(mb);
   const BufferId work = transient(mbs + ".bwd_working." + l.name, Device::GPU, MemCategory::ACTIVATIONS,
                                   l.activation_bytes_backward_working);
+  tensors_of(work, l.backward_working_tensors);
   TaskId first = -1;
   if (s.training.activation_checkpointing != spec::Checkpointing::NONE && l.recompute_flops > 0) {
     first = layer_compute(mbs + ".recompute." + l.name, Phase::RECOMPUTE, mb, layer, deps);

@@ -145,6 +145,11 @@ public:
   BufferId resident(std::string name, Device d, MemCategory c, std::int64_t bytes, bool pinned = false);
   /// A buffer some task allocates and a later (or the same) task frees. Zero bytes: -1.
   BufferId transient(std::string name, Device d, MemCategory c, std::int64_t bytes, bool pinned = false);
+  /// Marks the resident `b` as torch.optim's state over parameters of `param_elements` elements each (per rank):
+  /// created lazily at the first step (Buffer::lazy), one tensor per parameter and state (Buffer::tensors).
+  void torch_optimizer_state(BufferId b, const std::vector<std::int64_t>& param_elements);
+  /// Names the tensors buffer `b` stands for (Buffer::tensors; one tensor or none: left empty).
+  void tensors_of(BufferId b, const std::vector<std::int64_t>& tensors);
   void alloc_on(TaskId t, BufferId b);
   void free_on(TaskId t, BufferId b);
 

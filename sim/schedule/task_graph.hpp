@@ -69,6 +69,16 @@ struct Buffer {
   bool pinned = false; ///< host memory only: page-locked
   MemCategory category = MemCategory::OTHER;
   std::int64_t bytes = 0;
+  /// The tensors the buffer stands for (a layer's kept activations, its working set), in bytes: the caching
+  /// allocator gets one request per tensor, sized in proportion so that they sum to `bytes`. Empty: one tensor.
+  std::vector<std::int64_t> tensors;
+  /// GPU only: the framework frees it with `record_stream` onto another stream (FSDP1's unsharded flat parameter and
+  /// gradient), so the caching allocator reuses its block only once that stream's work is done (docs/memory.md §2.1).
+  bool record_stream = false;
+  /// Resident, but created by torch.optim at its first step() (Adam's exp_avg and exp_avg_sq are initialised lazily,
+  /// per parameter): the caching allocator first sees it at the first step's optimizer, carved out of whatever the
+  /// first forward and backward left cached. The live sums count it from the start (the steady state).
+  bool lazy = false;
 };
 
 struct Task {

@@ -3,8 +3,10 @@
 
 #include "config/scenario_loader.hpp"
 #include "core/error.hpp"
+#include "engine/engine.hpp"
 #include "memory/estimator.hpp"
 #include "memory/memory_model.hpp"
+#include "metrics/run_metrics.hpp"
 #include "workload/transformer.hpp"
 
 #include <algorithm>
@@ -38,6 +40,14 @@ std::string gib(double bytes)
   return fixed(bytes / GIB, 2) + " GiB";
 }
 
+/// The memory `zerosim run` reports for `s`.
+memory::MemoryReport simulated_memory(const spec::Scenario& s)
+{
+  const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
+  const engine::Timeline t = engine::simulate(s, w, engine::EngineOptions{});
+  return metrics::compute_metrics(s, w, t).memory;
+}
+
 MemoryComparison compare(const MemoryCase& c)
 {
   MemoryComparison r;
@@ -63,7 +73,11 @@ MemoryComparison compare(const MemoryCase& c)
     }
     r.predicted_bytes = e.gpu_bytes;
   } else {
-    memory::MemoryReport m = memory::analyze_memory(*c.scenario);
+    // Allocated follows the host's program order (`zerosim memory`); reserved and what the device holds come from
+    // the caching allocator at simulated times (`zerosim run`: record_stream's deferred frees need the device's
+    // times), so those rows are simulated.
+    memory::MemoryReport m =
+        c.metric == MemMetric::ALLOCATED ? memory::analyze_memory(*c.scenario) : simulated_memory(*c.scenario);
     r.predicted_bytes = c.metric == MemMetric::ALLOCATED  ? m.gpu
                         : c.metric == MemMetric::RESERVED ? m.gpu_reserved
                                                           : m.gpu_device;
@@ -282,7 +296,8 @@ ErrorStats error_stats(const std::string& group, std::vector<double> errors_pct)
   return s;
 }
 
-ValidationReport run_memory_validation(const std::vector<PublishedRow>& rows, const NodeLoader& load_node)
+ValidationReport run_memory_validation(const std::vector<PublishedRow>& rows, const NodeLoader& load_node,
+                                       const spec::Mechanisms& mechanisms)
 {
   ValidationReport r;
   RowMapping mapping;
@@ -302,6 +317,14 @@ ValidationReport run_memory_validation(const std::vector<PublishedRow>& rows, co
     return "the " + std::string(info.framework == "DeepSpeed" ? "DeepSpeed" : "PyTorch " + info.framework) +
            " keys assumed for what the row does not state are rejected: ";
   };
+  for (auto& c : mapping.memory)
+    if (c.scenario)
+      c.scenario->mechanisms = mechanisms;
+  for (auto& f : mapping.fits) {
+    f.ran.mechanisms = mechanisms;
+    if (f.doubled)
+      f.doubled->mechanisms = mechanisms;
+  }
   for (const auto& c : mapping.memory) {
     try {
       r.comparisons.push_back(compare(c));
@@ -561,9 +584,10 @@ std::string render_csv(const ValidationReport& r)
   return out;
 }
 
-int validate_memory_command(const std::string& csv, const std::string& out_dir, std::ostream& out)
+int validate_memory_command(const std::string& csv, const std::string& out_dir, std::ostream& out,
+                            const spec::Mechanisms& mechanisms)
 {
-  ValidationReport r = run_memory_validation(read_published_rows(csv), node_loader_near(csv));
+  ValidationReport r = run_memory_validation(read_published_rows(csv), node_loader_near(csv), mechanisms);
   std::filesystem::create_directories(out_dir);
   auto write = [](const std::string& path, const std::string& text) {
     std::ofstream f(path, std::ios::binary);

@@ -126,7 +126,9 @@ ErrorStats error_stats(const std::string& group, std::vector<double> errors_pct)
 /// Maps the rows and runs the pipeline (memory::analyze_memory; memory/estimator.hpp for estimator rows).
 /// A row whose scenario the pipeline refuses (core::UnsupportedError, or core::InputError for the DeepSpeed keys
 /// assumed where the row states none) goes to not_covered with the message.
-ValidationReport run_memory_validation(const std::vector<PublishedRow>& rows, const NodeLoader& load_node);
+/// `mechanisms` applies to every scenario (the ablation switches spec::Mechanisms::allocator).
+ValidationReport run_memory_validation(const std::vector<PublishedRow>& rows, const NodeLoader& load_node,
+                                       const spec::Mechanisms& mechanisms = {});
 
 /// results/validation/memory.md
 std::string render_markdown(const ValidationReport& r);
@@ -137,6 +139,7 @@ std::string render_csv(const ValidationReport& r);
 /// beside the folder holding results/ (else the current directory, else the source tree), writes memory.md and
 /// memory.csv into `out_dir`, prints the headline to `out`. Returns 0 when the work was done (the verdict is
 /// in the report), 1 when a row failed inside the pipeline. Throws core::InputError for an unreadable file.
-int validate_memory_command(const std::string& csv, const std::string& out_dir, std::ostream& out);
+int validate_memory_command(const std::string& csv, const std::string& out_dir, std::ostream& out,
+                            const spec::Mechanisms& mechanisms = {});
 
 } // namespace zerosim::validation

@@ -920,7 +920,8 @@ int validate_ablation_command(const std::string& csv, const std::string& out_dir
         "one\n"
      << "mechanism switched (`--without NAME`; `--with NAME` for one off by default) and compares, on the rows\n"
      << "that mechanism acts on, the median |error| and the median signed error of the primary whole-step figure\n"
-     << "with it on and off. A mechanism whose rows get worse with it on is wrong, not tunable.\n\n"
+     << "with it on and off (the allocator, a memory mechanism: the measured reserved figures of the memory\n"
+     << "validation). A mechanism whose rows get worse with it on is wrong, not tunable.\n\n"
      << "| mechanism (`--without`) | rows it acts on | n | median abs error on | off | change | median signed on | "
         "off |\n|---|---|---:|---:|---:|---:|---:|---:|\n";
   int status = on.failures.empty() ? 0 : 1;
@@ -950,6 +951,29 @@ int validate_ablation_command(const std::string& csv, const std::string& out_dir
     out << "  without " << t.mechanism << ": median |error| on its " << a.n << " rows " << fixed(b.median_abs_pct, 1)
         << " % (with it: " << fixed(a.median_abs_pct, 1) << " %)\n";
     out.flush();
+  }
+  {
+    // The allocator is a memory mechanism: its rows are the measured reserved figures of the memory validation, with
+    // the caching allocator replayed (on) or the old fraction of allocated (off, ALLOCATOR_FRAGMENTATION_FRACTION).
+    auto reserved = [&](bool allocator) {
+      spec::Mechanisms m;
+      m.allocator = allocator;
+      const ValidationReport r = run_memory_validation(read_published_rows(csv), node_loader_near(csv), m);
+      std::vector<double> errors;
+      for (const MemoryComparison& c : r.comparisons)
+        if (c.c.metric == MemMetric::RESERVED)
+          errors.push_back(c.error_pct);
+      status = std::max(status, r.failures.empty() ? 0 : 1);
+      return error_stats("reserved", errors);
+    };
+    const ErrorStats a = reserved(true);
+    const ErrorStats b = reserved(false);
+    md << "| allocator | rows with a measured reserved figure (memory validation) | " << a.n << " | "
+       << fixed(a.median_abs_pct, 1) << " % | " << fixed(b.median_abs_pct, 1) << " % | "
+       << signed_pct(a.median_abs_pct - b.median_abs_pct) << " | " << signed_pct(a.median_signed_pct) << " | "
+       << signed_pct(b.median_signed_pct) << " |\n";
+    out << "  without allocator: median |error| on its " << a.n << " reserved figures " << fixed(b.median_abs_pct, 1)
+        << " % (with it: " << fixed(a.median_abs_pct, 1) << " %)\n";
   }
   const ErrorStats all = stats_on(on, [&] {
     std::set<std::string> ids;

@@ -29,6 +29,15 @@ std::int64_t OpGraph::bytes_of(const std::vector<bool>& set) const
   return total;
 }
 
+std::vector<std::int64_t> OpGraph::tensors_of(const std::vector<bool>& set) const
+{
+  std::vector<std::int64_t> sizes;
+  for (std::size_t t = 0; t < tensors_.size(); ++t)
+    if (set[t] && tensors_[t].bytes() > 0)
+      sizes.push_back(tensors_[t].bytes());
+  return sizes;
+}
+
 GraphResult OpGraph::analyse(GraphMode mode) const
 {
   const std::size_t n_tensors = tensors_.size();
@@ -115,6 +124,7 @@ GraphResult OpGraph::analyse(GraphMode mode) const
 
   GraphResult r;
   r.kept_bytes = bytes_of(kept);
+  r.kept_tensors = tensors_of(kept);
 
   // Saved tensors not kept are rebuilt by the recomputation during this layer's backward.
   if (mode == GraphMode::TRAIN_FULL || mode == GraphMode::TRAIN_SELECTIVE || mode == GraphMode::TRAIN_PER_OP) {
@@ -122,23 +132,32 @@ GraphResult OpGraph::analyse(GraphMode mode) const
     for (std::size_t t = 0; t < n_tensors; ++t)
       rebuilt[t] = saved_all[t] && !kept[t];
     r.recomputed_bytes = bytes_of(rebuilt);
+    r.backward_working_tensors = tensors_of(rebuilt);
   }
 
   // Gradient temporaries: while an op's backward runs, the gradients of its outputs and of its
   // inputs are alive together; the largest such pair bounds the activation-gradient working set.
   if (!inference) {
+    std::vector<std::int64_t> pair; // the tensors of the largest gradient pair
     for (const OpDef& o : ops_) {
       std::vector<int> touched = o.inputs;
       touched.insert(touched.end(), o.outputs.begin(), o.outputs.end());
       std::sort(touched.begin(), touched.end());
       touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
       std::int64_t grads = 0;
+      std::vector<std::int64_t> sizes;
       for (int t : touched)
-        if (tensors_[idx(t)].has_grad)
+        if (tensors_[idx(t)].has_grad && tensors_[idx(t)].bytes() > 0) {
           grads += tensors_[idx(t)].bytes();
-      r.gradient_working_bytes = std::max(r.gradient_working_bytes, grads);
+          sizes.push_back(tensors_[idx(t)].bytes());
+        }
+      if (grads > r.gradient_working_bytes) {
+        r.gradient_working_bytes = grads;
+        pair = std::move(sizes);
+      }
     }
     r.backward_working_bytes = r.recomputed_bytes + r.gradient_working_bytes;
+    r.backward_working_tensors.insert(r.backward_working_tensors.end(), pair.begin(), pair.end());
   }
 
   // Forward transient: liveness over the op sequence. A tensor lives from the op writing it to the
@@ -158,13 +177,16 @@ GraphResult OpGraph::analyse(GraphMode mode) const
       produced[t] = -1;
   last_use[idx(output_)] = n_ops;
   for (int i = 0; i < n_ops; ++i) {
-    std::int64_t live = 0;
+    std::vector<bool> alive(n_tensors, false);
     for (std::size_t t = 0; t < n_tensors; ++t) {
       const int end = std::max(last_use[t], produced[t]);
-      if (!kept[t] && !tensors_[t].resident && produced[t] <= i && i <= end)
-        live += tensors_[t].bytes();
+      alive[t] = !kept[t] && !tensors_[t].resident && produced[t] <= i && i <= end;
     }
-    r.forward_working_bytes = std::max(r.forward_working_bytes, live);
+    const std::int64_t live = bytes_of(alive);
+    if (live > r.forward_working_bytes) {
+      r.forward_working_bytes = live;
+      r.forward_working_tensors = tensors_of(alive);
+    }
   }
 
   // HBM bytes of every op (docs/workload.md §5).

@@ -63,6 +63,11 @@ struct GraphResult {
   std::int64_t backward_working_bytes = 0;
   std::int64_t recomputed_bytes = 0;       ///< part of backward_working_bytes: saved tensors rebuilt by recomputation
   std::int64_t gradient_working_bytes = 0; ///< part of backward_working_bytes: largest activation-gradient pair
+  // The tensors each of the three sums stands for (bytes each, in the forward's order; they sum to the figure): what
+  // the caching allocator is asked for, one request per tensor (docs/memory.md §2.1).
+  std::vector<std::int64_t> kept_tensors;
+  std::vector<std::int64_t> forward_working_tensors;  ///< the transient tensors live at the forward's peak op
+  std::vector<std::int64_t> backward_working_tensors; ///< the rebuilt tensors, then the largest gradient pair's
 };
 
 class OpGraph {
@@ -86,6 +91,7 @@ public:
 
 private:
   std::int64_t bytes_of(const std::vector<bool>& set) const;
+  std::vector<std::int64_t> tensors_of(const std::vector<bool>& set) const;
 
   std::vector<TensorDef> tensors_;
   std::vector<OpDef> ops_;

@@ -63,6 +63,9 @@ struct Layer {
   std::int64_t activation_bytes_backward_working = 0;
   /// Transient bytes alive during this layer's forward beyond what it keeps.
   std::int64_t activation_bytes_forward_working = 0;
+  /// The tensors each of the three sums above stands for (bytes each; they sum to it): the caching allocator's
+  /// requests (docs/memory.md §2.1). Empty: the sum is one tensor.
+  std::vector<std::int64_t> kept_tensors, forward_working_tensors, backward_working_tensors;
 
   std::int64_t param_count() const;
 };

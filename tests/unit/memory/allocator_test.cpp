@@ -227,4 +227,107 @@ TEST_SUITE("memory.allocator")
     CHECK(r.gpu_reserved == 81 * GiB);
     CHECK_FALSE(r.fit_gpu);
   }
+
+  TEST_CASE("allocator: record_stream: a block freed while another stream uses it is reused only once released")
+  {
+    // DeviceCachingAllocator::free with stream_uses: allocated drops at once, the block waits for its event
+    // (insert_events) and returns to the pool when process_events sees it complete.
+    memory::CachingAllocator a(UNLIMITED);
+    const int p = a.malloc(100 * MiB, 0); // its own 100 MiB segment (>= 10 MiB, a multiple of 2 MiB)
+    const int token = a.free_deferred(p);
+    CHECK(a.allocated() == 0);
+    CHECK(a.pending() == 100 * MiB);
+    a.malloc(100 * MiB, 0); // the pending block cannot serve it: a second 100 MiB segment
+    CHECK(a.reserved() == 200 * MiB);
+    a.release(token);
+    CHECK(a.pending() == 0);
+    a.malloc(100 * MiB, 0); // the released block serves it: no new segment
+    CHECK(a.reserved() == 200 * MiB);
+    a.release(token); // already settled: nothing happens
+    CHECK(a.reserved() == 200 * MiB);
+  }
+
+  TEST_CASE("allocator: before freeing its cache for room the allocator waits for pending blocks")
+  {
+    // release_cached_blocks starts with synchronize_and_free_events: on a 150 MiB device, 100 MiB pending plus a new
+    // 100 MiB request does not fit; the pending block returns, its whole segment goes back to the driver (one retry),
+    // and the new 100 MiB segment fits: reserved 100 MiB, no out-of-memory.
+    memory::CachingAllocator a(150 * MiB);
+    a.free_deferred(a.malloc(100 * MiB, 0));
+    a.malloc(100 * MiB, 0);
+    CHECK(a.alloc_retries() == 1);
+    CHECK(a.ooms() == 0);
+    CHECK(a.reserved() == 100 * MiB);
+    CHECK(a.pending() == 0);
+  }
+
+  TEST_CASE("allocator: at simulated times a record_stream buffer is released at its user's end")
+  {
+    // FSDP1's unsharded parameter: allocated by the all-gather (unshard stream), freed by the forward on the compute
+    // stream with record_stream. The host issues the next all-gather at `next_issue`; the forward ends at 1.0 s.
+    auto graph = [](bool record_stream) {
+      TaskGraph g;
+      const auto p0 = gpu_buffer(g, "unsharded.0", 100 * MiB);
+      const auto p1 = gpu_buffer(g, "unsharded.1", 100 * MiB);
+      g.buffers[static_cast<std::size_t>(p0)].record_stream = record_stream;
+      task(g, "allgather.0", Stream::ALLGATHER, {p0}, {});
+      task(g, "fwd.0", Stream::COMPUTE, {}, {p0});
+      task(g, "allgather.1", Stream::ALLGATHER, {p1}, {});
+      task(g, "fwd.1", Stream::COMPUTE, {}, {p1});
+      return g;
+    };
+    auto reserved = [&](bool record_stream, double next_issue) {
+      const TaskGraph g = graph(record_stream);
+      const std::vector<memory::TaskClock> clock = {
+          {0, 0.1}, {0, 1.0}, {next_issue, next_issue + 0.1}, {next_issue, 2}};
+      return memory::replay_allocator(g, memory::deferred_free_events(g, clock), UNLIMITED).peak_reserved;
+    };
+    // the host is ahead (0.5 s < 1.0 s): unsharded.0's block still awaits the forward, so a second segment
+    CHECK(reserved(true, 0.5) == 200 * MiB);
+    // the host issues after the forward's end: the block is back in the pool and serves unsharded.1
+    CHECK(reserved(true, 1.5) == 100 * MiB);
+    // without record_stream (FSDP2, DeepSpeed) the free is immediate, in issue order
+    CHECK(reserved(false, 0.5) == 100 * MiB);
+  }
+
+  TEST_CASE("allocator: a buffer standing for several tensors is several requests")
+  {
+    // 40 MiB as one tensor: one 40 MiB segment. As two 20 MiB tensors (Buffer::tensors {1, 1}, shares of the bytes):
+    // each >= 10 MiB gets its own 20 MiB segment, 40 MiB in all; freed, a 30 MiB request fits neither 20 MiB block
+    // (segments do not merge): a third segment (30 MiB), where the single 40 MiB block would have served it.
+    auto reserved = [](std::vector<std::int64_t> tensors) {
+      TaskGraph g;
+      const auto act = gpu_buffer(g, "act", 40 * MiB);
+      g.buffers[static_cast<std::size_t>(act)].tensors = std::move(tensors);
+      const auto next = gpu_buffer(g, "next", 30 * MiB);
+      task(g, "fwd", Stream::COMPUTE, {act}, {act});
+      task(g, "bwd", Stream::COMPUTE, {next}, {next});
+      return memory::replay_allocator(g, memory::issue_order_events(g), UNLIMITED).peak_reserved;
+    };
+    CHECK(reserved({}) == 40 * MiB);
+    CHECK(reserved({1, 1}) == 70 * MiB);
+  }
+
+  TEST_CASE("allocator: torch.optim's lazily created state is carved out of the first step's cache")
+  {
+    // Adam's state (60 MiB, resident) and a 100 MiB activation freed before the optimizer step. Created up front the
+    // state has its own 60 MiB segment and the activation its 100 MiB one: 160 MiB. Created at the first step
+    // (Buffer::lazy) the state takes 60 MiB of the cached 100 MiB block (split: the 40 MiB rest is > 1 MiB), so the
+    // next step's activation needs a new 100 MiB segment: 200 MiB.
+    auto reserved = [](bool lazy) {
+      TaskGraph g;
+      const auto states = gpu_buffer(g, "optimizer_states", 60 * MiB);
+      g.buffers[static_cast<std::size_t>(states)].lazy = lazy;
+      g.resident = {states};
+      const auto act = gpu_buffer(g, "act", 100 * MiB);
+      task(g, "fwd", Stream::COMPUTE, {act}, {act});
+      Task opt;
+      opt.name = "step.optimizer";
+      opt.phase = schedule::Phase::OPTIMIZER;
+      g.add_task(opt);
+      return memory::replay_allocator(g, memory::issue_order_events(g), UNLIMITED).peak_reserved;
+    };
+    CHECK(reserved(false) == 160 * MiB);
+    CHECK(reserved(true) == 200 * MiB);
+  }
 }

@@ -78,6 +78,20 @@ TEST_SUITE("workload")
     CHECK(g.analyse(GraphMode::INFERENCE).forward_working_bytes == 80);
   }
 
+  TEST_CASE("op_graph: the tensors behind each sum, as the caching allocator is asked for them")
+  {
+    const OpGraph g = tiny();
+    using V = std::vector<std::int64_t>;
+    const GraphResult train = g.analyse(GraphMode::TRAIN);
+    CHECK(train.kept_tensors == V{20, 40});                 // x, z
+    CHECK(train.forward_working_tensors == V{20});          // y during A (the first op reaching the peak of 20)
+    CHECK(train.backward_working_tensors == V{20, 40, 20}); // nothing rebuilt; C's pair: dx, dz, dw
+    const GraphResult full = g.analyse(GraphMode::TRAIN_FULL);
+    CHECK(full.kept_tensors == V{20});                         // x
+    CHECK(full.forward_working_tensors == V{20, 40});          // y and z during B
+    CHECK(full.backward_working_tensors == V{40, 20, 40, 20}); // z rebuilt, then C's pair
+  }
+
   TEST_CASE("op_graph: bytes of GEMM and streaming ops")
   {
     const GraphResult r = tiny().analyse(GraphMode::TRAIN);
