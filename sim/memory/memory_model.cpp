@@ -272,6 +272,7 @@ AllocatorReplay replay_allocator(const schedule::TaskGraph& g, const std::vector
   // while freed with `deferred` and awaiting their RELEASE.
   std::vector<std::vector<int>> handles(g.buffers.size());
   std::vector<std::vector<int>> tokens(g.buffers.size());
+  std::vector<std::vector<std::int64_t>> requests(g.buffers.size()); // allocator_requests, computed once
   AllocatorReplay out;
   std::int64_t previous_peak = -1;
   auto free_all = [&](size_t id, bool deferred) {
@@ -318,7 +319,9 @@ AllocatorReplay replay_allocator(const schedule::TaskGraph& g, const std::vector
         if ((step > 0 && e.task < 0) || (e.task < 0 && b.lazy))
           continue;          // the resident set lives across steps; torch.optim's state comes at the first step
         free_all(id, false); // still live from the previous step: the new tensor replaces it
-        for (std::int64_t bytes : allocator_requests(b))
+        if (requests[id].empty())
+          requests[id] = allocator_requests(b);
+        for (std::int64_t bytes : requests[id])
           handles[id].push_back(a.malloc(bytes, stream_of(e.task)));
         break;
       case ReplayEvent::Kind::FREE:
