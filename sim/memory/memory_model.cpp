@@ -139,11 +139,11 @@ void settle_gpu_terms(const spec::Scenario& s, const schedule::TaskGraph& g, con
     // device has no room for a new segment it frees its cached ones and retries (release_cached_blocks), so the cache
     // alone never makes a run fail; a segment that does not fit even then is an out-of-memory (reserved > room).
     const AllocatorReplay a = replay_allocator(g, events, room);
-    // The fit verdict does not follow the allocator past the device: the schedule's buffers are whole tensors per
-    // layer (a block's saved activations, its working set), coarser than the per-op tensors PyTorch allocates, so
-    // the fragmentation the replay sees is an upper bound (docs/memory.md §2.1). Reserved is bounded by what the
-    // context and NCCL leave, as the 19 % rule was, and never below what is allocated; `allocator_ooms` tells
-    // when the replay would have run out.
+    // The fit verdict does not follow the allocator past the device: buffers without a tensor list (a unit's gathered
+    // parameters, buckets) are coarser than the tensors PyTorch allocates, so the fragmentation the replay sees near
+    // the device's limit is an upper bound (docs/memory.md §2.1). Reserved is bounded by what the context and NCCL
+    // leave, as the 19 % rule was, and never below what is allocated; `allocator_ooms` tells when the replay would
+    // have run out.
     r.gpu_reserved = std::max(r.gpu_rounded, std::min(a.peak_reserved, room));
     r.allocator_ooms = a.ooms;
     r.allocator_retries = a.retries;
@@ -273,6 +273,12 @@ AllocatorReplay replay_allocator(const schedule::TaskGraph& g, const std::vector
   std::vector<std::vector<int>> handles(g.buffers.size());
   std::vector<std::vector<int>> tokens(g.buffers.size());
   std::vector<std::vector<std::int64_t>> requests(g.buffers.size()); // allocator_requests, computed once
+  auto malloc_all = [&](size_t id, schedule::TaskId task) {
+    if (requests[id].empty())
+      requests[id] = allocator_requests(g.buffers[id]);
+    for (std::int64_t bytes : requests[id])
+      handles[id].push_back(a.malloc(bytes, stream_of(task)));
+  };
   AllocatorReplay out;
   std::int64_t previous_peak = -1;
   auto free_all = [&](size_t id, bool deferred) {
@@ -300,8 +306,7 @@ AllocatorReplay replay_allocator(const schedule::TaskGraph& g, const std::vector
     for (auto id : g.resident) {
       const schedule::Buffer& b = g.buffers[static_cast<size_t>(id)];
       if (b.lazy && b.device == schedule::Device::GPU && b.bytes > 0)
-        for (std::int64_t bytes : allocator_requests(b))
-          handles[static_cast<size_t>(id)].push_back(a.malloc(bytes, stream_of(-1)));
+        malloc_all(static_cast<size_t>(id), -1);
     }
   };
   for (int step = 0; step < ALLOCATOR_MAX_STEPS; ++step) {
@@ -319,10 +324,7 @@ AllocatorReplay replay_allocator(const schedule::TaskGraph& g, const std::vector
         if ((step > 0 && e.task < 0) || (e.task < 0 && b.lazy))
           continue;          // the resident set lives across steps; torch.optim's state comes at the first step
         free_all(id, false); // still live from the previous step: the new tensor replaces it
-        if (requests[id].empty())
-          requests[id] = allocator_requests(b);
-        for (std::int64_t bytes : requests[id])
-          handles[id].push_back(a.malloc(bytes, stream_of(e.task)));
+        malloc_all(id, e.task);
         break;
       case ReplayEvent::Kind::FREE:
         free_all(id, e.deferred);

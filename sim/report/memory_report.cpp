@@ -206,8 +206,9 @@ std::string memory_table(const spec::Scenario& s, std::int64_t params, const mem
       << core::format_gib(r.nccl_bytes) << " (docs/memory.md)\n";
   if (r.allocator_ooms > 0)
     out << "The caching allocator's replay ran out of device memory " << r.allocator_ooms
-        << " time(s) even after freeing its cached segments; reserved is shown at the device's room: the schedule's "
-           "whole-layer buffers fragment more than PyTorch's per-op tensors do (docs/memory.md §2.1).\n";
+        << " time(s) even after freeing its cached segments; reserved is shown at the device's room: buffers the "
+           "schedule keeps whole (gathered parameters, buckets) fragment more than PyTorch's tensors do "
+           "(docs/memory.md §2.1).\n";
 
   if (!r.fits) {
     out << "\nTo make it fit (the ladder, applied in order):\n" << ladder_lines(ladder);

@@ -4,6 +4,9 @@
 
 #include "spec/scenario_spec.hpp"
 
+#include <optional>
+#include <string>
+#include <string_view>
 #include <utility>
 
 namespace zerosim::spec {
@@ -86,6 +89,27 @@ inline const char* to_string(AttentionKernel k)
     if (kernel == k)
       return name;
   return "flash2";
+}
+
+/// The kernel a scenario file names `name` (ATTENTION_KERNELS); none for an unknown name.
+inline std::optional<AttentionKernel> attention_kernel(std::string_view name)
+{
+  for (const auto& [n, kernel] : ATTENTION_KERNELS)
+    if (name == n)
+      return kernel;
+  return std::nullopt;
+}
+
+/// The names of ATTENTION_KERNELS joined by `separator` ("eager|sdpa_math|..."), for schemas and messages.
+inline std::string attention_kernel_names(std::string_view separator = "|")
+{
+  std::string out;
+  for (const auto& [n, kernel] : ATTENTION_KERNELS) {
+    if (!out.empty())
+      out += separator;
+    out += n;
+  }
+  return out;
 }
 
 } // namespace zerosim::spec

@@ -223,6 +223,9 @@ struct Scenario {
   int dp() const { return cluster.total_gpus() / std::max(1, training.tensor_parallel); }
   /// The tensor-parallel degree (1: none).
   int tp() const { return std::max(1, training.tensor_parallel); }
+  /// The software stack kernels are priced for: the run's (`software`), or today's default stack when the `stack`
+  /// mechanism is switched off (the ablation). The one place that switch applies.
+  SoftwareSpec priced_software() const { return mechanisms.stack ? software : SoftwareSpec{}; }
 };
 
 } // namespace zerosim::spec
