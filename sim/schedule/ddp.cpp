@@ -16,9 +16,6 @@ namespace {
 
 /// bucket_cap_mb is in MiB: `bucket_bytes_cap = int(bucket_cap_mb * 1024 * 1024)` (distributed.py).
 constexpr double MIB = 1024.0 * 1024.0;
-/// An autocast cast reads the fp32 weight and writes its 16-bit copy (`cached_cast`); its backward
-/// (ToCopyBackward) reads the 16-bit weight gradient and writes it in fp32: 4 + 2 bytes per element.
-constexpr double AUTOCAST_CAST_BYTES_PER_ELEM = 4 + 2;
 /// `_amp_foreach_non_finite_check_and_unscale_` (grad_scaler.py `_unscale_grads_`): read and write every
 /// fp32 gradient.
 constexpr double UNSCALE_BYTES_PER_ELEM = 8;
@@ -63,26 +60,6 @@ std::vector<DdpBucket> assign_buckets(const Builder& b, const std::vector<int>& 
   if (!cur.params.empty())
     out.push_back(std::move(cur));
   return out;
-}
-
-/// Elements autocast casts to 16 bits in `layer`'s forward: the linear weights and biases (not the norms,
-/// which autocast runs in fp32, nor the embedding lookup); the LM head of a tied model casts the embedding.
-std::int64_t autocast_numel(const Builder& b, int layer)
-{
-  const workload::Layer& l = b.w.layers[static_cast<std::size_t>(layer)];
-  std::int64_t e = 0;
-  for (const workload::ParamTensor& t : l.params) {
-    const bool norm = t.module.size() >= 4 && t.module.compare(t.module.size() - 4, 4, "norm") == 0;
-    if (!norm && t.module.rfind("embed.", 0) != 0)
-      e += t.numel;
-  }
-  if (l.kind == workload::LayerKind::LM_HEAD && b.s.model.tied_embeddings)
-    for (const workload::Layer& other : b.w.layers)
-      if (other.kind == workload::LayerKind::EMBEDDING)
-        for (const workload::ParamTensor& t : other.params)
-          if (t.module == "embed.tokens")
-            e += t.numel;
-  return e;
 }
 
 Task grad_reduce_copy(std::string name, int mb, int layer, std::int64_t elements, int elem_bytes)
@@ -139,14 +116,8 @@ void build_ddp(Builder& b)
   b.resident("params", Device::GPU, MemCategory::PARAMS, psi * bp);
   if (lowp)
     b.resident("fp32_master", Device::GPU, MemCategory::OPTIMIZER, psi * 4);
-  {
-    std::vector<std::int64_t> params; // torch.optim's state, per parameter
-    for (const workload::Layer& l : b.w.layers)
-      for (const workload::ParamTensor& t : l.params)
-        params.push_back(t.numel);
-    b.torch_optimizer_state(
-        b.resident("optimizer_states", Device::GPU, MemCategory::OPTIMIZER, psi * b.opt_state_bytes), params);
-  }
+  // torch.optim's state, per parameter
+  b.torch_optimizer_state(b.resident("optimizer_states", Device::GPU, MemCategory::OPTIMIZER, psi * b.opt_state_bytes));
   if (scaler)
     b.resident("grad_scaler.state", Device::GPU, MemCategory::OTHER, GRAD_SCALER_STATE_BYTES);
 
@@ -196,7 +167,7 @@ void build_ddp(Builder& b)
   std::vector<std::int64_t> cast_numel(static_cast<std::size_t>(nl), 0);
   if (b.amp)
     for (int l = 0; l < nl; ++l)
-      cast_numel[static_cast<std::size_t>(l)] = autocast_numel(b, l);
+      cast_numel[static_cast<std::size_t>(l)] = b.autocast_numel(l);
 
   // param.grad held as its own tensor: from its first backward to zero_grad after the step (no view), or
   // until the synchronised micro-step repoints it into the bucket (view, under no_sync).

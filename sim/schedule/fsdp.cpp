@@ -212,16 +212,14 @@ public:
                                         b_.opt_state_bytes * p_total_);
     // torch.optim's state per parameter the optimizer holds: FSDP1's flat parameter per unit, FSDP2's sharded
     // parameters (their relative sizes: the allocator's requests are scaled to the buffer).
-    std::vector<std::int64_t> params;
     if (c_.v2) {
-      for (const workload::Layer& l : b_.w.layers)
-        for (const workload::ParamTensor& t : l.params)
-          params.push_back(t.numel);
+      b_.torch_optimizer_state(states);
     } else {
+      std::vector<std::int64_t> flat;
       for (const Unit& un : units_)
-        params.push_back(un.shard);
+        flat.push_back(un.shard);
+      b_.torch_optimizer_state(states, flat);
     }
-    b_.torch_optimizer_state(states, params);
     if (off && !c_.v2) // FSDP1 `_cpu_grad`, pinned, allocated at lazy init (§7)
       b_.resident("cpu_grads", Device::HOST, MemCategory::GRADS, 4 * p_total_, true);
   }
@@ -297,28 +295,14 @@ private:
   }
 
   /// Bytes of autocast's weight casts in one pass of layer `l` (amp_* with fp32 parameters: Composer's DEFAULT
-  /// mixed precision, FSDP without param_dtype): each linear weight and bias read in fp32 and written in 16 bits,
-  /// 4 + 2 bytes per element, as DDP's (ddp.cpp autocast_numel, docs/ddp.md "Autocast"). Time only (the copies
-  /// mechanism): the casts' memory is not counted here. 0 when copies are off.
+  /// mixed precision, FSDP without param_dtype): Builder::autocast_numel x AUTOCAST_CAST_BYTES_PER_ELEM, as DDP's
+  /// (docs/ddp.md "Autocast"). Time only: the casts' memory is not counted here; added to the layer's compute task,
+  /// priced by the compute model under the copies mechanism (off: the bytes cost nothing).
   double autocast_bytes(int l) const
   {
-    const spec::Precision p = b_.s.training.precision;
-    if (!b_.s.mechanisms.copies || c_.b_p != 4 || (p != spec::Precision::AMP_BF16 && p != spec::Precision::AMP_FP16))
+    if (!b_.amp || c_.b_p != 4)
       return 0;
-    const workload::Layer& layer = b_.w.layers[static_cast<std::size_t>(l)];
-    std::int64_t e = 0;
-    for (const workload::ParamTensor& t : layer.params) {
-      const bool norm = t.module.size() >= 4 && t.module.compare(t.module.size() - 4, 4, "norm") == 0;
-      if (!norm && t.module.rfind("embed.", 0) != 0)
-        e += t.numel;
-    }
-    if (layer.kind == workload::LayerKind::LM_HEAD && b_.s.model.tied_embeddings)
-      for (const workload::Layer& other : b_.w.layers)
-        if (other.kind == workload::LayerKind::EMBEDDING)
-          for (const workload::ParamTensor& t : other.params)
-            if (t.module == "embed.tokens")
-              e += t.numel;
-    return static_cast<double>(e) * (4 + 2);
+    return static_cast<double>(b_.autocast_numel(l)) * AUTOCAST_CAST_BYTES_PER_ELEM;
   }
 
   /// A GPU kernel outside the layers (copy-out, copy-in, casts): one fused pass over `mem` bytes.
@@ -494,7 +478,7 @@ private:
       b_.free_on(ag, staging);
     st.unsharded = b_.transient(mbs_ + ".unsharded." + un.name + "." + pass, Device::GPU, MemCategory::PARAMS, bytes);
     // _free_unsharded_flat_param: record_stream on the compute stream before the storage is freed (reshard).
-    b_.graph.buffers[static_cast<std::size_t>(st.unsharded)].record_stream = !c_.v2;
+    b_.record_stream(st.unsharded);
     b_.alloc_on(ag, st.unsharded);
     st.ready = ag;
   }
@@ -638,7 +622,8 @@ private:
       if (st.grad < 0) { // the unit's unsharded gradient, from its first backward task to its reduction
         st.grad = b_.transient(mbs_ + ".unsharded_grad." + un.name, Device::GPU, MemCategory::GRADS, un.numel * c_.b_p);
         // FSDP1 _reduce_grad: the autograd gradient is record_stream'ed on the post-backward stream, then dropped.
-        b_.graph.buffers[static_cast<std::size_t>(st.grad)].record_stream = !c_.v2;
+        if (!c_.v2)
+          b_.record_stream(st.grad);
         b_.alloc_on(first, st.grad);
       }
       if (l == un.last_bwd_layer)

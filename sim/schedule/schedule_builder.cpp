@@ -130,10 +130,25 @@ void Builder::torch_optimizer_state(BufferId b, const std::vector<std::int64_t>&
         buf.tensors.push_back(4 * elements);
 }
 
+void Builder::torch_optimizer_state(BufferId b)
+{
+  std::vector<std::int64_t> param_elements;
+  param_elements.reserve(params.size());
+  for (const ParamInfo& p : params)
+    param_elements.push_back(p.numel);
+  torch_optimizer_state(b, param_elements);
+}
+
 void Builder::tensors_of(BufferId b, const std::vector<std::int64_t>& tensors)
 {
   if (b >= 0 && tensors.size() > 1)
     graph.buffers[static_cast<std::size_t>(b)].tensors = tensors;
+}
+
+void Builder::record_stream(BufferId b)
+{
+  if (b >= 0)
+    graph.buffers[static_cast<std::size_t>(b)].record_stream = true;
 }
 
 void Builder::alloc_on(TaskId t, BufferId b)
@@ -251,7 +266,7 @@ TaskId Builder::cpu_work(std::string name, Phase ph, std::int64_t elements, doub
   return id;
 }
 
-TaskId Builder::sync(std::string name, int mb, std::vector<TaskId> deps)
+TaskId Builder::sync(std::string name, int mb, std::vector<TaskId> deps, double host_seconds)
 {
   Task t;
   t.kind = TaskKind::SYNC;
@@ -260,20 +275,7 @@ TaskId Builder::sync(std::string name, int mb, std::vector<TaskId> deps)
   t.name = std::move(name);
   t.micro_step = mb;
   t.deps = std::move(deps);
-  const TaskId id = add(std::move(t));
-  host_wait(id);
-  return id;
-}
-
-TaskId Builder::host_busy(std::string name, int mb, double seconds)
-{
-  Task t;
-  t.kind = TaskKind::SYNC;
-  t.phase = Phase::OTHER;
-  t.stream = Stream::HOST;
-  t.name = std::move(name);
-  t.micro_step = mb;
-  t.host_seconds = seconds;
+  t.host_seconds = host_seconds;
   const TaskId id = add(std::move(t));
   host_wait(id);
   return id;
@@ -291,28 +293,27 @@ TaskId Builder::layer_compute(std::string name, Phase ph, int mb, int layer, std
   t.micro_step = mb;
   t.layer = layer;
   const auto n_ops = static_cast<int>(l.ops.size());
-  if (op_begin == 0 && (op_end < 0 || op_end == n_ops)) {
-    t.flops = ph == Phase::FORWARD ? l.fwd_flops : ph == Phase::BACKWARD ? l.bwd_flops : l.recompute_flops;
-    if (ph != Phase::RECOMPUTE)
-      for (const workload::Op& op : l.ops)
-        t.mem_bytes += ph == Phase::FORWARD ? op.fwd_bytes : op.bwd_bytes;
-  } else {
-    if (op_begin < 0 || op_end > n_ops || op_begin > op_end)
-      throw core::InternalError("schedule: ops [" + std::to_string(op_begin) + ", " + std::to_string(op_end) +
-                                ") of layer " + l.name + " with " + std::to_string(n_ops) + " ops");
+  const int end = op_end < 0 ? n_ops : op_end;
+  if (op_begin < 0 || end > n_ops || op_begin > end)
+    throw core::InternalError("schedule: ops [" + std::to_string(op_begin) + ", " + std::to_string(end) +
+                              ") of layer " + l.name + " with " + std::to_string(n_ops) + " ops");
+  if (op_begin != 0 || end != n_ops) { // a part of the layer; the whole layer keeps [0, -1)
     t.op_begin = op_begin;
-    t.op_end = op_end;
-    for (int i = op_begin; i < op_end; ++i) {
-      const workload::Op& op = l.ops[static_cast<std::size_t>(i)];
-      if (ph == Phase::FORWARD) {
-        t.flops += op.fwd_flops;
-        t.mem_bytes += op.fwd_bytes;
-      } else if (ph == Phase::BACKWARD) {
-        t.flops += op.bwd_flops;
-        t.mem_bytes += op.bwd_bytes;
-      } else if (op.recomputed) {
-        t.flops += op.fwd_flops;
-      }
+    t.op_end = end;
+  }
+  // Summed op by op in the order workload::make_layer sums the layer's totals (Layer::fwd_flops, bwd_flops,
+  // recompute_flops): a whole layer's task carries exactly those, and compute_model's extra_task_bytes, which sums
+  // the ops the same way, finds exactly 0 on a task the schedule attached no copies to.
+  for (int i = op_begin; i < end; ++i) {
+    const workload::Op& op = l.ops[static_cast<std::size_t>(i)];
+    if (ph == Phase::FORWARD) {
+      t.flops += op.fwd_flops;
+      t.mem_bytes += op.fwd_bytes;
+    } else if (ph == Phase::BACKWARD) {
+      t.flops += op.bwd_flops;
+      t.mem_bytes += op.bwd_bytes;
+    } else if (op.recomputed) { // RECOMPUTE: the recomputed ops' forward FLOPs, no HBM bytes of its own
+      t.flops += op.fwd_flops;
     }
   }
   t.deps = std::move(deps);
@@ -729,6 +730,24 @@ std::int64_t Builder::layer_numel(int layer) const
   std::int64_t e = 0;
   for (int p : layer_params[static_cast<std::size_t>(layer)])
     e += params[static_cast<std::size_t>(p)].numel;
+  return e;
+}
+
+std::int64_t Builder::autocast_numel(int layer) const
+{
+  const workload::Layer& l = w.layers[static_cast<std::size_t>(layer)];
+  std::int64_t e = 0;
+  for (const workload::ParamTensor& t : l.params) {
+    const bool norm = t.module.size() >= 4 && t.module.compare(t.module.size() - 4, 4, "norm") == 0;
+    if (!norm && t.module.rfind("embed.", 0) != 0)
+      e += t.numel;
+  }
+  if (l.kind == workload::LayerKind::LM_HEAD && s.model.tied_embeddings)
+    for (const workload::Layer& other : w.layers)
+      if (other.kind == workload::LayerKind::EMBEDDING)
+        for (const workload::ParamTensor& t : other.params)
+          if (t.module == "embed.tokens")
+            e += t.numel;
   return e;
 }
 

@@ -35,6 +35,10 @@ inline constexpr double TORCH_ADAMW_FOREACH_BYTES_PER_ELEM = 80;
 inline constexpr double TORCH_ADAMW_FOREACH_TEMP_BYTES_PER_ELEM = 4;
 /// torch.optim.SGD (momentum 0, the default): `_foreach_add_(params, grads, alpha=-lr)`: read p, g, write p.
 inline constexpr double TORCH_SGD_FOREACH_BYTES_PER_ELEM = 12;
+/// An autocast cast reads the fp32 weight and writes its 16-bit copy (`cached_cast`); its backward
+/// (ToCopyBackward) reads the 16-bit weight gradient and writes it in fp32: 4 + 2 bytes per element (docs/ddp.md
+/// "Autocast"; DDP's and FSDP's amp_* runs with fp32 parameters).
+inline constexpr double AUTOCAST_CAST_BYTES_PER_ELEM = 4 + 2;
 /// Minimum aio transfer, `MIN_AIO_BYTES` (§7, §11).
 inline constexpr std::int64_t MIN_AIO_BYTES = 1'048'576;
 /// `AIO_ALIGNED_BYTES` (§7, §11).
@@ -148,8 +152,13 @@ public:
   /// Marks the resident `b` as torch.optim's state over parameters of `param_elements` elements each (per rank):
   /// created lazily at the first step (Buffer::lazy), one tensor per parameter and state (Buffer::tensors).
   void torch_optimizer_state(BufferId b, const std::vector<std::int64_t>& param_elements);
+  /// The same over the workload's parameter tensors (Builder::params): the optimizer steps every parameter whole
+  /// (DDP) or one shard of each (FSDP2, the relative sizes the allocator's requests are scaled by).
+  void torch_optimizer_state(BufferId b);
   /// Names the tensors buffer `b` stands for (Buffer::tensors; one tensor or none: left empty).
   void tensors_of(BufferId b, const std::vector<std::int64_t>& tensors);
+  /// Marks buffer `b` as freed with `record_stream` onto another stream (Buffer::record_stream); none (-1): no-op.
+  void record_stream(BufferId b);
   void alloc_on(TaskId t, BufferId b);
   void free_on(TaskId t, BufferId b);
 
@@ -174,10 +183,10 @@ public:
   TaskId nvme(std::string name, Phase ph, bool write, std::int64_t bytes, int mb, std::vector<TaskId> deps = {});
   TaskId cpu_work(std::string name, Phase ph, std::int64_t elements, double mem_bytes, double flops,
                   std::vector<TaskId> deps = {});
-  TaskId sync(std::string name, int mb, std::vector<TaskId> deps);
-  /// The host thread busy for `seconds` of Python work that issues no device work (ZeRO-3's module hooks and fetch
-  /// calls): a SYNC task with Task::host_seconds; everything issued after it waits for it.
-  TaskId host_busy(std::string name, int mb, double seconds);
+  /// The host waits for `deps` (a synchronize, an event's .item()): a SYNC task; everything issued after it waits for
+  /// it. With `host_seconds`, the host thread is then busy for that long with Python work that issues no device work
+  /// (ZeRO-3's module hooks and fetch calls, Task::host_seconds).
+  TaskId sync(std::string name, int mb, std::vector<TaskId> deps, double host_seconds = 0);
 
   /// A compute task of `layer` on the compute stream for phase FORWARD, RECOMPUTE or BACKWARD: its FLOPs and HBM
   /// bytes are the layer's for that phase (a recompute re-runs the forward's recomputed FLOPs). Memory events and
@@ -227,6 +236,9 @@ public:
   std::int64_t layer_numel(int layer) const;
   /// Grad bytes of a layer in the model dtype (Σ numel · b_lp).
   std::int64_t layer_grad_bytes(int layer) const { return layer_numel(layer) * b_lp; }
+  /// Elements autocast casts to 16 bits in `layer`'s forward: the linear weights and biases (not the norms, which
+  /// autocast runs in fp32, nor the embedding lookup); the LM head of a tied model casts the embedding.
+  std::int64_t autocast_numel(int layer) const;
 
 private:
   /// Megatron's tensor-parallel all-reduces of `layer` for phase FORWARD, RECOMPUTE or BACKWARD, issued on the compute

@@ -40,6 +40,9 @@ void build_stage3(Builder& b)
   // Per-leaf-module fetching (spec::Mechanisms::per_module_fetch, docs/schedule.md "Stage 3"): each module's
   // compute is a task of its own between its hooks; off, a layer's modules are all fetched before its one compute task.
   const bool per_module = b.s.mechanisms.per_module_fetch;
+  // The coordinator's host (Python) time per hook and per gather call: part of the host's per-op / per-hook dispatch
+  // cost (spec::Mechanisms::host_dispatch, `--without host`), and only counted with per-module hooks.
+  const bool hook_cost = per_module && b.s.mechanisms.host_dispatch;
   const std::vector<LayerParts> lparts =
       per_module ? stage3_layer_parts(b) : std::vector<LayerParts>(b.w.layers.size());
   // Under full checkpointing a block's recompute re-runs its modules' forward hooks (CheckpointFunction.backward
@@ -111,8 +114,8 @@ void build_stage3(Builder& b)
 
   int call_index = 0;
   TaskId last_rs = -1;
-  // The coordinator's host time not yet paid (per_module only): post-hooks and prefetch calls, paid by the host
-  // before the next fetch's issue (a delay on the fetch issue, docs/schedule.md "Stage 3").
+  // The coordinator's host time not yet paid (hook_cost only): the hooks that issued no gather, paid by the host
+  // before the next gather's issue (a delay on that issue, docs/schedule.md "Stage 3").
   double host_pending = 0;
 
   for (int mb = 0; mb < b.g; ++mb) {
@@ -184,19 +187,19 @@ void build_stage3(Builder& b)
       if (complete)
         c.pop_queue_to(entry_begin[static_cast<std::size_t>(pos) + 1], entry_param, entry_pos);
       const std::vector<int> now = c.missing(m.params);
-      // The coordinator's host time (per_module): the pre-hook's and each gather call's Python is paid, with what
+      // The coordinator's host time (hook_cost): the pre-hook's and each gather call's Python is paid, with what
       // earlier hooks left unpaid, before the host issues a gather; a hook that issues none adds to the next
       // payment (fewer tasks to replay; the host's total time is the same, a module's compute may be issued a few
       // hooks early).
       auto pay_then_gather = [&](const std::vector<int>& ps, const char* why) {
-        if (per_module) {
+        if (hook_cost) {
           host_pending += ZERO3_FETCH_HOST_S;
-          b.host_busy(mbs + ".zero3_hooks." + std::to_string(host_index++), mb, host_pending);
+          b.sync(mbs + ".zero3_hooks." + std::to_string(host_index++), mb, {}, host_pending);
           host_pending = 0;
         }
         gather_call(ps, why);
       };
-      host_pending += per_module ? ZERO3_HOOK_HOST_S : 0.0;
+      host_pending += hook_cost ? ZERO3_HOOK_HOST_S : 0.0;
       if (!now.empty())
         pay_then_gather(now, "fetch");
       c.wait_inflight(b, m.params, mbs, mb);
@@ -211,7 +214,7 @@ void build_stage3(Builder& b)
         pay_then_gather(ahead, "prefetch");
     };
 
-    auto deps_of = [&](const auto& positions) {
+    auto deps_of = [&](const std::vector<int>& positions) {
       std::vector<TaskId> d;
       for (int pos : positions)
         for (int p : b.modules[static_cast<std::size_t>(trace[static_cast<std::size_t>(pos)])].params)
@@ -223,7 +226,7 @@ void build_stage3(Builder& b)
     // release_sub_module (§5.4): free unless persistent, reused within the distance (COMPLETE trace),
     // or already popped by the prefetcher for a later use.
     auto release = [&](int pos, TaskId by) {
-      if (per_module)
+      if (hook_cost)
         host_pending += ZERO3_HOOK_HOST_S; // release_sub_module, the post-hook
       for (int p : b.modules[static_cast<std::size_t>(trace[static_cast<std::size_t>(pos)])].params) {
         const auto pu = static_cast<std::size_t>(p);
@@ -238,37 +241,7 @@ void build_stage3(Builder& b)
       }
     };
 
-    // ---- forward ----
-    int pos = 0;
-    for (int l = 0; l < nl; ++l) {
-      std::vector<int> positions;
-      for (std::size_t k = 0; k < b.layer_modules[static_cast<std::size_t>(l)].size(); ++k)
-        positions.push_back(pos++);
-      // DeepSpeed's checkpoint() runs before the block's forward pre-hooks fetch its params (docs/offload.md).
-      b.checkpoint_forward_begin(mb, l);
-      const LayerParts& lp = lparts[static_cast<std::size_t>(l)];
-      if (lp.split) { // per leaf module: pre-hook (fetch) -> the module's ops -> post-hook (release)
-        ComputeParts cp{lp.fwd, lp.names, {}, {}, {}};
-        cp.before = [&](std::size_t i) {
-          fetch(positions[i]);
-          return deps_of(std::vector<int>{positions[i]});
-        };
-        cp.after = [&](std::size_t i, TaskId t) {
-          c.last_compute = t;
-          release(positions[i], t);
-        };
-        b.forward(mb, l, {}, &cp);
-        continue;
-      }
-      for (int p : positions)
-        fetch(p);
-      const TaskId fwd = b.forward(mb, l, deps_of(positions));
-      c.last_compute = fwd;
-      for (int p : positions)
-        release(p, fwd);
-    }
-
-    // ---- backward, with the reduce-scatter hooks (§5.5) ----
+    // The reduce-scatter hooks (§5.5), run by the backward below.
     std::vector<int> bucket;
     std::int64_t bucket_elems = 0;
     int rs_index = 0;
@@ -319,6 +292,47 @@ void build_stage3(Builder& b)
       }
     };
 
+    // A split layer's compute parts (ComputeParts), positions[i] being part i's module: its pre-hook fetches the
+    // module and the part waits for that gather; its post-hook releases the module and, in backward, runs the
+    // module's gradient hooks.
+    auto module_parts = [&](const LayerParts& lp, const std::vector<int>& positions, bool backward) {
+      ComputeParts cp{backward ? lp.bwd : lp.fwd, backward ? lp.bwd_names : lp.names, {}, {}, {}};
+      cp.before = [&](std::size_t i) {
+        fetch(positions[i]);
+        return deps_of({positions[i]});
+      };
+      cp.after = [&, backward](std::size_t i, TaskId t) {
+        c.last_compute = t;
+        release(positions[i], t);
+        if (backward)
+          grad_hooks(b.modules[static_cast<std::size_t>(trace[static_cast<std::size_t>(positions[i])])].params, t);
+      };
+      return cp;
+    };
+
+    // ---- forward ----
+    int pos = 0;
+    for (int l = 0; l < nl; ++l) {
+      std::vector<int> positions;
+      for (std::size_t k = 0; k < b.layer_modules[static_cast<std::size_t>(l)].size(); ++k)
+        positions.push_back(pos++);
+      // DeepSpeed's checkpoint() runs before the block's forward pre-hooks fetch its params (docs/offload.md).
+      b.checkpoint_forward_begin(mb, l);
+      const LayerParts& lp = lparts[static_cast<std::size_t>(l)];
+      if (lp.split) { // per leaf module: pre-hook (fetch) -> the module's ops -> post-hook (release)
+        const ComputeParts cp = module_parts(lp, positions, false);
+        b.forward(mb, l, {}, &cp);
+        continue;
+      }
+      for (int p : positions)
+        fetch(p);
+      const TaskId fwd = b.forward(mb, l, deps_of(positions));
+      c.last_compute = fwd;
+      for (int p : positions)
+        release(p, fwd);
+    }
+
+    // ---- backward ----
     TaskId last_bwd = -1;
     for (int l = nl - 1; l >= 0; --l) {
       const std::size_t nmod = b.layer_modules[static_cast<std::size_t>(l)].size();
@@ -339,20 +353,11 @@ void build_stage3(Builder& b)
         // (release) and its parameters' gradient hooks.
         for (int p : recompute_positions)
           fetch(p);
-        ComputeParts cp{lp.bwd, lp.bwd_names, {}, {}, {}};
+        ComputeParts cp = module_parts(lp, positions, true);
         cp.after_recompute = [&](TaskId t) {
           c.last_compute = t;
           for (int p : recompute_positions)
             release(p, t);
-        };
-        cp.before = [&](std::size_t i) {
-          fetch(positions[i]);
-          return deps_of(std::vector<int>{positions[i]});
-        };
-        cp.after = [&](std::size_t i, TaskId t) {
-          c.last_compute = t;
-          release(positions[i], t);
-          grad_hooks(b.modules[static_cast<std::size_t>(trace[static_cast<std::size_t>(positions[i])])].params, t);
         };
         bwd = b.backward(mb, l, deps_of(recompute_positions), &cp)[1];
       } else {
@@ -375,7 +380,7 @@ void build_stage3(Builder& b)
       b.checkpoint_backward_end(mb, l); // after the block's gradient hooks (docs/offload.md)
     }
     if (host_pending > 0) { // the last post-backward hooks
-      b.host_busy(mbs + ".zero3_hooks." + std::to_string(host_index++), mb, host_pending);
+      b.sync(mbs + ".zero3_hooks." + std::to_string(host_index++), mb, {}, host_pending);
       host_pending = 0;
     }
     flush(last_bwd);

@@ -27,8 +27,7 @@ workload::Layer param_layer(const std::string& name, workload::LayerKind kind, s
   l.name = name;
   l.kind = kind;
   l.params.push_back(workload::ParamTensor{"weight", numel, name});
-  l.fwd_flops = 1e8;
-  l.bwd_flops = 2e8;
+  set_ops(l, 1e8);
   l.activation_bytes_kept = 500;
   return l;
 }

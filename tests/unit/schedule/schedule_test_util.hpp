@@ -32,6 +32,33 @@ inline spec::Scenario scenario(int stage, int gpus, int g)
   return s;
 }
 
+/// Gives `l` ops carrying `fwd` forward FLOPs (backward: twice that), `recompute` of them re-run by a recompute under
+/// checkpointing, and sets the layer's totals as workload::make_layer does, sums over its ops (the schedule's compute
+/// tasks add up the ops they run).
+inline void set_ops(workload::Layer& l, double fwd, double recompute = 0)
+{
+  auto add = [&](const char* name, double flops, bool recomputed) {
+    workload::Op op;
+    op.name = name;
+    op.fwd_flops = flops;
+    op.bwd_flops = 2 * flops;
+    op.recomputed = recomputed;
+    l.ops.push_back(op);
+  };
+  l.ops.clear();
+  if (recompute > 0)
+    add("recomputed", recompute, true);
+  if (fwd > recompute)
+    add("kept", fwd - recompute, false);
+  l.fwd_flops = l.bwd_flops = l.recompute_flops = 0;
+  for (const workload::Op& op : l.ops) {
+    l.fwd_flops += op.fwd_flops;
+    l.bwd_flops += op.bwd_flops;
+    if (op.recomputed)
+      l.recompute_flops += op.fwd_flops;
+  }
+}
+
 /// `layers` identical BLOCK layers whose param tensors are `tensors` = {(tensor name, module), numel}.
 inline workload::Workload synthetic(int layers, const std::vector<std::pair<std::string, std::int64_t>>& tensors,
                                     std::int64_t act_kept = 1000, double recompute_flops = 0)
@@ -46,9 +73,7 @@ inline workload::Workload synthetic(int layers, const std::vector<std::pair<std:
       layer.params.push_back(workload::ParamTensor{name, numel, module});
       w.params += numel;
     }
-    layer.fwd_flops = 1e9;
-    layer.bwd_flops = 2e9;
-    layer.recompute_flops = recompute_flops;
+    set_ops(layer, 1e9, recompute_flops);
     layer.activation_bytes_kept = act_kept;
     layer.activation_bytes_backward_working = act_kept / 2;
     layer.activation_bytes_forward_working = act_kept / 4;

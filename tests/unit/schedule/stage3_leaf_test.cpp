@@ -52,6 +52,26 @@ int count(const TaskGraph& g, const std::string& prefix, int mb = 0)
   return n;
 }
 
+/// The bytes of every all-gather of the step, in issue order.
+std::vector<std::int64_t> gather_bytes(const TaskGraph& g)
+{
+  std::vector<std::int64_t> bytes;
+  for (const Task& t : g.tasks)
+    if (t.kind == TaskKind::COLLECTIVE && t.collective == CollectiveKind::ALL_GATHER)
+      bytes.push_back(t.bytes);
+  return bytes;
+}
+
+/// The host time of the coordinator's hooks: Σ Task::host_seconds of the step's SYNC tasks.
+double hook_seconds(const TaskGraph& g)
+{
+  double s = 0;
+  for (const Task& t : g.tasks)
+    if (t.kind == TaskKind::SYNC)
+      s += t.host_seconds;
+  return s;
+}
+
 } // namespace
 
 TEST_SUITE("schedule")
@@ -86,12 +106,38 @@ TEST_SUITE("schedule")
         flops += t.flops;
     CHECK(flops == doctest::Approx(w.layers[1].fwd_flops).epsilon(1e-12));
 
-    // Switched off: today's per-block fetch, one compute task per block, the same gathers.
+    // Switched off: today's per-block fetch, one compute task per block, the same gathers. In the recording
+    // micro-step every module with non-persistent parameters is gathered by its own fetch call before its forward
+    // and again before its backward, whether its hook is a leaf's or its block's loop: the same calls of the same
+    // bytes in the same order.
     spec::Scenario off = s;
     off.mechanisms.per_module_fetch = false;
     const TaskGraph go = build_step_graph(off, w, 0, StepOptions{.first_step = true});
     CHECK(count(go, "mb0.fwd.block.0") == 1);
     CHECK(count(go, "mb0.zero3_hooks.") == 0);
+    CHECK(gather_bytes(go) == gather_bytes(g));
+    CHECK(count(go, "mb0.allgather.") == 2 * FETCHED);
+  }
+
+  TEST_CASE("stage3 per leaf module: the hooks' host cost belongs to the host mechanism")
+  {
+    // `--without host` (spec::Mechanisms::host_dispatch) makes the host's per-op and per-hook dispatch free: the
+    // per-module compute parts and gathers stay, the coordinator's host time goes.
+    const spec::Scenario on = tiny(8);
+    spec::Scenario free_host = on;
+    free_host.mechanisms.host_dispatch = false;
+    const workload::Workload w = workload::build_workload(on.model, workload::workload_options(on));
+    const TaskGraph g_on = build_step_graph(on, w, 0);
+    const TaskGraph g_free = build_step_graph(free_host, w, 0);
+    // Independent count (the host-bound case below): 84 hooks and 2 gather calls in a steady-state step.
+    CHECK(hook_seconds(g_on) ==
+          doctest::Approx(4 * MODULES * detail::ZERO3_HOOK_HOST_S + 2 * detail::ZERO3_FETCH_HOST_S).epsilon(1e-12));
+    CHECK(count(g_on, "mb0.zero3_hooks.") > 0);
+    CHECK(hook_seconds(g_free) == 0);
+    CHECK(count(g_free, "mb0.zero3_hooks.") == 0);
+    CHECK(count(g_free, "mb0.fwd.block.0.") == 9);
+    CHECK(count(g_free, "mb0.bwd.block.0.") == 9);
+    CHECK(gather_bytes(g_free) == gather_bytes(g_on));
   }
 
   TEST_CASE("stage3 per leaf module: a prefetch call stops once it holds stage3_prefetch_bucket_size elements")
@@ -130,5 +176,9 @@ TEST_SUITE("schedule")
     // that could not overlap it.
     CHECK(t_on >= host);
     CHECK(t_on <= host + t_off);
+    // Without the host's dispatch cost the hooks are free too: per module the step is no longer host-bound.
+    spec::Scenario free_host = on;
+    free_host.mechanisms.host_dispatch = false;
+    CHECK(engine::simulate(free_host, w).step_time_s < 0.1 * host);
   }
 }

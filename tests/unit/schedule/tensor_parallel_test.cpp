@@ -52,9 +52,7 @@ workload::Layer layer(const std::string& name, workload::LayerKind kind, std::in
   l.name = name;
   l.kind = kind;
   l.params.push_back(workload::ParamTensor{name + ".weight", numel, name});
-  l.fwd_flops = 1e9;
-  l.bwd_flops = 2e9;
-  l.recompute_flops = recompute_flops;
+  set_ops(l, 1e9, recompute_flops);
   l.activation_bytes_kept = 1000;
   l.activation_bytes_backward_working = 500;
   l.activation_bytes_forward_working = 250;
