@@ -256,7 +256,7 @@ void no_effect_warnings(spec::Scenario& s)
         s.training.mode == spec::Mode::INFERENCE
             ? std::string("training.mode is inference: nothing is checkpointed")
             : "training.activation_checkpointing is " +
-                  std::string(s.training.activation_checkpointing == spec::Checkpointing::NONE ? "none" : "selective") +
+                  std::string(spec::to_string(s.training.activation_checkpointing)) +
                   ": the block acts on the transformer blocks run through deepspeed.checkpointing.checkpoint, "
                   "which zerosim models with activation_checkpointing: full only";
     const std::pair<const char*, bool> keys[] = {{"cpu_checkpointing", a.cpu_checkpointing},

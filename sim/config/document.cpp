@@ -155,6 +155,29 @@ std::string ScenarioDocument::file_of(const std::string& path) const
   return file_found;
 }
 
+DataFile find_data_file(const std::string& relative, const std::string& data_dir, const std::string& scenario_dir)
+{
+  std::vector<std::string> dirs;
+  if (!data_dir.empty())
+    dirs.push_back(data_dir);
+  else
+    dirs.push_back(
+        scenario_dir.empty()
+            ? ".."
+            : (fs::path(scenario_dir).parent_path().empty() ? "." : fs::path(scenario_dir).parent_path().string()));
+  dirs.push_back(".");
+  dirs.push_back(ZEROSIM_DATA_DIR);
+  DataFile out;
+  for (std::size_t i = 0; i < dirs.size(); ++i) {
+    out.looked += (i ? ", " : "") + dirs[i];
+    const fs::path candidate = (fs::path(dirs[i]) / relative).lexically_normal();
+    std::error_code ec;
+    if (out.file.empty() && fs::is_regular_file(candidate, ec))
+      out.file = candidate.string();
+  }
+  return out;
+}
+
 void resolve_reference(ScenarioDocument& doc, const std::string& key_path)
 {
   std::vector<std::string> segs = split_dots(key_path);
@@ -186,31 +209,12 @@ void resolve_reference(ScenarioDocument& doc, const std::string& key_path)
     if (!ok)
       throw core::InputError(where + ": " + key_path + ": cannot open file '" + file + "'");
   } else {
-    const std::string folder = key_path == "model" ? "models" : "topologies";
-    std::vector<std::string> dirs;
-    if (!doc.options.data_dir.empty())
-      dirs.push_back(doc.options.data_dir);
-    else
-      dirs.push_back(doc.dir.empty()
-                         ? ".."
-                         : (fs::path(doc.dir).parent_path().empty() ? "." : fs::path(doc.dir).parent_path().string()));
-    dirs.push_back(".");
-    dirs.push_back(ZEROSIM_DATA_DIR);
-    for (const std::string& d : dirs) {
-      fs::path candidate = (fs::path(d) / folder / (name + ".yaml")).lexically_normal();
-      std::error_code ec;
-      if (fs::is_regular_file(candidate, ec)) {
-        file = candidate.string();
-        break;
-      }
-    }
-    if (file.empty()) {
-      std::string looked;
-      for (size_t i = 0; i < dirs.size(); ++i)
-        looked += (i ? ", " : "") + dirs[i];
+    const std::string relative = (key_path == "model" ? "models/" : "topologies/") + name + ".yaml";
+    const DataFile found = find_data_file(relative, doc.options.data_dir, doc.dir);
+    if (found.file.empty())
       throw core::InputError(where + ": " + key_path + ": no " + (key_path == "model" ? "model" : "node") + " named '" +
-                             name + "' (looked for " + folder + "/" + name + ".yaml in " + looked + ")");
-    }
+                             name + "' (looked for " + relative + " in " + found.looked + ")");
+    file = found.file;
   }
   YAML::Node loaded = load_yaml_file(file);
   require_mapping(loaded, file);

@@ -30,6 +30,19 @@ struct ScenarioDocument {
   std::string file_of(const std::string& path) const;
 };
 
+/// A data file found by name: `file` is "" when none of the folders has it; `looked` names the folders tried
+/// ("A, B, C"), for the message.
+struct DataFile {
+  std::string file;
+  std::string looked;
+};
+
+/// `relative` ("models/NAME.yaml", "topologies/NAME.yaml", "calibration/kernels.yaml") in the first folder that
+/// has it as a regular file, in order: `data_dir` when given, else the folder above the scenario's folder
+/// `scenario_dir` (".." for a scenario in the current directory); then the current directory; then
+/// ZEROSIM_DATA_DIR (the source tree). The one search of every data file a scenario names.
+DataFile find_data_file(const std::string& relative, const std::string& data_dir, const std::string& scenario_dir);
+
 /// Replaces the scalar reference at `key_path` ("model", "cluster.node", "deepspeed") by the mapping of the
 /// file it names, recording that file in part_files. Does nothing when the value is not a string.
 void resolve_reference(ScenarioDocument& doc, const std::string& key_path);

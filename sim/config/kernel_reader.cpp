@@ -6,8 +6,6 @@
 #include "spec/names.hpp"
 
 #include <algorithm>
-#include <filesystem>
-#include <map>
 #include <mutex>
 
 #ifndef ZEROSIM_DATA_DIR
@@ -17,20 +15,17 @@
 namespace zerosim::config {
 namespace {
 
-KeyDoc kkey(std::string k, std::string type, std::string def, std::string desc, const Schema* child = nullptr)
-{
-  return modelled_key(std::move(k), std::move(type), std::move(def), std::move(desc), child);
-}
-
 /// value, status, source, note: every figure of the file has them.
 std::vector<KeyDoc> figure_keys(const std::string& value_default)
 {
-  return {kkey("value", "number in (0, 1]", value_default, "achieved / nominal"),
-          kkey("status", "one of measured, stated", "required", "printed by a benchmark, or derived"),
-          kkey("source", "string", "required", "where the figure comes from"),
-          kkey("note", "string", "\"\"", "how it was derived")};
+  return {modelled_key("value", "number", value_default, "achieved / nominal, or the quantity in its unit"),
+          modelled_key("status", "one of measured, stated", "required", "printed by a benchmark, or derived"),
+          modelled_key("source", "string", "required", "where the figure comes from"),
+          modelled_key("note", "string", "\"\"", "how it was derived")};
 }
 
+/// Every figure's mapping but a GEMM entry's and an attention kernel's (their extra keys below). Its key texts
+/// are printed nowhere; the range of each `value` is the reader's (read_figure's `what`).
 const Schema& figure_schema()
 {
   static const Schema s{"figure", figure_keys("required")};
@@ -42,7 +37,7 @@ const Schema& gemm_schema()
   static const Schema s = [] {
     Schema g{"gemm", figure_keys("required")};
     g.keys.insert(g.keys.begin(),
-                  kkey("torch", "major.minor string", "required", "the first torch generation it applies to"));
+                  modelled_key("torch", "major.minor string", "required", "the first torch generation it applies to"));
     return g;
   }();
   return s;
@@ -54,9 +49,9 @@ const Schema& attention_schema()
     Schema a{"attention", figure_keys("fwd and bwd")};
     a.keys.insert(
         a.keys.begin() + 1,
-        {kkey("fwd", "number in (0, 1]", "value", "forward achieved / dense peak, in the kernel's own FLOPs"),
-         kkey("bwd", "number in (0, 1]", "value", "backward achieved / dense peak, in the kernel's own FLOPs"),
-         kkey("causal_skip", "bool", "true", "the kernel skips fully masked tiles of a causal mask")});
+        {modelled_key("fwd", "number in (0, 1]", "value", "forward achieved / dense peak, in the kernel's own FLOPs"),
+         modelled_key("bwd", "number in (0, 1]", "value", "backward achieved / dense peak, in the kernel's own FLOPs"),
+         modelled_key("causal_skip", "bool", "true", "the kernel skips fully masked tiles of a causal mask")});
     return a;
   }();
   return s;
@@ -66,66 +61,48 @@ const Schema& kind_schema()
 {
   static const Schema s{
       "kind",
-      {kkey("match", "list of strings", "required (but for the last kind)", "names matched in gpu.model"),
-       kkey("match_also", "list of strings", "none", "names that must be present too (PCIE)"),
-       kkey("sms", "integer >= 1", "required", "streaming multiprocessors (wave quantisation)"),
-       kkey("hbm", "mapping", "required", "streaming-kernel bandwidth / nominal", &figure_schema()),
-       kkey("gemm", "list of mappings", "required", "large-GEMM cap by torch generation"),
-       kkey("attention", "mapping of kernel -> figures", "required", "fused attention kernels that run on this kind"),
-       kkey("note", "string", "\"\"", "about the kind")}};
+      {modelled_key("match", "list of strings", "required (but for the last kind)", "names matched in gpu.model"),
+       modelled_key("match_also", "list of strings", "none", "names that must be present too (PCIE)"),
+       modelled_key("sms", "integer >= 1", "required", "streaming multiprocessors (wave quantisation)"),
+       modelled_key("hbm", "mapping", "required", "streaming-kernel bandwidth / nominal", &figure_schema()),
+       modelled_key("gemm", "list of mappings", "required", "large-GEMM cap by torch generation"),
+       modelled_key("attention", "mapping of kernel -> figures", "required",
+                    "fused attention kernels that run on this kind"),
+       modelled_key("note", "string", "\"\"", "about the kind")}};
   return s;
-}
-
-/// A figure with a unit other than a fraction (host microseconds, CTAs, an exponent).
-const Schema& quantity_schema(const std::string& name, const std::string& type)
-{
-  static std::map<std::string, Schema> schemas;
-  static std::mutex m;
-  const std::lock_guard<std::mutex> lock(m);
-  auto it = schemas.find(name);
-  if (it == schemas.end()) {
-    std::vector<KeyDoc> keys = figure_keys("required");
-    keys.front().type = type;
-    it = schemas.emplace(name, Schema{name, keys}).first;
-  }
-  return it->second;
 }
 
 const Schema& host_schema()
 {
   static const Schema s{
       "host",
-      {kkey("torch", "major.minor string", "required", "the first torch generation it applies to"),
-       kkey("eager_op", "mapping (value in us)", "required",
-            "per forward op from eager Python: Python, dispatcher, autograd record, launch",
-            &quantity_schema("eager_op", "microseconds in (0, 1000]")),
-       kkey("backward_op", "mapping (value in us)", "required",
-            "per kernel launched by the C++ autograd engine in backward",
-            &quantity_schema("backward_op", "microseconds in (0, 1000]")),
-       kkey("compiled_op", "mapping (value in us)", "required", "per kernel launched by a torch.compile graph",
-            &quantity_schema("compiled_op", "microseconds in (0, 1000]")),
-       kkey("hook_param", "mapping (value in us)", "required",
-            "per parameter per framework hook (FSDP unshard/reshard, ZeRO-1/2 gradient hook)",
-            &quantity_schema("hook_param", "microseconds in (0, 1000]")),
-       kkey("note", "string", "\"\"", "about the generation")}};
+      {modelled_key("torch", "major.minor string", "required", "the first torch generation it applies to"),
+       modelled_key("eager_op", "mapping (value in us)", "required",
+                    "per forward op from eager Python: Python, dispatcher, autograd record, launch", &figure_schema()),
+       modelled_key("backward_op", "mapping (value in us)", "required",
+                    "per kernel launched by the C++ autograd engine in backward", &figure_schema()),
+       modelled_key("compiled_op", "mapping (value in us)", "required", "per kernel launched by a torch.compile graph",
+                    &figure_schema()),
+       modelled_key("hook_param", "mapping (value in us)", "required",
+                    "per parameter per framework hook (FSDP unshard/reshard, ZeRO-1/2 gradient hook)",
+                    &figure_schema()),
+       modelled_key("note", "string", "\"\"", "about the generation")}};
   return s;
 }
 
 const Schema& interference_schema()
 {
-  static const Schema s{
-      "interference",
-      {kkey("nccl_ctas", "mapping (value: CTAs)", "required", "SMs an NCCL collective kernel occupies while it runs",
-            &quantity_schema("nccl_ctas", "number in [1, 1024]"))}};
+  static const Schema s{"interference",
+                        {modelled_key("nccl_ctas", "mapping (value: CTAs)", "required",
+                                      "SMs an NCCL collective kernel occupies while it runs", &figure_schema())}};
   return s;
 }
 
 const Schema& power_schema()
 {
-  static const Schema s{
-      "power",
-      {kkey("clock_exponent", "mapping (value: exponent)", "required", "sustained clock = (power_limit / tdp)^exponent",
-            &quantity_schema("clock_exponent", "number in (0, 1]"))}};
+  static const Schema s{"power",
+                        {modelled_key("clock_exponent", "mapping (value: exponent)", "required",
+                                      "sustained clock = (power_limit / tdp)^exponent", &figure_schema())}};
   return s;
 }
 
@@ -133,19 +110,26 @@ const Schema& table_schema()
 {
   static const Schema s{
       "kernels",
-      {kkey("kinds", "mapping of GPU kind -> data", "required", "in match order"),
-       kkey("host", "list of mappings", "none (no host cost priced)", "host dispatch cost by torch generation"),
-       kkey("interference", "mapping", "none (no interference)", "communication kernels' share of the SMs",
-            &interference_schema()),
-       kkey("power", "mapping", "none (no power-cap clocks)", "sustained clock under a power cap", &power_schema())}};
+      {modelled_key("kinds", "mapping of GPU kind -> data", "required", "in match order"),
+       modelled_key("host", "list of mappings", "none (no host cost priced)", "host dispatch cost by torch generation"),
+       modelled_key("interference", "mapping", "none (no interference)", "communication kernels' share of the SMs",
+                    &interference_schema()),
+       modelled_key("power", "mapping", "none (no power-cap clocks)", "sustained clock under a power cap",
+                    &power_schema())}};
   return s;
 }
 
-spec::KernelFigure read_figure(FieldReader& r, const std::string& key = "value", double lo = 1e-6, double hi = 1.0,
-                               const std::string& what = "a number in (0, 1]")
+/// A fraction of the dense peak or of the nominal bandwidth.
+constexpr double FRACTION_LO = 1e-6;
+const std::string FRACTION = "a number in (0, 1]";
+
+/// The figure of mapping `r`: its number at `key` in [lo, hi] (`required`: absent is "required key is missing";
+/// otherwise 0 when absent), status, source and note.
+spec::KernelFigure read_figure(FieldReader& r, bool required, const std::string& key = "value", double lo = FRACTION_LO,
+                               double hi = 1.0, const std::string& what = FRACTION)
 {
   spec::KernelFigure f;
-  f.value = r.opt_number(key, lo, hi, what).value_or(0);
+  f.value = required ? r.req_number(key, lo, hi, what) : r.opt_number(key, lo, hi, what).value_or(0);
   std::optional<std::string> status =
       r.opt_enum<std::string>("status", {{"measured", "measured"}, {"stated", "stated"}});
   if (!status)
@@ -156,6 +140,19 @@ spec::KernelFigure read_figure(FieldReader& r, const std::string& key = "value",
   return f;
 }
 
+/// The required figure mapping at `key` of `r`, its value in [lo, hi] (scaled by `scale` when stored).
+spec::KernelFigure read_quantity(FieldReader& r, const std::string& key, double lo, double hi, const std::string& what,
+                                 double scale = 1.0)
+{
+  FieldReader m = r.req_map(key);
+  spec::KernelFigure f = read_figure(m, true, "value", lo, hi, what);
+  f.value *= scale;
+  return f;
+}
+
+/// The GPU names at `key` (match, match_also) in spec::gpu_match_name form, as kind_of compares them with
+/// gpu.model ("h100" and "H-100" match an H100 as "H100" does). A name with nothing left ("-") is refused: it
+/// would match every GPU.
 std::vector<std::string> read_names(FieldReader& r, const std::string& key)
 {
   std::vector<std::string> out;
@@ -167,7 +164,12 @@ std::vector<std::string> read_names(FieldReader& r, const std::string& key)
   for (const YAML::Node& n : v) {
     if (!n.IsScalar())
       r.fail_expected(key, "a list of strings");
-    out.push_back(n.Scalar());
+    const std::string name = spec::gpu_match_name(n.Scalar());
+    if (name.empty())
+      throw core::InputError(position(r.file(), n.Mark()) + ": " + r.key_path(key) +
+                             ": expected a GPU name (letters or digits besides '-', '_' and blanks), found \"" +
+                             n.Scalar() + "\"");
+    out.push_back(name);
   }
   return out;
 }
@@ -209,6 +211,64 @@ std::vector<Entry> read_generations(FieldReader& r, const std::string& key, cons
   return out;
 }
 
+/// The required, non-empty mapping at `key` of named entries, each a mapping read with `schema` (kinds: GPU
+/// kind -> data; a kind's attention: kernel -> figures), in file order. `missing` explains an absent mapping,
+/// `expected` the mapping; a name given twice is an error at its second position. `read(name, name node, entry
+/// reader, last)` reads one entry.
+template <class Read>
+void read_entries(FieldReader& r, const std::string& key, const Schema& schema, const std::string& missing,
+                  const std::string& expected, Read read)
+{
+  YAML::Node map = r.take(key);
+  if (!map.IsDefined() || map.IsNull())
+    r.fail_missing(key, missing);
+  if (!map.IsMap() || map.size() == 0)
+    r.fail_expected(key, expected);
+  std::vector<std::string> seen;
+  std::size_t i = 0;
+  for (auto it = map.begin(); it != map.end(); ++it, ++i) {
+    const YAML::Node name_node = it->first; // copies: it->first dies with its statement (yaml_reader.cpp)
+    const YAML::Node value = it->second;
+    const std::string name = key_name(name_node, r.file(), r.key_path(key));
+    const std::string path = r.key_path(key) + "." + name;
+    if (std::find(seen.begin(), seen.end(), name) != seen.end())
+      throw core::InputError(position(r.file(), name_node.Mark()) + ": " + path + ": duplicate key");
+    seen.push_back(name);
+    if (!is_map(value))
+      throw core::InputError(position(r.file(), name_node.Mark()) + ": " + path + ": expected a mapping, found " +
+                             describe_found(value));
+    FieldReader entry(value, r.file(), path, schema, nullptr);
+    read(name, name_node, entry, i + 1 == map.size());
+  }
+}
+
+/// "mem_efficient, flash1, ...": the kernels an `attention:` mapping may list.
+std::string fused_kernel_names()
+{
+  std::string out;
+  for (const auto& [name, kernel] : spec::ATTENTION_KERNELS)
+    if (spec::is_fused(kernel))
+      out += (out.empty() ? "" : ", ") + std::string(name);
+  return out;
+}
+
+spec::AttentionFigure read_attention(FieldReader& a)
+{
+  spec::AttentionFigure fig;
+  const bool has_value = a.has("value");
+  if (has_value && (a.has("fwd") || a.has("bwd")))
+    a.fail("value", "give value, or fwd and bwd, not both");
+  if (!has_value && !(a.has("fwd") && a.has("bwd")))
+    a.fail_missing(a.has("fwd") ? "bwd" : "fwd", "or value for both");
+  const spec::KernelFigure common = read_figure(a, true, has_value ? "value" : "fwd");
+  fig.fwd = common;
+  fig.bwd = common;
+  if (!has_value)
+    fig.bwd.value = a.req_number("bwd", FRACTION_LO, 1.0, FRACTION);
+  fig.causal_skip = a.get_bool("causal_skip", true);
+  return fig;
+}
+
 spec::GpuKindData read_kind(FieldReader& r, const std::string& name, bool last)
 {
   spec::GpuKindData k;
@@ -218,74 +278,25 @@ spec::GpuKindData read_kind(FieldReader& r, const std::string& name, bool last)
     r.fail_missing("match", "every kind but the last, the fallback, names what it matches");
   k.match_also = read_names(r, "match_also");
   k.sms = static_cast<int>(r.req_int("sms", 1, "a positive integer"));
-  std::optional<FieldReader> hbm = r.opt_map("hbm");
-  if (!hbm)
-    r.fail_missing("hbm");
-  k.hbm = read_figure(*hbm);
-  if (k.hbm.value <= 0)
-    hbm->fail_missing("value");
+  FieldReader hbm = r.req_map("hbm");
+  k.hbm = read_figure(hbm, true);
 
-  k.gemm = read_generations<spec::GemmGeneration>(r, "gemm", gemm_schema(), true,
-                                                  [](FieldReader& g, spec::GemmGeneration& gen) {
-                                                    gen.max = read_figure(g);
-                                                    if (gen.max.value <= 0)
-                                                      g.fail_missing("value");
-                                                  });
+  k.gemm = read_generations<spec::GemmGeneration>(
+      r, "gemm", gemm_schema(), true,
+      [](FieldReader& g, spec::GemmGeneration& gen) { gen.max = read_figure(g, true); });
 
-  YAML::Node att = r.take("attention");
-  if (!att.IsDefined() || att.IsNull())
-    r.fail_missing("attention", "at least one fused attention kernel");
-  {
-    if (!att.IsMap() || att.size() == 0)
-      r.fail_expected("attention", "a non-empty mapping of attention kernels to their figures");
-    for (auto it = att.begin(); it != att.end(); ++it) {
-      const YAML::Node key = it->first;
-      const YAML::Node value = it->second;
-      const std::string kernel_name = key_name(key, r.file(), r.key_path("attention"));
-      const std::string path = r.key_path("attention") + "." + kernel_name;
-      std::optional<spec::AttentionKernel> kernel;
-      for (const auto& [n, kk] : spec::ATTENTION_KERNELS)
-        if (kernel_name == n)
-          kernel = kk;
-      if (!kernel || !spec::is_fused(*kernel))
-        throw core::InputError(position(r.file(), key.Mark()) + ": " + path +
-                               ": expected a fused attention kernel (mem_efficient, flash1, triton_flash, flash2, "
-                               "flash3, cudnn; eager and sdpa_math are priced as GEMMs)");
-      if (!is_map(value))
-        throw core::InputError(position(r.file(), key.Mark()) + ": " + path + ": expected a mapping, found " +
-                               describe_found(value));
-      FieldReader a(value, r.file(), path, attention_schema(), nullptr);
-      spec::AttentionFigure fig;
-      const bool has_value = a.has("value");
-      if (has_value && (a.has("fwd") || a.has("bwd")))
-        a.fail("value", "give value, or fwd and bwd, not both");
-      if (!has_value && !(a.has("fwd") && a.has("bwd")))
-        a.fail_missing(a.has("fwd") ? "bwd" : "fwd", "or value for both");
-      spec::KernelFigure common = read_figure(a, has_value ? "value" : "fwd");
-      fig.fwd = common;
-      fig.bwd = common;
-      if (!has_value)
-        fig.bwd.value = *a.opt_number("bwd", 1e-6, 1.0, "a number in (0, 1]");
-      fig.causal_skip = a.get_bool("causal_skip", true);
-      k.attention[*kernel] = fig;
-    }
-  }
+  read_entries(r, "attention", attention_schema(), "at least one fused attention kernel",
+               "a non-empty mapping of attention kernels to their figures",
+               [&](const std::string& kernel_name, const YAML::Node& name_node, FieldReader& a, bool) {
+                 const std::optional<spec::AttentionKernel> kernel = spec::attention_kernel(kernel_name);
+                 if (!kernel || !spec::is_fused(*kernel))
+                   throw core::InputError(position(a.file(), name_node.Mark()) + ": " + a.path() +
+                                          ": expected a fused attention kernel (" + fused_kernel_names() +
+                                          "; eager and sdpa_math are priced as GEMMs), found \"" + kernel_name + "\"");
+                 k.attention.emplace_back(*kernel, read_attention(a));
+               });
   r.opt_string("note");
   return k;
-}
-
-/// A required figure at `key` of `r`, its value in [lo, hi] (scaled by `scale` when stored).
-spec::KernelFigure read_quantity(FieldReader& r, const std::string& key, double lo, double hi, const std::string& what,
-                                 double scale = 1.0)
-{
-  std::optional<FieldReader> m = r.opt_map(key);
-  if (!m)
-    r.fail_missing(key);
-  spec::KernelFigure f = read_figure(*m, "value", lo, hi, what);
-  if (f.value <= 0)
-    m->fail_missing("value");
-  f.value *= scale;
-  return f;
 }
 
 std::vector<spec::HostGeneration> read_host(FieldReader& r)
@@ -301,64 +312,43 @@ std::vector<spec::HostGeneration> read_host(FieldReader& r)
                                                 });
 }
 
-} // namespace
-
-spec::KernelTable load_kernel_table(const std::string& path)
+spec::KernelTable read_table(const YAML::Node& root, const std::string& file)
 {
-  YAML::Node root = load_yaml_file(path);
-  require_mapping(root, path);
-  FieldReader r(root, path, "", table_schema(), nullptr);
-  YAML::Node kinds = r.take("kinds");
-  if (!kinds.IsDefined() || kinds.IsNull())
-    r.fail_missing("kinds");
-  if (!kinds.IsMap() || kinds.size() == 0)
-    r.fail_expected("kinds", "a non-empty mapping of GPU kinds");
+  require_mapping(root, file);
+  FieldReader r(root, file, "", table_schema(), nullptr);
   spec::KernelTable t;
-  t.file = path;
-  std::size_t i = 0;
-  for (auto it = kinds.begin(); it != kinds.end(); ++it, ++i) {
-    const YAML::Node key = it->first;
-    const YAML::Node value = it->second;
-    const std::string name = key_name(key, path, "kinds");
-    if (!is_map(value))
-      throw core::InputError(position(path, key.Mark()) + ": kinds." + name + ": expected a mapping, found " +
-                             describe_found(value));
-    for (const spec::GpuKindData& k : t.kinds)
-      if (k.kind == name)
-        throw core::InputError(position(path, key.Mark()) + ": kinds." + name + ": duplicate key");
-    FieldReader kr(value, path, "kinds." + name, kind_schema(), nullptr);
-    t.kinds.push_back(read_kind(kr, name, i + 1 == kinds.size()));
-  }
+  t.file = file;
+  read_entries(r, "kinds", kind_schema(), "", "a non-empty mapping of GPU kinds",
+               [&](const std::string& name, const YAML::Node&, FieldReader& kr, bool last) {
+                 t.kinds.push_back(read_kind(kr, name, last));
+               });
   t.host = read_host(r);
   if (std::optional<FieldReader> inter = r.opt_map("interference"))
     t.nccl_ctas = read_quantity(*inter, "nccl_ctas", 1, 1024, "a number in [1, 1024]");
   if (std::optional<FieldReader> power = r.opt_map("power"))
-    t.clock_power_exponent = read_quantity(*power, "clock_exponent", 1e-6, 1.0, "a number in (0, 1]");
+    t.clock_power_exponent = read_quantity(*power, "clock_exponent", FRACTION_LO, 1.0, FRACTION);
   return t;
+}
+
+} // namespace
+
+spec::KernelTable load_kernel_table(const std::string& path)
+{
+  return guard_yaml(path, [&] { return read_table(load_yaml_file(path), path); });
+}
+
+spec::KernelTable load_kernel_table_text(const std::string& text, const std::string& file)
+{
+  return guard_yaml(file, [&] { return read_table(parse_yaml(text, file), file); });
 }
 
 std::string kernel_table_path(const std::string& data_dir, const std::string& scenario_dir)
 {
-  std::vector<std::string> dirs;
-  if (!data_dir.empty())
-    dirs.push_back(data_dir);
-  else if (!scenario_dir.empty())
-    dirs.push_back(std::filesystem::path(scenario_dir).parent_path().empty()
-                       ? "."
-                       : std::filesystem::path(scenario_dir).parent_path().string());
-  dirs.push_back(".");
-  dirs.push_back(ZEROSIM_DATA_DIR);
-  for (const std::string& d : dirs) {
-    const std::filesystem::path p = (std::filesystem::path(d) / "calibration" / "kernels.yaml").lexically_normal();
-    std::error_code ec;
-    if (std::filesystem::is_regular_file(p, ec))
-      return p.string();
-  }
-  std::string looked;
-  for (std::size_t j = 0; j < dirs.size(); ++j)
-    looked += (j ? ", " : "") + dirs[j];
-  throw core::InputError("calibration/kernels.yaml: the kernel efficiency data were not found (looked in " + looked +
-                         ")");
+  const DataFile found = find_data_file("calibration/kernels.yaml", data_dir, scenario_dir);
+  if (found.file.empty())
+    throw core::InputError("calibration/kernels.yaml: the kernel efficiency data were not found (looked in " +
+                           found.looked + ")");
+  return found.file;
 }
 
 const spec::KernelTable& shipped_kernel_table()

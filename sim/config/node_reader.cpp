@@ -53,36 +53,28 @@ spec::NodeSpec read_node(FieldReader& r, std::optional<spec::Precision> precisio
   spec::NodeSpec n;
   n.name = r.req_string("name");
 
-  std::optional<FieldReader> gpu = r.opt_map("gpu");
-  if (!gpu)
-    r.fail_missing("gpu");
-  n.gpu.model = gpu->req_string("model");
-  n.gpu.memory_bytes = to_bytes(gpu->req_quantity("memory", UnitKind::BYTES));
-  n.gpu.memory_bandwidth_Bps = gpu->req_quantity("memory_bandwidth", UnitKind::BANDWIDTH);
-  std::optional<FieldReader> peak = gpu->opt_map("peak");
-  if (!peak)
-    gpu->fail_missing("peak");
-  n.gpu.peak_bf16_flops = peak->opt_quantity("bf16", UnitKind::COMPUTE).value_or(0);
-  n.gpu.peak_fp16_flops = peak->opt_quantity("fp16", UnitKind::COMPUTE).value_or(0);
-  n.gpu.peak_tf32_flops = peak->opt_quantity("tf32", UnitKind::COMPUTE).value_or(0);
-  n.gpu.peak_fp32_flops = peak->opt_quantity("fp32", UnitKind::COMPUTE).value_or(0);
-  if (std::optional<FieldReader> power = gpu->opt_map("power")) {
-    const std::optional<double> limit = power->opt_number("limit", 1, 100000, "a power in watts");
-    if (!limit)
-      power->fail_missing("limit");
-    const std::optional<double> tdp = power->opt_number("tdp", 1, 100000, "a power in watts");
-    if (!tdp)
-      power->fail_missing("tdp");
-    if (*limit > *tdp)
-      power->fail("limit", "a power limit above the board's rated power (tdp " + core::format_number(*tdp) +
+  FieldReader gpu = r.req_map("gpu");
+  n.gpu.model = gpu.req_string("model");
+  n.gpu.memory_bytes = to_bytes(gpu.req_quantity("memory", UnitKind::BYTES));
+  n.gpu.memory_bandwidth_Bps = gpu.req_quantity("memory_bandwidth", UnitKind::BANDWIDTH);
+  FieldReader peak = gpu.req_map("peak");
+  n.gpu.peak_bf16_flops = peak.opt_quantity("bf16", UnitKind::COMPUTE).value_or(0);
+  n.gpu.peak_fp16_flops = peak.opt_quantity("fp16", UnitKind::COMPUTE).value_or(0);
+  n.gpu.peak_tf32_flops = peak.opt_quantity("tf32", UnitKind::COMPUTE).value_or(0);
+  n.gpu.peak_fp32_flops = peak.opt_quantity("fp32", UnitKind::COMPUTE).value_or(0);
+  if (std::optional<FieldReader> power = gpu.opt_map("power")) {
+    const double limit = power->req_number("limit", 1, 100000, "a power in watts");
+    const double tdp = power->req_number("tdp", 1, 100000, "a power in watts");
+    if (limit > tdp)
+      power->fail("limit", "a power limit above the board's rated power (tdp " + core::format_number(tdp) +
                                " W) does not raise the sustained clock; give at most the tdp");
-    n.gpu.power_limit_W = *limit;
-    n.gpu.tdp_W = *tdp;
+    n.gpu.power_limit_W = limit;
+    n.gpu.tdp_W = tdp;
   }
   if (precision) {
     const char* k = peak_key(*precision);
-    if (!peak->has(k))
-      peak->fail_missing(k, std::string("training.precision ") + spec::to_string(*precision) + " needs it");
+    if (!peak.has(k))
+      peak.fail_missing(k, std::string("training.precision ") + spec::to_string(*precision) + " needs it");
   }
 
   n.gpus = static_cast<int>(r.req_int("gpus", 1, POS));
@@ -93,24 +85,20 @@ spec::NodeSpec read_node(FieldReader& r, std::optional<spec::Precision> precisio
     n.nvlink.latency_s = nv->opt_quantity("latency", UnitKind::TIME, false).value_or(DEFAULT_NVLINK_LATENCY_S);
   }
 
-  std::optional<FieldReader> pcie = r.opt_map("pcie");
-  if (!pcie)
-    r.fail_missing("pcie");
-  n.pcie.bandwidth_Bps = pcie->req_quantity("bandwidth", UnitKind::BANDWIDTH);
-  n.pcie.gpus_per_switch = static_cast<int>(pcie->get_int("gpus_per_switch", 1, 1, POS));
-  n.pcie.switch_uplink_Bps = pcie->opt_quantity("switch_uplink", UnitKind::BANDWIDTH).value_or(n.pcie.bandwidth_Bps);
-  n.pcie.latency_s = pcie->opt_quantity("latency", UnitKind::TIME, false).value_or(DEFAULT_PCIE_LATENCY_S);
+  FieldReader pcie = r.req_map("pcie");
+  n.pcie.bandwidth_Bps = pcie.req_quantity("bandwidth", UnitKind::BANDWIDTH);
+  n.pcie.gpus_per_switch = static_cast<int>(pcie.get_int("gpus_per_switch", 1, 1, POS));
+  n.pcie.switch_uplink_Bps = pcie.opt_quantity("switch_uplink", UnitKind::BANDWIDTH).value_or(n.pcie.bandwidth_Bps);
+  n.pcie.latency_s = pcie.opt_quantity("latency", UnitKind::TIME, false).value_or(DEFAULT_PCIE_LATENCY_S);
 
-  std::optional<FieldReader> cpu = r.opt_map("cpu");
-  if (!cpu)
-    r.fail_missing("cpu");
-  n.cpu.sockets = static_cast<int>(cpu->get_int("sockets", 1, 1, POS));
-  n.cpu.cores = static_cast<int>(cpu->req_int("cores", 1, POS));
-  n.cpu.memory_bytes = to_bytes(cpu->req_quantity("memory", UnitKind::BYTES));
-  n.cpu.memory_bandwidth_Bps = cpu->req_quantity("memory_bandwidth", UnitKind::BANDWIDTH);
+  FieldReader cpu = r.req_map("cpu");
+  n.cpu.sockets = static_cast<int>(cpu.get_int("sockets", 1, 1, POS));
+  n.cpu.cores = static_cast<int>(cpu.req_int("cores", 1, POS));
+  n.cpu.memory_bytes = to_bytes(cpu.req_quantity("memory", UnitKind::BYTES));
+  n.cpu.memory_bandwidth_Bps = cpu.req_quantity("memory_bandwidth", UnitKind::BANDWIDTH);
   n.cpu.reserved_bytes = to_bytes(static_cast<double>(n.cpu.memory_bytes) * DEFAULT_CPU_RESERVED_FRACTION);
-  if (cpu->has("reserved")) {
-    YAML::Node v = cpu->take("reserved");
+  if (cpu.has("reserved")) {
+    YAML::Node v = cpu.take("reserved");
     const std::string what = "a size with a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB) or a percentage of "
                              "cpu.memory (\"5%\")";
     std::string text = v.IsScalar() ? v.Scalar() : "";
@@ -123,15 +111,15 @@ spec::NodeSpec read_node(FieldReader& r, std::optional<spec::Precision> precisio
       bytes = *q;
     }
     if (bytes < 0)
-      cpu->fail_expected("reserved", what);
+      cpu.fail_expected("reserved", what);
     if (bytes >= static_cast<double>(n.cpu.memory_bytes))
-      cpu->fail_expected("reserved", "less than cpu.memory (" +
-                                         format_quantity(static_cast<double>(n.cpu.memory_bytes), UnitKind::BYTES) +
-                                         ")");
+      cpu.fail_expected("reserved", "less than cpu.memory (" +
+                                        format_quantity(static_cast<double>(n.cpu.memory_bytes), UnitKind::BYTES) +
+                                        ")");
     n.cpu.reserved_bytes = to_bytes(bytes);
   }
-  n.cpu.adam_bytes_per_param = cpu->opt_number("adam_bytes_per_param", 1e-300, 1e300, "a positive number")
-                                   .value_or(DEFAULT_ADAM_BYTES_PER_PARAM);
+  n.cpu.adam_bytes_per_param =
+      cpu.opt_number("adam_bytes_per_param", 1e-300, 1e300, "a positive number").value_or(DEFAULT_ADAM_BYTES_PER_PARAM);
 
   n.nvme.read_latency_s = DEFAULT_NVME_READ_LATENCY_S;
   n.nvme.write_latency_s = DEFAULT_NVME_WRITE_LATENCY_S;

@@ -231,7 +231,15 @@ std::string resolved_yaml(const spec::Scenario& s)
     t["grad_accum"] = s.training.grad_accum;
   t["precision"] = spec::to_string(s.training.precision);
   t["activation_checkpointing"] = spec::to_string(s.training.activation_checkpointing);
-  // flash_attention is software.attention's shorthand: the resolved file writes the kernel (below).
+  // flash_attention is software.attention's shorthand. A stated stack is written as the software block (below);
+  // an unstated one as what the absent block gives (today's stack, flash_attention: false for eager), so the
+  // reload keeps software.stated false (meta.software.stated).
+  const spec::SoftwareSpec today;
+  const bool shorthand =
+      !s.software.stated && !s.software.compile && s.software.torch == today.torch &&
+      (s.software.attention == spec::AttentionKernel::FLASH2 || s.software.attention == spec::AttentionKernel::EAGER);
+  if (shorthand && s.software.attention == spec::AttentionKernel::EAGER)
+    t["flash_attention"] = false;
   t["optimizer"] = s.training.optimizer == spec::Optimizer::ADAMW  ? "adamw"
                    : s.training.optimizer == spec::Optimizer::ADAM ? "adam"
                                                                    : "sgd";
@@ -241,9 +249,11 @@ std::string resolved_yaml(const spec::Scenario& s)
   if (s.tp() > 1)
     t["tensor_parallel"] = s.training.tensor_parallel;
   root["training"] = t;
-  root["software"]["attention"] = spec::to_string(s.software.attention);
-  root["software"]["compile"] = s.software.compile;
-  root["software"]["torch"] = s.software.torch;
+  if (!shorthand) { // stated, or a stack the absent block cannot give (built in code): written out
+    root["software"]["attention"] = spec::to_string(s.software.attention);
+    root["software"]["compile"] = s.software.compile;
+    root["software"]["torch"] = s.software.torch;
+  }
   if (s.training.mode == spec::Mode::INFERENCE) {
     root["inference"]["batch"] = s.inference.batch;
     root["inference"]["prompt_tokens"] = s.inference.prompt_tokens;

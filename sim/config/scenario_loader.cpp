@@ -66,14 +66,12 @@ void read_software(FieldReader& r, FieldReader& t, spec::Scenario& s)
   spec::SoftwareSpec& sw = s.software;
   std::optional<FieldReader> b = r.opt_map("software");
   sw.stated = b.has_value();
-  std::vector<std::pair<std::string, spec::AttentionKernel>> names;
-  for (const auto& [name, kernel] : spec::ATTENTION_KERNELS)
-    names.emplace_back(name, kernel);
   const bool attention_given = b && b->has("attention");
   const std::optional<bool> flash = t.opt_bool("flash_attention");
   sw.attention = flash.value_or(true) ? spec::AttentionKernel::FLASH2 : spec::AttentionKernel::EAGER;
   if (attention_given) {
-    sw.attention = *b->opt_enum<spec::AttentionKernel>("attention", names);
+    sw.attention =
+        *b->opt_named<spec::AttentionKernel>("attention", spec::attention_kernel, spec::attention_kernel_names(", "));
     if (flash && *flash != spec::is_fused(sw.attention))
       b->fail("attention", std::string("contradicts training.flash_attention: ") + (*flash ? "true" : "false") + " (" +
                                t.where("flash_attention") + "): " + spec::to_string(sw.attention) +
@@ -88,6 +86,12 @@ void read_software(FieldReader& r, FieldReader& t, spec::Scenario& s)
         b->fail_expected("torch", "a major.minor version such as \"2.4\" (quoted, so YAML keeps it a string)");
       sw.torch = *v;
     }
+    // torch.compile came with torch 2.0 (PyTorch 2.0 release notes).
+    constexpr int FIRST_COMPILE_GENERATION = 2000; // spec::torch_generation("2.0")
+    if (sw.compile && *spec::torch_generation(sw.torch) < FIRST_COMPILE_GENERATION)
+      b->fail("compile", "true needs software.torch 2.0 or later (torch.compile came with torch 2.0), but "
+                         "software.torch is " +
+                             sw.torch + " (" + b->where("torch") + ")");
   }
 }
 
@@ -254,11 +258,9 @@ spec::Scenario read_scenario(ScenarioDocument& doc)
       r.opt_enum<std::string>("deepspeed_version", {{"0.19", "0.19"}, {"0.16", "0.16"}});
   s.deepspeed_version = version.value_or("0.19");
 
-  std::optional<FieldReader> t = r.opt_map("training");
-  if (!t)
-    r.fail_missing("training");
-  TrainingRead tr = read_training(*t, s.training);
-  read_software(r, *t, s);
+  FieldReader t = r.req_map("training");
+  TrainingRead tr = read_training(t, s.training);
+  read_software(r, t, s);
 
   YAML::Node model = r.take("model");
   if (!model.IsDefined() || model.IsNull())
@@ -268,12 +270,10 @@ spec::Scenario read_scenario(ScenarioDocument& doc)
   FieldReader mr(model, doc.file_of("model"), "model", model_schema(), &doc.origins);
   s.model = read_model(mr);
 
-  std::optional<FieldReader> c = r.opt_map("cluster");
-  if (!c)
-    r.fail_missing("cluster");
-  read_cluster(*c, doc, s);
-  check_tensor_parallel(*t, s);
-  resolve_batch(*t, tr, s);
+  FieldReader c = r.req_map("cluster");
+  read_cluster(c, doc, s);
+  check_tensor_parallel(t, s);
+  resolve_batch(t, tr, s);
 
   std::optional<FieldReader> inf = r.opt_map("inference");
   if (inf && s.training.mode != spec::Mode::INFERENCE)
@@ -316,13 +316,13 @@ spec::Scenario read_scenario(ScenarioDocument& doc)
       read_ddp_block(*d, s);
   }
   if (s.tp() > 1 && s.framework != spec::Framework::DEEPSPEED)
-    t->fail("tensor_parallel", std::string("tensor parallelism is modelled as Megatron-DeepSpeed runs it (a deepspeed "
-                                           "block); with ") +
-                                   (s.framework == spec::Framework::FSDP ? "fsdp" : "ddp") +
-                                   " it is not modelled (docs/tensor-parallel.md)");
+    t.fail("tensor_parallel", std::string("tensor parallelism is modelled as Megatron-DeepSpeed runs it (a deepspeed "
+                                          "block); with ") +
+                                  (s.framework == spec::Framework::FSDP ? "fsdp" : "ddp") +
+                                  " it is not modelled (docs/tensor-parallel.md)");
   if (s.tp() > 1 && s.training.mode == spec::Mode::INFERENCE)
-    t->fail("tensor_parallel", "tensor parallelism in inference (DeepSpeed-Inference's kernel injection) is not "
-                               "modelled: ZeRO-Inference runs one rank per model copy (docs/inference.md)");
+    t.fail("tensor_parallel", "tensor parallelism in inference (DeepSpeed-Inference's kernel injection) is not "
+                              "modelled: ZeRO-Inference runs one rank per model copy (docs/inference.md)");
   if (s.tp() > 1 && s.deepspeed.activation_checkpointing.partition_activations)
     s.warnings.push_back("deepspeed.activation_checkpointing.partition_activations: with tensor_parallel " +
                          std::to_string(s.tp()) +
@@ -358,18 +358,6 @@ ScenarioDocument make_document(YAML::Node root, const std::string& file, const L
   doc.dir = fs::path(file).parent_path().string();
   doc.options = options;
   return doc;
-}
-
-/// The config layer's boundary: a yaml-cpp exception that the readers did not turn into an input error
-/// (InvalidNode, BadConversion, BadSubscript, ... from a structure no reader expected) still becomes one,
-/// naming the file and, where yaml-cpp knows it, the position; never an internal error.
-template <class F> auto guard_yaml(const std::string& file, F&& f) -> decltype(f())
-{
-  try {
-    return f();
-  } catch (const YAML::Exception& e) {
-    throw core::InputError(position(file, e.mark) + ": malformed YAML structure (" + e.msg + ")");
-  }
 }
 
 } // namespace

@@ -31,8 +31,11 @@ spec::NodeSpec load_node_text(const std::string& text, const std::string& file);
 
 /// calibration/kernels.yaml (docs/compute.md §1.4): the kernel efficiency data per GPU kind.
 spec::KernelTable load_kernel_table(const std::string& path);
-/// Where a scenario's kernel data are read from: calibration/kernels.yaml in `data_dir` (when given) or the
-/// folder above `scenario_dir`, then the current directory, then ZEROSIM_DATA_DIR (the source tree).
+/// The same from text in memory (tests); `file` names the text in messages.
+spec::KernelTable load_kernel_table_text(const std::string& text, const std::string& file);
+/// Where a scenario's kernel data are read from: calibration/kernels.yaml looked up as model and node names are
+/// (`data_dir` when given, else the folder above `scenario_dir`; then the current directory; then
+/// ZEROSIM_DATA_DIR, the source tree).
 std::string kernel_table_path(const std::string& data_dir, const std::string& scenario_dir);
 /// The shipped table (ZEROSIM_DATA_DIR/calibration/kernels.yaml), read once: for scenarios built in code.
 const spec::KernelTable& shipped_kernel_table();

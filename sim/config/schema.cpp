@@ -1,6 +1,7 @@
 #include "config/schema.hpp"
 
 #include "core/error.hpp"
+#include "spec/names.hpp"
 
 namespace zerosim::config {
 
@@ -461,8 +462,8 @@ const Schema& scenario_schema()
        key("source", "string", "\"\"", "where the figures come from")}};
   static const Schema software{
       "software",
-      {key("attention", "one of eager, sdpa_math, mem_efficient, flash1, triton_flash, flash2, flash3, cudnn",
-           "flash2 (or training.flash_attention's)", "the attention kernel that ran"),
+      {key("attention", "one of " + spec::attention_kernel_names(", "), "flash2 (or training.flash_attention's)",
+           "the attention kernel that ran"),
        key("compile", "bool", "false", "torch.compile (or equivalent fused kernels) on"),
        key("torch", "major.minor string", "\"2.6\"", "the torch generation; its nearest earlier data applies")}};
   static const Schema s{

@@ -184,6 +184,14 @@ std::optional<double> FieldReader::opt_number(const std::string& key, double min
   return d;
 }
 
+double FieldReader::req_number(const std::string& key, double min, double max, const std::string& what)
+{
+  std::optional<double> d = opt_number(key, min, max, what);
+  if (!d)
+    fail_missing(key);
+  return *d;
+}
+
 std::optional<bool> FieldReader::opt_bool(const std::string& key)
 {
   YAML::Node v = take(key);
@@ -263,6 +271,14 @@ std::optional<FieldReader> FieldReader::opt_map(const std::string& key)
   if (!doc || !doc->child)
     throw core::InternalError("config: key '" + key + "' of " + schema_->name + " has no child schema");
   return FieldReader(v, file_, key_path(key), *doc->child, origins_);
+}
+
+FieldReader FieldReader::req_map(const std::string& key, const std::string& why)
+{
+  std::optional<FieldReader> m = opt_map(key);
+  if (!m)
+    fail_missing(key, why);
+  return std::move(*m);
 }
 
 void FieldReader::check_keys() const

@@ -11,6 +11,7 @@
 
 #include "config/schema.hpp"
 #include "config/units.hpp"
+#include "core/error.hpp"
 
 #include <yaml-cpp/yaml.h>
 
@@ -53,6 +54,19 @@ std::string key_name(const YAML::Node& key, const std::string& file, const std::
 /// "a.b" from "a" and "b"; "b" when the prefix is empty.
 std::string join_path(const std::string& prefix, const std::string& key);
 
+/// The config layer's boundary for one file: a yaml-cpp exception that the readers did not turn into an input
+/// error (InvalidNode, BadConversion, BadSubscript, ... from a structure no reader expected) still becomes one,
+/// naming `file` and, where yaml-cpp knows it, the position; never an internal error. A file read while another
+/// is (kernels.yaml while a scenario loads) is guarded with its own name, so its faults name it.
+template <class F> auto guard_yaml(const std::string& file, F&& f) -> decltype(f())
+{
+  try {
+    return f();
+  } catch (const YAML::Exception& e) {
+    throw core::InputError(position(file, e.mark) + ": malformed YAML structure (" + e.msg + ")");
+  }
+}
+
 class FieldReader {
 public:
   /// `node` must be a mapping (checked by the caller or by sub()); `path` is its dotted key path ("" at
@@ -84,6 +98,7 @@ public:
   /// A number as DeepSpeed writes it (5e8, "5e8", 500000000): must be a whole number >= min.
   std::optional<std::int64_t> opt_count(const std::string& key, std::int64_t min, const std::string& what);
   std::optional<double> opt_number(const std::string& key, double min, double max, const std::string& what);
+  double req_number(const std::string& key, double min, double max, const std::string& what);
   std::optional<bool> opt_bool(const std::string& key);
   bool get_bool(const std::string& key, bool def);
   std::optional<std::string> opt_string(const std::string& key);
@@ -97,21 +112,38 @@ public:
   template <class E>
   std::optional<E> opt_enum(const std::string& key, const std::vector<std::pair<std::string, E>>& names)
   {
+    std::string listed;
+    for (size_t i = 0; i < names.size(); ++i)
+      listed += (i ? ", " : "") + names[i].first;
+    return opt_named<E>(
+        key,
+        [&](const std::string& s) -> std::optional<E> {
+          for (const auto& [name, value] : names)
+            if (s == name)
+              return value;
+          return std::nullopt;
+        },
+        listed);
+  }
+
+  /// A name looked up by `lookup` (string -> optional<E>, e.g. spec::attention_kernel); anything it does not
+  /// know is "expected one of `listed`".
+  template <class E, class Lookup>
+  std::optional<E> opt_named(const std::string& key, Lookup&& lookup, const std::string& listed)
+  {
     YAML::Node v = take(key);
     if (!v.IsDefined() || v.IsNull())
       return std::nullopt;
     if (v.IsScalar())
-      for (const auto& [name, value] : names)
-        if (v.Scalar() == name)
-          return value;
-    std::string what = "one of ";
-    for (size_t i = 0; i < names.size(); ++i)
-      what += (i ? ", " : "") + names[i].first;
-    fail_expected(key, what);
+      if (std::optional<E> e = lookup(v.Scalar()))
+        return e;
+    fail_expected(key, "one of " + listed);
   }
 
   /// The reader of the mapping at `key` (nullopt when absent or null); any other value is an error.
   std::optional<FieldReader> opt_map(const std::string& key);
+  /// The same, required: absent is "required key is missing" (with `why` when given).
+  FieldReader req_map(const std::string& key, const std::string& why = "");
 
 private:
   /// Throws for the first key not in the schema, the first duplicate key, the first key that is no name.

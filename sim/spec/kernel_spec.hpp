@@ -2,9 +2,10 @@
 // (calibration/kernels.yaml, read by the config layer; docs/compute.md §1.4). Plain data, no behaviour.
 #pragma once
 
-#include <map>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace zerosim::spec {
@@ -51,15 +52,27 @@ struct AttentionFigure {
   bool causal_skip = true; ///< the kernel skips fully masked tiles of a causal mask (half the square)
 };
 
+/// A GPU name as kinds match it: upper-cased, without '-', '_' and blanks ("A100-SXM4 80GB" -> "A100SXM480GB").
+/// Both gpu.model and the data's `match` / `match_also` names go through it.
+inline std::string gpu_match_name(std::string_view model)
+{
+  std::string name;
+  for (char c : model)
+    if (c != '-' && c != '_' && c != ' ')
+      name += (c >= 'a' && c <= 'z') ? static_cast<char>(c - 'a' + 'A') : c;
+  return name;
+}
+
 /// The data of one GPU kind.
 struct GpuKindData {
   std::string kind;                    ///< "A100"
-  std::vector<std::string> match;      ///< names matched in gpu.model (upper-cased, without '-', '_', ' ')
+  std::vector<std::string> match;      ///< names matched in gpu.model (gpu_match_name form)
   std::vector<std::string> match_also; ///< every one of these must be present too ("PCIE")
   int sms = 0;
-  KernelFigure hbm;                                     ///< achieved / nominal HBM bandwidth of a streaming kernel
-  std::vector<GemmGeneration> gemm;                     ///< ascending torch versions
-  std::map<AttentionKernel, AttentionFigure> attention; ///< fused kernels that run on this kind
+  KernelFigure hbm;                 ///< achieved / nominal HBM bandwidth of a streaming kernel
+  std::vector<GemmGeneration> gemm; ///< ascending torch versions
+  /// Fused kernels that run on this kind, in file order (the first is the fallback of attention_figure).
+  std::vector<std::pair<AttentionKernel, AttentionFigure>> attention;
 };
 
 /// The host (CPU) cost of issuing GPU work from PyTorch, from torch version `torch` on (until the next entry):
@@ -85,14 +98,10 @@ struct KernelTable {
   bool empty() const { return kinds.empty(); }
 
   /// The kind of a GPU named `model` (gpu.model): the first kind with one of `match` and every one of
-  /// `match_also` in the name upper-cased without '-', '_' and blanks; else the last kind, `known` = false.
-  /// Requires a non-empty table.
+  /// `match_also` in gpu_match_name(model); else the last kind, `known` = false. Requires a non-empty table.
   const GpuKindData& kind_of(const std::string& model, bool* known = nullptr) const
   {
-    std::string name;
-    for (char c : model)
-      if (c != '-' && c != '_' && c != ' ')
-        name += (c >= 'a' && c <= 'z') ? static_cast<char>(c - 'a' + 'A') : c;
+    const std::string name = gpu_match_name(model);
     const auto has = [&](const std::string& part) { return name.find(part) != std::string::npos; };
     for (const GpuKindData& k : kinds) {
       bool any = false;
@@ -151,19 +160,23 @@ inline const HostGeneration& host_generation(const std::vector<HostGeneration>& 
 }
 
 /// The figures a fused attention kernel runs at on `kind`: its own entry; when it does not run there (no
-/// entry), the kind's first listed fused kernel, named in `used` (the config layer warns). nullptr when the
-/// kind lists no fused kernel at all (priced as the unfused GEMMs).
+/// entry), the kind's first listed fused kernel (file order), named in `used` (the config layer warns).
+/// nullptr when the kind lists no fused kernel at all: the loader refuses such a kind, and compute's
+/// gpu_efficiency reports it as an internal error.
 inline const AttentionFigure* attention_figure(const GpuKindData& kind, AttentionKernel kernel,
                                                AttentionKernel* used = nullptr)
 {
-  auto it = kind.attention.find(kernel);
-  if (it == kind.attention.end())
-    it = kind.attention.begin();
-  if (it == kind.attention.end())
+  if (kind.attention.empty())
     return nullptr;
+  const std::pair<AttentionKernel, AttentionFigure>* found = &kind.attention.front();
+  for (const auto& entry : kind.attention)
+    if (entry.first == kernel) {
+      found = &entry;
+      break;
+    }
   if (used)
-    *used = it->first;
-  return &it->second;
+    *used = found->first;
+  return &found->second;
 }
 
 } // namespace zerosim::spec

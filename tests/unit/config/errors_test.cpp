@@ -310,6 +310,12 @@ cpu: {cores: 8, memory: 64 GiB, memory_bandwidth: 50 GB/s}
                  "string), found \"2\"");
     CHECK(load_error(BASE + "software: {compile: maybe}\n") ==
           SCEN + ":9:21: software.compile: expected true or false, found \"maybe\"");
+    // torch.compile came with torch 2.0: compile with an older stack names both keys.
+    CHECK(load_error(BASE + "software: {torch: \"1.13\", compile: true}\n") ==
+          SCEN +
+              ":9:36: software.compile: true needs software.torch 2.0 or later (torch.compile came with torch "
+              "2.0), but software.torch is 1.13 (" +
+              SCEN + ":9:19)");
     CHECK(load_error(BASE + "  activation_checkpointing: per-op\n") ==
           SCEN + ":9:29: training.activation_checkpointing: expected one of none, full, selective, per_op, found "
                  "\"per-op\"");
@@ -371,3 +377,90 @@ cpu: {cores: 8, memory: 64 GiB, memory_bandwidth: 50 GB/s}
   }
 
 } // TEST_SUITE
+
+namespace {
+
+/// A valid kernel table (calibration/kernels.yaml's form) for the tests below to break.
+const std::string KINDS = R"(kinds:
+  A100:
+    match: [A100]
+    sms: 108
+    hbm: {value: 0.9, status: stated, source: s}
+    gemm: [{torch: "1.0", value: 0.8, status: stated, source: s}]
+    attention:
+      flash2: {value: 0.5, status: stated, source: s}
+  generic:
+    sms: 108
+    hbm: {value: 0.8, status: stated, source: s}
+    gemm: [{torch: "1.0", value: 0.8, status: stated, source: s}]
+    attention: {flash1: {value: 0.3, status: stated, source: s}}
+)";
+
+std::string kernels_error(const std::string& text)
+{
+  return error_of([&] { load_kernel_table_text(text, "k.yaml"); });
+}
+
+/// A node file up to its gpu block, with `power` as its gpu.power line.
+std::string node_with_power(const std::string& power)
+{
+  return "name: n\ngpu:\n  model: X\n  memory: 80 GiB\n  memory_bandwidth: 2039 GB/s\n  peak: {bf16: 312 TFLOPS}\n"
+         "  power: " +
+         power + "\n";
+}
+
+} // namespace
+
+TEST_SUITE("config")
+{
+  TEST_CASE("errors: gpu.power needs limit and tdp, the limit at most the tdp")
+  {
+    CHECK(error_of([] { load_node_text(node_with_power("{limit: 300}"), "n.yaml"); }) ==
+          "n.yaml:7:10: gpu.power.tdp: required key is missing");
+    CHECK(error_of([] { load_node_text(node_with_power("{tdp: 700}"), "n.yaml"); }) ==
+          "n.yaml:7:10: gpu.power.limit: required key is missing");
+    CHECK(error_of([] { load_node_text(node_with_power("{limit: 800, tdp: 700}"), "n.yaml"); }) ==
+          "n.yaml:7:18: gpu.power.limit: a power limit above the board's rated power (tdp 700 W) does not raise the "
+          "sustained clock; give at most the tdp");
+  }
+
+  TEST_CASE("errors: calibration/kernels.yaml")
+  {
+    CHECK(kernels_error(KINDS) == "no error");
+    // A kind or a kernel named twice (the second is reported, at its line).
+    CHECK(kernels_error(replaced(KINDS, "  generic:\n", "  A100:\n    sms: 1\n  generic:\n")) ==
+          "k.yaml:9:3: kinds.A100: duplicate key");
+    CHECK(kernels_error(replaced(KINDS, "      flash2: {value: 0.5, status: stated, source: s}\n",
+                                 "      flash2: {value: 0.5, status: stated, source: s}\n"
+                                 "      flash2: {value: 0.6, status: stated, source: s}\n")) ==
+          "k.yaml:9:7: kinds.A100.attention.flash2: duplicate key");
+    // Every kind but the last (the fallback) names what it matches.
+    CHECK(kernels_error(replaced(KINDS, "    match: [A100]\n", "")) ==
+          "k.yaml:3:5: kinds.A100.match: required key is missing (every kind but the last, the fallback, names what "
+          "it matches)");
+    CHECK(kernels_error(replaced(KINDS, "match: [A100]", "match: [\"-\"]")) ==
+          "k.yaml:3:13: kinds.A100.match: expected a GPU name (letters or digits besides '-', '_' and blanks), found "
+          "\"-\"");
+    // GEMM generations in ascending torch order.
+    CHECK(kernels_error(replaced(KINDS,
+                                 "    gemm: [{torch: \"1.0\", value: 0.8, status: stated, source: s}]\n    attention:",
+                                 "    gemm:\n      - {torch: \"2.0\", value: 0.8, status: stated, source: s}\n"
+                                 "      - {torch: \"1.13\", value: 0.7, status: stated, source: s}\n    attention:")) ==
+          "k.yaml:8:17: kinds.A100.gemm[1].torch: expected a version above the entry before it (entries in ascending "
+          "order), found \"1.13\"");
+    // One value, or fwd and bwd.
+    CHECK(kernels_error(replaced(KINDS, "flash2: {value: 0.5,", "flash2: {value: 0.5, fwd: 0.4,")) ==
+          "k.yaml:8:23: kinds.A100.attention.flash2.value: give value, or fwd and bwd, not both");
+    CHECK(kernels_error(replaced(KINDS, "flash2: {value: 0.5,", "flash2: {fwd: 0.4,")) ==
+          "k.yaml:8:15: kinds.A100.attention.flash2.bwd: required key is missing (or value for both)");
+    // Only fused kernels are listed: eager and sdpa_math are priced as GEMMs.
+    CHECK(kernels_error(replaced(KINDS, "      flash2: {", "      eager: {")) ==
+          "k.yaml:8:7: kinds.A100.attention.eager: expected a fused attention kernel (mem_efficient, flash1, "
+          "triton_flash, flash2, flash3, cudnn; eager and sdpa_math are priced as GEMMs), found \"eager\"");
+    CHECK(kernels_error(replaced(KINDS, "attention: {flash1: {", "attention: {flash4: {")) ==
+          "k.yaml:13:17: kinds.generic.attention.flash4: expected a fused attention kernel (mem_efficient, flash1, "
+          "triton_flash, flash2, flash3, cudnn; eager and sdpa_math are priced as GEMMs), found \"flash4\"");
+    CHECK(kernels_error(replaced(KINDS, "    attention: {flash1: {value: 0.3, status: stated, source: s}}\n", "")) ==
+          "k.yaml:10:5: kinds.generic.attention: required key is missing (at least one fused attention kernel)");
+  }
+}

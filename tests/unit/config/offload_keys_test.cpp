@@ -209,6 +209,16 @@ TEST_SUITE("config")
               "deepspeed.activation_checkpointing.profile: no effect (training.activation_checkpointing is none: the "
               "block acts on the transformer blocks run through deepspeed.checkpointing.checkpoint, which zerosim "
               "models with activation_checkpointing: full only)"});
+    // The reason names the policy as written (spec::to_string): per_op, not the former hand mapping's "selective".
+    const spec::Scenario per_op =
+        load_scenario_text(BASE + "  activation_checkpointing: per_op\n" +
+                               "deepspeed:\n  activation_checkpointing: {cpu_checkpointing: true}\n",
+                           SCEN);
+    CHECK(per_op.warnings ==
+          std::vector<std::string>{
+              "deepspeed.activation_checkpointing.cpu_checkpointing: no effect (training.activation_checkpointing is "
+              "per_op: the block acts on the transformer blocks run through deepspeed.checkpointing.checkpoint, which "
+              "zerosim models with activation_checkpointing: full only)"});
     // number_checkpoints only sizes the contiguous buffers.
     const spec::Scenario n =
         load_scenario_text(BASE + "  activation_checkpointing: full\n" +

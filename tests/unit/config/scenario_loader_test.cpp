@@ -38,6 +38,8 @@ void check_same(const spec::Scenario& a, const spec::Scenario& b)
   CHECK(n.gpu.peak_fp16_flops == m.gpu.peak_fp16_flops);
   CHECK(n.gpu.peak_tf32_flops == m.gpu.peak_tf32_flops);
   CHECK(n.gpu.peak_fp32_flops == m.gpu.peak_fp32_flops);
+  CHECK(n.gpu.power_limit_W == m.gpu.power_limit_W);
+  CHECK(n.gpu.tdp_W == m.gpu.tdp_W);
   CHECK(n.gpus == m.gpus);
   CHECK(n.nvlink.present == m.nvlink.present);
   CHECK(n.nvlink.bandwidth_Bps == m.nvlink.bandwidth_Bps);
@@ -78,6 +80,10 @@ void check_same(const spec::Scenario& a, const spec::Scenario& b)
   CHECK(t.optimizer == u.optimizer);
   CHECK(t.mode == u.mode);
   CHECK(t.total_tokens == u.total_tokens);
+  CHECK(a.software.attention == b.software.attention);
+  CHECK(a.software.compile == b.software.compile);
+  CHECK(a.software.torch == b.software.torch);
+  CHECK(a.software.stated == b.software.stated);
   CHECK(a.price_per_gpu_hour == b.price_per_gpu_hour);
   CHECK(a.deepspeed_version == b.deepspeed_version);
   CHECK(a.framework == b.framework);
@@ -392,14 +398,19 @@ measured: {step_time: 12.3 s, tflops_per_gpu: 145, tflops_definition: hardware, 
     // A stated stack; flash_attention: true agrees with any fused kernel.
     const spec::Scenario t = load_scenario_text(
         BASE + "  flash_attention: true\n  activation_checkpointing: per_op\nsoftware:\n  attention: triton_flash\n"
-               "  torch: \"1.13\"\n  compile: true\n",
+               "  torch: \"1.13\"\n  compile: false\n",
         SCEN);
     CHECK(t.software.attention == spec::AttentionKernel::TRITON_FLASH);
     CHECK(t.software.torch == "1.13");
-    CHECK(t.software.compile);
+    CHECK_FALSE(t.software.compile);
     CHECK(t.software.stated);
     CHECK(t.training.flash_attention);
     CHECK(t.training.activation_checkpointing == spec::Checkpointing::PER_OP);
+    // torch.compile from torch 2.0 on (the first generation that has it).
+    const spec::Scenario c = load_scenario_text(BASE + "software: {torch: \"2.0\", compile: true}\n", SCEN);
+    CHECK(c.software.torch == "2.0");
+    CHECK(c.software.compile);
+    CHECK(c.software.stated);
     // An unfused kernel turns the workload's flash attention off.
     const spec::Scenario m = load_scenario_text(BASE + "software: {attention: sdpa_math}\n", SCEN);
     CHECK_FALSE(m.training.flash_attention);
@@ -426,6 +437,67 @@ measured: {step_time: 12.3 s, tflops_per_gpu: 145, tflops_definition: hardware, 
                                                  "  \nprice_per_gpu_hour: 1.75\n",
                                           SCEN);
     check_same(f, load_scenario_text(resolved_yaml(f), SCEN));
+
+    // The software stack round-trips with its `stated` flag (meta.software.stated): an absent block stays
+    // absent (flash_attention: false for eager), a stated one is written out; a power cap keeps limit and tdp.
+    for (const std::string& tail :
+         {std::string(), std::string("  flash_attention: false\n"),
+          std::string("software: {attention: cudnn, torch: \"2.4\", compile: true}\n"),
+          std::string("software: {attention: flash2}\n"), std::string("software: {attention: eager}\n")}) {
+      CAPTURE(tail);
+      const spec::Scenario sw = load_scenario_text(BASE + tail, SCEN);
+      const std::string text = resolved_yaml(sw);
+      CHECK((text.find("software:") != std::string::npos) == sw.software.stated);
+      check_same(sw, load_scenario_text(text, SCEN));
+    }
+    LoadOptions capped;
+    capped.sets = {"cluster.overrides.gpu.power={limit: 300, tdp: 400}"};
+    const spec::Scenario p = load_scenario_text(BASE, SCEN, capped);
+    CHECK(p.cluster.node.gpu.power_limit_W == 300); // as set above
+    CHECK(p.cluster.node.gpu.tdp_W == 400);
+    check_same(p, load_scenario_text(resolved_yaml(p), SCEN));
+  }
+
+  TEST_CASE("kernel table: match names normalised like gpu.model, attention kernels kept in file order")
+  {
+    const spec::KernelTable k = load_kernel_table_text(R"(kinds:
+  h100-pcie:
+    match: [h100]
+    match_also: [pci-e]
+    sms: 114
+    hbm: {value: 0.9, status: stated, source: s}
+    gemm: [{torch: "1.0", value: 0.8, status: stated, source: s}]
+    attention:
+      flash2: {value: 0.5, status: stated, source: s}
+      mem_efficient: {value: 0.2, status: stated, source: s}
+  generic:
+    sms: 108
+    hbm: {value: 0.8, status: stated, source: s}
+    gemm: [{torch: "1.0", value: 0.8, status: stated, source: s}]
+    attention: {flash1: {value: 0.3, status: stated, source: s}}
+)",
+                                                       "k.yaml");
+    // Stored as spec::gpu_match_name writes them, so lower case and '-' match as kind_of compares gpu.model.
+    CHECK(k.kinds[0].match == std::vector<std::string>{"H100"});
+    CHECK(k.kinds[0].match_also == std::vector<std::string>{"PCIE"});
+    bool known = false;
+    CHECK(k.kind_of("H100 PCIe 80GB", &known).kind == "h100-pcie");
+    CHECK(known);
+    CHECK(k.kind_of("H100-SXM5-80GB", &known).kind == "generic"); // no PCIE: the fallback, the last kind
+    CHECK_FALSE(known);
+    // A kernel the kind does not list is priced as its first listed one (file order: flash2), not the lowest
+    // enum value among them (mem_efficient).
+    const spec::GpuKindData& pcie = k.kinds[0];
+    REQUIRE(pcie.attention.size() == 2);
+    CHECK(pcie.attention[0].first == spec::AttentionKernel::FLASH2);
+    spec::AttentionKernel used = spec::AttentionKernel::FLASH3;
+    const spec::AttentionFigure* fig = spec::attention_figure(pcie, spec::AttentionKernel::FLASH3, &used);
+    REQUIRE(fig != nullptr);
+    CHECK(used == spec::AttentionKernel::FLASH2);
+    CHECK(fig->fwd.value == 0.5); // flash2's value above
+    CHECK(spec::attention_figure(pcie, spec::AttentionKernel::MEM_EFFICIENT, &used)->fwd.value == 0.2);
+    CHECK(used == spec::AttentionKernel::MEM_EFFICIENT);
+    CHECK(spec::attention_figure(spec::GpuKindData{}, spec::AttentionKernel::FLASH2) == nullptr);
   }
 
   TEST_CASE("describe: prints every key of the schema with its default")
