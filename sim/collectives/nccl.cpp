@@ -73,7 +73,8 @@ constexpr double LL_MAX_BPS_MORE_NODES = 19.0e9;
 
 // NCCL 2.20.3 tuning.cc treeCorrectionFactor[protocol][log2i(bytes >> 6)] ("Trees are not perfectly sticking to the
 // model for medium sizes"): the tree's measured bandwidth relative to its model, powers of two from 64 B to 256 MB;
-// 1 beyond. NCCL applies it to the tree's time estimate; here it scales the tree's flows as well.
+// 1 beyond. NCCL applies it to the tree's time estimate after LL's llMaxBw ceiling (ncclTopoGetAlgoTime scales the
+// tuned bandwidth); here it scales the tree's flows as well.
 constexpr std::array<std::array<double, 23>, 3> TREE_CORRECTION{{
     {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
     {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0},
@@ -304,12 +305,16 @@ struct Estimate {
 };
 
 /// `bytes` at bus bandwidth `bus_Bps` x `factor`, under LL's ceiling on `nodes` nodes: fills bandwidth_s and ceiling_s.
-void set_bandwidth(Estimate& e, double bytes, double bus_Bps, int nodes)
+/// `correction` is the part of `factor` that is the tree's medium-size correction (1 for rings). NCCL 2.20.3 caps
+/// LL's bus bandwidth at llMaxBw in ncclTopoTuneModel and ncclTopoGetAlgoTime multiplies the capped bandwidth by
+/// the correction afterwards, so the ceiling is corrected too: bytes / (min(bus x factor / correction, llMaxBw) x
+/// correction).
+void set_bandwidth(Estimate& e, double bytes, double bus_Bps, int nodes, double correction = 1.0)
 {
   const double uncapped = bytes / (bus_Bps * e.factor);
   e.bandwidth_s = uncapped;
   if (e.protocol == Protocol::LL)
-    e.bandwidth_s = std::max(uncapped, bytes / ll_max_Bps(nodes));
+    e.bandwidth_s = std::max(uncapped, bytes / (ll_max_Bps(nodes) * correction));
   e.ceiling_s = e.bandwidth_s - uncapped;
 }
 
@@ -439,10 +444,10 @@ Estimate tree_estimate(double s, const Fabric& f, const Options& o)
   return best_protocol(f, o, [&](Protocol p) {
     Estimate e;
     e.protocol = p;
-    e.factor = protocol_factor(Algo::TREE, p, CollectiveKind::ALL_REDUCE, f.nodes, f.gpus_per_node) *
-               (o.protocols ? tree_correction(s, p) : 1.0);
+    const double correction = o.protocols ? tree_correction(s, p) : 1.0;
+    e.factor = protocol_factor(Algo::TREE, p, CollectiveKind::ALL_REDUCE, f.nodes, f.gpus_per_node) * correction;
     e.latency_s = tree_latency_s(f, p);
-    set_bandwidth(e, s / TREE_ALGO_RATIO, bus_Bps, f.nodes);
+    set_bandwidth(e, s / TREE_ALGO_RATIO, bus_Bps, f.nodes, correction); // the correction after LL's ceiling
     return e;
   });
 }

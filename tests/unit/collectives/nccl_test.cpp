@@ -1153,6 +1153,33 @@ TEST_CASE("protocols, 2 nodes x 8 A100, 8 NICs: NCCL's ring latencies by hand; L
   CHECK(collectives::plan(CollectiveKind::ALL_REDUCE, 4096, f).algorithm == "tree");
 }
 
+TEST_CASE("protocols, 2 nodes x 8 A100: the tree's size correction applies after LL's llMaxBw ceiling, as in NCCL")
+{
+  // NCCL 2.20.3 tuning.cc, tree all-reduce with LL on 2 nodes of 8, 1 MB (S = 1e6 B), by hand:
+  //   ncclTopoTuneModel: busBw = C x per-channel = 8 x min(0.96 x 25, 0.8 x 300 / 7) = 192 GB/s (the planner's B),
+  //   x 0.92 (tree) = 176.64, LL: min(176.64 / 3.8, llMaxBw 22.5) = min(46.48, 22.5) = 22.5 GB/s; algorithm
+  //   bandwidth x 0.5 = 11.25 GB/s.
+  //   ncclTopoGetAlgoTime: bw x treeCorrectionFactor[LL][log2i(1e6 >> 6) = log2i(15625) = 13] = 11.25 x 0.4 = 4.5 GB/s,
+  //   time = latency + S / bw = latency + 1e6 / 4.5e9 = latency + 222.22 us (the ceiling corrected too; correcting
+  //   before the ceiling would give max(2e6 / (46.48 x 0.4), 2e6 / 22.5) = 107.56 us).
+  //   Latency (the planner's, hops = NCCL's LL steps): 6.8 + 2 x (7 x 0.6 + 1 x 2.7) = 20.6 us.
+  const Fabric f = nccl_fabric(2, 8, 8);
+  Options o = forced(Algorithm::TREE);
+  o.protocol = collectives::Protocol::LL;
+  const Plan p = collectives::plan(CollectiveKind::ALL_REDUCE, 1'000'000, f, o);
+  REQUIRE(p.algorithm == "tree");
+  REQUIRE(p.protocol == collectives::Protocol::LL);
+  const double bandwidth_s = 1e6 / (0.5 * 22.5e9 * 0.4);
+  CHECK(p.predicted_s == doctest::Approx(20.6 * US + bandwidth_s));
+  // The flows run at the achieved fraction x 1/3.8 x 0.4 (no ceiling in the wire bytes); the ceiling's extra time,
+  // NCCL's bandwidth term less the flows' own 2S / (176.64 / 3.8 x 0.4 GB/s), is phase latency, less the route's 2.7
+  // us.
+  const double flows_s = 2e6 / (176.64e9 / 3.8 * 0.4);
+  CHECK(p.phases.at(0).latency_s == doctest::Approx((20.6 - 2.7) * US + bandwidth_s - flows_s));
+  for (const Flow& fl : p.phases.at(0).flows)
+    CHECK(fl.efficiency == doctest::Approx((fl.src.node != fl.dst.node ? 0.96 : 0.8) / 3.8 * 0.4));
+}
+
 TEST_CASE("protocols on 1536 GPUs: a 1 MB all-gather runs LL, a quarter of Simple's step latency")
 {
   // 192 nodes x 8: N - 1 = 1535 steps, nodes - 1 = 191 across nodes (tuning.cc), 1344 inside:
