@@ -44,9 +44,10 @@ constexpr StepLatencies HW_PCI{{1.0 * US, 2.5 * US, 5.7 * US}, {1.0 * US, 1.9 * 
 constexpr StepLatencies HW_NET{{2.7 * US, 4.0 * US, 14.0 * US}, {5.0 * US, 8.5 * US, 28.0 * US}};
 
 // NCCL 2.20.3 tuning.cc getNetOverhead / ncclTopoTuneModel: on several nodes a ring's intra-node step is at
-// least the network post overhead, 1 us (x 3 for Simple); 1 us is NCCL's value for Intel and non-x86 hosts
-// (2 us on AMD hosts, whose kind the fabric does not know).
-constexpr double NET_OVERHEAD_S = 1.0 * US;
+// least the network post overhead (x 3 for Simple): 2 us on AMD x86 hosts, 1 us on Intel and non-x86 ones. The
+// fabric does not know the host; the AMD value is used, as for LL's ceiling (LL_MAX_BPS_*): every multi-node
+// node shipped is a DGX A100 or HGX A100 (AMD EPYC hosts).
+constexpr double NET_OVERHEAD_S = 2.0 * US;
 
 // NCCL 2.20.3 src/graph/tuning.cc, ncclTopoTuneModel: the tree's bus bandwidth is nChannels x the
 // per-channel bandwidth x 0.92, and its algorithm bandwidth half of that (the ring's is busBw x nRanks /
@@ -66,7 +67,8 @@ constexpr double TREE_LL_FACTOR = 1.0 / 3.8;
 constexpr double TREE_LL128_FACTOR_ONE_NODE = 7.0 / 9.0;
 constexpr double TREE_LL128_FACTOR_NET = 120.0 / 128.0;
 // NCCL 2.20.3 tuning.cc llMaxBws (GB/s, the LL bus bandwidth's ceiling for the whole collective): one node
-// 87.7 (Ampere, Hopper; Volta 39.0); two nodes 22.5, more 19.0 (AMD hosts, as DGX A100; Intel 39.0, 20.4).
+// 87.7 (Ampere, Hopper; Volta 39.0); two nodes 22.5, more 19.0 (AMD hosts, as DGX A100; Intel 39.0, 20.4): the
+// AMD rows, as for NET_OVERHEAD_S.
 constexpr double LL_MAX_BPS_ONE_NODE = 87.7e9;
 constexpr double LL_MAX_BPS_TWO_NODES = 22.5e9;
 constexpr double LL_MAX_BPS_MORE_NODES = 19.0e9;

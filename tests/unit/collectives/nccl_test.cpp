@@ -34,6 +34,10 @@ constexpr double RING_NVLINK_OVERHEAD = (3.4 - 0.6) * US;
 constexpr double RING_NET_OVERHEAD = (14.0 - 2.7) * US;
 constexpr double TREE_NVLINK_OVERHEAD = (28.0 - 0.6) * US;
 constexpr double TREE_NET_OVERHEAD = (28.0 - 5.0) * US;
+// NCCL 2.20.3 tuning.cc getNetOverhead on an AMD x86 host (DGX A100: AMD EPYC): 2 us; a ring's intra-node step on
+// several nodes is at least that, x 3 for Simple.
+constexpr double NET_POST_OVERHEAD = 2.0 * US;
+constexpr double NET_POST_OVERHEAD_SIMPLE = 3 * NET_POST_OVERHEAD;
 
 constexpr double INTRA_BPS = 300e9;  // NVLink per GPU per direction (A100)
 constexpr double INTER_BPS = 25e9;   // 200 Gb/s HDR NIC
@@ -281,9 +285,11 @@ TEST_CASE("predicted_s of a ring all-reduce is 2(N-1)/N S/B plus NCCL's latency 
     const double N = 32;
     const double B = 8 * std::min(INTER_BPS, INTRA_BPS / 7);
     CHECK(B == doctest::Approx(200e9));
-    // nsteps 2(N-1) = 62, of which 2 x nodes = 8 inter-node (tuning.cc); base 8.4 us.
-    const double latency =
-        RING_BASE + (62 - 8) * (INTRA_LAT + RING_NVLINK_OVERHEAD) + 8 * (INTER_LAT + RING_NET_OVERHEAD);
+    // nsteps 2(N-1) = 62, of which 2 x nodes = 8 inter-node (tuning.cc); base 8.4 us; an intra step on several
+    // nodes is at least the Simple post overhead: max(1 + 2.8, 6.0) = 6.0 us.
+    const double intra_step = std::max(INTRA_LAT + RING_NVLINK_OVERHEAD, NET_POST_OVERHEAD_SIMPLE);
+    CHECK(intra_step == doctest::Approx(6.0 * US));
+    const double latency = RING_BASE + (62 - 8) * intra_step + 8 * (INTER_LAT + RING_NET_OVERHEAD);
     const Plan p = collectives::plan(CollectiveKind::ALL_REDUCE, static_cast<std::int64_t>(S), f,
                                      forced(Algorithm::RING, simple_line_rate()));
     CHECK(p.predicted_s == doctest::Approx(2 * (N - 1) / N * S / B + latency));
@@ -305,8 +311,8 @@ TEST_CASE("predicted_s of a ring all-reduce is 2(N-1)/N S/B plus NCCL's latency 
     // C = 2 < G: every GPU but the exits carries both channels on NVLink: B = 2 x min(25, 300/2) GB/s.
     const Fabric f = fabric(2, 4, 2);
     const double S = 1e9;
-    const double latency =
-        RING_BASE + (7 - 1) * (INTRA_LAT + RING_NVLINK_OVERHEAD) + 1 * (INTER_LAT + RING_NET_OVERHEAD);
+    const double latency = RING_BASE + (7 - 1) * std::max(INTRA_LAT + RING_NVLINK_OVERHEAD, NET_POST_OVERHEAD_SIMPLE) +
+                           1 * (INTER_LAT + RING_NET_OVERHEAD);
     const Plan p = collectives::plan(CollectiveKind::ALL_GATHER, static_cast<std::int64_t>(S), f, simple_line_rate());
     CHECK(p.predicted_s == doctest::Approx(7.0 / 8 * S / (2 * INTER_BPS) + latency));
   }
@@ -317,20 +323,21 @@ TEST_CASE("AUTO, Simple at line rate: tree for small all-reduces on many nodes, 
   // The Simple-only crossover written out (simple_line_rate: the ablation configuration); with protocols the
   // choice is among 6 (algorithm, protocol) pairs, tested in "protocols: ...".
   // 32 nodes x 8 GPUs, 8 NICs: N = 256, B = 200 GB/s.
-  // Ring latency: 8.4 + 446 x 3.8 + 64 x 16.3 = 2746.4 us; tree latency (tuning.cc, 0 base):
+  // Ring latency: 8.4 + 446 x max(3.8, 6.0) + 64 x 16.3 = 3727.6 us (an intra step on several nodes is at least
+  // the Simple post overhead, 3 x 2 us); tree latency (tuning.cc, 0 base):
   // 2 x (7 x (1 + 27.4) + log2(32) x (5 + 23)) = 677.6 us. Tree bandwidth: 0.92 x B x 0.5.
   // Tree wins while L_tree + S / (0.46 B) < L_ring + 2(N-1)/N S / B, i.e. below
-  // S* = (L_ring - L_tree) B / (1/0.46 - 2(N-1)/N) = 2068.8 us x 200 GB/s / 0.18173 = 2.277 GB.
+  // S* = (L_ring - L_tree) B / (1/0.46 - 2(N-1)/N) = 3050.0 us x 200 GB/s / 0.18173 = 3.357 GB.
   const Fabric f = fabric(32, 8, 8);
   const double N = 256;
   const double B = 200e9;
-  const double l_ring =
-      RING_BASE + (510 - 64) * (INTRA_LAT + RING_NVLINK_OVERHEAD) + 64 * (INTER_LAT + RING_NET_OVERHEAD);
+  const double l_ring = RING_BASE + (510 - 64) * std::max(INTRA_LAT + RING_NVLINK_OVERHEAD, NET_POST_OVERHEAD_SIMPLE) +
+                        64 * (INTER_LAT + RING_NET_OVERHEAD);
   const double l_tree = 2 * (7 * (INTRA_LAT + TREE_NVLINK_OVERHEAD) + 5 * (INTER_LAT + TREE_NET_OVERHEAD));
-  CHECK(l_ring == doctest::Approx(2746.4 * US));
+  CHECK(l_ring == doctest::Approx(3727.6 * US));
   CHECK(l_tree == doctest::Approx(677.6 * US));
   const double crossover = (l_ring - l_tree) * B / (1 / 0.46 - 2 * (N - 1) / N);
-  CHECK(crossover == doctest::Approx(2.277e9).epsilon(1e-3));
+  CHECK(crossover == doctest::Approx(3.357e9).epsilon(1e-3));
 
   const auto algo = [&](double s) {
     return collectives::plan(CollectiveKind::ALL_REDUCE, static_cast<std::int64_t>(s), f, simple_line_rate()).algorithm;
@@ -1118,38 +1125,39 @@ TEST_CASE("protocols, one node of 8 A100: NCCL's own ring predictions by hand; L
   CHECK(mb.protocol == collectives::Protocol::LL);
 }
 
-TEST_CASE("protocols, 2 nodes x 8 A100, 8 NICs: NCCL's ring latencies by hand; LL below 495 kB, Simple above 86 MB")
+TEST_CASE("protocols, 2 nodes x 8 A100, 8 NICs: NCCL's ring latencies by hand; LL below 173 kB, Simple above 163 MB")
 {
   // NCCL 2.20.3 tuning.cc, ring all-reduce on 2 nodes of 8 (N = 16): nsteps 30, nInterSteps 2 x nodes = 4. Intra
-  // steps are at least the network post overhead (1 us, x 3 for Simple): LL max(0.6, 1.0) = 1.0, LL128 1.9,
-  // Simple max(3.4, 3.0) = 3.4 us; inter steps LL 2.7, LL128 4.0, Simple 14.0 us:
-  //   LL     6.6 + 26 x 1.0 + 4 x 2.7 = 43.4 us;   LL128 14.0 + 26 x 1.9 + 4 x 4.0 = 79.4 us;
-  //   Simple 8.4 + 26 x 3.4 + 4 x 14.0 = 152.8 us.
+  // steps are at least the network post overhead (getNetOverhead, AMD host as DGX A100: 2 us, x 3 for Simple):
+  // LL max(0.6, 2.0) = 2.0, LL128 max(1.9, 2.0) = 2.0, Simple max(3.4, 6.0) = 6.0 us; inter steps LL 2.7, LL128
+  // 4.0, Simple 14.0 us:
+  //   LL     6.6 + 26 x 2.0 + 4 x 2.7 = 69.4 us;   LL128 14.0 + 26 x 2.0 + 4 x 4.0 = 82.0 us;
+  //   Simple 8.4 + 26 x 6.0 + 4 x 14.0 = 220.4 us.
   // Bus bandwidth: 8 channels x min(0.96 x 25, 0.8 x 300 / 7) = 192 GB/s; LL min(192 / 4, llMaxBw 22.5) = 22.5,
   // LL128 0.92 x 192 = 176.64, Simple 192 GB/s; algorithm bandwidth x 16 / 30: 12.0, 94.208, 102.4 GB/s.
-  // Crossovers: 36.0 us / (1/12 - 1/94.208) ns/B = 495.06 kB; 73.4 us / (1/94.208 - 1/102.4) ns/B = 86.44 MB.
+  // Crossovers: 12.6 us / (1/12 - 1/94.208) ns/B = 173.27 kB; 138.4 us / (1/94.208 - 1/102.4) ns/B = 162.98 MB.
   const Fabric f = nccl_fabric(2, 8, 8);
   const auto ar = [&](double s, Options o = forced(Algorithm::RING)) {
     return collectives::plan(CollectiveKind::ALL_REDUCE, static_cast<std::int64_t>(s), f, o);
   };
-  CHECK(ar(0, ring_with(collectives::Protocol::LL)).predicted_s == doctest::Approx(43.4 * US));
-  CHECK(ar(0, ring_with(collectives::Protocol::LL128)).predicted_s == doctest::Approx(79.4 * US));
-  CHECK(ar(0, ring_with(collectives::Protocol::SIMPLE)).predicted_s == doctest::Approx(152.8 * US));
-  CHECK(ar(0.99 * 495.06e3).protocol == collectives::Protocol::LL);
-  CHECK(ar(1.01 * 495.06e3).protocol == collectives::Protocol::LL128);
-  CHECK(ar(0.99 * 86.44e6).protocol == collectives::Protocol::LL128);
-  CHECK(ar(1.01 * 86.44e6).protocol == collectives::Protocol::SIMPLE);
+  CHECK(ar(0, ring_with(collectives::Protocol::LL)).predicted_s == doctest::Approx(69.4 * US));
+  CHECK(ar(0, ring_with(collectives::Protocol::LL128)).predicted_s == doctest::Approx(82.0 * US));
+  CHECK(ar(0, ring_with(collectives::Protocol::SIMPLE)).predicted_s == doctest::Approx(220.4 * US));
+  CHECK(ar(0.99 * 173.27e3).protocol == collectives::Protocol::LL);
+  CHECK(ar(1.01 * 173.27e3).protocol == collectives::Protocol::LL128);
+  CHECK(ar(0.99 * 162.98e6).protocol == collectives::Protocol::LL128);
+  CHECK(ar(1.01 * 162.98e6).protocol == collectives::Protocol::SIMPLE);
   // The phase's latency is the protocol's, less the inter-node route latency the flows pay, plus what LL's
   // ceiling adds to the flows' time: 2 x 15/16 x 4096 = 7680 bus bytes at 22.5 GB/s instead of 192 / 4 = 48 GB/s.
   const Plan tiny = ar(4096);
-  CHECK(tiny.phases.at(0).latency_s == doctest::Approx((43.4 - 2.7) * US + 7680 / 22.5e9 - 7680 / 48e9));
+  CHECK(tiny.phases.at(0).latency_s == doctest::Approx((69.4 - 2.7) * US + 7680 / 22.5e9 - 7680 / 48e9));
   // LL's flows run at a quarter of the achieved bandwidth: 0.8 x 1/4 on NVLink, 0.96 x 1/4 on the network (the
   // ceiling is the GPU's, paid as latency above, not as wire bytes).
   for (const Flow& fl : tiny.phases.at(0).flows)
     CHECK(fl.efficiency == doctest::Approx((fl.src.node != fl.dst.node ? 0.96 : 0.8) / 4));
   // On two nodes NCCL's tuner takes the tree for small all-reduces (nccl-tests issue 196, S. Jeaugey: "On two
   // nodes, NCCL uses the tree"): NCCL's tree LL latency 6.8 + 2 x (7 x 0.6 + 1 x 5.0) = 25.2 us (the planner's
-  // 20.6 us, its inter step being the 2.7 us hop) against the ring's 43.4 us.
+  // 20.6 us, its inter step being the 2.7 us hop) against the ring's 69.4 us.
   CHECK(collectives::plan(CollectiveKind::ALL_REDUCE, 4096, f).algorithm == "tree");
 }
 
@@ -1180,23 +1188,24 @@ TEST_CASE("protocols, 2 nodes x 8 A100: the tree's size correction applies after
     CHECK(fl.efficiency == doctest::Approx((fl.src.node != fl.dst.node ? 0.96 : 0.8) / 3.8 * 0.4));
 }
 
-TEST_CASE("protocols on 1536 GPUs: a 1 MB all-gather runs LL, a quarter of Simple's step latency")
+TEST_CASE("protocols on 1536 GPUs: a 1 MB all-gather runs LL, under a third of Simple's step latency")
 {
-  // 192 nodes x 8: N - 1 = 1535 steps, nodes - 1 = 191 across nodes (tuning.cc), 1344 inside:
-  //   LL     6.6 + 1344 x max(0.6, 1.0) + 191 x 2.7 = 1866.3 us;
-  //   Simple 8.4 + 1344 x 3.4 + 191 x 14.0 = 7252.0 us (the pricing with protocols off).
+  // 192 nodes x 8: N - 1 = 1535 steps, nodes - 1 = 191 across nodes (tuning.cc), 1344 inside, each at least the
+  // AMD host's post overhead (2 us, x 3 for Simple):
+  //   LL     6.6 + 1344 x max(0.6, 2.0) + 191 x 2.7 = 3210.3 us;
+  //   Simple 8.4 + 1344 x max(3.4, 6.0) + 191 x 14.0 = 10746.4 us (the pricing with protocols off).
   const Fabric f = nccl_fabric(192, 8, 8);
   Options focus;
   focus.focus_node = 0;
   const Plan p = collectives::plan(CollectiveKind::ALL_GATHER, 1'000'000, f, focus);
   CHECK(p.protocol == collectives::Protocol::LL);
-  // LL's bandwidth there is its ceiling llMaxBw, 19.0 GB/s on more than two nodes: predicted 1866.3 us +
+  // LL's bandwidth there is its ceiling llMaxBw, 19.0 GB/s on more than two nodes: predicted 3210.3 us +
   // 1535/1536 x 1 MB / 19.0 GB/s = 1918.9 us.
-  CHECK(p.predicted_s == doctest::Approx(1866.3 * US + 1535.0 / 1536 * 1e6 / 19.0e9));
+  CHECK(p.predicted_s == doctest::Approx(3210.3 * US + 1535.0 / 1536 * 1e6 / 19.0e9));
   Options off = focus;
   off.protocols = false;
   CHECK(collectives::plan(CollectiveKind::ALL_GATHER, 1'000'000, f, off).phases.at(0).latency_s ==
-        doctest::Approx((7252.0 - 2.7) * US));
+        doctest::Approx((10746.4 - 2.7) * US));
 }
 
 TEST_CASE("protocols: LL128 only over NVLink; a forced protocol is kept; names")
