@@ -3,11 +3,9 @@
 #include "compute/compute_model.hpp"
 
 #include "core/error.hpp"
-#include "spec/names.hpp"
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <cmath>
 #include <span>
 #include <string>
@@ -142,14 +140,27 @@ GpuEfficiency gpu_efficiency(const spec::GpuSpec& gpu, const spec::SoftwareSpec&
   e.attention_fwd = fig->fwd.value;
   e.attention_bwd = fig->bwd.value;
   e.causal_skip = fig->causal_skip;
-  // The unfused path's QKᵀ and PV are cuBLAS strided-batched GEMMs: capped like any GEMM; their shape
-  // (head dim as k or n) and the materialised scores' bytes make them slow (docs/compute.md §1.3).
-  e.attention_unfused = e.gemm_max;
   e.sms = kind.sms;
   e.kernel_overhead_s = KERNEL_OVERHEAD_S;
-  e.source = "GEMM (torch " + gemm.torch + "): " + gemm.max.source + "; HBM: " + kind.hbm.source + "; attention (" +
-             spec::to_string(used) + "): " + fig->fwd.source;
+  e.clock = sustained_clock(gpu, table); // a power cap's sustained SM clock (§1.8)
   return e;
+}
+
+GpuEfficiency gpu_efficiency(const spec::Scenario& s)
+{
+  // `--without stack`: today's stack (spec::SoftwareSpec's defaults: flash2, torch 2.6) prices every kernel.
+  GpuEfficiency e = gpu_efficiency(s.cluster.node.gpu, s.priced_software(), s.kernels);
+  if (!s.mechanisms.sustained_clock)
+    e.clock = 1.0;
+  return e;
+}
+
+ScenarioPricing::ScenarioPricing(const spec::Scenario& s) : gpu(gpu_efficiency(s))
+{
+  const spec::SoftwareSpec software = s.priced_software();
+  if (!s.kernels.host.empty())
+    host = &spec::host_generation(s.kernels.host, software.torch);
+  compiled = software.compile;
 }
 
 double peak_flops(const spec::GpuSpec& gpu, spec::Precision p)
@@ -189,56 +200,37 @@ double gemm_efficiency(std::int64_t m, std::int64_t n, std::int64_t k, const Gpu
   return e.gemm_max * wave_fraction(m, n, e.sms) * depth;
 }
 
-namespace {
-
-/// op_time() with the GPU kind looked up once by the caller.
-double op_seconds(const workload::Op& op, bool backward, const spec::GpuSpec& gpu, spec::Precision p,
-                  const GpuEfficiency& e)
+double op_time(const workload::Op& op, bool backward, const spec::GpuSpec& gpu, spec::Precision p,
+               const GpuEfficiency& e)
 {
   const double flops = backward ? op.bwd_flops : op.fwd_flops;
   const double bytes = backward ? op.bwd_bytes : op.fwd_bytes;
-  if (flops <= 0 && bytes <= 0)
+  const int kernels = op_kernels(op, backward);
+  if (kernels == 0)
     return 0; // nothing runs (the backward of an inference workload)
   const double memory = bytes > 0 ? bytes / hbm_bandwidth(gpu, e) : 0;
   double compute = 0;
-  int kernels = 1;
   switch (op.kind) {
   case workload::OpKind::ELEMENTWISE:
     if (flops > 0)
       compute = flops / vector_peak(gpu, p);
     break;
   case workload::OpKind::GEMM:
-    if (flops > 0) {
-      const double peak = peak_flops(gpu, p);
-      if (!backward) {
-        compute = gemm_seconds(flops, op.m, op.n, op.k, peak, e);
-      } else {
-        // dX[m×k] = dY[m×n]·W[n×k] and dW[n×k] = dYᵀ[n×m]·X[m×k]: two GEMMs of half the FLOPs each.
-        compute =
-            gemm_seconds(flops / 2, op.m, op.k, op.n, peak, e) + gemm_seconds(flops / 2, op.n, op.k, op.m, peak, e);
-        kernels = 2;
-      }
-    }
-    break;
   case workload::OpKind::ATTENTION:
     if (flops > 0) {
       const double peak = peak_flops(gpu, p);
-      if (workload::is_fused_attention(op)) {
+      if (op.kind == workload::OpKind::ATTENTION && workload::is_fused_attention(op)) {
         const double work = flops * (e.causal_skip ? CAUSAL_SHARE : 1.0) * (backward ? FLASH_BWD_WORK : 1.0);
         const double blocks = std::ceil(double(op.m) / FLASH_BLOCK_ROWS);
         compute = work / (peak * (backward ? e.attention_bwd : e.attention_fwd) * wave_share(blocks, e.sms));
-        kernels = backward ? FLASH_BWD_KERNELS : 1;
+      } else if (!backward) {
+        compute = gemm_seconds(flops, op.m, op.n, op.k, peak, e);
       } else {
-        GpuEfficiency batched = e;
-        batched.gemm_max = std::min(e.gemm_max, e.attention_unfused);
-        if (!backward) {
-          compute = gemm_seconds(flops, op.m, op.n, op.k, peak, batched);
-        } else {
-          // Both operands are activations: the two gradient products have the shapes of dX and dW above.
-          compute = gemm_seconds(flops / 2, op.m, op.k, op.n, peak, batched) +
-                    gemm_seconds(flops / 2, op.n, op.k, op.m, peak, batched);
-          kernels = 2;
-        }
+        // dX[m×k] = dY[m×n]·W[n×k] and dW[n×k] = dYᵀ[n×m]·X[m×k]: two GEMMs of half the FLOPs each. Unfused
+        // attention's products (cuBLAS strided-batched GEMMs, docs/compute.md §1.3) are priced as GEMMs: both
+        // operands are activations, and the two gradient products have the shapes of dX and dW.
+        compute =
+            gemm_seconds(flops / 2, op.m, op.k, op.n, peak, e) + gemm_seconds(flops / 2, op.n, op.k, op.m, peak, e);
       }
     }
     break;
@@ -248,6 +240,8 @@ double op_seconds(const workload::Op& op, bool backward, const spec::GpuSpec& gp
     compute /= e.clock;
   return std::max(compute, memory) + kernels * e.kernel_overhead_s;
 }
+
+namespace {
 
 /// Bytes a layer task carries beyond its ops' own traffic: the schedule's copies attached to it (DDP's and
 /// FSDP's autocast weight casts, docs/ddp.md "Autocast"). Summed in the order Builder::layer_compute sums them,
@@ -261,27 +255,57 @@ double extra_task_bytes(const schedule::Task& t, const workload::Layer& layer)
   return t.mem_bytes > base ? t.mem_bytes - base : 0;
 }
 
-} // namespace
-
-double op_time(const workload::Op& op, bool backward, const spec::GpuSpec& gpu, spec::Precision p,
-               const GpuEfficiency& e)
+bool is_layer_phase(schedule::Phase ph)
 {
-  return op_seconds(op, backward, gpu, p, e);
+  return ph == schedule::Phase::FORWARD || ph == schedule::Phase::BACKWARD || ph == schedule::Phase::RECOMPUTE;
 }
+
+/// The layer a layer task names. Throws core::InternalError (prefixed with `who`) for an index outside the workload.
+const workload::Layer& task_layer(const schedule::Task& t, const workload::Workload& w, const char* who)
+{
+  if (t.layer < 0 || t.layer >= static_cast<int>(w.layers.size()))
+    throw core::InternalError(std::string(who) + ": task " + t.name + " names layer " + std::to_string(t.layer) +
+                              " of a workload with " + std::to_string(w.layers.size()) + " layers");
+  return w.layers[static_cast<std::size_t>(t.layer)];
+}
+
+/// The ops [begin, end) of `layer` a task covers: the whole layer, or a part of it (ZeRO-3's per-module compute,
+/// schedule::Task::op_begin / op_end; op_end -1: to the layer's end).
+struct OpRange {
+  std::size_t begin = 0, end = 0;
+  bool whole_layer = false; ///< [0, every op of the layer)
+};
+
+/// Throws core::InternalError (prefixed with `who`) for a range outside the layer or reversed.
+OpRange task_ops(const schedule::Task& t, const workload::Layer& layer, const char* who)
+{
+  const auto n_ops = static_cast<int>(layer.ops.size());
+  const int op_end = t.op_end < 0 ? n_ops : t.op_end;
+  if (t.op_begin < 0 || op_end > n_ops || t.op_begin > op_end)
+    throw core::InternalError(std::string(who) + ": task " + t.name + " names ops [" + std::to_string(t.op_begin) +
+                              ", " + std::to_string(op_end) + ") of a layer with " + std::to_string(n_ops));
+  return OpRange{static_cast<std::size_t>(t.op_begin), static_cast<std::size_t>(op_end),
+                 t.op_begin == 0 && op_end == n_ops};
+}
+
+} // namespace
 
 double compute_task_time(const schedule::Task& t, const workload::Workload& w, const spec::Scenario& s)
 {
   if (t.kind != schedule::TaskKind::COMPUTE)
     throw core::InternalError("compute_task_time: task " + t.name + " is not a COMPUTE task");
+  return compute_task_time(t, w, s, ScenarioPricing(s));
+}
+
+double compute_task_time(const schedule::Task& t, const workload::Workload& w, const spec::Scenario& s,
+                         const ScenarioPricing& pricing)
+{
+  if (t.kind != schedule::TaskKind::COMPUTE)
+    throw core::InternalError("compute_task_time: task " + t.name + " is not a COMPUTE task");
   const spec::GpuSpec& gpu = s.cluster.node.gpu;
   const spec::Precision p = s.training.precision;
-  const bool layer_phase = t.phase == schedule::Phase::FORWARD || t.phase == schedule::Phase::BACKWARD ||
-                           t.phase == schedule::Phase::RECOMPUTE;
-  // `--without stack`: today's stack (spec::SoftwareSpec's defaults: flash2, torch 2.6) prices every kernel.
-  GpuEfficiency e = gpu_efficiency(gpu, s.mechanisms.stack ? s.software : spec::SoftwareSpec{}, s.kernels);
-  if (s.mechanisms.sustained_clock)
-    e.clock = sustained_clock(gpu, s.kernels); // a power cap's sustained SM clock (§1.8)
-  if (!layer_phase) {
+  const GpuEfficiency& e = pricing.gpu;
+  if (!is_layer_phase(t.phase)) {
     // Optimizer step, gradient accumulation, casts: one fused kernel over mem_bytes (docs/compute.md §1.5).
     if (t.flops <= 0 && t.mem_bytes <= 0)
       return 0;
@@ -291,27 +315,18 @@ double compute_task_time(const schedule::Task& t, const workload::Workload& w, c
     const double memory = t.mem_bytes > 0 ? t.mem_bytes / hbm_bandwidth(gpu, e) : 0;
     return std::max(compute, memory) + e.kernel_overhead_s;
   }
-  if (t.layer < 0 || t.layer >= static_cast<int>(w.layers.size()))
-    throw core::InternalError("compute_task_time: task " + t.name + " names layer " + std::to_string(t.layer) +
-                              " of a workload with " + std::to_string(w.layers.size()) + " layers");
-  const workload::Layer& layer = w.layers[static_cast<std::size_t>(t.layer)];
-  // The task's ops: the whole layer, or a part of it (ZeRO-3's per-module compute, schedule::Task::op_begin).
-  const auto n_ops = static_cast<int>(layer.ops.size());
-  const int op_end = t.op_end < 0 ? n_ops : t.op_end;
-  if (t.op_begin < 0 || op_end > n_ops || t.op_begin > op_end)
-    throw core::InternalError("compute_task_time: task " + t.name + " names ops [" + std::to_string(t.op_begin) + ", " +
-                              std::to_string(op_end) + ") of a layer with " + std::to_string(n_ops));
-  const auto ops = std::span<const workload::Op>(layer.ops).subspan(static_cast<std::size_t>(t.op_begin),
-                                                                    static_cast<std::size_t>(op_end - t.op_begin));
+  const workload::Layer& layer = task_layer(t, w, "compute_task_time");
+  const OpRange range = task_ops(t, layer, "compute_task_time");
+  const auto ops = std::span<const workload::Op>(layer.ops).subspan(range.begin, range.end - range.begin);
   double seconds = 0;
   switch (t.phase) {
   case schedule::Phase::FORWARD:
     for (const workload::Op& op : ops)
-      seconds += op_seconds(op, false, gpu, p, e);
+      seconds += op_time(op, false, gpu, p, e);
     break;
   case schedule::Phase::BACKWARD:
     for (const workload::Op& op : ops)
-      seconds += op_seconds(op, true, gpu, p, e);
+      seconds += op_time(op, true, gpu, p, e);
     break;
   case schedule::Phase::RECOMPUTE: {
     const spec::Checkpointing c = s.training.activation_checkpointing;
@@ -319,7 +334,7 @@ double compute_task_time(const schedule::Task& t, const workload::Workload& w, c
       throw core::InternalError("compute_task_time: recompute task " + t.name + " without activation checkpointing");
     for (const workload::Op& op : ops)
       if (op.recomputed)
-        seconds += op_seconds(op, false, gpu, p, e);
+        seconds += op_time(op, false, gpu, p, e);
     break;
   }
   default:
@@ -328,7 +343,7 @@ double compute_task_time(const schedule::Task& t, const workload::Workload& w, c
   if (s.mechanisms.copies) {
     // Copies the schedule attached to the layer (autocast's weight casts): memory-bound kernels, one per
     // GEMM weight (docs/compute.md §1.6).
-    const double extra = t.op_begin == 0 && t.op_end < 0 ? extra_task_bytes(t, layer) : 0;
+    const double extra = range.whole_layer ? extra_task_bytes(t, layer) : 0;
     if (extra > 0) {
       int casts = 0;
       for (const workload::Op& op : layer.ops)
@@ -337,7 +352,7 @@ double compute_task_time(const schedule::Task& t, const workload::Workload& w, c
     }
   }
   if (s.mechanisms.host_dispatch)
-    seconds = std::max(seconds, host_task_time(t, w, s)); // the host bounds the layer (§1.7)
+    seconds = std::max(seconds, host_task_time(t, w, s, pricing)); // the host bounds the layer (§1.7)
   return seconds;
 }
 
@@ -350,7 +365,7 @@ int op_kernels(const workload::Op& op, bool backward)
   if (!backward || flops <= 0)
     return 1;
   if (op.kind == workload::OpKind::GEMM)
-    return 2;
+    return 2; // dX and dW
   if (op.kind == workload::OpKind::ATTENTION)
     return workload::is_fused_attention(op) ? FLASH_BWD_KERNELS : 2;
   return 1;
@@ -366,30 +381,28 @@ double sustained_clock(const spec::GpuSpec& gpu, const spec::KernelTable& table)
 
 double host_task_time(const schedule::Task& t, const workload::Workload& w, const spec::Scenario& s)
 {
-  using schedule::Phase;
-  if (t.kind != schedule::TaskKind::COMPUTE ||
-      (t.phase != Phase::FORWARD && t.phase != Phase::BACKWARD && t.phase != Phase::RECOMPUTE) ||
-      s.kernels.host.empty())
+  if (t.kind != schedule::TaskKind::COMPUTE || !is_layer_phase(t.phase) || s.kernels.host.empty())
     return 0;
-  if (t.layer < 0 || t.layer >= static_cast<int>(w.layers.size()))
-    throw core::InternalError("host_task_time: task " + t.name + " names layer " + std::to_string(t.layer) +
-                              " of a workload with " + std::to_string(w.layers.size()) + " layers");
-  const workload::Layer& layer = w.layers[static_cast<std::size_t>(t.layer)];
-  const spec::HostGeneration& h =
-      spec::host_generation(s.kernels.host, s.mechanisms.stack ? s.software.torch : spec::SoftwareSpec{}.torch);
-  // The task's ops (ZeRO-3's per-module tasks cover part of a layer, schedule::Task::op_begin / op_end).
-  const auto n_ops = static_cast<int>(layer.ops.size());
-  const int op_end = t.op_end < 0 ? n_ops : std::min(t.op_end, n_ops);
-  const int op_begin = std::clamp(t.op_begin, 0, op_end);
-  const bool whole_layer = op_begin == 0 && op_end == n_ops;
+  return host_task_time(t, w, s, ScenarioPricing(s));
+}
+
+double host_task_time(const schedule::Task& t, const workload::Workload& w, const spec::Scenario& s,
+                      const ScenarioPricing& pricing)
+{
+  using schedule::Phase;
+  if (t.kind != schedule::TaskKind::COMPUTE || !is_layer_phase(t.phase) || pricing.host == nullptr)
+    return 0;
+  const workload::Layer& layer = task_layer(t, w, "host_task_time");
+  const OpRange range = task_ops(t, layer, "host_task_time");
+  const spec::HostGeneration& h = *pricing.host;
   const bool backward = t.phase == Phase::BACKWARD;
-  const bool compiled = s.mechanisms.stack && s.software.compile;
+  const bool compiled = pricing.compiled;
   // Kernels launched. Eager: one dispatch per kernel. torch.compile: a run of elementwise ops is one fused
   // (Triton) kernel; GEMMs and attention stay library calls.
   double kernels = 0;
   bool in_run = false;
-  for (int i = op_begin; i < op_end; ++i) {
-    const workload::Op& op = layer.ops[static_cast<std::size_t>(i)];
+  for (std::size_t i = range.begin; i < range.end; ++i) {
+    const workload::Op& op = layer.ops[i];
     if (t.phase == Phase::RECOMPUTE && !op.recomputed)
       continue;
     const int k = op_kernels(op, backward);
@@ -409,7 +422,7 @@ double host_task_time(const schedule::Task& t, const workload::Workload& w, cons
   // Framework hooks per parameter of the layer. ZeRO-3's coordinator is priced by the stage-3 schedule
   // (per-module fetches), not here; a recompute runs inside the unit's backward hooks.
   const auto params = static_cast<double>(layer.params.size());
-  if (t.phase != Phase::RECOMPUTE && whole_layer) {
+  if (t.phase != Phase::RECOMPUTE && range.whole_layer) {
     switch (s.framework) {
     case spec::Framework::FSDP: // pre-/post-forward and pre-/post-backward: unshard and reshard the unit's views
       seconds += params * h.hook_param.value;

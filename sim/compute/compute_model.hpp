@@ -23,21 +23,34 @@ struct GpuEfficiency {
   double attention_fwd = 0;     ///< achieved / dense peak of the fused attention kernel, forward (own FLOPs)
   double attention_bwd = 0;     ///< ... backward
   bool causal_skip = true;      ///< the fused kernel computes only the unmasked half of a causal square
-  double attention_unfused = 0; ///< without a fused kernel (scores materialised): cap of its batched GEMMs
   int sms = 0;                  ///< streaming multiprocessors (wave quantisation)
   double kernel_overhead_s = 0; ///< launch + tail per kernel
   /// Sustained SM clock / the clock the peak and the efficiency figures hold at (1 at the rated power; below 1
   /// under a power cap, docs/compute.md §1.8). Scales every compute roof, not HBM bandwidth.
   double clock = 1.0;
-  std::string source; ///< where the figures come from (for people)
 };
 
 /// The efficiency data of `gpu` under `software` from `table` (calibration/kernels.yaml): the kind matched on
 /// the GPU's model name, its GEMM cap for software.torch's generation, the fused attention kernel's figures
-/// (the kind's first listed kernel when software.attention does not run there; the config layer warns). An
-/// unknown model gets the table's last kind ("generic") and `known` = false (the caller warns).
+/// (the kind's first listed kernel when software.attention does not run there; the config layer warns), and the
+/// sustained clock under the GPU's power cap (sustained_clock). An unknown model gets the table's last kind
+/// ("generic") and `known` = false (the caller warns). Unfused attention's batched GEMMs are priced with gemm_max
+/// (docs/compute.md §1.3).
 GpuEfficiency gpu_efficiency(const spec::GpuSpec& gpu, const spec::SoftwareSpec& software,
                              const spec::KernelTable& table, bool* known = nullptr);
+
+/// The efficiency data a scenario's run prices with: its GPU under Scenario::priced_software(), the clock 1 with
+/// the `clock` mechanism off.
+GpuEfficiency gpu_efficiency(const spec::Scenario& s);
+
+/// What pricing a scenario's tasks needs that depends on the scenario alone, worked out once (the GPU kind's
+/// lookup, the torch generations' parsing) and shared by every task: the engine builds one per replay.
+struct ScenarioPricing {
+  explicit ScenarioPricing(const spec::Scenario& s);
+  GpuEfficiency gpu;                          ///< gpu_efficiency(s)
+  const spec::HostGeneration* host = nullptr; ///< the priced torch's host figures; nullptr without host data
+  bool compiled = false;                      ///< the priced stack runs torch.compile
+};
 
 /// Dense peak FLOP/s of `gpu` for the compute dtype of `p` (bf16, fp16; fp32 uses tf32 when given,
 /// as PyTorch does with allow_tf32 for matmuls, else fp32). bf16 on a GPU without a bf16 peak
@@ -51,8 +64,9 @@ double peak_flops(const spec::GpuSpec& gpu, spec::Precision p);
 /// main-loop share of a tile's time. Never above gemm_max.
 double gemm_efficiency(std::int64_t m, std::int64_t n, std::int64_t k, const GpuEfficiency& e);
 
-/// Seconds of one operation's forward (backward = false) or backward on one GPU, one micro-batch.
-/// An operation with neither FLOPs nor bytes in that direction launches nothing and takes 0.
+/// Seconds of one operation's forward (backward = false) or backward on one GPU, one micro-batch: the roofline
+/// plus op_kernels() launches. An operation with neither FLOPs nor bytes in that direction launches nothing and
+/// takes 0.
 double op_time(const workload::Op& op, bool backward, const spec::GpuSpec& gpu, spec::Precision p,
                const GpuEfficiency& e);
 
@@ -60,8 +74,11 @@ double op_time(const workload::Op& op, bool backward, const spec::GpuSpec& gpu, 
 /// (sum of its ops' times; recompute re-runs the forward ops the checkpointing mode recomputes), or
 /// any other COMPUTE task (GPU optimizer step, gradient accumulation, casts): memory-bound over
 /// task.mem_bytes, with task.flops against the fp32 (non-tensor-core) peak as the other roof.
-/// Throws core::InternalError for a task that is not COMPUTE or names no valid layer.
+/// Throws core::InternalError for a task that is not COMPUTE or names no valid layer or op range.
 double compute_task_time(const schedule::Task& t, const workload::Workload& w, const spec::Scenario& s);
+/// The same with the scenario's pricing worked out once by the caller (`p` built from `s`).
+double compute_task_time(const schedule::Task& t, const workload::Workload& w, const spec::Scenario& s,
+                         const ScenarioPricing& p);
 
 /// Kernels one operation launches in its forward (backward = false) or backward: 0 when it does no work in that
 /// direction; a GEMM's backward 2 (dX, dW), a fused attention backward 3, an unfused one 2; else 1.
@@ -76,8 +93,12 @@ double sustained_clock(const spec::GpuSpec& gpu, const spec::KernelTable& table)
 /// generation (eager forward op, autograd-engine backward kernel, or a torch.compile graph's launch, where runs
 /// of elementwise ops fuse into one kernel), plus the framework's hooks per parameter (FSDP unshard / reshard in
 /// forward and backward, DeepSpeed ZeRO-1/2 gradient hooks, DDP's reducer hook). 0 for other tasks or without
-/// host data. A layer's task takes at least this long when the host bounds it.
+/// host data. A layer's task takes at least this long when the host bounds it. Throws core::InternalError for a
+/// layer task that names no valid layer or op range.
 double host_task_time(const schedule::Task& t, const workload::Workload& w, const spec::Scenario& s);
+/// The same with the scenario's pricing worked out once by the caller (`p` built from `s`).
+double host_task_time(const schedule::Task& t, const workload::Workload& w, const spec::Scenario& s,
+                      const ScenarioPricing& p);
 
 /// The host CPU: what a CPU_COMPUTE task costs, as two resources the engine shares between the
 /// node's ranks: core-seconds on the CPU and bytes through the DRAM link.

@@ -14,6 +14,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -186,8 +187,10 @@ public:
     std::size_t collectives = 0;
     std::vector<std::pair<schedule::CollectiveKind, schedule::CommGroup>> call_of; // rank 0's k-th collective
     // Every rank (and every micro-step) runs the same layers: a compute task's time depends only on its
-    // phase, layer and own work, so it is computed once.
+    // phase, layer and own work, so it is computed once; what depends on the scenario alone (the GPU kind's
+    // figures, the stack's generations) once per replay, at the first COMPUTE task.
     std::map<std::tuple<schedule::Phase, int, int, int, double, double>, double> compute_time;
+    std::optional<compute::ScenarioPricing> pricing;
     for (std::size_t ri = 0; ri < R; ++ri) {
       const auto& tasks = timeline_.ranks[ri].graph.tasks;
       duration_[ri].assign(tasks.size(), 0.0);
@@ -203,8 +206,11 @@ public:
         if (k.kind == TaskKind::COMPUTE) {
           const auto key = std::make_tuple(k.phase, k.layer, k.op_begin, k.op_end, k.flops, k.mem_bytes);
           auto it = compute_time.find(key);
-          if (it == compute_time.end())
-            it = compute_time.emplace(key, compute::compute_task_time(k, w, s)).first;
+          if (it == compute_time.end()) {
+            if (!pricing)
+              pricing.emplace(s);
+            it = compute_time.emplace(key, compute::compute_task_time(k, w, s, *pricing)).first;
+          }
           duration_[ri][static_cast<std::size_t>(t)] = it->second;
         }
         if (k.kind == TaskKind::CPU_COMPUTE)

@@ -1,5 +1,9 @@
 // Tests of sim/compute/compute_model.hpp. Every expected value is a formula of docs/compute.md or a
 // published figure, with its source beside it. Node, model and scenario files are the shipped ones.
+// Physics tests (the model against measurements it was not fitted to): the square-GEMM sweeps, the Llama-2-7B
+// block's MFU range, the attention kernels' published ratio. Data checks (a figure of calibration/kernels.yaml
+// against the very published ratio it was taken from) and fit checks (the CPU Adam rate refitted) say so: they
+// catch a changed data file or formula, not a wrong model.
 #include "compute_test_util.hpp"
 
 #include "compute/compute_model.hpp"
@@ -123,7 +127,8 @@ TEST_CASE("gpu_efficiency: every shipped node file maps to a known GPU kind with
   }
   CHECK(files == static_cast<int>(expected.size()));
 
-  // The cited figures themselves (docs/compute.md §1.4).
+  // Data checks, not physics: the cited figures themselves (docs/compute.md §1.4), each the ratio kernels.yaml was
+  // written from.
   const GpuEfficiency a100 = eff(node("dgx-a100-80gb").gpu);
   CHECK(a100.gemm_max == doctest::Approx(271.2 / 312.0).epsilon(0.001)); // MAMF A100 SXM (stas00/ml-engineering)
   CHECK(a100.hbm == doctest::Approx(1759.0 / 2039.0).epsilon(0.001));    // gpu-benches a100_80 triad

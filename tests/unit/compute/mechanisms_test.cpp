@@ -1,6 +1,7 @@
 // Physics tests of the compute model's mechanisms (docs/compute.md §1.6-§1.8): host dispatch, sustained clocks
 // under a power cap, autocast copies. Each is checked against a published figure or a derivation independent of
 // the code (a parameter count from the model's shape), and each ablation switch restores the old time exactly.
+// Checks that only restate calibration/kernels.yaml or a node file are labelled "data check".
 #include "compute_test_util.hpp"
 
 #include "compute/compute_model.hpp"
@@ -86,6 +87,27 @@ TEST_CASE("host dispatch: a small GEMM from eager PyTorch takes the published ho
   CHECK(gpu_only < measured / 2);
 }
 
+TEST_CASE("host dispatch: an op range outside the layer is an error for the GPU and the host time alike")
+{
+  const spec::Scenario s = config::load_scenario(SRC + "/scenarios/llama3-8b-fsdp-8xh100.yaml");
+  const workload::Workload w = one_layer({gemm(512, 512, 512), gemm(512, 512, 512)});
+  schedule::Task t = layer_task(schedule::Phase::FORWARD);
+  for (const auto& [begin, end] : {std::pair{0, 3}, std::pair{2, 1}, std::pair{-1, 1}}) {
+    CAPTURE(begin);
+    CAPTURE(end);
+    t.op_begin = begin;
+    t.op_end = end;
+    CHECK_THROWS_AS(compute::compute_task_time(t, w, s), core::InternalError);
+    CHECK_THROWS_AS(compute::host_task_time(t, w, s), core::InternalError);
+  }
+  // A part of the layer is host work without the layer's hooks; [0, every op) is the whole layer, as op_end -1.
+  t.op_begin = 0;
+  t.op_end = 2;
+  const double explicit_end = compute::host_task_time(t, w, s);
+  t.op_end = -1;
+  CHECK(compute::host_task_time(t, w, s) == explicit_end);
+}
+
 TEST_CASE("host dispatch: a compute-bound block is unchanged, the switch restores the GPU time exactly")
 {
   // Llama-2-7B, micro-batch 4 at 4096 tokens on an A100: a block forward of ~30 ms against a few hundred us of
@@ -128,6 +150,8 @@ TEST_CASE("host dispatch: with few tokens the block is host-bound, and torch.com
   s.software.torch = "2.4";
   const double compiled = compute::host_task_time(fwd, w, s);
   CHECK(compiled < eager);
+  // Data check, not physics: kernels.yaml's compiled launch is 20 us on torch 2.2 and 9 us on 2.4 (the two
+  // published figures above), and a compiled block's host time is its launches times that figure.
   s.software.torch = "2.2";
   CHECK(compute::host_task_time(fwd, w, s) == doctest::Approx(compiled * 20.0 / 9.0).epsilon(1e-9));
 }
@@ -136,14 +160,19 @@ TEST_CASE("sustained clock: a GEMM under a 400 W cap on an H100 slows as the H10
 {
   // NVIDIA H100 datasheet: SXM 989 dense BF16 TFLOPS at 700 W, NVL 835 at 400 W (the same GH100 die).
   // The model's (400/700)^(1/3) clock must give the published ratio 989/835 = 1.184 within 3 %.
+  // gpu_efficiency() itself applies the GPU's power cap (the scenario's Grand Teton H100s run capped at 500 W, so
+  // the uncapped SXM is that GPU without a cap).
   const spec::Scenario s = config::load_scenario(SRC + "/scenarios/llama3-8b-fsdp-8xh100.yaml");
   spec::GpuSpec gpu = s.cluster.node.gpu;
+  gpu.power_limit_W = 0; // no cap: the SXM at its 700 W
+  gpu.tdp_W = 700;
   compute::GpuEfficiency e = compute::gpu_efficiency(gpu, s.software, s.kernels);
+  REQUIRE(e.clock == 1.0);
   const Op big = gemm(16384, 16384, 16384);
   const double full = compute::op_time(big, false, gpu, spec::Precision::BF16, e);
   gpu.power_limit_W = 400;
-  gpu.tdp_W = 700;
-  e.clock = compute::sustained_clock(gpu, s.kernels);
+  e = compute::gpu_efficiency(gpu, s.software, s.kernels);
+  CHECK(e.clock == compute::sustained_clock(gpu, s.kernels));
   const double capped = compute::op_time(big, false, gpu, spec::Precision::BF16, e);
   CHECK(capped / full == doctest::Approx(989.0 / 835.0).epsilon(0.03));
   // HBM is not clocked by the SMs: a memory-bound op keeps its time.
@@ -156,14 +185,23 @@ TEST_CASE("sustained clock: a GEMM under a 400 W cap on an H100 slows as the H10
   CHECK(compute::op_time(copy, false, gpu, spec::Precision::BF16, e) == mem_full);
 }
 
-TEST_CASE("sustained clock: torchtitan's 500 W Grand Teton H100s, and no cap means the full clock")
+TEST_CASE("sustained clock, data check: torchtitan's 500 W Grand Teton H100s, and no cap means the full clock")
 {
+  // Not a physics test (the H100 NVL datasheet test above is): the node file's power figures and the code's
+  // formula (limit / tdp)^exponent restated with the shipped exponent 1/3 (kernels.yaml power.clock_exponent), so
+  // that a changed node file or exponent is noticed.
   const spec::NodeSpec gt = config::load_node(SRC + "/topologies/grand-teton-h100-96gb.yaml");
   CHECK(gt.gpu.power_limit_W == 500);
   CHECK(gt.gpu.tdp_W == 700);
   const spec::KernelTable& k = config::shipped_kernel_table();
   CHECK(compute::sustained_clock(gt.gpu, k) == doctest::Approx(std::pow(500.0 / 700.0, 0.3333)).epsilon(1e-12));
   CHECK(compute::sustained_clock(config::load_node(SRC + "/topologies/dgx-h100.yaml").gpu, k) == 1.0);
+  // gpu_efficiency() carries the clock for every caller; a scenario prices with it unless `clock` is off.
+  CHECK(compute::gpu_efficiency(gt.gpu, {}, k).clock == compute::sustained_clock(gt.gpu, k));
+  spec::Scenario s = config::load_scenario(SRC + "/scenarios/llama3-8b-fsdp-8xh100.yaml");
+  CHECK(compute::gpu_efficiency(s).clock == compute::sustained_clock(gt.gpu, k));
+  s.mechanisms.sustained_clock = false;
+  CHECK(compute::gpu_efficiency(s).clock == 1.0);
 }
 
 TEST_CASE("copies: DDP's autocast casts a GPT-2 XL block's linear weights every forward, at HBM speed")
@@ -186,8 +224,11 @@ TEST_CASE("copies: DDP's autocast casts a GPT-2 XL block's linear weights every 
   CHECK(with - without == doctest::Approx(expected).epsilon(1e-6));
 }
 
-TEST_CASE("kernels.yaml host: section: every figure is read with its source, a bad one names file, line and key")
+TEST_CASE(
+    "kernels.yaml host: section, data check: every figure is read with its source, a bad one names file, line and key")
 {
+  // Not physics: the shipped figures as kernels.yaml writes them (their sources are the published measurements
+  // the host-dispatch tests above check against), and the reader's errors.
   const spec::KernelTable& k = config::shipped_kernel_table();
   REQUIRE(k.host.size() >= 2);
   CHECK(spec::host_generation(k.host, "1.13").eager_op.value == doctest::Approx(10e-6));
