@@ -1080,6 +1080,14 @@ Options ring_with(collectives::Protocol p)
   return o;
 }
 
+/// nccl-tests' all-reduce bus bandwidth of the planner's estimate: 2(N-1)/N S / predicted_s.
+double busbw(const Fabric& f, double s, const Options& o = {})
+{
+  const double n = static_cast<double>(f.nodes) * f.gpus_per_node;
+  return 2 * (n - 1) / n * s /
+         collectives::plan(CollectiveKind::ALL_REDUCE, static_cast<std::int64_t>(s), f, o).predicted_s;
+}
+
 } // namespace
 
 TEST_CASE("protocols, one node of 8 A100: NCCL's own ring predictions by hand; LL below 1.2 MB, Simple above 24 MB")
@@ -1232,15 +1240,12 @@ TEST_CASE("protocols: LL128 only over NVLink; a forced protocol is kept; names")
     CHECK(ph.protocol != collectives::Protocol::AUTO);
 }
 
-TEST_CASE("achieved bus bandwidth: nccl-tests all_reduce_perf busbw on 8 A100 and 8 H100 (NVSwitch) and 2 DGX A100")
+TEST_CASE("achieved bus bandwidth, physics: nccl-tests busbw on 8 A100 and 8 H100 (NVSwitch), and on 3 nodes of 8 A100")
 {
-  const auto busbw = [](const Fabric& f, double s, Options o = {}) {
-    const double n = static_cast<double>(f.nodes) * f.gpus_per_node;
-    return 2 * (n - 1) / n * s /
-           collectives::plan(CollectiveKind::ALL_REDUCE, static_cast<std::int64_t>(s), f, o).predicted_s;
-  };
+  // Measurements the fractions were not taken from: the planner's busbw against them.
   // nccl-tests issue 175 (NVIDIA/nccl-tests#175): one node of 8 A100, all_reduce_perf -b 8 -e 4G, busbw 232.54
-  // GB/s at 4 GB, of 300 GB/s per direction. Predicted within 5 %; at line rate it would be 300 (+29 %).
+  // GB/s at 4 GB, of 300 GB/s per direction (the NVLink fraction 0.80 is topo.h's 20 of 25 GB/s per link).
+  // Predicted within 5 %; at line rate it would be 300 (+29 %).
   const Fabric a100 = fabric(1, 8, 8);
   CHECK(busbw(a100, 4e9) == doctest::Approx(232.54e9).epsilon(0.05));
   Options line_rate;
@@ -1251,24 +1256,26 @@ TEST_CASE("achieved bus bandwidth: nccl-tests all_reduce_perf busbw on 8 A100 an
   Fabric h100 = fabric(1, 8, 8);
   h100.intra_Bps = 450e9;
   CHECK(busbw(h100, 8e9, forced(Algorithm::RING)) == doctest::Approx(370e9).epsilon(0.05));
-  // NVIDIA/nccl issue 812, D. Addison (NVIDIA): "On an Nvidia DGX-A100 system we have 8x200Gbit/s IB cards and we
-  // measure 192GB/s AllReduce BusBW" (two nodes, ring). Within 2 %.
-  CHECK(busbw(fabric(2, 8, 8), 8e9, forced(Algorithm::RING)) == doctest::Approx(192e9).epsilon(0.02));
+  // nccl-tests issue 119: 3 nodes x 8 A100, 4 HDR NICs each: peak busbw 96 GB/s of 100 GB/s (0.96); the fall-off
+  // (fitted at 8 nodes, below) gives 0.96 / (1 + 0.046 log2 1.5) = 0.935 at 3 nodes, within 3 %.
+  CHECK(collectives::achieved_fraction(fabric(3, 8, 4), true, Options{}) == doctest::Approx(0.96).epsilon(0.03));
 }
 
-TEST_CASE("achieved bus bandwidth: transport fractions and the network's fall-off with node count")
+TEST_CASE("achieved bus bandwidth, data and fit checks: the transport fractions, and the figures they were taken from")
 {
+  // Not physics: each check below gives back a figure a constant was derived from (nccl.hpp, docs/collectives.md
+  // "Achieved bus bandwidth"), so it catches a changed constant or formula, not a wrong model.
   Options o;
-  CHECK(collectives::achieved_fraction(fabric(1, 8, 8), false, o) == doctest::Approx(0.80));
+  CHECK(collectives::achieved_fraction(fabric(1, 8, 8), false, o) == doctest::Approx(0.80)); // NVLINK_BUSBW_FRACTION
   Fabric pcie = fabric(1, 8, 8);
   pcie.intra_nvlink = false;
-  CHECK(collectives::achieved_fraction(pcie, false, o) == doctest::Approx(1.0));
-  CHECK(collectives::achieved_fraction(fabric(2, 8, 8), true, o) == doctest::Approx(0.96));
-  // nccl-tests issue 119: 3 nodes x 8 A100, 4 HDR NICs each: peak busbw 96 GB/s of 100 GB/s (0.96); the fall-off
-  // gives 0.96 / (1 + 0.046 log2 1.5) = 0.935, within 3 %.
-  CHECK(collectives::achieved_fraction(fabric(3, 8, 4), true, o) == doctest::Approx(0.96).epsilon(0.03));
-  // NVIDIA/nccl issue 319: 8 nodes, ring busbw 43.57 GB/s on one switch, 39.93 across two (0.916); the fall-off
-  // at 8 nodes is 1 / (1 + 0.046 x 2) = 0.916 of the two-node fraction.
+  CHECK(collectives::achieved_fraction(pcie, false, o) == doctest::Approx(1.0));            // PCIE_BUSBW_FRACTION
+  CHECK(collectives::achieved_fraction(fabric(2, 8, 8), true, o) == doctest::Approx(0.96)); // NET_BUSBW_FRACTION
+  // Fit check: NVIDIA/nccl issue 812, D. Addison (NVIDIA): "On an Nvidia DGX-A100 system we have 8x200Gbit/s IB
+  // cards and we measure 192GB/s AllReduce BusBW" (two nodes, ring), the source of 0.96 = 192 / 200. Within 2 %.
+  CHECK(busbw(fabric(2, 8, 8), 8e9, forced(Algorithm::RING)) == doctest::Approx(192e9).epsilon(0.02));
+  // Fit check: NVIDIA/nccl issue 319: 8 nodes, ring busbw 43.57 GB/s on one switch, 39.93 across two (0.916), the
+  // pair k = 0.046 was fitted to: the fall-off at 8 nodes is 1 / (1 + 0.046 x 2) = 0.916 of the two-node fraction.
   CHECK(collectives::achieved_fraction(fabric(8, 8, 8), true, o) / 0.96 ==
         doctest::Approx(39.93 / 43.57).epsilon(0.01));
   // Monotone in node count; off: line rate everywhere.
