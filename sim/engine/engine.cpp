@@ -110,7 +110,6 @@ struct Collective {
   std::size_t phase = 0;
   int flows_left = 0;
   std::string name;
-  bool holds_share = false; ///< interference: it holds an SM share on every simulated GPU while it runs
 };
 
 class StepReplay;
@@ -380,7 +379,7 @@ public:
     case Cont::COLL_FLOW_DELAY:
       start_flows(flow_groups_[static_cast<std::size_t>(tok->index)]);
       break;
-    case Cont::INTERFERENCE:
+    case Cont::INTERFERENCE: // returned above; listed for -Wswitch, which a default would silence
       break;
     }
     drain();
@@ -429,16 +428,21 @@ private:
     ++timeline_.activities;
   }
 
-  void exec(Token& tok, sg4::Host* h, double amount, int threads = 1)
+  /// An execution of `amount` work units on `h` over `threads` cores; `bound` > 0 caps its rate (work units per
+  /// second), max-min leaving the rest of the host to the executions beside it.
+  sg4::ExecPtr exec(Token& tok, sg4::Host* h, double amount, int threads = 1, double bound = 0)
   {
     sg4::ExecPtr x = sg4::Exec::init();
     x->set_flops_amount(amount);
     if (threads > 1)
       x->set_thread_count(threads);
+    if (bound > 0)
+      x->set_bound(bound);
     x->set_host(h);
     if (x->get_state() == sg4::Activity::State::INITED)
       x->start();
     launch(tok, x);
+    return x;
   }
 
   void flow(Token& tok, sg4::Host* src, sg4::Host* dst, double bytes)
@@ -628,13 +632,15 @@ private:
     }
     cl.plan = collectives::plan(kind, bytes, fabric_, copts_, group);
     cl.phase = 0;
-    if (sm_share_ > 0 && !cl.plan.phases.empty()) {
-      cl.holds_share = true;
+    if (holds_share(cl)) {
       for (std::size_t r = 0; r < timeline_.ranks.size(); ++r)
         take_sm_share(r, cl.name);
     }
     run_phase(idx);
   }
+
+  /// Interference: a collective that moves data holds an SM share on every simulated GPU while it runs.
+  bool holds_share(const Collective& cl) const { return sm_share_ > 0 && !cl.plan.phases.empty(); }
 
   /// Interference: rank `r`'s GPU gets one more running collective. The k-th concurrent collective on a GPU holds
   /// the k-th execution of the GPU's pool, bounded at the share: created the first time, resumed after.
@@ -651,16 +657,10 @@ private:
       return;
     }
     const RankTimeline& rk = timeline_.ranks[r];
-    sg4::ExecPtr x = sg4::Exec::init();
-    x->set_flops_amount(sm_share_ * SM_SHARE_HORIZON_S * platform::WORK_UNITS_PER_SECOND);
-    x->set_bound(sm_share_ * platform::WORK_UNITS_PER_SECOND); // max-min leaves the compute beside it the rest
-    x->set_host(platform_->gpu(rk.node, rk.local));
-    Token& tok = token(Cont::INTERFERENCE, static_cast<int>(r), name + " (SM share)");
-    x->set_data(&tok);
-    tok.activity = x;
-    if (x->get_state() == sg4::Activity::State::INITED)
-      x->start();
-    p.execs.push_back(x);
+    p.execs.push_back(
+        exec(token(Cont::INTERFERENCE, static_cast<int>(r), name + " (SM share)"), platform_->gpu(rk.node, rk.local),
+             sm_share_ * SM_SHARE_HORIZON_S * platform::WORK_UNITS_PER_SECOND, 1,
+             sm_share_ * platform::WORK_UNITS_PER_SECOND)); // max-min leaves the compute beside it the rest
   }
 
   /// Interference: rank `r`'s GPU has one running collective fewer.
@@ -674,8 +674,7 @@ private:
   {
     Collective& cl = colls_[static_cast<std::size_t>(idx)];
     if (cl.phase >= cl.plan.phases.size()) {
-      if (cl.holds_share) {
-        cl.holds_share = false;
+      if (holds_share(cl)) {
         for (std::size_t r = 0; r < timeline_.ranks.size(); ++r)
           release_sm_share(r);
       }
