@@ -9,6 +9,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -149,15 +150,20 @@ double tree_latency_s(const Fabric& f, Protocol p)
 /// (NCCL 2.20.3 tuning.cc enables LL128 by default only for an NVLink intra-node path, PATH_NVB or better,
 /// on Volta, Ampere and Hopper, the GPUs that have NVLink, with the NIC near the GPU, as on DGX-class
 /// nodes). A forced protocol alone.
-std::vector<Protocol> candidate_protocols(const Fabric& f, const Options& o)
+std::span<const Protocol> candidate_protocols(const Fabric& f, const Options& o)
 {
+  static constexpr std::array<Protocol, 4> EACH{Protocol::AUTO, Protocol::LL, Protocol::LL128,
+                                                Protocol::SIMPLE}; // indexed by Protocol
+  static constexpr std::array<Protocol, 3> NVLINK{Protocol::LL, Protocol::LL128, Protocol::SIMPLE};
+  static constexpr std::array<Protocol, 2> NO_LL128{Protocol::LL, Protocol::SIMPLE};
+  const auto one = [](Protocol p) { return std::span<const Protocol>(EACH).subspan(static_cast<std::size_t>(p), 1); };
   if (!o.protocols)
-    return {Protocol::SIMPLE};
+    return one(Protocol::SIMPLE);
   if (o.protocol != Protocol::AUTO)
-    return {o.protocol};
+    return one(o.protocol);
   if (f.intra_nvlink)
-    return {Protocol::LL, Protocol::LL128, Protocol::SIMPLE};
-  return {Protocol::LL, Protocol::SIMPLE};
+    return NVLINK;
+  return NO_LL128;
 }
 
 double ll_max_Bps(int nodes)
@@ -360,11 +366,11 @@ Estimate ring_estimate(CollectiveKind k, double s, const Fabric& f, const Option
   });
 }
 
-Plan ring_plan(CollectiveKind k, double s, const Fabric& f, const Options& o)
+/// The flat ring's plan, `est` its ring_estimate().
+Plan ring_plan(CollectiveKind k, double s, const Fabric& f, const Options& o, const Estimate& est)
 {
   const int cs = channels(f);
   const std::int64_t ranks = static_cast<std::int64_t>(f.nodes) * f.gpus_per_node;
-  const Estimate est = ring_estimate(k, s, f, o);
   Plan p;
   p.algorithm = "ring";
   p.channels = cs;
@@ -454,9 +460,9 @@ Estimate tree_estimate(double s, const Fabric& f, const Options& o)
   });
 }
 
-Plan tree_plan(double s, const Fabric& f, const Options& o)
+/// The tree all-reduce's plan, `est` its tree_estimate().
+Plan tree_plan(double s, const Fabric& f, const Options& o, const Estimate& est)
 {
-  const Estimate est = tree_estimate(s, f, o);
   Plan p;
   p.algorithm = "tree";
   p.channels = channels(f);
@@ -725,13 +731,14 @@ Plan plan(CollectiveKind kind, std::int64_t bytes, const Fabric& f, const Option
   if (hierarchy && (o.hierarchical || (is_all_reduce(kind) && o.all_reduce == Algorithm::HIERARCHICAL))) {
     p = hierarchical_plan(kind, s, f, o);
   } else if (!is_all_reduce(kind) || o.all_reduce == Algorithm::RING || o.all_reduce == Algorithm::HIERARCHICAL) {
-    p = ring_plan(kind, s, f, o);
+    p = ring_plan(kind, s, f, o, ring_estimate(kind, s, f, o));
   } else if (o.all_reduce == Algorithm::TREE) {
-    p = tree_plan(s, f, o);
+    p = tree_plan(s, f, o, tree_estimate(s, f, o));
   } else {
     // AUTO: NCCL's rule (tuning.cc ncclTopoGetAlgoTime, then the smallest time wins): the smaller estimate.
-    const bool tree = tree_estimate(s, f, o).total() < ring_estimate(kind, s, f, o).total();
-    p = tree ? tree_plan(s, f, o) : ring_plan(kind, s, f, o);
+    const Estimate tree = tree_estimate(s, f, o);
+    const Estimate ring = ring_estimate(kind, s, f, o);
+    p = tree.total() < ring.total() ? tree_plan(s, f, o, tree) : ring_plan(kind, s, f, o, ring);
   }
   if (o.merge_channels) {
     for (PlanPhase& ph : p.phases)
