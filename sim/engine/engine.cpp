@@ -141,11 +141,13 @@ public:
     fabric_.intra_latency_s = c.node.nvlink.present ? 2 * c.node.nvlink.latency_s : 2 * c.node.pcie.latency_s;
     fabric_.inter_Bps = c.network.nic_bandwidth_Bps;
     fabric_.inter_latency_s = c.network.latency_s + 2 * c.node.pcie.latency_s;
-    copts_ = o.collectives;
+    copts_.all_reduce = o.collectives.all_reduce;
+    copts_.hierarchical = o.collectives.hierarchical;
+    copts_.protocol = o.collectives.protocol;
     copts_.focus_node = symmetric_ ? 0 : -1;
-    // The scenario's ablation switches (spec::Mechanisms) can only turn a mechanism off.
-    copts_.protocols = copts_.protocols && s.mechanisms.nccl_protocols;
-    copts_.achieved_busbw = copts_.achieved_busbw && s.mechanisms.achieved_busbw;
+    // The scenario's ablation switches (spec::Mechanisms, `--without protocols|busbw`).
+    copts_.protocols = s.mechanisms.nccl_protocols;
+    copts_.achieved_busbw = s.mechanisms.achieved_busbw;
     // Flows of one phase between the same two GPUs (several channels through one NVLink pair) are one
     // flow: the same bytes over the same route, fewer flows for the solver (design.md "Speed and scale").
     copts_.merge_channels = true;

@@ -19,9 +19,18 @@ enum class Replay {
   SYMMETRIC, ///< node 0's ranks; the other nodes stand behind its NICs (design.md "Speed and scale")
 };
 
+/// The collective choices a run may force (NCCL_ALGO, NCCL_PROTO, a hierarchical decomposition). Whether NCCL's
+/// protocols and achieved bus bandwidth are priced is the scenario's (spec::Mechanisms `protocols` and `busbw`,
+/// `--without protocols|busbw`); the engine sets the planner's focus node and channel merging itself.
+struct CollectiveChoice {
+  collectives::Algorithm all_reduce = collectives::Algorithm::AUTO; ///< collectives::Options::all_reduce
+  bool hierarchical = false;                                        ///< collectives::Options::hierarchical
+  collectives::Protocol protocol = collectives::Protocol::AUTO;     ///< collectives::Options::protocol
+};
+
 struct EngineOptions {
   Replay replay = Replay::AUTO;
-  collectives::Options collectives;
+  CollectiveChoice collectives;
   schedule::StepOptions step;
   bool record_tracks = false; ///< fill Timeline::tracks / intervals (for --trace)
   /// Simulate only REUSE_SIMULATED_MICRO_STEPS micro-steps of a longer accumulation and add one measured

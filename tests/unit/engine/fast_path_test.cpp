@@ -106,11 +106,22 @@ TEST_CASE("accumulation reuse: the replay's size does not grow with grad_accum")
   const Run b = run(s512, {});
   CHECK(a.t.activities == b.t.activities);
   CHECK(a.t.flows == b.t.flows);
-  // 1e-12 before interference (docs/engine.md "Interference"); with its pooled SM-share executions the two
-  // replays' periods differ by 2e-5 relative (the same activities, solved with different leftover work on the
-  // pooled executions: numerical, not a different schedule).
+  // The bound is SimGrid's numerical precision, not a model tolerance. Interference off, the two replays' periods
+  // are identical (checked below at 1e-12). With it (docs/engine.md "Interference") the pooled SM-share executions,
+  // bounded and never finishing, share every GPU with the compute under SimGrid's max-min solver, which resolves
+  // shares to maxmin/precision = 1e-5 (SimGrid 3.32's default; engine.cpp run() sets only network/model and
+  // network/optim): the same activities then give periods 1.7e-5 apart (measured), of the order of that precision.
+  // 1e-4 is 10 x maxmin/precision.
   CHECK(b.t.reuse.period_s == doctest::Approx(a.t.reuse.period_s).epsilon(1e-4));
   CHECK(b.m.step_time_s == doctest::Approx(a.m.step_time_s + 504 * a.t.reuse.period_s).epsilon(1e-4));
+  spec::Scenario off8 = s8, off512 = s512;
+  off8.mechanisms.interference = false;
+  off512.mechanisms.interference = false;
+  const Run c = run(off8, {});
+  const Run d = run(off512, {});
+  CHECK(c.t.activities == d.t.activities);
+  CHECK(d.t.reuse.period_s == doctest::Approx(c.t.reuse.period_s).epsilon(1e-12));
+  CHECK(d.m.step_time_s == doctest::Approx(c.m.step_time_s + 504 * c.t.reuse.period_s).epsilon(1e-12));
 }
 
 TEST_CASE("the symmetric replay agrees with the full replay")

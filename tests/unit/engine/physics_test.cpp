@@ -226,6 +226,29 @@ TEST_CASE("the first stage-3 micro-step is slower than the later ones")
   CHECK(mb_end[0] - mb_start[0] > mb_end[1] - mb_start[1]);
 }
 
+TEST_CASE("stage-3 prefetching still pays with interference on")
+{
+  // The test above turns interference off; this one keeps it on. A prefetched all-gather overlaps the compute before
+  // the module that needs it, and interference slows that compute by up to 1 / (1 - s) (s = 24 / 108 of an A100's
+  // SMs, docs/engine.md "Interference"); a blocking fetch instead leaves the GPU idle for the whole gather
+  // (zero-schedule.md §5.3). Prefetching must still shorten the step. stage3_prefetch_bucket_size 0 turns it off:
+  // the prefetcher's budget is min(max_live - available, bucket size) elements (stage3.cpp).
+  for (int nodes : {1, 2}) {
+    CAPTURE(nodes);
+    const spec::Scenario on = small_job(3, "", 2, nodes);
+    const spec::Scenario off = small_job(3, ", stage3_prefetch_bucket_size: 0", 2, nodes);
+    REQUIRE(on.mechanisms.interference);
+    REQUIRE(off.deepspeed.zero.stage3_prefetch_bucket_size == 0);
+    const Run with = run(on);
+    const Run without = run(off);
+    CHECK(with.m.step_time_s < without.m.step_time_s);
+    // ... while interference does act on the prefetched step (its compute overlaps the gathers).
+    spec::Scenario quiet = on;
+    quiet.mechanisms.interference = false;
+    CHECK(run(quiet).m.step_time_s < with.m.step_time_s);
+  }
+}
+
 TEST_CASE("peak GPU memory orders stage 0 >= 1 >= 2 >= 3 when model states dominate (7B on 8 GPUs)")
 {
   // 16 B/param of mixed-precision Adam state: stage 0 keeps all of it, 1 partitions the optimizer, 2 also the
@@ -250,14 +273,16 @@ TEST_CASE("more NIC bandwidth never slows a step")
   // With NCCL's protocols (docs/collectives.md "Protocols") the (algorithm, protocol) of each collective is chosen
   // from NCCL's own time estimate, not from the simulated time: a faster NIC can switch a collective to a choice the
   // contention model finds a few microseconds slower (NCCL's tuner mispredicts the same way), hence 1e-4 relative.
-  // With one protocol (Simple, the ablation) the choice cannot flip that way and the step is monotone to 1e-9.
-  engine::EngineOptions simple_only;
-  simple_only.collectives.protocols = false;
-  for (const auto& [o, tolerance] : {std::pair{engine::EngineOptions{}, 1e-4}, std::pair{simple_only, 1e-9}}) {
+  // With one protocol (Simple, the ablation `--without protocols`) the choice cannot flip that way and the step is
+  // monotone to 1e-9.
+  for (const auto& [protocols, tolerance] : {std::pair{true, 1e-4}, std::pair{false, 1e-9}}) {
+    CAPTURE(protocols);
     double prev = 1e30;
     for (const char* nic : {"50 Gbps", "100 Gbps", "200 Gbps", "400 Gbps"}) {
       CAPTURE(nic);
-      const Run r = run(small_job(3, "", 1, 2, nic), o);
+      spec::Scenario s = small_job(3, "", 1, 2, nic);
+      s.mechanisms.nccl_protocols = protocols;
+      const Run r = run(s);
       CHECK(r.m.step_time_s <= prev * (1 + tolerance));
       prev = r.m.step_time_s;
     }
