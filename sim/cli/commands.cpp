@@ -49,8 +49,8 @@ const char* USAGE = R"(usage:
         memory (memory.md, memory.csv), --run step time and throughput, one scenario per worker
         process, N at once, default 2 (report.md, report.csv); neither flag: both
   zerosim validate --ablation [CSV] [--out DIR] [--jobs N]
-        the throughput validation with every mechanism on, then with each switched off in turn:
-        ablation.md, the change in median error on the rows each mechanism acts on
+        the throughput validation with the default mechanisms, then with each switched from its
+        default in turn: ablation.md, the change in median error on the rows each mechanism acts on
   --without NAME / --with NAME (run, memory, validate): switch one mechanism of the model off / on,
         for ablation: stack, protocols, busbw, leaf_fetch (off by default), host, clock, interference,
         copies, allocator

@@ -414,6 +414,11 @@ std::vector<ReplayEvent> deferred_free_events(const schedule::TaskGraph& g, cons
   return events;
 }
 
+bool has_record_stream(const schedule::TaskGraph& g)
+{
+  return std::any_of(g.buffers.begin(), g.buffers.end(), [](const schedule::Buffer& b) { return b.record_stream; });
+}
+
 MemoryReport replay_memory(const spec::Scenario& s, const schedule::TaskGraph& g)
 {
   return replay_events(s, g, issue_order_events(g));

@@ -144,6 +144,10 @@ AllocatorReplay replay_allocator(const schedule::TaskGraph& g, const std::vector
 /// of every malloc). `clock` has one entry per task of `g`.
 std::vector<ReplayEvent> deferred_free_events(const schedule::TaskGraph& g, const std::vector<TaskClock>& clock);
 
+/// Whether some buffer of `g` is freed with record_stream (Buffer::record_stream: FSDP1's). Only then does the caching
+/// allocator at simulated times (deferred_free_events) differ from the replay in issue order.
+bool has_record_stream(const schedule::TaskGraph& g);
+
 /// Re-derives `r`'s reserved, device and verdict terms from the caching allocator replayed over `events` (the
 /// live sums in `r` stay): what `zerosim run` does with deferred_free_events. Without spec::Mechanisms::allocator
 /// the old fraction applies and `events` are not used.

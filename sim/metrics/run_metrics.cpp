@@ -491,9 +491,7 @@ RunMetrics compute_metrics(const spec::Scenario& s, const workload::Workload& w,
   // host issues the tasks, each block another stream used (record_stream) reusable only once that stream's work on it
   // is done. The simulated rank with the largest allocated peak stands for the reported one.
   // Without a record_stream buffer the replay at simulated times is the issue-order one: nothing to redo.
-  const bool deferred = std::any_of(rt.graph.buffers.begin(), rt.graph.buffers.end(),
-                                    [](const schedule::Buffer& b) { return b.record_stream; });
-  if (s.training.mode == spec::Mode::TRAIN && deferred) {
+  if (s.training.mode == spec::Mode::TRAIN && memory::has_record_stream(rt.graph)) {
     std::vector<memory::TaskClock> clock(rt.times.size());
     for (size_t i = 0; i < rt.times.size(); ++i)
       clock[i] = {rt.times[i].issue, rt.times[i].end};

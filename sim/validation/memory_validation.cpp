@@ -7,6 +7,7 @@
 #include "memory/estimator.hpp"
 #include "memory/memory_model.hpp"
 #include "metrics/run_metrics.hpp"
+#include "schedule/zero_schedule.hpp"
 #include "workload/transformer.hpp"
 
 #include <algorithm>
@@ -40,15 +41,37 @@ std::string gib(double bytes)
   return fixed(bytes / GIB, 2) + " GiB";
 }
 
-/// The memory `zerosim run` reports for `s`.
-memory::MemoryReport simulated_memory(const spec::Scenario& s)
+/// The memory predicted for a measured figure of `metric`. Allocated follows the host's program order (`zerosim
+/// memory`: rank 0's graph replayed in issue order, memory::analyze_memory). Reserved and what the device holds are
+/// `zerosim run`'s (metrics::compute_metrics): the rank with the largest allocated peak, the caching allocator at
+/// simulated times. Those times matter only where a buffer is freed with record_stream (FSDP1: its deferred frees
+/// wait for the device), so only such rows are simulated; for every other row the allocator at simulated times is
+/// the issue-order replay, and compute_metrics' choice of rank (rank 0 and schedule::memory_ranks, the largest
+/// allocated peak, the lowest rank on ties) is made here over the same graphs without the engine.
+memory::MemoryReport predicted_memory(const spec::Scenario& s, MemMetric metric)
 {
   const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
-  const engine::Timeline t = engine::simulate(s, w, engine::EngineOptions{});
-  return metrics::compute_metrics(s, w, t).memory;
+  const schedule::TaskGraph g = schedule::build_step_graph(s, w, 0);
+  if (metric == MemMetric::ALLOCATED)
+    return memory::replay_memory(s, g);
+  if (memory::has_record_stream(g)) {
+    const engine::Timeline t = engine::simulate(s, w, engine::EngineOptions{});
+    return metrics::compute_metrics(s, w, t).memory;
+  }
+  memory::MemoryReport peak = memory::replay_memory(s, g);
+  for (int rank : schedule::memory_ranks(s)) {
+    if (rank == 0)
+      continue;
+    memory::MemoryReport r = memory::replay_memory(s, schedule::build_step_graph(s, w, rank));
+    if (r.gpu > peak.gpu)
+      peak = std::move(r);
+  }
+  return peak;
 }
 
-MemoryComparison compare(const MemoryCase& c)
+} // namespace
+
+MemoryComparison compare_memory_case(const MemoryCase& c)
 {
   MemoryComparison r;
   r.c = c;
@@ -73,11 +96,7 @@ MemoryComparison compare(const MemoryCase& c)
     }
     r.predicted_bytes = e.gpu_bytes;
   } else {
-    // Allocated follows the host's program order (`zerosim memory`); reserved and what the device holds come from
-    // the caching allocator at simulated times (`zerosim run`: record_stream's deferred frees need the device's
-    // times), so those rows are simulated.
-    memory::MemoryReport m =
-        c.metric == MemMetric::ALLOCATED ? memory::analyze_memory(*c.scenario) : simulated_memory(*c.scenario);
+    memory::MemoryReport m = predicted_memory(*c.scenario, c.metric);
     r.predicted_bytes = c.metric == MemMetric::ALLOCATED  ? m.gpu
                         : c.metric == MemMetric::RESERVED ? m.gpu_reserved
                                                           : m.gpu_device;
@@ -93,6 +112,8 @@ MemoryComparison compare(const MemoryCase& c)
   }
   return r;
 }
+
+namespace {
 
 /// Which tier a configuration overflows and by how much, and where its GPU peak falls.
 std::string limit_text(const memory::MemoryReport& m)
@@ -327,7 +348,7 @@ ValidationReport run_memory_validation(const std::vector<PublishedRow>& rows, co
   }
   for (const auto& c : mapping.memory) {
     try {
-      r.comparisons.push_back(compare(c));
+      r.comparisons.push_back(compare_memory_case(c));
     } catch (const core::UnsupportedError& e) {
       r.not_covered.push_back({c.info.row_id, c.info.source_id, c.info.model, "memory", e.what(), c.info.framework});
     } catch (const core::InputError& e) {

@@ -76,8 +76,10 @@ struct ErrorStats {
   std::string group; ///< e.g. "source S09", "stage 3", "offload none", "overall"
   int n = 0;
   double median_abs_pct = 0;
-  double p90_abs_pct = 0;       ///< linear interpolation between order statistics (numpy's default)
-  double median_signed_pct = 0; ///< median of the signed errors (+: predicted above measured)
+  double p90_abs_pct = 0; ///< linear interpolation between order statistics (numpy's default)
+  /// Median of the signed errors, in the direction of the caller's: memory, + = predicted above measured; time and
+  /// throughput (signed_error_pct, run_validation.hpp), + = predicted faster than measured.
+  double median_signed_pct = 0;
 };
 
 /// The memory and fit rows of one framework (framework_label: "DeepSpeed", "FSDP", "DDP", ...).
@@ -122,6 +124,11 @@ struct ValidationReport {
 /// Median and 90th percentile of the absolute values of `errors_pct` (signed errors, in percent), and the median of
 /// the signed values.
 ErrorStats error_stats(const std::string& group, std::vector<double> errors_pct);
+
+/// One memory case beside its prediction, with the case's own scenario (its mechanisms included): what
+/// run_memory_validation does per case. Throws as the pipeline does: core::UnsupportedError or core::InputError for
+/// a scenario it refuses.
+MemoryComparison compare_memory_case(const MemoryCase& c);
 
 /// Maps the rows and runs the pipeline (memory::analyze_memory; memory/estimator.hpp for estimator rows).
 /// A row whose scenario the pipeline refuses (core::UnsupportedError, or core::InputError for the DeepSpeed keys

@@ -1022,9 +1022,7 @@ spec::Scenario build_scenario(const PublishedRow& row, const NodeLoader& load_no
     cfg << ", tp " << s.tp();
   cfg << ", " << in.total_gpus << " x " << node.gpu.model << ", " << s.model.layers << "x" << s.model.hidden << ", mb "
       << s.training.micro_batch << ", seq " << in.seq_len << ", " << spec::to_string(s.training.precision) << ", ckpt "
-      << (s.training.activation_checkpointing == spec::Checkpointing::FULL        ? "full"
-          : s.training.activation_checkpointing == spec::Checkpointing::SELECTIVE ? "selective"
-                                                                                  : "none");
+      << spec::to_string(s.training.activation_checkpointing);
   if (s.deepspeed.activation_checkpointing.cpu_checkpointing)
     cfg << " (checkpoints on CPU)";
   if (s.training.flash_attention)
@@ -1099,16 +1097,20 @@ spec::Scenario row_scenario(const PublishedRow& row, const NodeLoader& load_node
   t.grad_accum = grad_accum_of(row, t.micro_batch, s.dp(), info.assumptions);
   t.global_batch = static_cast<std::int64_t>(t.micro_batch) * t.grad_accum * s.dp();
   t.global_batch_given = !trim(field(row, "global_batch")).empty();
-  // FlashAttention (Dao et al., 2022-05): V100s have no kernels for it; the DeepSpeed runs' code (Megatron-LM and
-  // Megatron-DeepSpeed of 2021-2022, Hugging Face LLaMA of 2023 with its default eager attention) did not use it;
-  // the PyTorch runs that did are flash_attention_of's.
-  add_note(info.assumptions, t.flash_attention
-                                 ? (contains(field(row, "framework"), "torchtitan")
-                                        ? "FlashAttention on (torchtitan's F.scaled_dot_product_attention)"
-                                        : "FlashAttention on (the row names it)")
-                             : contains(s.cluster.node.gpu.model, "v100")
-                                 ? "FlashAttention off (no V100 kernels)"
-                                 : "FlashAttention off (the run's code used standard attention)");
+  // The software stack the run used, as build_scenario took it (software_of): stacks.csv's, quoted from the source or
+  // inferred from the run's date and code (stack.status), else today's stack, unstated, with FlashAttention where
+  // the row names it (flash_attention_of).
+  const spec::SoftwareSpec& sw = s.software;
+  const std::string kernel = spec::to_string(sw.attention);
+  if (sw.stated)
+    add_note(info.assumptions, "stack: attention " + kernel + ", torch " + sw.torch +
+                                   (sw.compile ? ", torch.compile" : "") + " (stacks.csv, " +
+                                   field(row, "stack.status") + ")");
+  else
+    add_note(info.assumptions,
+             "stack: not in stacks.csv, today's; attention " + kernel +
+                 (spec::is_fused(sw.attention) ? " (the row names FlashAttention, or torchtitan's SDPA)"
+                                               : " (the row names no FlashAttention)"));
   if (t.precision == spec::Precision::FP16 && !contains(field(row, "precision"), "fp16"))
     add_note(info.assumptions, "fp16 and bf16 have the same dense peak on these GPUs");
   info.config += ", ga " + std::to_string(t.grad_accum);
@@ -1828,6 +1830,26 @@ bool is_component(TimeMetric m)
   return m == TimeMetric::BACKWARD_TIME || m == TimeMetric::CPU_ADAM_TIME;
 }
 
+bool is_time(TimeMetric m)
+{
+  switch (m) {
+  case TimeMetric::STEP_TIME:
+  case TimeMetric::DERIVED_STEP_TIME:
+  case TimeMetric::BACKWARD_TIME:
+  case TimeMetric::CPU_ADAM_TIME:
+    return true;
+  case TimeMetric::SAMPLES_PER_S:
+  case TimeMetric::TOKENS_PER_S_TOTAL:
+  case TimeMetric::TOKENS_PER_S_PER_GPU:
+  case TimeMetric::TFLOPS_MODEL:
+  case TimeMetric::TFLOPS_HARDWARE:
+  case TimeMetric::MFU:
+  case TimeMetric::HFU:
+    return false;
+  }
+  return false;
+}
+
 ParsedFigure parse_figure(const std::string& text)
 {
   ParsedFigure p;
@@ -2035,7 +2057,7 @@ std::vector<long> row_ranges(const std::string& text, const std::string& where)
 
 } // namespace
 
-std::vector<PublishedRow> read_published_rows(const std::string& csv, bool with_stacks)
+std::vector<PublishedRow> read_published_rows(const std::string& csv)
 {
   CsvTable table = CsvTable::parse(read_text_file(csv), csv);
   std::vector<PublishedRow> rows;
@@ -2043,7 +2065,7 @@ std::vector<PublishedRow> read_published_rows(const std::string& csv, bool with_
     rows.push_back(table.record(i));
   const std::string stacks_path = (std::filesystem::path(csv).parent_path() / "stacks.csv").string();
   std::error_code ec;
-  if (!with_stacks || !std::filesystem::is_regular_file(stacks_path, ec))
+  if (!std::filesystem::is_regular_file(stacks_path, ec))
     return rows;
   CsvTable stacks = CsvTable::parse(read_text_file(stacks_path), stacks_path);
   std::map<long, std::size_t> index;
@@ -2053,10 +2075,7 @@ std::vector<PublishedRow> read_published_rows(const std::string& csv, bool with_
   for (std::size_t i = 0; i < stacks.size(); ++i) {
     const std::string where = stacks_path + ":" + std::to_string(i + 2);
     const std::string attention = stacks.get(i, "attention");
-    bool known = false;
-    for (const auto& [name, kernel] : spec::ATTENTION_KERNELS)
-      known = known || attention == name;
-    if (!known)
+    if (!spec::attention_kernel(attention))
       throw core::InputError(where + ": attention: expected one of scenario-format.md's kernels, found \"" + attention +
                              "\"");
     const std::string compile = stacks.get(i, "compile");
@@ -2081,9 +2100,6 @@ std::vector<PublishedRow> read_published_rows(const std::string& csv, bool with_
       row["stack.torch"] = torch;
       row["stack.compile"] = compile;
       row["stack.status"] = status;
-      row["stack.locator"] = stacks.get(i, "locator");
-      row["stack.quote"] = stacks.get(i, "quote");
-      row["stack.reason"] = stacks.get(i, "reason");
     }
   }
   return rows;
@@ -2099,9 +2115,11 @@ spec::SoftwareSpec software_of(const PublishedRow& row)
     sw.attention = flash_attention_of(row) ? spec::AttentionKernel::FLASH2 : spec::AttentionKernel::EAGER;
     return sw;
   }
-  for (const auto& [name, kernel] : spec::ATTENTION_KERNELS)
-    if (it->second == name)
-      sw.attention = kernel;
+  const std::optional<spec::AttentionKernel> kernel = spec::attention_kernel(it->second);
+  if (!kernel) // read_published_rows checked it
+    throw core::InternalError("software_of: row " + field(row, "row_id") + ": unknown attention \"" + it->second +
+                              "\"");
+  sw.attention = *kernel;
   sw.torch = row.at("stack.torch");
   sw.compile = row.at("stack.compile") == "true";
   sw.stated = true;

@@ -157,6 +157,9 @@ std::string unit_of(TimeMetric m);
 std::string definition_of(TimeMetric m);
 /// A timing of one part of the step (backward pass, CPU Adam), not of the whole step.
 bool is_component(TimeMetric m);
+/// A time (step time, derived step time, backward pass, CPU-Adam step): lower is faster. Every other metric is a
+/// rate (samples/s, tokens/s, TFLOPs, MFU, HFU): higher is faster.
+bool is_time(TimeMetric m);
 
 /// One published figure of a row, read for comparison.
 struct TimeFigure {
@@ -223,11 +226,11 @@ NodeLoader node_loader_near(const std::string& csv);
 
 /// The rows of published.csv at `csv`, each with the software stack that stacks.csv beside it gives for the row
 /// (results/validation/stacks.csv; docs/validation.md "Software stacks"), as the fields stack.attention,
-/// stack.torch, stack.compile, stack.status (quoted | inferred), stack.locator, stack.quote and stack.reason.
-/// A row stacks.csv does not list has none of them (its stack is today's, unstated). Throws core::InputError for
-/// an unreadable file, a malformed range, a row listed twice or a value outside the contract's.
-/// `with_stacks` false: stacks.csv is not read (the `stack` mechanism switched off: today's stack).
-std::vector<PublishedRow> read_published_rows(const std::string& csv, bool with_stacks = true);
+/// stack.torch, stack.compile and stack.status (quoted | inferred); stacks.csv's locator, quote and reason are for
+/// the reader and are not merged. A row stacks.csv does not list has none of them (its stack is today's, unstated).
+/// Throws core::InputError for an unreadable file, a malformed range, a row listed twice or a value outside the
+/// contract's. The `stack` mechanism does not change what is read: a scenario's priced_software() applies it.
+std::vector<PublishedRow> read_published_rows(const std::string& csv);
 
 /// The software stack of a row read by read_published_rows (unstated: today's stack, with
 /// flash attention where the row's text names it).

@@ -76,11 +76,18 @@ using Predictor = std::function<PredictedFigures(const ThroughputCase&)>;
 std::vector<RowOutcome> run_cases(const std::vector<ThroughputCase>& cases, const Predictor& predictor,
                                   const RunOptions& options);
 
+/// The signed error of a time or throughput figure in percent, in one direction for every metric: + = predicted
+/// faster than measured (optimistic), - = predicted slower. A rate (samples/s, tokens/s, TFLOPs, MFU):
+/// (predicted - measured) / measured; a time (is_time: step time, backward pass, CPU-Adam step): the same relative
+/// error negated, (measured - predicted) / measured. Its absolute value is |predicted - measured| / measured for
+/// every metric (docs/validation.md "Statistics").
+double signed_error_pct(TimeMetric m, double predicted, double measured);
+
 /// A figure beside its prediction.
 struct FigureComparison {
   TimeFigure figure;
   double predicted = 0;
-  double error_pct = 0; ///< (predicted - measured) / measured x 100
+  double error_pct = 0; ///< signed_error_pct: + = predicted faster than measured
 };
 
 /// A row compared: the primary figure first, then the others the row gives.
@@ -146,9 +153,11 @@ std::string render_headline(const ThroughputReport& r);
 int validate_run_command(const std::string& csv, const std::string& out_dir, std::ostream& out, int jobs = 2,
                          double row_time_limit_s = 300, const spec::Mechanisms& mechanisms = {});
 
-/// `zerosim validate --ablation`: the throughput validation with every mechanism on, then with each switched off
-/// in turn; writes ablation.md into `out_dir`: per mechanism, on the rows it acts on, the median |error| and the
-/// median signed error on and off (docs/validation.md "Ablation"). Returns as validate_run_command.
+/// `zerosim validate --ablation`: the throughput validation with the default mechanisms, then with each switched
+/// from its default in turn (off, or on for one off by default); writes ablation.md into `out_dir`: per mechanism,
+/// on the rows it acts on that both runs compared, the median |error| and the median signed error on and off, and
+/// the allocator's line over the memory validation's reserved figures (docs/validation.md "Ablation"). The file,
+/// its stacks and the node files are read once. Returns as validate_run_command.
 int validate_ablation_command(const std::string& csv, const std::string& out_dir, std::ostream& out, int jobs = 2,
                               double row_time_limit_s = 300);
 

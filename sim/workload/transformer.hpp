@@ -156,7 +156,9 @@ std::int64_t count_params(const spec::ModelSpec& m);
 /// Per-layer work of one micro-batch on one GPU.
 Workload build_workload(const spec::ModelSpec& m, const WorkloadOptions& o);
 
-/// The options the scenario implies (micro-batch, sequence, checkpointing, flash, precision, mode).
+/// The options the scenario implies (micro-batch, sequence, checkpointing, flash, precision, mode). Flash: fused
+/// attention as the kernel of Scenario::priced_software() is (the run's stack, or today's with the `stack` mechanism
+/// off).
 WorkloadOptions workload_options(const spec::Scenario& s);
 
 } // namespace zerosim::workload

@@ -9,8 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
-#include <sstream>
+#include <filesystem>
 
 using namespace zerosim;
 using namespace zerosim::validation;
@@ -20,11 +19,8 @@ namespace {
 ValidationReport run_on_shipped_data()
 {
   std::string path = std::string(ZEROSIM_SOURCE_DIR) + "/results/validation/published.csv";
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE_MESSAGE(in.good(), "missing " << path << " (the copy of shared/validation/published.csv)");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  CsvTable table = CsvTable::parse(ss.str(), path);
+  REQUIRE_MESSAGE(std::filesystem::is_regular_file(path),
+                  "missing " << path << " (the copy of shared/validation/published.csv)");
   NodeLoader loader = [](const std::string& name) {
     return config::load_node(std::string(ZEROSIM_SOURCE_DIR) + "/topologies/" + name + ".yaml");
   };

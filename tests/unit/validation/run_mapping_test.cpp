@@ -1,5 +1,6 @@
 // The throughput validation (`zerosim validate --run`): rows to scenarios and figures, the forked runner,
-// the statistics and the report. Only the last case runs the engine (in a worker process, as the command does).
+// the statistics, the report and the ablation. The last cases run the engine (in worker processes, as the command
+// does).
 #include "row_fixtures.hpp"
 #include "validation/run_validation.hpp"
 
@@ -13,11 +14,14 @@
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
 #include <thread>
+
+#include <unistd.h>
 
 using namespace zerosim;
 using namespace zerosim::validation;
@@ -497,10 +501,7 @@ std::string category_of(const PublishedRow& r)
 std::vector<PublishedRow> shipped_rows()
 {
   std::string path = std::string(ZEROSIM_SOURCE_DIR) + "/results/validation/published.csv";
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE_MESSAGE(in.good(), "missing " << path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
+  REQUIRE_MESSAGE(std::filesystem::is_regular_file(path), "missing " << path);
   return read_published_rows(path);
 }
 
@@ -771,6 +772,20 @@ TEST_SUITE("validation")
     CHECK(seen.size() == rows.size());
     for (const auto& r : rows)
       CHECK_MESSAGE(seen.count(r.at("row_id")) == 1, "row " << r.at("row_id"));
+    // stacks.csv merged: the four fields the mapping reads, on the rows it lists (results/validation/stacks.csv);
+    // its locator, quote and reason are for the reader and are not merged.
+    int listed = 0;
+    for (const auto& r : rows) {
+      for (const char* k : {"stack.locator", "stack.quote", "stack.reason"})
+        CHECK_MESSAGE(r.count(k) == 0, "row " << r.at("row_id") << ": " << k);
+      if (!r.count("stack.attention"))
+        continue;
+      ++listed;
+      for (const char* k : {"stack.torch", "stack.compile", "stack.status"})
+        CHECK_MESSAGE(r.count(k) == 1, "row " << r.at("row_id") << ": " << k);
+      CHECK((r.at("stack.status") == "quoted" || r.at("stack.status") == "inferred"));
+    }
+    CHECK(listed > 0);
     auto is_case = [&](const PublishedRow& r) {
       return std::any_of(m.cases.begin(), m.cases.end(),
                          [&](const ThroughputCase& c) { return c.info.row_id == r.at("row_id"); });
@@ -974,6 +989,51 @@ TEST_SUITE("validation")
     CHECK(category_of(sel) == "activation checkpointing variant not modelled");
   }
 
+  TEST_CASE("run mapping: the stack of a row (stacks.csv or else today's) and the note that says which")
+  {
+    auto assumptions = [](const PublishedRow& r) {
+      ThroughputMapping m = map_one(r);
+      REQUIRE(m.cases.size() == 1);
+      return m.cases[0];
+    };
+    // Not in stacks.csv: today's stack, unstated; row 350's framework names FlashAttention ("MPT models,
+    // FlashAttention"), row 318's (the FSDP paper's minGPT) names none.
+    const ThroughputCase flash = assumptions(row_350());
+    CHECK_FALSE(flash.scenario.software.stated);
+    CHECK(flash.scenario.software.attention == spec::AttentionKernel::FLASH2);
+    CHECK(flash.info.assumptions.find(
+              "stack: not in stacks.csv, today's; attention flash2 (the row names FlashAttention, or torchtitan's "
+              "SDPA)") != std::string::npos);
+    CHECK(flash.info.config.find(", FlashAttention") != std::string::npos);
+    const ThroughputCase eager = assumptions(row_318());
+    CHECK(eager.scenario.software.attention == spec::AttentionKernel::EAGER);
+    CHECK(eager.info.assumptions.find("stack: not in stacks.csv, today's; attention eager (the row names no "
+                                      "FlashAttention)") != std::string::npos);
+    CHECK(eager.info.config.find("FlashAttention") == std::string::npos);
+    // Listed in stacks.csv (the fields read_published_rows merges): the kernel, torch and compile from there, and
+    // the note says whether the source quotes them or they are inferred, whatever the row's own text says.
+    const ThroughputCase listed = assumptions(with(row_350(), {{"stack.attention", "eager"},
+                                                               {"stack.torch", "1.13"},
+                                                               {"stack.compile", "true"},
+                                                               {"stack.status", "inferred"}}));
+    CHECK(listed.scenario.software.stated);
+    CHECK(listed.scenario.software.attention == spec::AttentionKernel::EAGER);
+    CHECK(listed.scenario.software.torch == "1.13");
+    CHECK(listed.scenario.software.compile);
+    CHECK_FALSE(listed.scenario.training.flash_attention); // the shorthand follows the kernel
+    CHECK(listed.info.assumptions.find("stack: attention eager, torch 1.13, torch.compile (stacks.csv, inferred)") !=
+          std::string::npos);
+    CHECK(listed.info.assumptions.find("FlashAttention on") == std::string::npos); // no note of the old rules
+    CHECK(listed.info.config.find("FlashAttention") == std::string::npos);
+    // `--without stack` is one switch: the priced stack becomes today's default (flash2, SoftwareSpec's) and the
+    // workload's attention follows it, whatever stacks.csv said; stacks.csv is read either way.
+    spec::Scenario off = listed.scenario;
+    CHECK_FALSE(workload::workload_options(off).flash_attention); // the run's eager
+    off.mechanisms.stack = false;
+    CHECK(off.priced_software().attention == spec::AttentionKernel::FLASH2);
+    CHECK(workload::workload_options(off).flash_attention);
+  }
+
   TEST_CASE("run mapping: the FSDP paper's minGPT row 318 and the Llama 2 70B blog row 634")
   {
     ThroughputMapping m = map_one(row_318());
@@ -1053,20 +1113,22 @@ TEST_SUITE("validation")
     m.not_covered.push_back({"9", "S09", "m9", "tensor / pipeline parallelism (README trap 6)", "tp 8", "DeepSpeed"});
     std::vector<RowOutcome> out(5);
     out[0].status = RowStatus::DONE;
-    out[0].predicted.step_time_s = 11.0; // +10 %
+    out[0].predicted.step_time_s = 11.0; // 11 s against 10 s: 10 % slower
     out[1].status = RowStatus::DONE;
-    out[1].predicted.tflops_model = 45.0; // -10 %
+    out[1].predicted.tflops_model = 45.0; // 45 against 50 TFLOPs: 10 % slower
     out[2].status = RowStatus::UNSUPPORTED;
     out[2].message = "stage 2 with something not modelled";
     out[3].status = RowStatus::DONE;
-    out[3].predicted.cpu_adam_s = 0.6; // +20 %, a component timing
+    out[3].predicted.cpu_adam_s = 0.6; // 0.6 s against 0.5 s: 20 % slower, a component timing
     out[4].status = RowStatus::TIMED_OUT;
     out[4].message = "timed out";
     ThroughputReport r = assemble_report(7, m, out);
     REQUIRE(r.comparisons.size() == 3);
-    CHECK(r.comparisons[0].figures[0].error_pct == doctest::Approx(10.0));
-    CHECK(r.comparisons[1].figures[0].error_pct == doctest::Approx(-10.0));
-    CHECK(r.comparisons[2].figures[0].error_pct == doctest::Approx(20.0));
+    // One direction for every metric (signed_error_pct): + = predicted faster. A time predicted longer and a rate
+    // predicted lower are both slower, both negative.
+    CHECK(r.comparisons[0].figures[0].error_pct == doctest::Approx(-10.0)); // (10 - 11) / 10
+    CHECK(r.comparisons[1].figures[0].error_pct == doctest::Approx(-10.0)); // (45 - 50) / 50
+    CHECK(r.comparisons[2].figures[0].error_pct == doctest::Approx(-20.0)); // (0.5 - 0.6) / 0.5
     REQUIRE(r.failures.size() == 1);
     CHECK(r.failures[0].c.info.row_id == "5");
     REQUIRE(r.not_covered.size() == 2);    // row 9 from the mapping, row 3 refused by the engine
@@ -1079,6 +1141,7 @@ TEST_SUITE("validation")
     CHECK(overall->n == 2);
     CHECK(overall->median_abs_pct == doctest::Approx(10.0));
     CHECK(overall->p90_abs_pct == doctest::Approx(10.0));
+    CHECK(overall->median_signed_pct == doctest::Approx(-10.0)); // both rows 10 % slower: one direction, no cancelling
     auto s01 =
         std::find_if(r.stats.begin(), r.stats.end(), [](const ErrorStats& s) { return s.group == "source S01"; });
     REQUIRE(s01 != r.stats.end());
@@ -1088,8 +1151,9 @@ TEST_SUITE("validation")
 
     std::string md = render_throughput_markdown(r);
     CHECK(md.find("| 1 | S01 | model 1 | 8 | 3 | none | step time") != std::string::npos);
-    CHECK(md.find("+10.0 %") != std::string::npos);
-    CHECK(md.find("-10.0 %") != std::string::npos);
+    CHECK(md.find("| step time | 10 s | 11 s | -10.0 % |") != std::string::npos); // row 1, slower
+    CHECK(md.find("+10.0 %") == std::string::npos);                               // no figure is predicted faster
+    CHECK(md.find("+ = predicted faster") != std::string::npos);                  // the header states the direction
     CHECK(md.find("### tensor / pipeline parallelism (README trap 6) (1)") != std::string::npos);
     CHECK(md.find("### not modelled by the engine yet (1)") != std::string::npos);
     CHECK(md.find("## Failed in the simulator") != std::string::npos);
@@ -1114,11 +1178,11 @@ TEST_SUITE("validation")
     m.not_covered.push_back({"6", "S18", "m6", "FairScale sharded DDP", "FairScale", "FairScale"});
     std::vector<RowOutcome> out(4);
     out[0].status = RowStatus::DONE;
-    out[0].predicted.step_time_s = 11.0; // +10 %
+    out[0].predicted.step_time_s = 11.0; // 11 s against 10 s: 10 % slower, signed -10 %
     out[1].status = RowStatus::DONE;
-    out[1].predicted.samples_per_s = 80.0; // -20 %
+    out[1].predicted.samples_per_s = 80.0; // 80 against 100: 20 % slower, signed -20 %
     out[2].status = RowStatus::DONE;
-    out[2].predicted.tokens_per_s = 1300.0; // +30 %
+    out[2].predicted.tokens_per_s = 1300.0; // 1300 against 1000: 30 % faster, signed +30 %
     out[3].status = RowStatus::FAILED;
     out[3].message = "a bug";
     ThroughputReport r = assemble_report(6, m, out);
@@ -1130,6 +1194,7 @@ TEST_SUITE("validation")
     CHECK(ds.rows == 1);
     REQUIRE(ds.whole_step.has_value());
     CHECK(ds.whole_step->median_abs_pct == doctest::Approx(10.0));
+    CHECK(ds.whole_step->median_signed_pct == doctest::Approx(-10.0)); // the step time predicted 10 % slower
     CHECK(fsdp.framework == "FSDP");
     CHECK(fsdp.rows == 2);
     CHECK(fsdp.compared == 2);
@@ -1157,7 +1222,8 @@ TEST_SUITE("validation")
     CHECK(group("FSDP SHARD_GRAD_OP").median_abs_pct == doctest::Approx(30.0));
     CHECK(group("stage 3").n == 1); // the DeepSpeed row only: FSDP rows are grouped by strategy
     std::string md = render_throughput_markdown(r);
-    CHECK(md.find("| FSDP | 2 | 2 | 0 | 0 | 0 | 25.0 % | 29.0 % |") != std::string::npos);
+    // Median signed: of -20 (samples/s, slower) and +30 (tokens/s, faster), +5.
+    CHECK(md.find("| FSDP | 2 | 2 | 0 | 0 | 0 | 25.0 % | 29.0 % | +5.0 % |") != std::string::npos);
     CHECK(md.find("| DDP | 2 | 0 | 0 | 1 | 1 | none compared | |") != std::string::npos);
     CHECK(md.find("| 2 | S14 | model 2 | 8 | FSDP FULL_SHARD | none | samples/s") != std::string::npos);
     std::string head = render_headline(r);
@@ -1181,6 +1247,24 @@ TEST_SUITE("validation")
     CHECK(predicted_value(TimeMetric::TOKENS_PER_S_PER_GPU, p) == doctest::Approx(32.0 * 1024 / 16));
     CHECK(predicted_value(TimeMetric::TFLOPS_MODEL, p) == 100);
     CHECK(predicted_value(TimeMetric::TFLOPS_HARDWARE, p) == 133);
+  }
+
+  TEST_CASE("run report: the signed error is + for a prediction faster than measured whatever the metric")
+  {
+    // Times: lower is faster, so the relative error is negated; rates: higher is faster. |error| is
+    // |predicted - measured| / measured either way (the hand values: 9 against 10, 11 against 10).
+    for (TimeMetric m :
+         {TimeMetric::STEP_TIME, TimeMetric::DERIVED_STEP_TIME, TimeMetric::BACKWARD_TIME, TimeMetric::CPU_ADAM_TIME}) {
+      CHECK(is_time(m));
+      CHECK(signed_error_pct(m, 9, 10) == doctest::Approx(10.0));   // 9 s against 10 s: faster
+      CHECK(signed_error_pct(m, 11, 10) == doctest::Approx(-10.0)); // 11 s against 10 s: slower
+    }
+    for (TimeMetric m : {TimeMetric::SAMPLES_PER_S, TimeMetric::TOKENS_PER_S_TOTAL, TimeMetric::TOKENS_PER_S_PER_GPU,
+                         TimeMetric::TFLOPS_MODEL, TimeMetric::TFLOPS_HARDWARE, TimeMetric::MFU, TimeMetric::HFU}) {
+      CHECK_FALSE(is_time(m));
+      CHECK(signed_error_pct(m, 11, 10) == doctest::Approx(10.0)); // 11 against 10 per second: faster
+      CHECK(signed_error_pct(m, 9, 10) == doctest::Approx(-10.0)); // 9 against 10 per second: slower
+    }
   }
 
   TEST_CASE("run workers: results in case order; errors, crashes and time limits reported per row")
@@ -1225,6 +1309,58 @@ TEST_SUITE("validation")
     CHECK(r[4].message.find("a bug") != std::string::npos);
     CHECK(r[5].status == RowStatus::DONE);
     CHECK(r[5].predicted.step_time_s == 2.5);
+  }
+
+  TEST_CASE(
+      "ablation: each mechanism on the rows it acts on and both runs compared; the defaults named; no rows said so")
+  {
+    // Four rows of the shipped file, in a folder without stacks.csv (so no row has a stated stack): 211 (DeepSpeed
+    // ZeRO-3 on 64 V100, with an allocated and a reserved memory figure), 213 (ZeRO-2 with optimizer offload, one
+    // V100), 217 (ZeRO-0 on 16 GPUs), 350 (Composer FSDP on 512 H100).
+    const std::string src = std::string(ZEROSIM_SOURCE_DIR) + "/results/validation/published.csv";
+    std::ifstream in(src, std::ios::binary);
+    REQUIRE_MESSAGE(in.good(), "missing " << src);
+    std::ostringstream text;
+    text << in.rdbuf();
+    const CsvTable table = CsvTable::parse(text.str(), src);
+    std::string csv = csv_record(table.header());
+    for (std::size_t i = 0; i < table.size(); ++i)
+      for (const char* id : {"211", "213", "217", "350"})
+        if (table.get(i, "row_id") == id)
+          csv += csv_record(table.row(i));
+    const std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / ("zerosim-ablation-test-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    {
+      std::ofstream f(dir / "published.csv", std::ios::binary);
+      f << csv;
+    }
+    std::ostringstream out;
+    CHECK(validate_ablation_command((dir / "published.csv").string(), dir.string(), out, 2, 120) == 0);
+    std::ifstream md_in(dir / "ablation.md", std::ios::binary);
+    std::ostringstream md_text;
+    md_text << md_in.rdbuf();
+    const std::string md = md_text.str();
+    std::filesystem::remove_all(dir);
+    INFO(md);
+    // The column says nothing of --without (leaf_fetch is switched on, not off).
+    CHECK(md.find("| mechanism | rows it acts on | n |") != std::string::npos);
+    CHECK(md.find("(`--without`)") == std::string::npos);
+    // Rows each acts on (all four compared with every switch): no stack stated here; multi-GPU 211, 217, 350;
+    // ZeRO-3 211; every row for host; FSDP 350 (the DeepSpeed rows are fp16, not torch AMP).
+    CHECK(md.find("| stack | every row with a stack in stacks.csv | 0 | none | none | | | |") != std::string::npos);
+    CHECK(md.find("| protocols | rows on more than one GPU | 3 |") != std::string::npos);
+    CHECK(md.find("| leaf_fetch (off by default) | DeepSpeed ZeRO-3 rows | 1 |") != std::string::npos);
+    CHECK(md.find("| host | every row | 4 |") != std::string::npos);
+    CHECK(md.find("| copies | FSDP rows and rows in torch AMP | 1 |") != std::string::npos);
+    // No node file of these rows sets gpu.power (only topologies/grand-teton-h100-96gb.yaml does): the clock acts
+    // on none of them, and the line says so rather than "every row".
+    CHECK(md.find("| clock | rows on a GPU under a power cap (sustained clock below 1) | 0 | none | none |") !=
+          std::string::npos);
+    // The allocator: row 211's reserved figure alone (the other figures are allocated or nvidia-smi bounds).
+    CHECK(md.find("| allocator | rows with a measured reserved figure (memory validation) | 1 |") != std::string::npos);
+    CHECK(md.find("The defaults (every mechanism on but leaf_fetch), all 4 whole-step rows") != std::string::npos);
+    CHECK(md.find("Every mechanism on") == std::string::npos);
   }
 
   TEST_CASE("run workers: the engine pipeline on autotuning row 217 gives rates that agree with its step time")
