@@ -695,10 +695,8 @@ WorkloadOptions workload_options(const spec::Scenario& s)
   WorkloadOptions o;
   o.checkpointing = s.training.activation_checkpointing;
   // The attention the workload builds is that of the stack the kernels are priced for (Scenario::priced_software),
-  // so the `stack` mechanism means one thing for run, memory and validate. With it on, the run's: the shorthand
-  // training.flash_attention, which the scenario loader and the validation's mapping keep equal to
-  // is_fused(software.attention); with it off, today's default stack's kernel.
-  o.flash_attention = s.mechanisms.stack ? s.training.flash_attention : spec::is_fused(s.priced_software().attention);
+  // so the `stack` mechanism means one thing for run, memory and validate.
+  o.flash_attention = spec::is_fused(s.priced_software().attention);
   o.activation_dtype_bytes = s.training.precision == spec::Precision::FP32 ? 4 : 2;
   o.tensor_parallel = s.tp();
   if (s.training.mode == spec::Mode::INFERENCE) {

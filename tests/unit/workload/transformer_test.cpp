@@ -472,7 +472,7 @@ TEST_SUITE("workload")
     sc.training.micro_batch = 2;
     sc.training.seq_len = 4096;
     sc.training.activation_checkpointing = spec::Checkpointing::SELECTIVE;
-    sc.training.flash_attention = false;
+    sc.software.attention = spec::AttentionKernel::EAGER; // what `training.flash_attention: false` loads as
     sc.training.precision = spec::Precision::AMP_BF16;
     WorkloadOptions o = workload::workload_options(sc);
     CHECK(o.micro_batch == 2);
