@@ -7,7 +7,6 @@
 #include "memory/estimator.hpp"
 #include "memory/memory_model.hpp"
 #include "metrics/run_metrics.hpp"
-#include "schedule/zero_schedule.hpp"
 #include "workload/transformer.hpp"
 
 #include <algorithm>
@@ -42,31 +41,16 @@ std::string gib(double bytes)
 }
 
 /// The memory predicted for a measured figure of `metric`. Allocated follows the host's program order (`zerosim
-/// memory`: rank 0's graph replayed in issue order, memory::analyze_memory). Reserved and what the device holds are
-/// `zerosim run`'s (metrics::compute_metrics): the rank with the largest allocated peak, the caching allocator at
-/// simulated times. Those times matter only where a buffer is freed with record_stream (FSDP1: its deferred frees
-/// wait for the device), so only such rows are simulated; for every other row the allocator at simulated times is
-/// the issue-order replay, and compute_metrics' choice of rank (rank 0 and schedule::memory_ranks, the largest
-/// allocated peak, the lowest rank on ties) is made here over the same graphs without the engine.
+/// memory`: memory::analyze_memory). Reserved and what the device holds are `zerosim run`'s
+/// (metrics::compute_metrics: the rank with the largest allocated peak, the caching allocator at simulated times,
+/// where FSDP1's record_stream frees wait for the device).
 memory::MemoryReport predicted_memory(const spec::Scenario& s, MemMetric metric)
 {
-  const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
-  const schedule::TaskGraph g = schedule::build_step_graph(s, w, 0);
   if (metric == MemMetric::ALLOCATED)
-    return memory::replay_memory(s, g);
-  if (memory::has_record_stream(g)) {
-    const engine::Timeline t = engine::simulate(s, w, engine::EngineOptions{});
-    return metrics::compute_metrics(s, w, t).memory;
-  }
-  memory::MemoryReport peak = memory::replay_memory(s, g);
-  for (int rank : schedule::memory_ranks(s)) {
-    if (rank == 0)
-      continue;
-    memory::MemoryReport r = memory::replay_memory(s, schedule::build_step_graph(s, w, rank));
-    if (r.gpu > peak.gpu)
-      peak = std::move(r);
-  }
-  return peak;
+    return memory::analyze_memory(s);
+  const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
+  const engine::Timeline t = engine::simulate(s, w, engine::EngineOptions{});
+  return metrics::compute_metrics(s, w, t).memory;
 }
 
 } // namespace
