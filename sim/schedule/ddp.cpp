@@ -282,7 +282,10 @@ void build_ddp(Builder& b)
   }
   if (scaler)
     b.host_wait(b.add(step_pass("step.grad_scaler.unscale", psi, UNSCALE_BYTES_PER_ELEM, UNSCALE_FLOPS_PER_ELEM)));
-  const TaskId opt = b.torch_optimizer("step.optimizer", psi);
+  std::int64_t largest = 0; // every parameter whole: the largest is the single-tensor step's temporary
+  for (const ParamInfo& pi : b.params)
+    largest = std::max(largest, pi.numel);
+  const TaskId opt = b.torch_optimizer("step.optimizer", psi, largest);
   b.free_on(opt, fp32_grads);
   for (BufferId gb : grads)
     b.free_on(opt, gb); // zero_grad(set_to_none=True)

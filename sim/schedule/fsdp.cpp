@@ -43,6 +43,9 @@ struct Config {
   spec::BackwardPrefetch prefetch = spec::BackwardPrefetch::BACKWARD_PRE;
   bool forward_prefetch = false;
   bool scaler = false; ///< fp16 / amp_fp16: ShardedGradScaler
+  /// torch < 2.0 (FSDP1 `_post_backward_hook`): the reduce-scatter input is `F.pad(grad, [0, num_pad])` even when
+  /// num_pad is 0, and F.pad with no positive pad returns a clone (ATen constant_pad_nd): always a padded copy.
+  bool pad_always = false;
   CommGroup shard_group = CommGroup::WORLD;
 };
 
@@ -130,6 +133,7 @@ Config resolve(const Builder& b)
   c.prefetch = c.v2 ? spec::BackwardPrefetch::BACKWARD_PRE : f.backward_prefetch;
   c.forward_prefetch = !c.v2 && f.forward_prefetch;
   c.scaler = p == spec::Precision::FP16 || p == spec::Precision::AMP_FP16;
+  c.pad_always = !c.v2 && spec::torch_generation(s.priced_software().torch).value_or(0) < 2000;
   return c;
 }
 
@@ -196,6 +200,15 @@ public:
       post_fwd_index_[static_cast<std::size_t>(post_fwd_[i])] = static_cast<int>(i);
     for (const Unit& u : units_)
       p_total_ += u.shard;
+    // The largest tensor torch.optim steps on this rank: a flat parameter's shard (FSDP1) or one parameter's
+    // shard (FSDP2, per numel as shard_of pads it).
+    if (!c_.v2) {
+      for (const Unit& u : units_)
+        largest_tensor_ = std::max(largest_tensor_, u.shard);
+    } else {
+      for (const ParamInfo& pi : b_.params)
+        largest_tensor_ = std::max(largest_tensor_, shard_of(pi.numel, {pi.numel}));
+    }
     sharded_grad_.assign(units_.size(), -1);
     host_grad_.assign(units_.size(), -1);
   }
@@ -259,7 +272,7 @@ public:
       opt = b_.cpu_work("step.cpu_optimizer", Phase::OPTIMIZER, p, per * static_cast<double>(p),
                         b_.opt_flops_per_elem * static_cast<double>(p));
     } else {
-      opt = b_.torch_optimizer("step.optimizer", p);
+      opt = b_.torch_optimizer("step.optimizer", p, largest_tensor_);
     }
     // optimizer.zero_grad() (set_to_none) frees the sharded gradients.
     for (std::size_t u = 0; u < units_.size(); ++u) {
@@ -739,7 +752,7 @@ private:
         b_.alloc_on(first, cast);
         b_.free_on(first, cast);
       }
-      if (full != un.numel) { // _get_reduce_scatter_tensors: F.pad to W·S_u
+      if (full != un.numel || c_.pad_always) { // _get_reduce_scatter_tensors: F.pad to W·S_u (torch < 2.0: always)
         const BufferId pad =
             b_.transient(name("reduce_scatter") + ".pad", Device::GPU, MemCategory::BUFFERS, full * c_.b_r);
         b_.alloc_on(first, pad);
@@ -850,6 +863,7 @@ private:
   std::vector<UnitState> us_;
   std::deque<TaskId> free_events_; ///< FSDP1 limiter queue, carried over micro-steps
   int limiter_syncs_ = 0;
+  std::int64_t largest_tensor_ = 0; ///< the largest tensor the optimizer steps (its single-tensor temporary)
   std::array<TaskId, 3> last_comm_{-1, -1, -1}; ///< per CommGroup, the last collective (one NCCL stream each)
   TaskId last_compute_ = -1;
   TaskId last_reduce_ = -1;

@@ -672,23 +672,31 @@ TaskId Builder::gpu_optimizer(std::string name, std::int64_t elements, double ex
   return add(std::move(t));
 }
 
-TaskId Builder::torch_optimizer(std::string name, std::int64_t elements, std::vector<TaskId> deps)
+TaskId Builder::torch_optimizer(std::string name, std::int64_t elements, std::int64_t largest_tensor,
+                                std::vector<TaskId> deps)
 {
   const bool sgd = s.training.optimizer == spec::Optimizer::SGD;
+  const bool foreach =
+      spec::torch_generation(s.priced_software().torch).value_or(0) >= TORCH_FOREACH_DEFAULT_GENERATION;
   Task t;
   t.kind = TaskKind::COMPUTE;
   t.phase = Phase::OPTIMIZER;
   t.stream = Stream::COMPUTE;
   t.name = name;
   t.elements = elements;
-  t.mem_bytes =
-      static_cast<double>(elements) * (sgd ? TORCH_SGD_FOREACH_BYTES_PER_ELEM : TORCH_ADAMW_FOREACH_BYTES_PER_ELEM);
+  t.mem_bytes = static_cast<double>(elements) * (sgd       ? TORCH_SGD_FOREACH_BYTES_PER_ELEM
+                                                 : foreach ? TORCH_ADAMW_FOREACH_BYTES_PER_ELEM
+                                                           : TORCH_ADAMW_SINGLE_BYTES_PER_ELEM);
   t.flops = static_cast<double>(elements) * opt_flops_per_elem;
   t.deps = std::move(deps);
   const TaskId id = add(std::move(t));
   if (!sgd) {
-    const BufferId tmp = transient(name + ".foreach_sqrt", Device::GPU, MemCategory::BUFFERS,
-                                   static_cast<std::int64_t>(elements * TORCH_ADAMW_FOREACH_TEMP_BYTES_PER_ELEM));
+    const BufferId tmp =
+        foreach ? transient(name + ".foreach_sqrt", Device::GPU, MemCategory::BUFFERS,
+                            static_cast<std::int64_t>(elements * TORCH_ADAMW_FOREACH_TEMP_BYTES_PER_ELEM))
+                : transient(name + ".sqrt", Device::GPU, MemCategory::BUFFERS,
+                            static_cast<std::int64_t>(std::min(largest_tensor, elements) *
+                                                      TORCH_ADAMW_SINGLE_TEMP_BYTES_PER_ELEM));
     alloc_on(id, tmp);
     free_on(id, tmp);
   }

@@ -33,6 +33,15 @@ inline constexpr double SGD_FLOPS_PER_ELEM = 2;
 /// transient 4 B/elem over every parameter the call steps.
 inline constexpr double TORCH_ADAMW_FOREACH_BYTES_PER_ELEM = 80;
 inline constexpr double TORCH_ADAMW_FOREACH_TEMP_BYTES_PER_ELEM = 4;
+/// torch.optim.AdamW/Adam before torch 2.0 on CUDA: `foreach` left None meant False (torch/optim/adamw.py 1.13:
+/// `if foreach is None: foreach = False`; 2.0 made foreach the CUDA default, `_default_to_fused_or_foreach`), so
+/// `_single_tensor_adamw` ran per parameter: mul_(p) 8, exp_avg.mul_ 8 + add_ 12, exp_avg_sq.mul_ 8 + addcmul_
+/// 12, sqrt 8, div 8, add_(eps) 8, addcdiv_ 16 = 88 B/elem. `(exp_avg_sq.sqrt() / bias_correction2_sqrt)` holds the
+/// sqrt and the quotient at once: 8 B per element of the parameter being stepped.
+inline constexpr double TORCH_ADAMW_SINGLE_BYTES_PER_ELEM = 88;
+inline constexpr double TORCH_ADAMW_SINGLE_TEMP_BYTES_PER_ELEM = 8;
+/// The first torch generation (spec::torch_generation) whose torch.optim defaults to foreach on CUDA.
+inline constexpr int TORCH_FOREACH_DEFAULT_GENERATION = 2000;
 /// torch.optim.SGD (momentum 0, the default): `_foreach_add_(params, grads, alpha=-lr)`: read p, g, write p.
 inline constexpr double TORCH_SGD_FOREACH_BYTES_PER_ELEM = 12;
 /// An autocast cast reads the fp32 weight and writes its 16-bit copy (`cached_cast`); its backward
@@ -221,9 +230,12 @@ public:
   /// counts the flatten/cast/unscale/copy-back traffic around it.
   TaskId gpu_optimizer(std::string name, std::int64_t elements, double extra_bytes_per_elem,
                        std::vector<TaskId> deps = {});
-  /// torch.optim's step on the GPU over `elements` fp32 parameters (foreach AdamW/Adam, or SGD): the
-  /// PyTorch frameworks' optimizer (DDP, FSDP). Allocates and frees the foreach sqrt temporary.
-  TaskId torch_optimizer(std::string name, std::int64_t elements, std::vector<TaskId> deps = {});
+  /// torch.optim's step on the GPU over `elements` fp32 parameters (AdamW/Adam, or SGD): the PyTorch frameworks'
+  /// optimizer (DDP, FSDP). Its CUDA default is the foreach implementation from torch 2.0 (one sqrt temporary over
+  /// every parameter) and the single-tensor one before (a sqrt and a quotient of the largest parameter,
+  /// `largest_tensor` elements, at once); the stack assumed is Scenario::priced_software().
+  TaskId torch_optimizer(std::string name, std::int64_t elements, std::int64_t largest_tensor,
+                         std::vector<TaskId> deps = {});
   /// CPU optimizer (DeepSpeedCPUAdam, §9.1: 28 B/elem) on the HOST thread; the host waits for it.
   TaskId cpu_optimizer(std::string name, std::int64_t elements, std::vector<TaskId> deps = {});
   /// The 1-element all-reduces of the step: overflow flag (1 byte, MAX) when `overflow`, grad norm (1 fp32).

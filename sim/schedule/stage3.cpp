@@ -234,6 +234,10 @@ void build_stage3(Builder& b)
           continue;
         if (complete && (kept_by_reuse(pos) || c.most_recent[pu] > pos))
           continue;
+        // free_param: param.data.record_stream(current_stream()) before the storage is dropped. The gathered
+        // tensor was allocated on the all-gather stream, so its block returns only once the compute stream has
+        // passed the release (docs/memory.md §2.1).
+        b.record_stream(c.gathered[pu]);
         b.free_on(by, c.gathered[pu]);
         c.gathered[pu] = -1;
         c.available[pu] = 0;
@@ -387,6 +391,7 @@ void build_stage3(Builder& b)
     // Anything still gathered here (a prefetch the trace did not consume) is released with the module.
     for (std::size_t p = 0; p < np; ++p)
       if (!persistent[p] && c.available[p]) {
+        b.record_stream(c.gathered[p]); // free_param, as in release
         b.free_on(last_bwd, c.gathered[p]);
         c.available[p] = 0;
         c.gathered[p] = -1;

@@ -112,6 +112,7 @@ struct ValidationReport {
   int bound_rows = 0;                             ///< nvidia-smi rows
   int bound_violations = 0;                       ///< ... whose prediction exceeds the bound
   std::optional<double> allocated_median_abs_pct; ///< the acceptance figure (none when no such row)
+  std::optional<double> reserved_median_abs_pct;  ///< the same over the caching allocator's reserved peaks
   bool fits_ok = false;                           ///< every fit case passed
   int largest_offload_rows = 0;                   ///< max-model rows with offload given a largest-model search
   int largest_offload_ok = 0;                     ///< ... within 20 % of the published size, twice the size not fitting

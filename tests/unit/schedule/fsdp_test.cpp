@@ -178,6 +178,47 @@ TEST_SUITE("schedule")
     CHECK(pad);
   }
 
+  TEST_CASE("fsdp: before torch 2.0 the reduce-scatter input is always a padded copy and torch.optim steps one tensor at a time")
+  {
+    // torch 1.13 FSDP1 _post_backward_hook: input_flattened = F.pad(grad_flatten, [0, num_pad]) with num_pad 0
+    // here (4 divides 12000), and F.pad with no positive pad clones: W·S_u·b_r = 12000·2 bytes on the
+    // post-backward stream. From 2.0 (_get_reduce_scatter_tensors) the copy is made only when num_pad > 0.
+    auto pad_bytes = [](const TaskGraph& g) {
+      std::int64_t bytes = 0;
+      for (BufferId b : task(g, "mb0.reduce_scatter.block.0").allocs)
+        if (g.buffers[static_cast<std::size_t>(b)].name == "mb0.reduce_scatter.block.0.pad")
+          bytes += g.buffers[static_cast<std::size_t>(b)].bytes;
+      return bytes;
+    };
+    spec::Scenario old = fsdp(4, 1);
+    old.software.torch = "1.13";
+    spec::Scenario now = fsdp(4, 1);
+    now.software.torch = "2.0";
+    const TaskGraph g_old = build_step_graph(old, model());
+    const TaskGraph g_now = build_step_graph(now, model());
+    check_invariants(g_old);
+    CHECK(pad_bytes(g_old) == N_BLOCK * 2);
+    CHECK(pad_bytes(g_now) == 0);
+    // With the stack switched off (--without stack) the default stack prices it: no copy.
+    old.mechanisms.stack = false;
+    CHECK(pad_bytes(build_step_graph(old, model())) == 0);
+    old.mechanisms.stack = true;
+
+    // torch.optim AdamW on CUDA: foreach from 2.0 (one sqrt temporary of 4 B over all Ψ/N elements the rank steps),
+    // single-tensor before (sqrt and quotient of the largest tensor at once: 8 B x the largest flat shard,
+    // N_BLOCK/4 = 3000 elements; the root's shard is 4000/4 = 1000).
+    old.training.optimizer = spec::Optimizer::ADAMW;
+    now.training.optimizer = spec::Optimizer::ADAMW;
+    const TaskGraph o_old = build_step_graph(old, model());
+    const TaskGraph o_now = build_step_graph(now, model());
+    CHECK(peak_of(o_old, "step.optimizer.sqrt") == 8 * (N_BLOCK / 4));
+    CHECK(peak_of(o_old, "step.optimizer.foreach_sqrt") == 0);
+    CHECK(peak_of(o_now, "step.optimizer.foreach_sqrt") == 4 * (PSI / 4));
+    // Traffic: 88 B/elem single-tensor (mul_ and add_ for exp_avg instead of lerp_) against foreach's 80.
+    CHECK(task(o_old, "step.optimizer").mem_bytes == doctest::Approx(88.0 * PSI / 4));
+    CHECK(task(o_now, "step.optimizer").mem_bytes == doctest::Approx(80.0 * PSI / 4));
+  }
+
   TEST_CASE("fsdp: an fp32 reduce_dtype doubles the reduce-scatter bytes; param_dtype sets the all-gather bytes")
   {
     const int n = 4;

@@ -60,6 +60,26 @@ TEST_SUITE("schedule")
     CHECK(fwd_calls == LAYERS);
   }
 
+  TEST_CASE("stage3: a released parameter's gathered storage is freed with record_stream onto the compute stream")
+  {
+    // partition_parameters.free_param: param.data.record_stream(current_stream()) before param.data is dropped. The
+    // gathered tensor was allocated on the all-gather stream: every gathered buffer the step frees is a
+    // record_stream free (its block returns to the all-gather stream's pool once the compute stream has passed).
+    const TaskGraph gr = build_step_graph(base(2), model());
+    int gathered = 0, recorded = 0;
+    for (const Task& t : gr.tasks)
+      for (BufferId b : t.frees) {
+        const Buffer& buf = gr.buffers[static_cast<std::size_t>(b)];
+        if (buf.name.find(".gathered.") == std::string::npos)
+          continue;
+        ++gathered;
+        recorded += buf.record_stream ? 1 : 0;
+        CHECK(t.stream == Stream::COMPUTE); // released by the module's hook, after its compute
+      }
+    CHECK(gathered > 0);
+    CHECK(recorded == gathered);
+  }
+
   TEST_CASE("stage3: the host synchronises on the oldest fetch event beyond __max_ongoing_fetch_events = 2")
   {
     // §5.3 step 2: every wait on an in-flight param pushes one event; before a wait, with more than 2 events
