@@ -1,5 +1,7 @@
 #include "cli/commands.hpp"
 
+#include "calibration/calibrate_command.hpp"
+
 #include "config/scenario_loader.hpp"
 #include "core/error.hpp"
 #include "core/json.hpp"
@@ -51,6 +53,14 @@ const char* USAGE = R"(usage:
   zerosim validate --ablation [CSV] [--out DIR] [--jobs N]
         the throughput validation with the default mechanisms, then with each switched from its
         default in turn: ablation.md, the change in median error on the rows each mechanism acts on
+  zerosim calibrate [--runs CSV]... [--scenario FILE]... [--fit-params A,B,...] [--fold-by source]
+        [--no-loso] [--out PROFILE] [--json] [--jobs N]
+        fits the named multipliers of the model's priors (docs/calibration.md) to measured runs (a
+        measured-runs CSV, docs/calibration-inputs.md, or a validation CSV such as
+        results/validation/published.csv) and to scenarios with a measured: block; prints the
+        parameters and the in-sample and leave-one-source-out errors; --out writes the profile
+  --calibration FILE|none (run, memory, calibrate): the calibration profile, above the scenario's and the
+        node file's `calibration:`; none runs on the priors alone
   --without NAME / --with NAME (run, memory, validate): switch one mechanism of the model off / on,
         for ablation: stack, protocols, busbw, leaf_fetch (off by default), host, clock, interference,
         copies, allocator
@@ -89,6 +99,12 @@ struct Args {
   bool trace = false, hierarchical = false, first_step = false, run = false, every_micro_step = false;
   std::optional<std::string> jobs;
   std::optional<std::string> replay, all_reduce;
+  std::optional<std::string> calibration; ///< --calibration FILE|none
+  std::vector<std::string> runs;          ///< calibrate --runs CSV
+  std::vector<std::string> scenario_files; ///< calibrate --scenario FILE
+  std::optional<std::string> fit_params;  ///< calibrate --params A,B
+  std::optional<std::string> fold_by;     ///< calibrate --fold-by source
+  bool no_loso = false;                   ///< calibrate --no-loso
   std::vector<std::string> without; ///< --without NAME: mechanisms switched off (ablation)
   std::vector<std::string> with;    ///< --with NAME: mechanisms off by default switched on
   bool ablation = false;
@@ -152,6 +168,18 @@ Args parse_args(const std::vector<std::string>& args, size_t first)
       a.with.push_back(value(i));
     else if (arg == "--ablation")
       a.ablation = true;
+    else if (arg == "--calibration")
+      a.calibration = value(i);
+    else if (arg == "--runs")
+      a.runs.push_back(value(i));
+    else if (arg == "--scenario")
+      a.scenario_files.push_back(value(i));
+    else if (arg == "--fit-params")
+      a.fit_params = value(i);
+    else if (arg == "--fold-by")
+      a.fold_by = value(i);
+    else if (arg == "--no-loso")
+      a.no_loso = true;
     else if (arg.size() > 1 && arg[0] == '-')
       usage_error("unknown option '" + arg + "'");
     else
@@ -238,6 +266,7 @@ int memory_command(const Args& a, std::ostream& out)
     usage_error("memory: expected one SCENARIO file");
   config::LoadOptions opts;
   opts.sets = a.sets;
+  opts.calibration = a.calibration.value_or("");
   spec::Scenario s = config::load_scenario(a.positional.front(), opts);
   s.mechanisms = mechanisms_of(a);
   const std::int64_t params = workload::count_params(s.model);
@@ -295,6 +324,7 @@ int run_scenario_command(const Args& a, std::ostream& out)
   }
   config::LoadOptions opts;
   opts.sets = a.sets;
+  opts.calibration = a.calibration.value_or("");
   spec::Scenario s = config::load_scenario(a.positional.front(), opts);
   s.mechanisms = mechanisms_of(a);
   const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
@@ -357,6 +387,34 @@ int validate_command(const Args& a, std::ostream& out)
   return status;
 }
 
+int calibrate_cli(const Args& a, const std::vector<std::string>& args, std::ostream& out, std::ostream& err)
+{
+  if (!a.positional.empty())
+    usage_error("calibrate: takes no positional argument (found '" + a.positional.front() +
+                "'); give --runs CSV or --scenario FILE");
+  if (a.fold_by && *a.fold_by != "source")
+    usage_error("--fold-by: expected source (the only grouping of the leave-one-out folds), found \"" + *a.fold_by +
+                "\"");
+  calibration::CalibrateArgs c;
+  c.runs = a.runs;
+  c.scenarios = a.scenario_files;
+  if (a.fit_params) {
+    std::stringstream ss(*a.fit_params);
+    for (std::string item; std::getline(ss, item, ',');)
+      if (!item.empty())
+        c.params.push_back(item);
+  }
+  c.out = a.out_dir.value_or("");
+  c.calibration = a.calibration.value_or("");
+  c.json = a.json;
+  c.loso = !a.no_loso;
+  c.jobs = a.jobs ? static_cast<int>(parse_count("--jobs", *a.jobs)) : 2;
+  c.command = "zerosim";
+  for (const std::string& s : args)
+    c.command += " " + s;
+  return calibration::calibrate_command(c, out, err);
+}
+
 } // namespace
 
 int run_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err)
@@ -384,7 +442,9 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
       return validate_command(a, out);
     if (cmd == "run")
       return run_scenario_command(a, out);
-    if (cmd == "sweep" || cmd == "recommend" || cmd == "compare" || cmd == "calibrate")
+    if (cmd == "calibrate")
+      return calibrate_cli(a, args, out, err);
+    if (cmd == "sweep" || cmd == "recommend" || cmd == "compare")
       throw core::UnsupportedError("zerosim " + cmd +
                                    ": not available in this version (a later issue adds it); 'zerosim run SCENARIO' "
                                    "runs one scenario");

@@ -651,9 +651,10 @@ double achieved_fraction(const Fabric& f, bool crosses_nodes, const Options& o)
   if (!o.achieved_busbw)
     return 1.0;
   if (!crosses_nodes)
-    return f.intra_nvlink ? NVLINK_BUSBW_FRACTION : PCIE_BUSBW_FRACTION;
+    return f.intra_nvlink ? std::min(1.0, NVLINK_BUSBW_FRACTION * o.busbw_factor_nvlink)
+                          : std::min(1.0, PCIE_BUSBW_FRACTION * o.busbw_factor_pcie);
   const double doublings = f.nodes > 2 ? std::log2(f.nodes / 2.0) : 0.0;
-  return NET_BUSBW_FRACTION / (1.0 + NET_BUSBW_FALLOFF_PER_DOUBLING * doublings);
+  return std::min(1.0, NET_BUSBW_FRACTION * o.busbw_factor_net) / (1.0 + NET_BUSBW_FALLOFF_PER_DOUBLING * doublings);
 }
 
 int nic_of(int local, int gpus_per_node, int nics_per_node)

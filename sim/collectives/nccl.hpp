@@ -83,6 +83,11 @@ struct Options {
   /// fall-off with node count; docs/collectives.md "Achieved bus bandwidth"). false: at line rate, the
   /// pricing before this was modelled (ablation).
   bool achieved_busbw = true;
+  /// A calibration profile's multipliers on the achieved fractions of NVLink, PCIe and the network
+  /// (docs/calibration.md `busbw.*`); the product stays at most 1 (line rate).
+  double busbw_factor_nvlink = 1.0;
+  double busbw_factor_pcie = 1.0;
+  double busbw_factor_net = 1.0;
 };
 
 struct Flow {

@@ -3,6 +3,7 @@
 #include "compute/compute_model.hpp"
 
 #include "core/error.hpp"
+#include "spec/names.hpp"
 
 #include <algorithm>
 #include <array>
@@ -152,6 +153,12 @@ GpuEfficiency gpu_efficiency(const spec::Scenario& s)
   GpuEfficiency e = gpu_efficiency(s.cluster.node.gpu, s.priced_software(), s.kernels);
   if (!s.mechanisms.sustained_clock)
     e.clock = 1.0;
+  // The calibration profile's multipliers on the kind's figures (docs/calibration.md), each kept a fraction.
+  e.gemm_max = spec::scaled_fraction(e.gemm_max, s.calibration.factor("gemm." + e.kind));
+  e.hbm = spec::scaled_fraction(e.hbm, s.calibration.factor("hbm." + e.kind));
+  const double attention = s.calibration.factor("attention." + e.kind);
+  e.attention_fwd = spec::scaled_fraction(e.attention_fwd, attention);
+  e.attention_bwd = spec::scaled_fraction(e.attention_bwd, attention);
   return e;
 }
 
@@ -161,6 +168,7 @@ ScenarioPricing::ScenarioPricing(const spec::Scenario& s) : gpu(gpu_efficiency(s
   if (!s.kernels.host.empty())
     host = &spec::host_generation(s.kernels.host, software.torch);
   compiled = software.compile;
+  host_factor = s.calibration.factor(std::string("host.") + spec::to_string(s.framework));
 }
 
 double peak_flops(const spec::GpuSpec& gpu, spec::Precision p)
@@ -437,7 +445,7 @@ double host_task_time(const schedule::Task& t, const workload::Workload& w, cons
       break;
     }
   }
-  return seconds;
+  return seconds * pricing.host_factor;
 }
 
 double cpu_core_flops(const spec::CpuSpec& /*cpu*/)

@@ -50,6 +50,7 @@ struct ScenarioPricing {
   GpuEfficiency gpu;                          ///< gpu_efficiency(s)
   const spec::HostGeneration* host = nullptr; ///< the priced torch's host figures; nullptr without host data
   bool compiled = false;                      ///< the priced stack runs torch.compile
+  double host_factor = 1.0;                   ///< the calibration's `host.<framework>` multiplier
 };
 
 /// Dense peak FLOP/s of `gpu` for the compute dtype of `p` (bf16, fp16; fp32 uses tf32 when given,

@@ -6,6 +6,7 @@
 #include "core/json.hpp"
 
 #include <cmath>
+#include <filesystem>
 
 namespace zerosim::config {
 namespace {
@@ -148,6 +149,12 @@ spec::NodeSpec read_node(FieldReader& r, std::optional<spec::Precision> precisio
   }
 
   n.source = r.opt_string("source").value_or("");
+  if (std::optional<std::string> c = r.opt_string("calibration")) {
+    if (c->empty())
+      r.fail_expected("calibration", "the path of a calibration profile, or none");
+    n.calibration = *c == "none" ? *c
+                                 : (std::filesystem::path(r.file()).parent_path() / *c).lexically_normal().string();
+  }
   return n;
 }
 

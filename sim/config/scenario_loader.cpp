@@ -95,6 +95,55 @@ void read_software(FieldReader& r, FieldReader& t, spec::Scenario& s)
   }
 }
 
+/// The calibration profile (docs/calibration.md "Precedence"): --calibration, the scenario's key, the node file's
+/// key, the shipped profile; `none` at any level means the priors alone. A profile naming a GPU kind the kernel
+/// data do not know is an input error.
+void read_calibration(FieldReader& r, const ScenarioDocument& doc, spec::Scenario& s)
+{
+  std::string chosen;
+  std::string from;
+  if (!doc.options.calibration.empty()) {
+    chosen = doc.options.calibration;
+    from = "--calibration";
+  } else if (std::optional<std::string> c = r.opt_string("calibration")) {
+    if (c->empty())
+      r.fail_expected("calibration", "the path of a calibration profile, or none");
+    chosen = *c == "none" ? *c : (fs::path(doc.dir) / *c).lexically_normal().string();
+    from = r.where("calibration");
+  } else if (!s.cluster.node.calibration.empty()) {
+    chosen = s.cluster.node.calibration;
+    from = "cluster.node.calibration";
+  } else {
+    chosen = shipped_calibration_path(doc.options.data_dir, doc.dir);
+    from = "the shipped profile";
+  }
+  if (chosen == "none") {
+    s.calibration = spec::Calibration{};
+    s.calibration.path = "none";
+    return;
+  }
+  if (chosen.empty())
+    return; // no profile shipped: the priors
+  if (!fs::exists(chosen))
+    throw core::InputError(from + ": calibration profile " + chosen + " does not exist");
+  s.calibration = load_calibration(chosen);
+  for (const auto& [name, value] : s.calibration.factors) {
+    const std::optional<spec::ParamFamilyInfo> fam = spec::param_family_of(name);
+    if (!fam || !fam->keys.empty() || fam->family == spec::ParamFamily::INTERFERENCE)
+      continue;
+    const std::string kind = spec::param_key(name);
+    bool known = false;
+    std::string kinds;
+    for (const spec::GpuKindData& k : s.kernels.kinds) {
+      known = known || k.kind == kind;
+      kinds += (kinds.empty() ? "" : ", ") + k.kind;
+    }
+    if (!known)
+      throw core::InputError(chosen + ": parameters." + name + ": expected a GPU kind of " + s.kernels.file + " (" +
+                             kinds + "), found \"" + kind + "\"");
+  }
+}
+
 void read_cluster(FieldReader& c, ScenarioDocument& doc, spec::Scenario& s)
 {
   // The node: an inline mapping, or a file (resolved before reading; its messages name that file).
@@ -336,6 +385,7 @@ spec::Scenario read_scenario(ScenarioDocument& doc)
   if (std::optional<FieldReader> m = r.opt_map("measured"))
     read_measured(*m, s.measured);
   s.kernels = load_kernel_table(kernel_table_path(doc.options.data_dir, doc.dir));
+  read_calibration(r, doc, s);
   bool known = true;
   const spec::GpuKindData& kind = s.kernels.kind_of(s.cluster.node.gpu.model, &known);
   if (!known)

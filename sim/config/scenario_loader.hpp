@@ -7,7 +7,9 @@
 #include "spec/node_spec.hpp"
 #include "spec/scenario_spec.hpp"
 
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace zerosim::config {
@@ -17,6 +19,9 @@ struct LoadOptions {
   /// Folder holding models/ and topologies/ for names (not paths). Empty: the folder above the
   /// scenario file's folder, then the current directory, then ZEROSIM_DATA_DIR (the source tree).
   std::string data_dir;
+  /// `--calibration FILE|none`: the profile, above the scenario's and the node file's `calibration:` keys
+  /// (docs/calibration.md "Precedence"); empty: not given.
+  std::string calibration;
 };
 
 spec::Scenario load_scenario(const std::string& path, const LoadOptions& options = {});
@@ -39,6 +44,39 @@ spec::KernelTable load_kernel_table_text(const std::string& text, const std::str
 std::string kernel_table_path(const std::string& data_dir, const std::string& scenario_dir);
 /// The shipped table (ZEROSIM_DATA_DIR/calibration/kernels.yaml), read once: for scenarios built in code.
 const spec::KernelTable& shipped_kernel_table();
+
+/// The shipped calibration profile, relative to the data folder: fitted on the validation data, used when neither
+/// `--calibration`, the scenario nor its node file names one.
+inline constexpr const char* SHIPPED_CALIBRATION = "calibration/default.yaml";
+
+/// A calibration profile (docs/calibration.md "Profile"): the multipliers, its path and its hash. Throws
+/// core::InputError naming file, line and key for anything else than the format's keys and values.
+spec::Calibration load_calibration(const std::string& path);
+/// The same from text in memory (tests); `file` names the text in messages.
+spec::Calibration load_calibration_text(const std::string& text, const std::string& file);
+/// The shipped profile's path as data files are looked up (`data_dir`, the folder above `scenario_dir`, the current
+/// directory, ZEROSIM_DATA_DIR); empty when there is none.
+std::string shipped_calibration_path(const std::string& data_dir, const std::string& scenario_dir);
+
+/// What `zerosim calibrate` writes: the fitted parameters with what the fit knows of them.
+struct CalibrationProfile {
+  struct Parameter {
+    std::string name;
+    double value = 1;       ///< the multiplier on the prior
+    double uncertainty = 0; ///< one standard deviation of ln(value)
+    double lower = 0, upper = 0;
+    int rows = 0;
+    std::vector<std::string> sources;
+    std::optional<double> loso_min, loso_max; ///< over the leave-one-source-out folds
+    std::string note;
+  };
+  std::string command;   ///< the command that reproduces it
+  std::string fitted_on; ///< what the fit saw
+  std::vector<Parameter> parameters;
+  std::vector<std::pair<std::string, std::string>> fit; ///< summary lines (key, text), in order
+};
+/// The profile as YAML text, loadable by load_calibration.
+std::string calibration_profile_yaml(const CalibrationProfile& p);
 
 /// The resolved scenario as YAML (every default and "auto" written out), for --out.
 std::string resolved_yaml(const spec::Scenario& s);

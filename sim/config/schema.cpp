@@ -154,7 +154,9 @@ const Schema& node_schema()
        key("cpu", "mapping", "required", "host CPUs and memory", &cpu),
        key("nvme", "mapping", "no NVMe", "local NVMe drives", &nvme),
        key("nics", "mapping", "no NICs", "network cards for the inter-node fabric", &nics),
-       key("source", "string", "\"\"", "public source of the figures (for people)")}};
+       key("source", "string", "\"\"", "public source of the figures (for people)"),
+       key("calibration", "path or none", "none",
+           "a calibration profile fitted on this cluster (docs/calibration.md); a scenario's or --calibration wins")}};
   return s;
 }
 
@@ -480,6 +482,8 @@ const Schema& scenario_schema()
        key("fsdp", "mapping", "none", "PyTorch FSDP instead of DeepSpeed", &fsdp_schema()),
        key("ddp", "mapping", "none", "PyTorch DDP instead of DeepSpeed", &ddp_schema()),
        key("software", "mapping", "today's stack (meta.software.stated: false)", "the stack that ran", &software),
+       key("calibration", "path or none", "the node file's, else the shipped calibration/default.yaml",
+           "the calibration profile (docs/calibration.md); --calibration wins; none: the priors alone"),
        key("sweep", "mapping of dotted key -> list", "none", "values to sweep (zerosim sweep)", nullptr, M, true),
        key("measured", "mapping", "none", "what a real run gave (never used in prediction)", &measured)}};
   return s;

@@ -148,6 +148,10 @@ public:
     // The scenario's ablation switches (spec::Mechanisms, `--without protocols|busbw`).
     copts_.protocols = s.mechanisms.nccl_protocols;
     copts_.achieved_busbw = s.mechanisms.achieved_busbw;
+    // The calibration profile's bus-bandwidth multipliers per transport (docs/calibration.md).
+    copts_.busbw_factor_nvlink = s.calibration.factor("busbw.nvlink");
+    copts_.busbw_factor_pcie = s.calibration.factor("busbw.pcie");
+    copts_.busbw_factor_net = s.calibration.factor("busbw.net");
     // Flows of one phase between the same two GPUs (several channels through one NVLink pair) are one
     // flow: the same bytes over the same route, fewer flows for the solver (design.md "Speed and scale").
     copts_.merge_channels = true;
@@ -157,7 +161,7 @@ public:
     if (s.mechanisms.interference && s.kernels.nccl_ctas.value > 0 && !s.kernels.empty()) {
       const int sms = s.kernels.kind_of(c.node.gpu.model).sms;
       if (sms > 0)
-        sm_share_ = std::min(MAX_SM_SHARE, s.kernels.nccl_ctas.value / sms);
+        sm_share_ = std::min(MAX_SM_SHARE, s.kernels.nccl_ctas.value * s.calibration.factor("interference") / sms);
     }
 
     // The simulated ranks and their graphs; every duration is computed here, before SimGrid runs, so that

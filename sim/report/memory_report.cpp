@@ -45,7 +45,11 @@ core::Json meta_json(const spec::Scenario& s, const std::string& network_model)
                            .set("compile", s.software.compile)
                            .set("torch", s.software.torch)
                            .set("stated", s.software.stated))
-      .set("kernel_data", s.kernels.file);
+      .set("kernel_data", s.kernels.file)
+      .set("calibration", core::Json::object()
+                              .set("path", s.calibration.path.empty() ? "none" : s.calibration.path)
+                              .set("hash", s.calibration.hash)
+                              .set("parameters", static_cast<std::int64_t>(s.calibration.factors.size())));
 }
 
 core::Json memory_json(const spec::Scenario& s, std::int64_t params, const memory::MemoryReport& r,

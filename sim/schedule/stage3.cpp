@@ -43,6 +43,7 @@ void build_stage3(Builder& b)
   // The coordinator's host (Python) time per hook and per gather call: part of the host's per-op / per-hook dispatch
   // cost (spec::Mechanisms::host_dispatch, `--without host`), and only counted with per-module hooks.
   const bool hook_cost = per_module && b.s.mechanisms.host_dispatch;
+  const double host_factor = b.s.calibration.factor("host.deepspeed"); // docs/calibration.md
   const std::vector<LayerParts> lparts =
       per_module ? stage3_layer_parts(b) : std::vector<LayerParts>(b.w.layers.size());
   // Under full checkpointing a block's recompute re-runs its modules' forward hooks (CheckpointFunction.backward
@@ -193,13 +194,13 @@ void build_stage3(Builder& b)
       // hooks early).
       auto pay_then_gather = [&](const std::vector<int>& ps, const char* why) {
         if (hook_cost) {
-          host_pending += ZERO3_FETCH_HOST_S;
+          host_pending += ZERO3_FETCH_HOST_S * host_factor;
           b.sync(mbs + ".zero3_hooks." + std::to_string(host_index++), mb, {}, host_pending);
           host_pending = 0;
         }
         gather_call(ps, why);
       };
-      host_pending += hook_cost ? ZERO3_HOOK_HOST_S : 0.0;
+      host_pending += hook_cost ? ZERO3_HOOK_HOST_S * host_factor : 0.0;
       if (!now.empty())
         pay_then_gather(now, "fetch");
       c.wait_inflight(b, m.params, mbs, mb);
@@ -227,7 +228,7 @@ void build_stage3(Builder& b)
     // or already popped by the prefetcher for a later use.
     auto release = [&](int pos, TaskId by) {
       if (hook_cost)
-        host_pending += ZERO3_HOOK_HOST_S; // release_sub_module, the post-hook
+        host_pending += ZERO3_HOOK_HOST_S * host_factor; // release_sub_module, the post-hook
       for (int p : b.modules[static_cast<std::size_t>(trace[static_cast<std::size_t>(pos)])].params) {
         const auto pu = static_cast<std::size_t>(p);
         if (persistent[pu] || !c.available[pu])

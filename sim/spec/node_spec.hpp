@@ -66,6 +66,9 @@ struct NodeSpec {
   NvmeSpec nvme;
   NicSpec nics;
   std::string source; ///< public source of the figures (for people)
+  /// The node file's `calibration:` profile: a path resolved against the node file's folder, "none", or "" when
+  /// not given (docs/calibration.md "Precedence").
+  std::string calibration;
 };
 
 struct NetworkSpec {

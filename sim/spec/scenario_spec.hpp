@@ -2,6 +2,7 @@
 // Produced by config::load_scenario, consumed by workload, schedule, memory and report.
 #pragma once
 
+#include "spec/calibration_spec.hpp"
 #include "spec/kernel_spec.hpp"
 #include "spec/model_spec.hpp"
 #include "spec/node_spec.hpp"
@@ -214,6 +215,8 @@ struct Scenario {
   SoftwareSpec software;
   /// The kernel efficiency data (calibration/kernels.yaml) the compute model prices kernels with.
   KernelTable kernels;
+  /// The calibration profile the model's priors are scaled by (docs/calibration.md; empty: the priors).
+  Calibration calibration;
   Mechanisms mechanisms;
   std::vector<std::string> warnings; ///< keys recognised but not modelled, keys ignored
 

@@ -1296,3 +1296,27 @@ TEST_CASE("achieved bus bandwidth, data and fit checks: the transport fractions,
     CHECK(fl.wire_bytes() == fl.bytes);
   }
 }
+
+TEST_CASE("achieved bus bandwidth: a calibration profile's busbw multipliers scale each transport, capped at line rate")
+{
+  // docs/calibration.md §1: busbw.nvlink / .pcie / .net multiply NVLINK_BUSBW_FRACTION (0.80), PCIE_BUSBW_FRACTION
+  // (1.0) and NET_BUSBW_FRACTION (0.96, with its fall-off); the product never exceeds 1 (the line rate).
+  Options o;
+  o.busbw_factor_nvlink = 0.5;
+  o.busbw_factor_net = 0.5;
+  CHECK(collectives::achieved_fraction(fabric(1, 8, 8), false, o) == doctest::Approx(0.40));
+  CHECK(collectives::achieved_fraction(fabric(2, 8, 8), true, o) == doctest::Approx(0.48));
+  // 8 nodes: 0.96 x 0.5 / (1 + 0.046 x log2(4)).
+  CHECK(collectives::achieved_fraction(fabric(8, 8, 8), true, o) == doctest::Approx(0.48 / 1.092));
+  o.busbw_factor_nvlink = 1.3; // 0.80 x 1.3 = 1.04: capped at 1
+  o.busbw_factor_net = 1.3;    // 0.96 x 1.3 = 1.248: capped at 1
+  CHECK(collectives::achieved_fraction(fabric(1, 8, 8), false, o) == doctest::Approx(1.0));
+  CHECK(collectives::achieved_fraction(fabric(2, 8, 8), true, o) == doctest::Approx(1.0));
+  Fabric pcie = fabric(1, 8, 8);
+  pcie.intra_nvlink = false;
+  o.busbw_factor_pcie = 0.7;
+  CHECK(collectives::achieved_fraction(pcie, false, o) == doctest::Approx(0.7));
+  // With achieved_busbw off (the ablation) the multipliers do not apply: line rate.
+  o.achieved_busbw = false;
+  CHECK(collectives::achieved_fraction(fabric(2, 8, 8), true, o) == 1.0);
+}

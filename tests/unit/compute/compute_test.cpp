@@ -357,7 +357,7 @@ TEST_CASE("scenario: a kernel that does not run on the GPU is named in warnings"
 {
   // dgx-2 is V100: FlashAttention-2 (the default stack) needs Ampere.
   const spec::Scenario s = config::load_scenario(SRC + "/scenarios/zero-offload-13b-1xv100.yaml",
-                                                 {{"software.attention=flash2", "training.flash_attention=true"}, ""});
+                                                 {{"software.attention=flash2", "training.flash_attention=true"}, "", ""});
   bool warned = false;
   for (const std::string& w : s.warnings)
     warned = warned || w.find("software.attention: flash2 does not run on V100") == 0;
@@ -520,4 +520,41 @@ TEST_CASE("the ZeRO-Offload 13B scenario: CPU Adam on all 48 cores of the DGX-2 
       ++adam;
     }
   CHECK(adam == 1);
+}
+
+TEST_CASE("calibration: the gemm, hbm and attention multipliers scale the GPU kind's figures, capped at 1")
+{
+  // docs/calibration.md §1: a profile multiplies calibration/kernels.yaml's figures of the scenario's GPU kind; a
+  // fraction stays a fraction. The default scenario runs on A100s with flash2.
+  config::LoadOptions lo;
+  lo.calibration = "none";
+  spec::Scenario s = config::load_scenario(SRC + "/scenarios/llama2-70b-8xa100-200gbps.yaml", lo);
+  const GpuEfficiency prior = compute::gpu_efficiency(s);
+  REQUIRE(prior.kind == "A100");
+  s.calibration.factors = {{"gemm.A100", 0.8}, {"hbm.A100", 1.3}, {"attention.A100", 0.5}, {"gemm.H100", 0.1}};
+  const GpuEfficiency e = compute::gpu_efficiency(s);
+  CHECK(e.gemm_max == doctest::Approx(0.8 * prior.gemm_max));
+  CHECK(e.hbm == doctest::Approx(std::min(1.0, 1.3 * prior.hbm)));
+  CHECK(e.attention_fwd == doctest::Approx(0.5 * prior.attention_fwd));
+  CHECK(e.attention_bwd == doctest::Approx(0.5 * prior.attention_bwd));
+  s.calibration.factors = {{"gemm.A100", 1.25}, {"hbm.A100", 1.3}};
+  // A100: gemm 0.80 (torch 2.x) x 1.25 = 1.0 exactly; hbm 0.9 or so x 1.3 > 1: capped.
+  CHECK(compute::gpu_efficiency(s).gemm_max <= 1.0);
+  CHECK(compute::gpu_efficiency(s).hbm == doctest::Approx(std::min(1.0, 1.3 * prior.hbm)));
+  // A layer's forward takes longer with a GEMM multiplier below 1 (compute-bound GEMMs dominate it).
+  const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
+  schedule::Task t;
+  t.kind = schedule::TaskKind::COMPUTE;
+  t.phase = schedule::Phase::FORWARD;
+  t.layer = 1;
+  s.calibration.factors = {};
+  const double base = compute::compute_task_time(t, w, s);
+  s.calibration.factors = {{"gemm.A100", 0.8}};
+  CHECK(compute::compute_task_time(t, w, s) > 1.15 * base);
+  // host.deepspeed multiplies the host's time per task.
+  s.calibration.factors = {};
+  const double host = compute::host_task_time(t, w, s);
+  REQUIRE(host > 0);
+  s.calibration.factors = {{"host.deepspeed", 2.0}};
+  CHECK(compute::host_task_time(t, w, s) == doctest::Approx(2.0 * host));
 }

@@ -38,8 +38,8 @@ TEST_SUITE("config")
               ":7:3: training.micro_btach: unknown key (did you mean 'micro_batch'?); accepted keys: " + TRAINING_KEYS);
     CHECK(load_error(BASE + "deepsped: {}\n") ==
           SCEN + ":9:1: deepsped: unknown key (did you mean 'deepspeed'?); accepted keys: name, model, cluster, "
-                 "training, inference, price_per_gpu_hour, deepspeed_version, deepspeed, fsdp, ddp, software, sweep, "
-                 "measured");
+                 "training, inference, price_per_gpu_hour, deepspeed_version, deepspeed, fsdp, ddp, software, calibration, "
+                 "sweep, measured");
     // No suggestion when nothing is close (edit distance > len/3).
     CHECK(load_error(BASE + "  colour: blue\n") ==
           SCEN + ":9:3: training.colour: unknown key; accepted keys: " + TRAINING_KEYS);

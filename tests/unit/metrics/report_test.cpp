@@ -392,7 +392,9 @@ TEST_SUITE("report")
     CHECK(j["cost"].keys() == std::vector<std::string>{"per_step", "to_train"});
     CHECK(j["meta"].keys() == std::vector<std::string>{"zerosim_version", "schema_version", "simgrid_version",
                                                        "network_model", "deepspeed_version", "software", "kernel_data",
-                                                       "replay"});
+                                                       "calibration", "replay"});
+    // meta.calibration: the profile's path ("none" for the priors alone), its hash and how many parameters it sets.
+    CHECK(j["meta"]["calibration"].keys() == std::vector<std::string>{"path", "hash", "parameters"});
   }
 
   TEST_CASE("run JSON: the values are the metrics' (and null where nothing was asked)")
