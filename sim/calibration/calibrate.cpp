@@ -24,10 +24,11 @@ constexpr double DATA_SIGMA = 0.05;
 
 /// The case with the fit's multipliers on its scenario: every fitted parameter named (so a profile the scenario
 /// brought along does not mix in), its own parameters from `x`.
-ThroughputCase with_factors(const ThroughputCase& c, const std::vector<std::string>& names, const Eigen::VectorXd& x)
+ThroughputCase with_factors(const ThroughputCase& c, const std::vector<std::string>& names, const Eigen::VectorXd& x,
+                            const std::map<std::string, double>& fixed)
 {
   ThroughputCase out = c;
-  out.scenario.calibration.factors.clear();
+  out.scenario.calibration.factors = fixed;
   out.scenario.calibration.path = "zerosim calibrate (fit in progress)";
   out.scenario.calibration.hash.clear();
   for (std::size_t j = 0; j < names.size(); ++j)
@@ -39,7 +40,7 @@ std::string group_of(const spec::Scenario& s)
 {
   const std::string kind =
       s.kernels.empty() ? s.cluster.node.gpu.model : s.kernels.kind_of(s.cluster.node.gpu.model).kind;
-  return kind + " / " + spec::to_string(s.framework);
+  return spec::accuracy_group(kind, spec::to_string(s.framework));
 }
 
 void check_name(const std::string& name)
@@ -126,6 +127,8 @@ CalibrationResult calibrate(const std::vector<Observation>& observations, const 
     for (const Observation& o : observations)
       for (const std::string& n : applicable_params(o.c.scenario))
         all.insert(n);
+    for (const auto& [n, v] : options.fixed)
+      all.erase(n);
     names.assign(all.begin(), all.end());
   }
   std::sort(names.begin(), names.end());
@@ -182,13 +185,13 @@ CalibrationResult calibrate(const std::vector<Observation>& observations, const 
       todo = kept;
     for (std::size_t i : todo) {
       if (!have_base) {
-        cases.push_back(with_factors(observations[i].c, names, x_lin));
+        cases.push_back(with_factors(observations[i].c, names, x_lin, options.fixed));
         what.emplace_back(i, -1);
       }
       for (int j : uses[i]) {
         Eigen::VectorXd x = x_lin;
         x(j) -= options.step;
-        cases.push_back(with_factors(observations[i].c, names, x));
+        cases.push_back(with_factors(observations[i].c, names, x, options.fixed));
         what.emplace_back(i, j);
       }
     }
@@ -306,7 +309,7 @@ CalibrationResult calibrate(const std::vector<Observation>& observations, const 
       }
       std::vector<ThroughputCase> check;
       for (std::size_t i : kept)
-        check.push_back(with_factors(observations[i].c, names, step.x));
+        check.push_back(with_factors(observations[i].c, names, step.x, options.fixed));
       at_fit = predict(check);
       result.simulations += static_cast<int>(check.size());
       Eigen::VectorXd sim(nr);
@@ -414,7 +417,7 @@ CalibrationResult calibrate(const std::vector<Observation>& observations, const 
     result.folds[s] = values;
     for (std::size_t k = 0; k < kept.size(); ++k)
       if (observations[kept[k]].source == s) {
-        held.push_back(with_factors(observations[kept[k]].c, names, f.x));
+        held.push_back(with_factors(observations[kept[k]].c, names, f.x, options.fixed));
         held_k.push_back(k);
         held_x.push_back(f.x);
       }

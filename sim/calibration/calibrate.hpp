@@ -36,6 +36,8 @@ struct CalibrateOptions {
   /// Parameters to fit, by name; empty: every parameter that some observation's scenario uses (its GPU kind's
   /// gemm/hbm/attention, the transports it crosses, its framework's host cost, interference).
   std::vector<std::string> params;
+  /// Parameters held at a value for every simulation and left out of the fit (an nccl-tests fit of a transport).
+  std::map<std::string, double> fixed;
   bool loso = true;             ///< leave-one-source-out after the fit
   int max_linearisations = 6;   ///< re-linearise while the surrogate is off by more than 2 % on some row
   double initial_radius = 0.3;  ///< the first trust region, in ln(multiplier)

@@ -2,6 +2,7 @@
 #include "calibration/calibrate_command.hpp"
 
 #include "calibration/measured_runs.hpp"
+#include "calibration/nccl_fit.hpp"
 #include "config/scenario_loader.hpp"
 #include "core/error.hpp"
 #include "core/json.hpp"
@@ -226,11 +227,188 @@ std::string render_calibration_markdown(const CalibrationResult& r)
   return md.str();
 }
 
+namespace {
+
+/// One nccl-tests table fitted: the transport's figures and the multiplier they give.
+struct NcclResult {
+  std::string file;
+  NcclTestsTable table;
+  NcclFit fit;
+  std::string param;
+  double multiplier = 1;
+  int nodes = 1;
+};
+
+/// The node of `--node`: a path, or a name under topologies/ (as scenarios name nodes).
+spec::NodeSpec load_node_arg(const std::string& node)
+{
+  if (node.empty())
+    throw core::InputError("zerosim calibrate: --nccl needs --node NAME|PATH, the node the tables ran on (its NVLink, "
+                           "PCIe and NIC line rates turn a bus bandwidth into the model's multiplier)");
+  if (std::filesystem::exists(node))
+    return config::load_node(node);
+  const std::string shipped = std::string(ZEROSIM_DATA_DIR) + "/topologies/" + node + ".yaml";
+  if (std::filesystem::exists("topologies/" + node + ".yaml"))
+    return config::load_node("topologies/" + node + ".yaml");
+  if (std::filesystem::exists(shipped))
+    return config::load_node(shipped);
+  throw core::InputError("zerosim calibrate: --node " + node + ": no such file, and no topologies/" + node + ".yaml");
+}
+
+std::vector<NcclResult> fit_nccl(const CalibrateArgs& a)
+{
+  std::vector<NcclResult> out;
+  if (a.nccl.empty())
+    return out;
+  const spec::NodeSpec node = load_node_arg(a.node);
+  for (const std::string& arg : a.nccl) {
+    NcclResult r;
+    std::optional<NcclCollective> hint;
+    r.file = arg;
+    const std::size_t colon = arg.rfind(':');
+    if (colon != std::string::npos && !std::filesystem::exists(arg)) {
+      hint = parse_nccl_collective(arg.substr(colon + 1));
+      if (!hint)
+        throw core::InputError("zerosim calibrate: --nccl " + arg +
+                               ": expected FILE or FILE:COLLECTIVE (all_reduce, "
+                               "all_gather, reduce_scatter, ...), found collective '" +
+                               arg.substr(colon + 1) + "'");
+      r.file = arg.substr(0, colon);
+    }
+    r.table = read_nccl_tests(r.file, hint);
+    r.fit = fit_nccl_table(r.table);
+    r.nodes = nccl_table_nodes(r.table, node);
+    r.param = nccl_transport_param(r.table, node);
+    r.multiplier = nccl_busbw_multiplier(r.table, r.fit, node);
+    const spec::ParamFamilyInfo f = *spec::param_family_of(r.param);
+    if (r.multiplier < f.lower || r.multiplier > f.upper)
+      throw core::InputError(r.file + ": its bus bandwidth " + fixed(r.fit.busbw_GBps, 1) + " GB/s is " +
+                             fixed(r.multiplier, 3) + "x the model's prior for " + r.param + " on node " + node.name +
+                             ", outside the family's bounds [" + fixed(f.lower, 2) + ", " + fixed(f.upper, 2) +
+                             "]: is --node the node the table ran on?");
+    out.push_back(r);
+  }
+  return out;
+}
+
+core::Json nccl_json(const std::vector<NcclResult>& nccl)
+{
+  core::Json arr = core::Json::array();
+  for (const NcclResult& n : nccl)
+    arr.push(core::Json::object()
+                 .set("file", n.file)
+                 .set("collective", to_string(n.table.collective))
+                 .set("ranks", n.table.ranks)
+                 .set("nodes", n.nodes)
+                 .set("busbw_GBps", n.fit.busbw_GBps)
+                 .set("latency_us", n.fit.latency_us)
+                 .set("rows_fitted", n.fit.rows)
+                 .set("max_busbw_deviation_pct", n.fit.max_deviation_pct)
+                 .set("parameter", n.param)
+                 .set("multiplier", n.multiplier));
+  return arr;
+}
+
+std::string nccl_markdown(const std::vector<NcclResult>& nccl)
+{
+  std::ostringstream md;
+  md << "## nccl-tests\n\n"
+     << "| table | collective | ranks x nodes | busbw (GB/s) | latency (us) | max busbw deviation, >= 1 MiB | "
+        "parameter "
+        "| multiplier |\n|---|---|---|---:|---:|---:|---|---:|\n";
+  for (const NcclResult& n : nccl)
+    md << "| " << n.file << " | " << to_string(n.table.collective) << " | " << n.table.ranks << " x " << n.nodes
+       << " | " << fixed(n.fit.busbw_GBps, 1) << " | " << fixed(n.fit.latency_us, 1) << " | "
+       << pct(n.fit.max_deviation_pct) << " (" << n.fit.checked << " sizes) | " << n.param << " | "
+       << fixed(n.multiplier, 3) << " |\n";
+  return md.str();
+}
+
+/// The profile parameters the nccl-tests tables set (note: which tables).
+void add_nccl_params(config::CalibrationProfile& p, const std::vector<NcclResult>& nccl,
+                     const std::map<std::string, double>& fixed_params)
+{
+  for (const auto& [name, value] : fixed_params) {
+    config::CalibrationProfile::Parameter q;
+    q.name = name;
+    q.value = value;
+    const spec::ParamFamilyInfo f = *spec::param_family_of(name);
+    q.lower = f.lower;
+    q.upper = f.upper;
+    for (const NcclResult& n : nccl)
+      if (n.param == name) {
+        q.sources.push_back(n.file);
+        q.rows += n.fit.rows;
+      }
+    q.note = "from nccl-tests";
+    p.parameters.push_back(q);
+  }
+}
+
+void write_profile(const std::string& path, const config::CalibrationProfile& p)
+{
+  std::ofstream f(path, std::ios::binary);
+  if (!f)
+    throw core::InputError("zerosim calibrate: --out: cannot write " + path);
+  f << config::calibration_profile_yaml(p);
+}
+
+/// `calibrate --nccl` alone: the tables' transports; every other parameter keeps the value of --calibration's
+/// profile (or its prior).
+int nccl_only(const CalibrateArgs& a, const std::vector<NcclResult>& nccl,
+              const std::map<std::string, double>& fixed_params, std::ostream& out)
+{
+  if (!a.out.empty()) {
+    config::CalibrationProfile p;
+    p.command = a.command;
+    p.fitted_on = std::to_string(nccl.size()) + " nccl-tests table(s)";
+    if (!a.calibration.empty() && a.calibration != "none") {
+      const spec::Calibration base = config::load_calibration(a.calibration);
+      for (const auto& [name, value] : base.factors)
+        if (!fixed_params.count(name)) {
+          config::CalibrationProfile::Parameter q;
+          q.name = name;
+          q.value = value;
+          const spec::ParamFamilyInfo f = *spec::param_family_of(name);
+          q.lower = f.lower;
+          q.upper = f.upper;
+          q.note = "kept from " + a.calibration;
+          p.parameters.push_back(q);
+        }
+      p.accuracy = {};
+    }
+    add_nccl_params(p, nccl, fixed_params);
+    std::sort(p.parameters.begin(), p.parameters.end(), [](const auto& x, const auto& y) { return x.name < y.name; });
+    write_profile(a.out, p);
+  }
+  if (a.json)
+    out << core::Json::object().set("nccl", nccl_json(nccl)).dump() << "\n";
+  else
+    out << "# Calibration from nccl-tests\n\n"
+        << nccl_markdown(nccl) << (a.out.empty() ? "" : "\nprofile: " + a.out + "\n");
+  return 0;
+}
+
+} // namespace
+
 int calibrate_command(const CalibrateArgs& a, std::ostream& out, std::ostream& progress)
 {
+  if (a.runs.empty() && a.scenarios.empty() && a.nccl.empty())
+    throw core::InputError("zerosim calibrate: give measured runs (--runs CSV), scenarios with a measured: block "
+                           "(--scenario FILE) or nccl-tests tables (--nccl FILE) (see 'zerosim --help')");
+  const std::vector<NcclResult> nccl = fit_nccl(a);
+  std::map<std::string, std::vector<double>> by_param;
+  for (const NcclResult& n : nccl)
+    by_param[n.param].push_back(std::log(n.multiplier));
+  std::map<std::string, double> fixed_params; // several tables of one transport: their geometric mean
+  for (const auto& [p, v] : by_param) {
+    double s = 0;
+    for (double x : v)
+      s += x;
+    fixed_params[p] = std::exp(s / static_cast<double>(v.size()));
+  }
   if (a.runs.empty() && a.scenarios.empty())
-    throw core::InputError("zerosim calibrate: give measured runs (--runs CSV) or scenarios with a measured: block "
-                           "(--scenario FILE) (see 'zerosim --help')");
+    return nccl_only(a, nccl, fixed_params, out);
   std::vector<Observation> obs;
   std::vector<std::string> skipped;
   for (const std::string& csv : a.runs) {
@@ -245,6 +423,7 @@ int calibrate_command(const CalibrateArgs& a, std::ostream& out, std::ostream& p
   progress << "calibrate: " << obs.size() << " observations\n";
   CalibrateOptions opts;
   opts.params = a.params;
+  opts.fixed = fixed_params;
   opts.loso = a.loso;
   opts.progress = &progress;
   const CalibrationResult r = calibrate(obs, opts, pool_predictor(a.jobs, 300));
@@ -274,6 +453,8 @@ int calibrate_command(const CalibrateArgs& a, std::ostream& out, std::ostream& p
         pp.note += std::string(pp.note.empty() ? "" : "; ") + "one source informs it";
       p.parameters.push_back(pp);
     }
+    add_nccl_params(p, nccl, fixed_params);
+    std::sort(p.parameters.begin(), p.parameters.end(), [](const auto& x, const auto& y) { return x.name < y.name; });
     auto loso = [](const RowResult& x) { return x.loso; };
     auto fitted = [](const RowResult& x) -> std::optional<double> { return x.fitted; };
     const validation::ErrorStats in = stats_of(r.rows, fitted);
@@ -285,13 +466,25 @@ int calibrate_command(const CalibrateArgs& a, std::ostream& out, std::ostream& p
                                                      pct(lo.p90_abs_pct) + ", median signed " +
                                                      signed_pct(lo.median_signed_pct));
     }
+    // The accuracy band per group, from the held-out predictions (zerosim run prints it beside its figures).
+    std::map<std::string, std::vector<RowResult>> by_group;
+    for (const RowResult& x : r.rows)
+      by_group[x.group].push_back(x);
+    if (!r.folds.empty())
+      for (const auto& [group, rows] : by_group) {
+        const validation::ErrorStats g = stats_of(rows, loso);
+        if (g.n == 0)
+          continue;
+        spec::AccuracyBand b;
+        b.loso_median_abs_error_pct = g.median_abs_pct;
+        b.loso_p90_abs_error_pct = g.p90_abs_pct;
+        b.rows = g.n;
+        p.accuracy[group] = b;
+      }
     p.fit.emplace_back(
         "surrogate_max_deviation",
         pct(100.0 * (std::exp(std::max(r.max_surrogate_deviation, r.max_loso_surrogate_deviation)) - 1)));
-    std::ofstream f(a.out, std::ios::binary);
-    if (!f)
-      throw core::InputError("zerosim calibrate: --out: cannot write " + a.out);
-    f << config::calibration_profile_yaml(p);
+    write_profile(a.out, p);
   }
 
   if (a.json) {
@@ -327,10 +520,13 @@ int calibrate_command(const CalibrateArgs& a, std::ostream& out, std::ostream& p
                .set("simulations", r.simulations)
                .set("surrogate_max_deviation", std::exp(r.max_surrogate_deviation) - 1)
                .set("loso_surrogate_max_deviation", std::exp(r.max_loso_surrogate_deviation) - 1)
+               .set("nccl", nccl_json(nccl))
                .dump()
         << "\n";
   } else {
     out << render_calibration_markdown(r);
+    if (!nccl.empty())
+      out << "\n" << nccl_markdown(nccl);
     if (!skipped.empty()) {
       out << "\nLeft out of the fit:\n";
       for (const std::string& s : skipped)

@@ -32,6 +32,16 @@ const Schema& parameter_schema()
   return s;
 }
 
+const Schema& band_schema()
+{
+  static const Schema s{
+      "accuracy band",
+      {modelled_key("loso_median_abs_error", "percent >= 0", "required", "leave-one-source-out median |error|"),
+       modelled_key("loso_p90_abs_error", "percent >= 0", "required", "leave-one-source-out p90 |error|"),
+       modelled_key("rows", "integer >= 1", "required", "rows of the group")}};
+  return s;
+}
+
 const Schema& profile_schema()
 {
   static const Schema s{
@@ -41,7 +51,10 @@ const Schema& profile_schema()
        modelled_key("fitted_on", "string", "\"\"", "what the fit saw"),
        modelled_key("parameters", "mapping of parameter -> mapping", "required",
                     "the fitted multipliers (docs/calibration.md lists the names)", &parameter_schema()),
-       KeyDoc{"fit", "mapping", "none", "the fit's summary (informative)", nullptr, KeyUse::MODELLED, true}}};
+       KeyDoc{"fit", "mapping", "none", "the fit's summary (informative)", nullptr, KeyUse::MODELLED, true},
+       modelled_key("accuracy", "mapping of group -> mapping", "none",
+                    "leave-one-source-out error per GPU kind x framework, printed beside predictions",
+                    &band_schema())}};
   return s;
 }
 
@@ -77,6 +90,25 @@ spec::Calibration read_profile(const YAML::Node& root, const std::string& file, 
   r.opt_string("fitted_on");
   r.take("fit");
   spec::Calibration c;
+  YAML::Node acc = r.take("accuracy");
+  if (acc.IsDefined() && !acc.IsNull()) {
+    if (!acc.IsMap())
+      r.fail_expected("accuracy", "a mapping of groups (\"A100 / deepspeed\") to their bands");
+    for (auto it = acc.begin(); it != acc.end(); ++it) {
+      const std::string group = key_name(it->first, file, "accuracy");
+      const std::string path = join_path("accuracy", group);
+      if (!is_map(it->second))
+        throw core::InputError(position(file, it->second.Mark()) + ": " + path +
+                               ": expected a mapping with loso_median_abs_error, loso_p90_abs_error and rows, found " +
+                               describe_found(it->second));
+      FieldReader b(it->second, file, path, band_schema(), nullptr);
+      spec::AccuracyBand band;
+      band.loso_median_abs_error_pct = b.req_number("loso_median_abs_error", 0, 1e6, "a percentage >= 0");
+      band.loso_p90_abs_error_pct = b.req_number("loso_p90_abs_error", 0, 1e6, "a percentage >= 0");
+      band.rows = static_cast<int>(b.req_int("rows", 1, "a positive integer"));
+      c.accuracy[group] = band;
+    }
+  }
   c.path = file;
   c.hash = spec::fnv1a64_hex(text);
   YAML::Node params = r.take("parameters");
@@ -197,6 +229,12 @@ std::string calibration_profile_yaml(const CalibrationProfile& p)
     y << "fit:\n";
     for (const auto& [k, v] : p.fit)
       y << "  " << k << ": " << quoted(v) << "\n";
+  }
+  if (!p.accuracy.empty()) {
+    y << "accuracy:\n";
+    for (const auto& [group, b] : p.accuracy)
+      y << "  " << quoted(group) << ": {loso_median_abs_error: " << number(b.loso_median_abs_error_pct, 4)
+        << ", loso_p90_abs_error: " << number(b.loso_p90_abs_error_pct, 4) << ", rows: " << b.rows << "}\n";
   }
   return y.str();
 }

@@ -7,6 +7,7 @@
 #include "spec/node_spec.hpp"
 #include "spec/scenario_spec.hpp"
 
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -74,6 +75,7 @@ struct CalibrationProfile {
   std::string fitted_on; ///< what the fit saw
   std::vector<Parameter> parameters;
   std::vector<std::pair<std::string, std::string>> fit; ///< summary lines (key, text), in order
+  std::map<std::string, spec::AccuracyBand> accuracy;   ///< group -> leave-one-source-out band
 };
 /// The profile as YAML text, loadable by load_calibration.
 std::string calibration_profile_yaml(const CalibrationProfile& p);

@@ -90,6 +90,23 @@ core::Json run_json(const spec::Scenario& s, const workload::Workload& w, const 
                        .set("to_train", optional_number(m.cost_to_train)))
       .set("warnings", warnings)
       .set("meta", meta);
+  // How far to trust it: the calibration's leave-one-source-out band of the scenario's group (docs/calibration.md).
+  const std::string group = spec::accuracy_group(s.kernels.empty() ? s.cluster.node.gpu.model
+                                                                   : s.kernels.kind_of(s.cluster.node.gpu.model).kind,
+                                                 spec::to_string(s.framework));
+  const auto band = s.calibration.accuracy.find(group);
+  if (band == s.calibration.accuracy.end())
+    j.set("accuracy", core::Json::object()
+                          .set("group", group)
+                          .set("loso_median_abs_error", nullptr)
+                          .set("loso_p90_abs_error", nullptr)
+                          .set("rows", 0));
+  else
+    j.set("accuracy", core::Json::object()
+                          .set("group", group)
+                          .set("loso_median_abs_error", band->second.loso_median_abs_error_pct / 100.0)
+                          .set("loso_p90_abs_error", band->second.loso_p90_abs_error_pct / 100.0)
+                          .set("rows", band->second.rows));
   // zerosim's own keys, after the contract's.
   j.set("rank", m.rank)
       .set("peak_task", m.memory.peak_task)
@@ -203,6 +220,23 @@ void write_run_summary(std::ostream& out, const spec::Scenario& s, const workloa
     out << line;
     std::snprintf(line, sizeof line, "  %-22s %.1f %% / %.1f %%  of the dense %s peak, %.1f TFLOPS\n", "MFU / HFU",
                   100 * m.mfu, 100 * m.hfu, spec::to_string(s.training.precision), m.peak_flops / 1e12);
+    out << line;
+  }
+  // The accuracy band of the scenario's group (docs/calibration.md §4), or why there is none.
+  {
+    const std::string kind =
+        s.kernels.empty() ? s.cluster.node.gpu.model : s.kernels.kind_of(s.cluster.node.gpu.model).kind;
+    const std::string group = spec::accuracy_group(kind, spec::to_string(s.framework));
+    const auto band = s.calibration.accuracy.find(group);
+    if (band != s.calibration.accuracy.end())
+      std::snprintf(line, sizeof line,
+                    "  %-22s runs like this (%s) were predicted within %.0f %% (median) / %.0f %% (p90) of measured, "
+                    "each source left out of the fit (%d runs)\n",
+                    "accuracy", group.c_str(), band->second.loso_median_abs_error_pct,
+                    band->second.loso_p90_abs_error_pct, band->second.rows);
+    else
+      std::snprintf(line, sizeof line, "  %-22s no measured runs of %s in the calibration (%s): no error band\n",
+                    "accuracy", group.c_str(), s.calibration.path.empty() ? "none" : s.calibration.path.c_str());
     out << line;
   }
   if (m.time_to_train_s) {

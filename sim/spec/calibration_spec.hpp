@@ -112,6 +112,20 @@ inline std::string param_key(std::string_view name)
   return dot == std::string_view::npos ? std::string() : std::string(name.substr(dot + 1));
 }
 
+/// How far to trust a prediction of one group of runs (GPU kind x framework): the leave-one-source-out error of the
+/// profile's fit over that group's rows (docs/calibration.md §4).
+struct AccuracyBand {
+  double loso_median_abs_error_pct = 0;
+  double loso_p90_abs_error_pct = 0;
+  int rows = 0;
+};
+
+/// The group a scenario's accuracy band is kept under: "<GPU kind> / <framework>" ("A100 / deepspeed").
+inline std::string accuracy_group(const std::string& gpu_kind, const std::string& framework)
+{
+  return gpu_kind + " / " + framework;
+}
+
 /// A calibration profile as the model reads it: parameter name -> multiplier on its prior (1: the prior). A
 /// parameter the profile does not name stays at its prior.
 struct Calibration {
@@ -120,6 +134,7 @@ struct Calibration {
   std::string path;
   std::string hash; ///< FNV-1a 64 of the profile's bytes, 16 hex digits ("" without a file)
   std::map<std::string, double> factors;
+  std::map<std::string, AccuracyBand> accuracy; ///< group (accuracy_group) -> its band, when the fit judged one
 
   /// The multiplier of `name` (1 when the profile does not name it).
   double factor(const std::string& name) const

@@ -378,10 +378,13 @@ TEST_SUITE("report")
     CHECK(std::vector<std::string>(keys.begin(), keys.begin() + static_cast<long>(CONTRACT_KEYS.size())) ==
           CONTRACT_KEYS);
     CHECK(std::vector<std::string>(keys.begin() + static_cast<long>(CONTRACT_KEYS.size()), keys.end()) ==
-          std::vector<std::string>{"rank", "peak_task", "peak_time_s", "peak_memory_device_time_bytes",
+          std::vector<std::string>{"accuracy", "rank", "peak_task", "peak_time_s", "peak_memory_device_time_bytes",
                                    "peak_task_device_time", "capacity_bytes", "memory_model_bytes",
                                    "peak_flops_per_gpu", "simulation"});
     CHECK(j["tflops_per_gpu"].keys() == std::vector<std::string>{"model", "hardware"});
+    // accuracy: the calibration's leave-one-source-out band of the scenario's group (docs/calibration.md §4).
+    CHECK(j["accuracy"].keys() ==
+          std::vector<std::string>{"group", "loso_median_abs_error", "loso_p90_abs_error", "rows"});
     CHECK(j["peak_memory_bytes"].keys() == std::vector<std::string>{"gpu", "gpu_reserved", "gpu_device", "cpu_per_node",
                                                                     "cpu_pinned_per_node", "nvme_per_node"});
     CHECK(j["memory_breakdown_bytes"].keys() ==
