@@ -262,6 +262,14 @@ CalibrationResult calibrate(const std::vector<Observation>& observations, const 
       problem.jacobian.row(r) = jac.row(static_cast<Eigen::Index>(i));
     }
     if (lin == 0) {
+      // Later linearisations step only the parameters that moved a row here (the others' columns stay 0).
+      for (std::size_t i = 0; i < observations.size(); ++i) {
+        std::vector<int> moving;
+        for (int j : uses[i])
+          if (std::abs(jac(static_cast<Eigen::Index>(i), j)) >= options.inform_threshold / 10)
+            moving.push_back(j);
+        uses[i] = moving;
+      }
       // Guards (docs/calibration.md "Guards against a disguised fit").
       const std::vector<int> informs = informing_rows(problem, options.inform_threshold);
       for (std::size_t j = 0; j < names.size(); ++j) {
@@ -322,6 +330,10 @@ CalibrationResult calibrate(const std::vector<Observation>& observations, const 
         sim(r) = all ? std::log(v) : NAN;
       }
       const double cost = all ? data_cost(problem, sim - problem.target) + prior_cost(problem, step.x) : INFINITY;
+      // How much of the reduction the surrogate promised the simulator delivered.
+      const double promised =
+          cost_lin - (data_cost(problem, surrogate(problem, step.x) - problem.target) + prior_cost(problem, step.x));
+      const double ratio = promised > 0 ? (cost_lin - cost) / promised : 1.0;
       dev = all ? (sim - surrogate(problem, step.x)).cwiseAbs().maxCoeff() : INFINITY;
       say("linearisation " + std::to_string(lin + 1) + ", step " + std::to_string(attempt + 1) + ": radius " +
           std::to_string(radius) + ", moved " + std::to_string(moved) + ", cost " + std::to_string(cost_lin) + " -> " +
@@ -329,12 +341,14 @@ CalibrationResult calibrate(const std::vector<Observation>& observations, const 
       if (cost <= cost_lin || moved < 1e-6) {
         accepted = true;
         fit = step;
-        if (!inside && dev <= SURROGATE_TOLERANCE)
+        if (ratio < 0.25)
+          radius = std::max(options.converged_step, moved / 2); // the surrogate was poor that far out
+        else if (!inside && ratio > 0.75)
           radius *= 2;
         if (moved < options.converged_step)
           inside = true;
       } else {
-        radius /= 3;
+        radius = std::max(options.converged_step / 2, moved / 3);
       }
     }
     if (!accepted)
@@ -376,7 +390,10 @@ CalibrationResult calibrate(const std::vector<Observation>& observations, const 
     p.family = fams[j];
     p.value = std::exp(fit.x(static_cast<Eigen::Index>(j)));
     p.sigma_ln = fit.sigma(static_cast<Eigen::Index>(j));
-    p.at_bound = fit.at_bound[j];
+    // At a bound of the family (the trust region's box of the last step is not a bound).
+    const double xj = fit.x(static_cast<Eigen::Index>(j));
+    const double tol = 1e-6;
+    p.at_bound = xj <= problem.params[j].lower + tol || xj >= problem.params[j].upper - tol;
     p.rows = informs[j];
     std::set<std::string> srcs;
     for (std::size_t k = 0; k < kept.size(); ++k)

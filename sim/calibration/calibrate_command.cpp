@@ -1,6 +1,8 @@
 // `zerosim calibrate` (calibrate_command.hpp): inputs, fit, profile, report.
 #include "calibration/calibrate_command.hpp"
 
+#include "calibration/gemm_fit.hpp"
+#include "calibration/gemm_timings.hpp"
 #include "calibration/measured_runs.hpp"
 #include "calibration/nccl_fit.hpp"
 #include "config/scenario_loader.hpp"
@@ -243,8 +245,8 @@ struct NcclResult {
 spec::NodeSpec load_node_arg(const std::string& node)
 {
   if (node.empty())
-    throw core::InputError("zerosim calibrate: --nccl needs --node NAME|PATH, the node the tables ran on (its NVLink, "
-                           "PCIe and NIC line rates turn a bus bandwidth into the model's multiplier)");
+    throw core::InputError("zerosim calibrate: --nccl and --gemm need --node NAME|PATH, the node they ran on (its "
+                           "GPU, NVLink, PCIe and NIC figures turn a measurement into the model's multiplier)");
   if (std::filesystem::exists(node))
     return config::load_node(node);
   const std::string shipped = std::string(ZEROSIM_DATA_DIR) + "/topologies/" + node + ".yaml";
@@ -324,6 +326,39 @@ std::string nccl_markdown(const std::vector<NcclResult>& nccl)
   return md.str();
 }
 
+/// `--gemm`: the GEMM fraction of the node's GPU kind from its timings (today's stack's prior).
+std::optional<GemmFit> fit_gemm(const CalibrateArgs& a)
+{
+  if (a.gemm.empty())
+    return std::nullopt;
+  spec::Scenario s;
+  s.cluster.node = load_node_arg(a.node);
+  s.cluster.gpus_per_node = 1;
+  s.kernels = config::shipped_kernel_table();
+  return fit_gemm_timings(read_gemm_timings(a.gemm), s);
+}
+
+std::string gemm_markdown(const GemmFit& g, const std::string& file)
+{
+  return "## GEMM sweep\n\n| timings | fitted | fp32 left out | parameter | multiplier | median abs error, prior -> "
+         "fitted |\n|---|---:|---:|---|---:|---|\n| " +
+         file + " | " + std::to_string(g.rows) + " | " + std::to_string(g.skipped_fp32) + " | " + g.param + " | " +
+         fixed(g.multiplier, 3) + (g.at_bound ? " (AT ITS BOUND)" : "") + " | " + pct(g.prior_median_abs_pct) + " -> " +
+         pct(g.fitted_median_abs_pct) + " |\n";
+}
+
+core::Json gemm_json(const GemmFit& g)
+{
+  return core::Json::object()
+      .set("parameter", g.param)
+      .set("multiplier", g.multiplier)
+      .set("rows", g.rows)
+      .set("skipped_fp32", g.skipped_fp32)
+      .set("prior_median_abs_error_pct", g.prior_median_abs_pct)
+      .set("fitted_median_abs_error_pct", g.fitted_median_abs_pct)
+      .set("at_bound", g.at_bound);
+}
+
 /// The profile parameters the nccl-tests tables set (note: which tables).
 void add_nccl_params(config::CalibrationProfile& p, const std::vector<NcclResult>& nccl,
                      const std::map<std::string, double>& fixed_params)
@@ -340,7 +375,7 @@ void add_nccl_params(config::CalibrationProfile& p, const std::vector<NcclResult
         q.sources.push_back(n.file);
         q.rows += n.fit.rows;
       }
-    q.note = "from nccl-tests";
+    q.note = q.sources.empty() ? "from a GEMM sweep" : "from nccl-tests";
     p.parameters.push_back(q);
   }
 }
@@ -355,13 +390,14 @@ void write_profile(const std::string& path, const config::CalibrationProfile& p)
 
 /// `calibrate --nccl` alone: the tables' transports; every other parameter keeps the value of --calibration's
 /// profile (or its prior).
-int nccl_only(const CalibrateArgs& a, const std::vector<NcclResult>& nccl,
+int nccl_only(const CalibrateArgs& a, const std::vector<NcclResult>& nccl, const std::optional<GemmFit>& gemm,
               const std::map<std::string, double>& fixed_params, std::ostream& out)
 {
   if (!a.out.empty()) {
     config::CalibrationProfile p;
     p.command = a.command;
-    p.fitted_on = std::to_string(nccl.size()) + " nccl-tests table(s)";
+    p.fitted_on = std::to_string(nccl.size()) + " nccl-tests table(s)" +
+                  (gemm ? ", " + std::to_string(gemm->rows) + " timed GEMMs" : std::string());
     if (!a.calibration.empty() && a.calibration != "none") {
       const spec::Calibration base = config::load_calibration(a.calibration);
       for (const auto& [name, value] : base.factors)
@@ -381,11 +417,20 @@ int nccl_only(const CalibrateArgs& a, const std::vector<NcclResult>& nccl,
     std::sort(p.parameters.begin(), p.parameters.end(), [](const auto& x, const auto& y) { return x.name < y.name; });
     write_profile(a.out, p);
   }
-  if (a.json)
-    out << core::Json::object().set("nccl", nccl_json(nccl)).dump() << "\n";
-  else
-    out << "# Calibration from nccl-tests\n\n"
-        << nccl_markdown(nccl) << (a.out.empty() ? "" : "\nprofile: " + a.out + "\n");
+  if (a.json) {
+    core::Json j = core::Json::object().set("nccl", nccl_json(nccl));
+    if (gemm)
+      j.set("gemm", gemm_json(*gemm));
+    out << j.dump() << "\n";
+  } else {
+    out << "# Calibration from measurements of the parts\n\n";
+    if (!nccl.empty())
+      out << nccl_markdown(nccl) << "\n";
+    if (gemm)
+      out << gemm_markdown(*gemm, a.gemm) << "\n";
+    if (!a.out.empty())
+      out << "profile: " << a.out << "\n";
+  }
   return 0;
 }
 
@@ -393,9 +438,10 @@ int nccl_only(const CalibrateArgs& a, const std::vector<NcclResult>& nccl,
 
 int calibrate_command(const CalibrateArgs& a, std::ostream& out, std::ostream& progress)
 {
-  if (a.runs.empty() && a.scenarios.empty() && a.nccl.empty())
-    throw core::InputError("zerosim calibrate: give measured runs (--runs CSV), scenarios with a measured: block "
-                           "(--scenario FILE) or nccl-tests tables (--nccl FILE) (see 'zerosim --help')");
+  if (a.runs.empty() && a.scenarios.empty() && a.nccl.empty() && a.gemm.empty())
+    throw core::InputError(
+        "zerosim calibrate: give measured runs (--runs CSV), scenarios with a measured: block "
+        "(--scenario FILE), nccl-tests tables (--nccl FILE) or GEMM timings (--gemm CSV) (see 'zerosim --help')");
   const std::vector<NcclResult> nccl = fit_nccl(a);
   std::map<std::string, std::vector<double>> by_param;
   for (const NcclResult& n : nccl)
@@ -407,8 +453,11 @@ int calibrate_command(const CalibrateArgs& a, std::ostream& out, std::ostream& p
       s += x;
     fixed_params[p] = std::exp(s / static_cast<double>(v.size()));
   }
+  const std::optional<GemmFit> gemm = fit_gemm(a);
+  if (gemm)
+    fixed_params[gemm->param] = gemm->multiplier;
   if (a.runs.empty() && a.scenarios.empty())
-    return nccl_only(a, nccl, fixed_params, out);
+    return nccl_only(a, nccl, gemm, fixed_params, out);
   std::vector<Observation> obs;
   std::vector<std::string> skipped;
   for (const std::string& csv : a.runs) {
@@ -521,12 +570,15 @@ int calibrate_command(const CalibrateArgs& a, std::ostream& out, std::ostream& p
                .set("surrogate_max_deviation", std::exp(r.max_surrogate_deviation) - 1)
                .set("loso_surrogate_max_deviation", std::exp(r.max_loso_surrogate_deviation) - 1)
                .set("nccl", nccl_json(nccl))
+               .set("gemm", gemm ? gemm_json(*gemm) : core::Json())
                .dump()
         << "\n";
   } else {
     out << render_calibration_markdown(r);
     if (!nccl.empty())
       out << "\n" << nccl_markdown(nccl);
+    if (gemm)
+      out << "\n" << gemm_markdown(*gemm, a.gemm);
     if (!skipped.empty()) {
       out << "\nLeft out of the fit:\n";
       for (const std::string& s : skipped)

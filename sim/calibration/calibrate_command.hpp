@@ -34,7 +34,8 @@ struct CalibrateArgs {
   std::vector<std::string> scenarios; ///< --scenario FILE
   std::vector<std::string> params;    ///< --fit-params A,B (empty: the default set)
   std::vector<std::string> nccl;      ///< --nccl FILE[:COLLECTIVE]: nccl-tests tables
-  std::string node;                   ///< --node NAME|PATH: the node the nccl-tests tables ran on
+  std::string node;                   ///< --node NAME|PATH: the node the nccl-tests tables and the GEMMs ran on
+  std::string gemm;                   ///< --gemm CSV: timed GEMMs (m, n, k, dtype, seconds)
   std::string out;                    ///< --out PROFILE ("" : no profile written)
   std::string calibration;            ///< --calibration FILE|none for the scenarios it loads
   std::string command;                ///< the command line, for the profile

@@ -53,14 +53,14 @@ const char* USAGE = R"(usage:
   zerosim validate --ablation [CSV] [--out DIR] [--jobs N]
         the throughput validation with the default mechanisms, then with each switched from its
         default in turn: ablation.md, the change in median error on the rows each mechanism acts on
-  zerosim calibrate [--runs CSV]... [--scenario FILE]... [--nccl FILE[:COLLECTIVE]]... [--node NODE]
+  zerosim calibrate [--runs CSV]... [--scenario FILE]... [--nccl FILE[:COLLECTIVE]]... [--gemm CSV] [--node NODE]
         [--fit-params A,B,...] [--fold-by source] [--no-loso] [--out PROFILE] [--json] [--jobs N]
         fits the named multipliers of the model's priors (docs/calibration.md) to measured runs (a
         measured-runs CSV, docs/calibration-inputs.md, or a validation CSV such as
         results/validation/published.csv) and to scenarios with a measured: block; prints the
         parameters and the in-sample and leave-one-source-out errors; --out writes the profile;
         --nccl fits each nccl-tests table's bus bandwidth and latency, and the transport's busbw
-        multiplier on NODE (the node the tables ran on)
+        multiplier on NODE (the node the tables ran on); --gemm fits NODE's GPU kind's GEMM fraction
   --calibration FILE|none (run, memory, calibrate): the calibration profile, above the scenario's and the
         node file's `calibration:`; none runs on the priors alone
   --without NAME / --with NAME (run, memory, validate): switch one mechanism of the model off / on,
@@ -101,16 +101,17 @@ struct Args {
   bool trace = false, hierarchical = false, first_step = false, run = false, every_micro_step = false;
   std::optional<std::string> jobs;
   std::optional<std::string> replay, all_reduce;
-  std::optional<std::string> calibration; ///< --calibration FILE|none
-  std::vector<std::string> runs;          ///< calibrate --runs CSV
+  std::optional<std::string> calibration;  ///< --calibration FILE|none
+  std::vector<std::string> runs;           ///< calibrate --runs CSV
   std::vector<std::string> scenario_files; ///< calibrate --scenario FILE
-  std::optional<std::string> fit_params;  ///< calibrate --params A,B
-  std::optional<std::string> fold_by;     ///< calibrate --fold-by source
-  bool no_loso = false;                   ///< calibrate --no-loso
-  std::vector<std::string> nccl;          ///< calibrate --nccl FILE[:COLLECTIVE]
-  std::optional<std::string> node;        ///< calibrate --node NAME|PATH
-  std::vector<std::string> without; ///< --without NAME: mechanisms switched off (ablation)
-  std::vector<std::string> with;    ///< --with NAME: mechanisms off by default switched on
+  std::optional<std::string> fit_params;   ///< calibrate --params A,B
+  std::optional<std::string> fold_by;      ///< calibrate --fold-by source
+  bool no_loso = false;                    ///< calibrate --no-loso
+  std::vector<std::string> nccl;           ///< calibrate --nccl FILE[:COLLECTIVE]
+  std::optional<std::string> node;         ///< calibrate --node NAME|PATH
+  std::optional<std::string> gemm;         ///< calibrate --gemm CSV
+  std::vector<std::string> without;        ///< --without NAME: mechanisms switched off (ablation)
+  std::vector<std::string> with;           ///< --with NAME: mechanisms off by default switched on
   bool ablation = false;
 };
 
@@ -188,6 +189,8 @@ Args parse_args(const std::vector<std::string>& args, size_t first)
       a.nccl.push_back(value(i));
     else if (arg == "--node")
       a.node = value(i);
+    else if (arg == "--gemm")
+      a.gemm = value(i);
     else if (arg.size() > 1 && arg[0] == '-')
       usage_error("unknown option '" + arg + "'");
     else
@@ -408,6 +411,7 @@ int calibrate_cli(const Args& a, const std::vector<std::string>& args, std::ostr
   c.scenarios = a.scenario_files;
   c.nccl = a.nccl;
   c.node = a.node.value_or("");
+  c.gemm = a.gemm.value_or("");
   if (a.fit_params) {
     std::stringstream ss(*a.fit_params);
     for (std::string item; std::getline(ss, item, ',');)

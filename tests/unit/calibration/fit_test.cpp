@@ -2,6 +2,7 @@
 // loop of calibrate() against a stand-in simulator whose true multipliers are known.
 #include "calibration/calibrate.hpp"
 #include "calibration/fit.hpp"
+#include "calibration/gemm_fit.hpp"
 #include "config/scenario_loader.hpp"
 #include "core/error.hpp"
 
@@ -224,5 +225,46 @@ TEST_SUITE("calibration")
     opt.params = {"latency.net"};
     CHECK_THROWS_WITH_AS(calibrate(obs, opt, stand_in), doctest::Contains("unknown parameter 'latency.net'"),
                          core::InputError);
+  }
+}
+
+TEST_SUITE("calibration")
+{
+  TEST_CASE("gemm fit: timings made by the compute model at a GEMM multiplier of 0.85 with 3 % noise give it back")
+  {
+    // The model's own times for a sweep of shapes on a DGX A100 (topologies/dgx-a100-80gb.yaml), at gemm.A100 = 0.85,
+    // each times (1 + 3 % noise): the fit must land within 5 % of 0.85 (the prior of 1 is 15 % away).
+    spec::Scenario s;
+    s.cluster.node = config::load_node(std::string(ZEROSIM_SOURCE_DIR) + "/topologies/dgx-a100-80gb.yaml");
+    s.cluster.gpus_per_node = 1;
+    s.kernels = config::shipped_kernel_table();
+    std::vector<GemmTiming> timings;
+    int i = 0;
+    for (std::int64_t m : {1024, 2048, 4096, 8192})
+      for (std::int64_t k : {1024, 4096, 12288}) {
+        GemmTiming g;
+        g.m = m;
+        g.n = 4096;
+        g.k = k;
+        g.dtype = i % 2 ? "bf16" : "fp16";
+        g.seconds = model_gemm_seconds(g, s, 0.85) * (1.0 + 0.03 * spread(i, 77));
+        timings.push_back(g);
+        ++i;
+      }
+    GemmTiming f32 = timings.front();
+    f32.dtype = "fp32";
+    timings.push_back(f32);
+    const GemmFit f = fit_gemm_timings(timings, s);
+    CHECK(f.param == "gemm.A100");
+    CHECK(f.rows == 12);
+    CHECK(f.skipped_fp32 == 1);
+    CHECK(std::abs(f.multiplier / 0.85 - 1.0) <= 0.05);
+    CHECK(f.fitted_median_abs_pct < f.prior_median_abs_pct);
+    CHECK_FALSE(f.at_bound);
+    // The model time falls as the multiplier rises (a compute-bound 8192 x 4096 x 12288 GEMM: by about its ratio).
+    GemmTiming big = timings[11];
+    CHECK(model_gemm_seconds(big, s, 0.8) > model_gemm_seconds(big, s, 1.0) * 1.2);
+    // Only fp32 timings: nothing to fit.
+    CHECK_THROWS_AS(fit_gemm_timings({f32}, s), core::InputError);
   }
 }
