@@ -296,7 +296,7 @@ CalibrationResult calibrate(const std::vector<Observation>& observations, const 
     bool inside = false;
     std::vector<RowOutcome> at_fit;
     double dev = 0;
-    for (int attempt = 0; attempt < 6 && !accepted; ++attempt) {
+    for (int attempt = 0; attempt < 6 && !accepted && radius >= options.converged_step / 2; ++attempt) {
       FitProblem boxed = problem;
       for (std::size_t j = 0; j < names.size(); ++j) {
         FitParameter& q = boxed.params[j];
@@ -348,12 +348,31 @@ CalibrationResult calibrate(const std::vector<Observation>& observations, const 
         if (moved < options.converged_step)
           inside = true;
       } else {
-        radius = std::max(options.converged_step / 2, moved / 3);
+        radius = moved / 3; // below converged_step / 2 the attempts stop: x_lin is the minimum this close
       }
     }
-    if (!accepted)
-      throw core::InputError("calibrate: no step from linearisation " + std::to_string(lin + 1) +
-                             " lowers the simulated cost; the model is not smooth enough here to fit");
+    if (!accepted) {
+      // No step within the smallest region lowers the simulated cost: x_lin is the minimum. Its simulations are the
+      // base of this linearisation (the previous accepted step's, or the priors' at the first).
+      result.linearisations = lin + 1;
+      if (lin == 0) {
+        fit.x = x_lin;
+        for (std::size_t k = 0; k < kept.size(); ++k) {
+          RowResult row;
+          const std::size_t i = kept[k];
+          row.label = observations[i].label;
+          row.source = observations[i].source;
+          row.metric = observations[i].c.figures.front().metric;
+          row.measured = observations[i].c.figures.front().value;
+          row.prior = row.fitted = row.surrogate = prior_pred[i];
+          row.group = group_of(observations[i].c.scenario);
+          result.rows.push_back(row);
+        }
+        result.max_surrogate_deviation = 0;
+      }
+      say("linearisation " + std::to_string(lin + 1) + ": no smaller step lowers the cost; converged");
+      break;
+    }
     result.linearisations = lin + 1;
     result.rows.clear();
     const Eigen::VectorXd surr = surrogate(problem, fit.x);
