@@ -234,9 +234,12 @@ void write_run_summary(std::ostream& out, const spec::Scenario& s, const workloa
                     "each source left out of the fit (%d runs)\n",
                     "accuracy", group.c_str(), band->second.loso_median_abs_error_pct,
                     band->second.loso_p90_abs_error_pct, band->second.rows);
+    else if (s.calibration.path.empty() || s.calibration.path == "none")
+      std::snprintf(line, sizeof line, "  %-22s priors only (no calibration profile): no leave-one-source-out band\n",
+                    "accuracy");
     else
-      std::snprintf(line, sizeof line, "  %-22s no measured runs of %s in the calibration (%s): no error band\n",
-                    "accuracy", group.c_str(), s.calibration.path.empty() ? "none" : s.calibration.path.c_str());
+      std::snprintf(line, sizeof line, "  %-22s no measured runs of %s in the calibration %s: no error band\n",
+                    "accuracy", group.c_str(), s.calibration.path.c_str());
     out << line;
   }
   if (m.time_to_train_s) {
