@@ -378,6 +378,9 @@ int validate_command(const Args& a, std::ostream& out)
 {
   if (a.positional.size() > 1)
     usage_error("validate: expected at most one CSV file");
+  if (a.calibration)
+    usage_error("validate: --calibration is not taken (the report runs on the priors); 'zerosim calibrate --runs "
+                "CSV' reports a fit's in-sample and leave-one-source-out errors on the same rows");
   const int jobs = a.jobs ? static_cast<int>(parse_count("--jobs", *a.jobs)) : 2;
   const std::string csv = a.positional.empty() ? "results/validation/published.csv" : a.positional.front();
   const std::filesystem::path given =

@@ -169,6 +169,23 @@ TEST_SUITE("cli")
     Result replay = run_zerosim({"run", DEFAULT_SCENARIO, "--replay", "fast"});
     CHECK(replay.status == 2);
     CHECK(has(replay.err, "--replay: expected full or symmetric, found \"fast\""));
+
+    // calibrate: nothing to fit from, an nccl-tests table without the node it ran on, an unknown grouping.
+    Result nothing = run_zerosim({"calibrate"});
+    CHECK(nothing.status == 2);
+    CHECK(has(nothing.err, "give measured runs (--runs CSV)"));
+    Result no_node = run_zerosim({"calibrate", "--nccl", "x.txt"});
+    CHECK(no_node.status == 2);
+    CHECK(has(no_node.err, "--nccl and --gemm need --node NAME|PATH"));
+    Result fold = run_zerosim({"calibrate", "--runs", "x.csv", "--fold-by", "gpu"});
+    CHECK(fold.status == 2);
+    CHECK(has(fold.err, "--fold-by: expected source"));
+    Result no_profile = run_zerosim({"run", DEFAULT_SCENARIO, "--calibration", "no/such/profile.yaml"});
+    CHECK(no_profile.status == 2);
+    CHECK(has(no_profile.err, "--calibration: calibration profile no/such/profile.yaml does not exist"));
+    Result val = run_zerosim({"validate", "--run", "--calibration", "none"});
+    CHECK(val.status == 2);
+    CHECK(has(val.err, "validate: --calibration is not taken"));
   }
 
   // Malformed copies of the default scenario, as a user's typo makes them: exit 2 with FILE:LINE:COL, never the
