@@ -36,13 +36,6 @@ ThroughputCase with_factors(const ThroughputCase& c, const std::vector<std::stri
   return out;
 }
 
-std::string group_of(const spec::Scenario& s)
-{
-  const std::string kind =
-      s.kernels.empty() ? s.cluster.node.gpu.model : s.kernels.kind_of(s.cluster.node.gpu.model).kind;
-  return spec::accuracy_group(kind, spec::to_string(s.framework));
-}
-
 void check_name(const std::string& name)
 {
   const std::optional<spec::ParamFamilyInfo> f = spec::param_family_of(name);
@@ -78,7 +71,7 @@ std::vector<std::string> applicable_params(const spec::Scenario& s)
   std::vector<std::string> out;
   if (s.kernels.empty())
     return out;
-  const std::string kind = s.kernels.kind_of(s.cluster.node.gpu.model).kind;
+  const std::string kind = s.gpu_kind();
   out.push_back("gemm." + kind);
   out.push_back("hbm." + kind);
   if (spec::is_fused(s.priced_software().attention))
@@ -365,7 +358,7 @@ CalibrationResult calibrate(const std::vector<Observation>& observations, const 
           row.metric = observations[i].c.figures.front().metric;
           row.measured = observations[i].c.figures.front().value;
           row.prior = row.fitted = row.surrogate = prior_pred[i];
-          row.group = group_of(observations[i].c.scenario);
+          row.group = spec::accuracy_group(observations[i].c.scenario);
           result.rows.push_back(row);
         }
         result.max_surrogate_deviation = 0;
@@ -385,7 +378,7 @@ CalibrationResult calibrate(const std::vector<Observation>& observations, const 
       row.measured = observations[i].c.figures.front().value;
       row.prior = prior_pred[i];
       row.surrogate = std::exp(surr(static_cast<Eigen::Index>(k)));
-      row.group = group_of(observations[i].c.scenario);
+      row.group = spec::accuracy_group(observations[i].c.scenario);
       row.fitted = predicted_figure(observations[i].c, at_fit[k].predicted);
       result.rows.push_back(row);
     }

@@ -359,17 +359,25 @@ core::Json gemm_json(const GemmFit& g)
       .set("at_bound", g.at_bound);
 }
 
-/// The profile parameters the nccl-tests tables set (note: which tables).
+/// A profile entry for `name` at `value` with its family's bounds.
+config::CalibrationProfile::Parameter profile_parameter(const std::string& name, double value, const std::string& note)
+{
+  config::CalibrationProfile::Parameter q;
+  q.name = name;
+  q.value = value;
+  const spec::ParamFamilyInfo f = *spec::param_family_of(name);
+  q.lower = f.lower;
+  q.upper = f.upper;
+  q.note = note;
+  return q;
+}
+
+/// The profile parameters the nccl-tests tables and the GEMM sweep set (sources: which tables).
 void add_nccl_params(config::CalibrationProfile& p, const std::vector<NcclResult>& nccl,
                      const std::map<std::string, double>& fixed_params)
 {
   for (const auto& [name, value] : fixed_params) {
-    config::CalibrationProfile::Parameter q;
-    q.name = name;
-    q.value = value;
-    const spec::ParamFamilyInfo f = *spec::param_family_of(name);
-    q.lower = f.lower;
-    q.upper = f.upper;
+    config::CalibrationProfile::Parameter q = profile_parameter(name, value, "");
     for (const NcclResult& n : nccl)
       if (n.param == name) {
         q.sources.push_back(n.file);
@@ -388,10 +396,10 @@ void write_profile(const std::string& path, const config::CalibrationProfile& p)
   f << config::calibration_profile_yaml(p);
 }
 
-/// `calibrate --nccl` alone: the tables' transports; every other parameter keeps the value of --calibration's
-/// profile (or its prior).
-int nccl_only(const CalibrateArgs& a, const std::vector<NcclResult>& nccl, const std::optional<GemmFit>& gemm,
-              const std::map<std::string, double>& fixed_params, std::ostream& out)
+/// `calibrate --nccl` / `--gemm` without runs: the parts' parameters; every other parameter keeps the value of
+/// --calibration's profile (or its prior).
+int parts_only(const CalibrateArgs& a, const std::vector<NcclResult>& nccl, const std::optional<GemmFit>& gemm,
+               const std::map<std::string, double>& fixed_params, std::ostream& out)
 {
   if (!a.out.empty()) {
     config::CalibrationProfile p;
@@ -401,17 +409,8 @@ int nccl_only(const CalibrateArgs& a, const std::vector<NcclResult>& nccl, const
     if (!a.calibration.empty() && a.calibration != "none") {
       const spec::Calibration base = config::load_calibration(a.calibration);
       for (const auto& [name, value] : base.factors)
-        if (!fixed_params.count(name)) {
-          config::CalibrationProfile::Parameter q;
-          q.name = name;
-          q.value = value;
-          const spec::ParamFamilyInfo f = *spec::param_family_of(name);
-          q.lower = f.lower;
-          q.upper = f.upper;
-          q.note = "kept from " + a.calibration;
-          p.parameters.push_back(q);
-        }
-      p.accuracy = {};
+        if (!fixed_params.count(name))
+          p.parameters.push_back(profile_parameter(name, value, "kept from " + a.calibration));
     }
     add_nccl_params(p, nccl, fixed_params);
     std::sort(p.parameters.begin(), p.parameters.end(), [](const auto& x, const auto& y) { return x.name < y.name; });
@@ -457,7 +456,7 @@ int calibrate_command(const CalibrateArgs& a, std::ostream& out, std::ostream& p
   if (gemm)
     fixed_params[gemm->param] = gemm->multiplier;
   if (a.runs.empty() && a.scenarios.empty())
-    return nccl_only(a, nccl, gemm, fixed_params, out);
+    return parts_only(a, nccl, gemm, fixed_params, out);
   std::vector<Observation> obs;
   std::vector<std::string> skipped;
   for (const std::string& csv : a.runs) {
@@ -486,12 +485,8 @@ int calibrate_command(const CalibrateArgs& a, std::ostream& out, std::ostream& p
     p.fitted_on =
         std::to_string(r.rows.size()) + " whole-step figures from " + std::to_string(sources.size()) + " sources";
     for (const ParameterResult& q : r.params) {
-      config::CalibrationProfile::Parameter pp;
-      pp.name = q.name;
-      pp.value = q.value;
+      config::CalibrationProfile::Parameter pp = profile_parameter(q.name, q.value, "");
       pp.uncertainty = q.sigma_ln;
-      pp.lower = q.family.lower;
-      pp.upper = q.family.upper;
       pp.rows = q.rows;
       pp.sources = q.sources;
       pp.loso_min = q.loso_min;

@@ -5,7 +5,6 @@
 #include "core/error.hpp"
 
 #include <cmath>
-#include <fstream>
 #include <iomanip>
 #include <sstream>
 
@@ -153,16 +152,6 @@ spec::Calibration read_profile(const YAML::Node& root, const std::string& file, 
   return c;
 }
 
-std::string read_text_file(const std::string& path)
-{
-  std::ifstream f(path, std::ios::binary);
-  if (!f)
-    throw core::InputError(path + ": cannot read the calibration profile");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 /// A number written so that reading it back gives the same double (17 significant digits are enough; 6 are kept
 /// where they say all the fit knows, which the caller decides).
 std::string number(double v, int digits)
@@ -187,7 +176,10 @@ std::string quoted(const std::string& s)
 
 spec::Calibration load_calibration(const std::string& path)
 {
-  const std::string text = read_text_file(path);
+  bool ok = false;
+  const std::string text = read_text(path, ok);
+  if (!ok)
+    throw core::InputError(path + ": cannot read the calibration profile");
   return guard_yaml(path, [&] { return read_profile(parse_yaml(text, path), path, text); });
 }
 

@@ -65,17 +65,6 @@ std::string unknown_key_message(const std::string& path, const std::string& key,
   return msg;
 }
 
-std::string read_text(const std::string& path, bool& ok)
-{
-  std::ifstream in(path, std::ios::binary);
-  ok = static_cast<bool>(in) && !fs::is_directory(path);
-  if (!ok)
-    return {};
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 /// Sets `value` at `segs` below `node`, creating mappings on the way and merging mappings into mappings.
 void set_below(YAML::Node node, const std::vector<std::string>& segs, size_t i, const YAML::Node& value,
                const std::string& where)
@@ -108,6 +97,17 @@ void set_below(YAML::Node node, const std::vector<std::string>& segs, size_t i, 
 }
 
 } // namespace
+
+std::string read_text(const std::string& path, bool& ok)
+{
+  std::ifstream in(path, std::ios::binary);
+  ok = static_cast<bool>(in) && !fs::is_directory(path);
+  if (!ok)
+    return {};
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
 
 YAML::Node parse_yaml(const std::string& text, const std::string& file)
 {

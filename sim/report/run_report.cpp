@@ -91,9 +91,7 @@ core::Json run_json(const spec::Scenario& s, const workload::Workload& w, const 
       .set("warnings", warnings)
       .set("meta", meta);
   // How far to trust it: the calibration's leave-one-source-out band of the scenario's group (docs/calibration.md).
-  const std::string group = spec::accuracy_group(s.kernels.empty() ? s.cluster.node.gpu.model
-                                                                   : s.kernels.kind_of(s.cluster.node.gpu.model).kind,
-                                                 spec::to_string(s.framework));
+  const std::string group = spec::accuracy_group(s);
   const auto band = s.calibration.accuracy.find(group);
   if (band == s.calibration.accuracy.end())
     j.set("accuracy", core::Json::object()
@@ -224,9 +222,7 @@ void write_run_summary(std::ostream& out, const spec::Scenario& s, const workloa
   }
   // The accuracy band of the scenario's group (docs/calibration.md §4), or why there is none.
   {
-    const std::string kind =
-        s.kernels.empty() ? s.cluster.node.gpu.model : s.kernels.kind_of(s.cluster.node.gpu.model).kind;
-    const std::string group = spec::accuracy_group(kind, spec::to_string(s.framework));
+    const std::string group = spec::accuracy_group(s);
     const auto band = s.calibration.accuracy.find(group);
     if (band != s.calibration.accuracy.end())
       std::snprintf(line, sizeof line,

@@ -43,6 +43,12 @@ inline const char* to_string(Framework f)
   return f == Framework::FSDP ? "fsdp" : f == Framework::DDP ? "ddp" : "deepspeed";
 }
 
+/// The group a scenario's calibration accuracy band is kept under: "<GPU kind> / <framework>".
+inline std::string accuracy_group(const Scenario& s)
+{
+  return accuracy_group(s.gpu_kind(), to_string(s.framework));
+}
+
 inline const char* to_string(Checkpointing c)
 {
   switch (c) {

@@ -229,6 +229,11 @@ struct Scenario {
   /// The software stack kernels are priced for: the run's (`software`), or today's default stack when the `stack`
   /// mechanism is switched off (the ablation). The one place that switch applies.
   SoftwareSpec priced_software() const { return mechanisms.stack ? software : SoftwareSpec{}; }
+  /// The GPU kind of the kernel data this run is priced with (the GPU's model when there are no data).
+  std::string gpu_kind() const
+  {
+    return kernels.empty() ? cluster.node.gpu.model : kernels.kind_of(cluster.node.gpu.model).kind;
+  }
 };
 
 } // namespace zerosim::spec
