@@ -5,6 +5,7 @@
 #include "calibration/gemm_timings.hpp"
 #include "calibration/measured_runs.hpp"
 #include "calibration/nccl_fit.hpp"
+#include "calibration/synthetic.hpp"
 #include "config/scenario_loader.hpp"
 #include "core/error.hpp"
 #include "core/json.hpp"
@@ -433,6 +434,40 @@ int parts_only(const CalibrateArgs& a, const std::vector<NcclResult>& nccl, cons
   return 0;
 }
 
+/// --synthetic's options checked and its true profile read.
+std::optional<SyntheticOptions> synthetic_options(const CalibrateArgs& a)
+{
+  if (a.synthetic.empty())
+    return std::nullopt;
+  if (a.runs.empty() && a.scenarios.empty())
+    throw core::InputError("zerosim calibrate: --synthetic " + a.synthetic +
+                           ": expected runs whose measured values it replaces (--runs CSV or --scenario FILE), found "
+                           "only " +
+                           std::string(a.nccl.empty() ? "--gemm" : "--nccl") +
+                           " (nccl-tests tables and GEMM sweeps are not simulated)");
+  if (!(a.noise >= 0 && a.noise < 1))
+    throw core::InputError("zerosim calibrate: --noise: expected a standard deviation in ln in [0, 1) (0.03 for 3 %), "
+                           "found " +
+                           fixed(a.noise, 6));
+  if (!std::filesystem::is_regular_file(a.synthetic))
+    throw core::InputError("zerosim calibrate: --synthetic: expected a calibration profile file with the true "
+                           "multipliers (docs/calibration.md \"The profile\"), found no file at '" +
+                           a.synthetic + "'");
+  SyntheticOptions o;
+  o.truth_file = a.synthetic;
+  try {
+    o.truth = config::load_calibration(a.synthetic).factors;
+  } catch (const core::InputError& e) {
+    throw core::InputError(std::string("zerosim calibrate: --synthetic: ") + e.what());
+  }
+  if (o.truth.empty())
+    throw core::InputError("zerosim calibrate: --synthetic " + a.synthetic +
+                           ": expected a profile that sets some parameter away from its prior, found none");
+  o.noise = a.noise;
+  o.seed = a.seed;
+  return o;
+}
+
 } // namespace
 
 int calibrate_command(const CalibrateArgs& a, std::ostream& out, std::ostream& progress)
@@ -441,6 +476,7 @@ int calibrate_command(const CalibrateArgs& a, std::ostream& out, std::ostream& p
     throw core::InputError(
         "zerosim calibrate: give measured runs (--runs CSV), scenarios with a measured: block "
         "(--scenario FILE), nccl-tests tables (--nccl FILE) or GEMM timings (--gemm CSV) (see 'zerosim --help')");
+  const std::optional<SyntheticOptions> synthetic = synthetic_options(a);
   const std::vector<NcclResult> nccl = fit_nccl(a);
   std::map<std::string, std::vector<double>> by_param;
   for (const NcclResult& n : nccl)
@@ -469,12 +505,21 @@ int calibrate_command(const CalibrateArgs& a, std::ostream& out, std::ostream& p
     obs.insert(obs.end(), o.begin(), o.end());
   }
   progress << "calibrate: " << obs.size() << " observations\n";
+  const BatchPredictor predict = pool_predictor(a.jobs, 300);
+  if (synthetic) {
+    progress << "calibrate: synthetic measurements at " << synthetic->truth_file << ", noise "
+             << fixed(synthetic->noise, 3) << ", seed " << synthetic->seed << ": " << obs.size() << " simulations\n";
+    obs = synthesize(obs, *synthetic, predict, skipped);
+  }
   CalibrateOptions opts;
   opts.params = a.params;
   opts.fixed = fixed_params;
   opts.loso = a.loso;
   opts.progress = &progress;
-  const CalibrationResult r = calibrate(obs, opts, pool_predictor(a.jobs, 300));
+  const CalibrationResult r = calibrate(obs, opts, predict);
+  std::optional<Recovery> rec;
+  if (synthetic)
+    rec = recovery(r, *synthetic, fixed_params);
 
   if (!a.out.empty()) {
     config::CalibrationProfile p;
@@ -482,8 +527,11 @@ int calibrate_command(const CalibrateArgs& a, std::ostream& out, std::ostream& p
     std::set<std::string> sources;
     for (const RowResult& x : r.rows)
       sources.insert(x.source);
-    p.fitted_on =
-        std::to_string(r.rows.size()) + " whole-step figures from " + std::to_string(sources.size()) + " sources";
+    p.fitted_on = std::to_string(r.rows.size()) + (synthetic ? " synthetic" : "") + " whole-step figures from " +
+                  std::to_string(sources.size()) + " sources" +
+                  (synthetic ? " (made at " + synthetic->truth_file + ", noise " + fixed(synthetic->noise, 3) +
+                                   ", seed " + std::to_string(synthetic->seed) + ")"
+                             : std::string());
     for (const ParameterResult& q : r.params) {
       config::CalibrationProfile::Parameter pp = profile_parameter(q.name, q.value, "");
       pp.uncertainty = q.sigma_ln;
@@ -557,19 +605,25 @@ int calibrate_command(const CalibrateArgs& a, std::ostream& out, std::ostream& p
         j.set("loso", *x.loso);
       rows.push(j);
     }
-    out << core::Json::object()
-               .set("parameters", params)
-               .set("rows", rows)
-               .set("linearisations", r.linearisations)
-               .set("simulations", r.simulations)
-               .set("surrogate_max_deviation", std::exp(r.max_surrogate_deviation) - 1)
-               .set("loso_surrogate_max_deviation", std::exp(r.max_loso_surrogate_deviation) - 1)
-               .set("nccl", nccl_json(nccl))
-               .set("gemm", gemm ? gemm_json(*gemm) : core::Json())
-               .dump()
-        << "\n";
+    core::Json j = core::Json::object();
+    j.set("parameters", params)
+        .set("rows", rows)
+        .set("linearisations", r.linearisations)
+        .set("simulations", r.simulations)
+        .set("surrogate_max_deviation", std::exp(r.max_surrogate_deviation) - 1)
+        .set("loso_surrogate_max_deviation", std::exp(r.max_loso_surrogate_deviation) - 1)
+        .set("nccl", nccl_json(nccl))
+        .set("gemm", gemm ? gemm_json(*gemm) : core::Json());
+    if (rec)
+      j.set("synthetic", recovery_json(*rec, *synthetic, static_cast<int>(r.rows.size())));
+    out << j.dump() << "\n";
   } else {
+    if (rec)
+      out << "Synthetic measurements (--synthetic " << synthetic->truth_file
+          << "): the fit's recovery of the true multipliers is under \"Synthetic recovery\" below.\n\n";
     out << render_calibration_markdown(r);
+    if (rec)
+      out << "\n" << recovery_markdown(*rec, *synthetic, static_cast<int>(r.rows.size()));
     if (!nccl.empty())
       out << "\n" << nccl_markdown(nccl);
     if (gemm)

@@ -4,6 +4,7 @@
 
 #include "calibration/calibrate.hpp"
 
+#include <cstdint>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -42,6 +43,12 @@ struct CalibrateArgs {
   bool json = false;
   bool loso = true;
   int jobs = 2;
+  /// --synthetic TRUE_PROFILE: the measured values of the runs and scenarios are replaced by the simulator's
+  /// prediction at that profile's multipliers times exp(noise z) (synthetic.hpp); the report sets the fit beside
+  /// the truth. Empty: the measured values as given.
+  std::string synthetic;
+  double noise = 0.03;    ///< --noise: the sd of the synthetic noise in ln, in [0, 1)
+  std::uint64_t seed = 1; ///< --seed: the synthetic noise's seed
 };
 
 /// Runs the command: prints the report (or JSON) to `out`, writes the profile when asked. Returns 0, or throws

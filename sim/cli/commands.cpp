@@ -21,6 +21,7 @@
 #include <charconv>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <sstream>
 
@@ -55,12 +56,15 @@ const char* USAGE = R"(usage:
         default in turn: ablation.md, the change in median error on the rows each mechanism acts on
   zerosim calibrate [--runs CSV]... [--scenario FILE]... [--nccl FILE[:COLLECTIVE]]... [--gemm CSV] [--node NODE]
         [--fit-params A,B,...] [--fold-by source] [--no-loso] [--out PROFILE] [--json] [--jobs N]
+        [--synthetic TRUE_PROFILE [--noise SD] [--seed N]]
         fits the named multipliers of the model's priors (docs/calibration.md) to measured runs (a
         measured-runs CSV, docs/calibration-inputs.md, or a validation CSV such as
         results/validation/published.csv) and to scenarios with a measured: block; prints the
         parameters and the in-sample and leave-one-source-out errors; --out writes the profile;
         --nccl fits each nccl-tests table's bus bandwidth and latency, and the transport's busbw
-        multiplier on NODE (the node the tables ran on); --gemm fits NODE's GPU kind's GEMM fraction
+        multiplier on NODE (the node the tables ran on); --gemm fits NODE's GPU kind's GEMM fraction;
+        --synthetic replaces the runs' measured values by the simulator's prediction at TRUE_PROFILE's
+        multipliers times exp(SD z) (default SD 0.03, seed 1) and reports how well the fit recovers them
   --calibration FILE|none (run, memory, calibrate): the calibration profile, above the scenario's and the
         node file's `calibration:`; none runs on the priors alone
   --without NAME / --with NAME (run, memory, validate): switch one mechanism of the model off / on,
@@ -110,6 +114,9 @@ struct Args {
   std::vector<std::string> nccl;           ///< calibrate --nccl FILE[:COLLECTIVE]
   std::optional<std::string> node;         ///< calibrate --node NAME|PATH
   std::optional<std::string> gemm;         ///< calibrate --gemm CSV
+  std::optional<std::string> synthetic;    ///< calibrate --synthetic TRUE_PROFILE
+  std::optional<std::string> noise;        ///< calibrate --noise SD
+  std::optional<std::string> seed;         ///< calibrate --seed N
   std::vector<std::string> without;        ///< --without NAME: mechanisms switched off (ablation)
   std::vector<std::string> with;           ///< --with NAME: mechanisms off by default switched on
   bool ablation = false;
@@ -191,6 +198,12 @@ Args parse_args(const std::vector<std::string>& args, size_t first)
       a.node = value(i);
     else if (arg == "--gemm")
       a.gemm = value(i);
+    else if (arg == "--synthetic")
+      a.synthetic = value(i);
+    else if (arg == "--noise")
+      a.noise = value(i);
+    else if (arg == "--seed")
+      a.seed = value(i);
     else if (arg.size() > 1 && arg[0] == '-')
       usage_error("unknown option '" + arg + "'");
     else
@@ -426,6 +439,30 @@ int calibrate_cli(const Args& a, const std::vector<std::string>& args, std::ostr
   c.json = a.json;
   c.loso = !a.no_loso;
   c.jobs = a.jobs ? static_cast<int>(parse_count("--jobs", *a.jobs)) : 2;
+  if ((a.noise || a.seed) && !a.synthetic)
+    usage_error(std::string(a.noise ? "--noise" : "--seed") +
+                ": expected together with --synthetic TRUE_PROFILE (it sets the synthetic measurements' noise), "
+                "found without it");
+  c.synthetic = a.synthetic.value_or("");
+  if (a.synthetic && a.synthetic->empty())
+    usage_error("--synthetic: expected a calibration profile file with the true multipliers, found an empty name");
+  if (a.noise) {
+    double v = 0;
+    const std::string& t = *a.noise;
+    auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (ec != std::errc() || end != t.data() + t.size() || !(v >= 0 && v < 1))
+      usage_error("--noise: expected a standard deviation in ln in [0, 1) (0.03 for 3 %), found \"" + t + "\"");
+    c.noise = v;
+  }
+  if (a.seed) {
+    const std::string& t = *a.seed;
+    std::uint64_t v = 0;
+    auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (ec != std::errc() || end != t.data() + t.size() ||
+        v > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+      usage_error("--seed: expected a whole number from 0 to 2^63 - 1, found \"" + t + "\"");
+    c.seed = v;
+  }
   c.command = "zerosim";
   for (const std::string& s : args)
     c.command += " " + s;

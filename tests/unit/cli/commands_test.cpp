@@ -180,6 +180,30 @@ TEST_SUITE("cli")
     Result fold = run_zerosim({"calibrate", "--runs", "x.csv", "--fold-by", "gpu"});
     CHECK(fold.status == 2);
     CHECK(has(fold.err, "--fold-by: expected source"));
+    // calibrate --synthetic: a missing true profile, noise outside [0, 1), a bad seed, --noise alone, only --nccl.
+    const std::string truth = std::string(ZEROSIM_SOURCE_DIR) + "/calibration/synthetic-truth.yaml";
+    const std::string runs = std::string(ZEROSIM_SOURCE_DIR) + "/results/validation/published.csv";
+    Result no_truth = run_zerosim({"calibrate", "--runs", runs, "--synthetic", "no/such/truth.yaml"});
+    CHECK(no_truth.status == 2);
+    CHECK(has(no_truth.err, "--synthetic: expected a calibration profile file with the true multipliers"));
+    CHECK(has(no_truth.err, "found no file at 'no/such/truth.yaml'"));
+    for (const char* bad : {"1", "-0.01", "1.5", "3%", "x"}) {
+      Result noise = run_zerosim({"calibrate", "--runs", runs, "--synthetic", truth, "--noise", bad});
+      CHECK(noise.status == 2);
+      CHECK(has(noise.err,
+                std::string("--noise: expected a standard deviation in ln in [0, 1) (0.03 for 3 %), found \"") + bad +
+                    "\""));
+    }
+    Result seed = run_zerosim({"calibrate", "--runs", runs, "--synthetic", truth, "--seed", "-1"});
+    CHECK(seed.status == 2);
+    CHECK(has(seed.err, "--seed: expected a whole number from 0 to 2^63 - 1, found \"-1\""));
+    Result alone = run_zerosim({"calibrate", "--runs", runs, "--noise", "0.03"});
+    CHECK(alone.status == 2);
+    CHECK(has(alone.err, "--noise: expected together with --synthetic TRUE_PROFILE"));
+    Result nccl_only = run_zerosim({"calibrate", "--nccl", "x.txt", "--synthetic", truth});
+    CHECK(nccl_only.status == 2);
+    CHECK(has(nccl_only.err, "expected runs whose measured values it replaces (--runs CSV or --scenario FILE), found "
+                             "only --nccl"));
     Result no_profile = run_zerosim({"run", DEFAULT_SCENARIO, "--calibration", "no/such/profile.yaml"});
     CHECK(no_profile.status == 2);
     CHECK(has(no_profile.err, "--calibration: calibration profile no/such/profile.yaml does not exist"));

@@ -1,0 +1,208 @@
+// Synthetic recovery (synthetic.hpp, docs/calibration.md "Synthetic recovery").
+#include "calibration/synthetic.hpp"
+
+#include "validation/report_text.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <sstream>
+
+namespace zerosim::calibration {
+namespace {
+
+using validation::text::fixed;
+
+/// splitmix64 (Steele, Lea, Flood 2014): one step of the state, one output.
+std::uint64_t splitmix64(std::uint64_t& state)
+{
+  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+std::uint64_t fnv1a64(std::string_view bytes)
+{
+  std::uint64_t h = 14695981039346656037ULL;
+  for (const char c : bytes) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+/// A uniform in (0, 1) from the top 53 bits: (k + 0.5) / 2^53, never 0 or 1.
+double open_uniform(std::uint64_t& state)
+{
+  return (static_cast<double>(splitmix64(state) >> 11) + 0.5) * 0x1.0p-53;
+}
+
+} // namespace
+
+double synthetic_normal(std::uint64_t seed, std::string_view label)
+{
+  std::uint64_t state = seed;
+  state = splitmix64(state) ^ fnv1a64(label);
+  const double u1 = open_uniform(state);
+  const double u2 = open_uniform(state);
+  constexpr double two_pi = 6.283185307179586476925286766559;
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(two_pi * u2);
+}
+
+std::vector<Observation> synthesize(const std::vector<Observation>& observations, const SyntheticOptions& options,
+                                    const BatchPredictor& predict, std::vector<std::string>& dropped)
+{
+  std::vector<validation::ThroughputCase> cases;
+  for (const Observation& o : observations) {
+    validation::ThroughputCase c = o.c;
+    c.scenario.calibration.factors = options.truth; // exactly the truth: a profile the scenario brought is not mixed in
+    c.scenario.calibration.path = options.truth_file;
+    c.scenario.calibration.hash.clear();
+    c.scenario.calibration.accuracy.clear();
+    cases.push_back(c);
+  }
+  const std::vector<validation::RowOutcome> out = predict(cases);
+  std::vector<Observation> result;
+  for (std::size_t i = 0; i < observations.size(); ++i) {
+    const Observation& o = observations[i];
+    double v = NAN;
+    if (out[i].status == validation::RowStatus::DONE)
+      v = predicted_figure(o.c, out[i].predicted);
+    if (!(v > 0) || !std::isfinite(v)) {
+      dropped.push_back(o.label + " (" + o.source + "): not predicted at the true multipliers (" +
+                        (out[i].status == validation::RowStatus::DONE
+                             ? std::string("no positive figure")
+                             : validation::to_string(out[i].status) + ": " + out[i].message) +
+                        "); left out of the synthetic data");
+      continue;
+    }
+    Observation s = o;
+    s.c.figures.resize(1); // only the primary figure is fitted; the others would keep measured values
+    s.c.figures.front().value = v * std::exp(options.noise * synthetic_normal(options.seed, o.label));
+    result.push_back(s);
+  }
+  return result;
+}
+
+int Recovery::recovered() const
+{
+  return static_cast<int>(std::count_if(rows.begin(), rows.end(), [&](const RecoveryRow& r) { return within(r); }));
+}
+
+std::string Recovery::verdict() const
+{
+  std::string failed;
+  for (const RecoveryRow& r : rows)
+    if (!within(r))
+      failed += (failed.empty() ? "" : ", ") + r.name +
+                (r.fit ? " (" + fixed(100.0 * r.error(), 1) + " %)" : std::string(" (not fitted)"));
+  std::string v = std::to_string(recovered()) + " of " + std::to_string(rows.size()) + " parameters recovered within " +
+                  fixed(100.0 * tolerance, 0) + " % of the truth";
+  return failed.empty() ? "PASS: " + v : "FAIL: " + v + "; not recovered: " + failed;
+}
+
+Recovery recovery(const CalibrationResult& r, const SyntheticOptions& options,
+                  const std::map<std::string, double>& fixed_params, double tolerance)
+{
+  Recovery rec;
+  rec.tolerance = tolerance;
+  std::map<std::string, RecoveryRow> by;
+  for (const auto& [name, value] : options.truth) {
+    RecoveryRow& row = by[name];
+    row.name = name;
+    row.truth = value;
+    row.note = "no observation's run uses it: left at its prior";
+  }
+  for (const ParameterResult& p : r.params) {
+    RecoveryRow& row = by[p.name];
+    row.name = p.name;
+    row.truth = options.truth.count(p.name) ? options.truth.at(p.name) : 1.0;
+    row.fitted = p.value;
+    row.fit = true;
+    row.at_bound = p.at_bound;
+    row.rows = p.rows;
+    row.sources = static_cast<int>(p.sources.size());
+    if (p.family.prior_sigma > 0)
+      row.prior_pull = (p.sigma_ln / p.family.prior_sigma) * (p.sigma_ln / p.family.prior_sigma);
+    row.note.clear();
+    if (p.at_bound)
+      row.note = "AT ITS BOUND";
+    if (p.sources.size() == 1)
+      row.note += std::string(row.note.empty() ? "" : "; ") + "one source informs it";
+    if (!options.truth.count(p.name))
+      row.note += std::string(row.note.empty() ? "" : "; ") + "the true profile leaves it at its prior";
+  }
+  for (const std::string& u : r.uninformed) {
+    const std::string name = u.substr(0, u.find(':'));
+    RecoveryRow& row = by[name];
+    row.name = name;
+    row.truth = options.truth.count(name) ? options.truth.at(name) : 1.0;
+    row.fitted = 1.0;
+    row.fit = false;
+    row.note = "not informed: no row's prediction moves with it; left at its prior";
+  }
+  for (const auto& [name, value] : fixed_params) {
+    RecoveryRow& row = by[name];
+    row.name = name;
+    row.truth = options.truth.count(name) ? options.truth.at(name) : 1.0;
+    row.fitted = value;
+    row.fit = false;
+    row.note = "held at the value of --nccl / --gemm, not fitted";
+  }
+  for (auto& [name, row] : by)
+    rec.rows.push_back(row);
+  return rec;
+}
+
+std::string recovery_markdown(const Recovery& rec, const SyntheticOptions& options, int rows)
+{
+  std::ostringstream md;
+  md << "## Synthetic recovery\n\n"
+     << "The measured values above are synthetic: each of the " << rows
+     << " observations' primary figure is the simulator's prediction with the multipliers of " << options.truth_file
+     << " (every other parameter at its prior) times exp(" << fixed(options.noise, 3)
+     << " z), z standard normal from splitmix64 + Box-Muller seeded by " << options.seed
+     << " and the row's label. The fit started at the priors. Prior pull: (sd of the fit / sd of the prior)^2 in "
+        "ln, the prior's share of what fixes the parameter (near 1: the data say little and the fit stays near 1).\n\n"
+     << "| parameter | true | fitted | fitted/true - 1 | within " << fixed(100.0 * rec.tolerance, 0)
+     << " % | prior pull | rows | sources | note |\n|---|---:|---:|---:|---|---:|---:|---:|---|\n";
+  for (const RecoveryRow& r : rec.rows) {
+    md << "| " << r.name << " | " << fixed(r.truth, 3) << " | " << (r.fit ? fixed(r.fitted, 3) : "not fitted") << " | "
+       << (r.fit ? validation::text::signed_pct(100.0 * r.error()) : std::string("-")) << " | "
+       << (rec.within(r) ? "yes" : "no") << " | " << (r.prior_pull ? fixed(*r.prior_pull, 2) : std::string("-"))
+       << " | " << r.rows << " | " << r.sources << " | " << r.note << " |\n";
+  }
+  md << "\nVerdict: " << rec.verdict() << ".\n";
+  return md.str();
+}
+
+core::Json recovery_json(const Recovery& rec, const SyntheticOptions& options, int rows)
+{
+  core::Json params = core::Json::array();
+  for (const RecoveryRow& r : rec.rows) {
+    core::Json j = core::Json::object()
+                       .set("name", r.name)
+                       .set("true", r.truth)
+                       .set("fitted", r.fit ? core::Json(r.fitted) : core::Json())
+                       .set("relative_error", r.fit ? core::Json(r.error()) : core::Json())
+                       .set("within_tolerance", rec.within(r))
+                       .set("prior_pull", r.prior_pull ? core::Json(*r.prior_pull) : core::Json())
+                       .set("at_bound", r.at_bound)
+                       .set("rows", r.rows)
+                       .set("sources", r.sources)
+                       .set("note", r.note);
+    params.push(j);
+  }
+  return core::Json::object()
+      .set("truth", options.truth_file)
+      .set("noise", options.noise)
+      .set("seed", static_cast<std::int64_t>(options.seed))
+      .set("rows", rows)
+      .set("tolerance", rec.tolerance)
+      .set("parameters", params)
+      .set("recovered", rec.recovered())
+      .set("verdict", rec.verdict());
+}
+
+} // namespace zerosim::calibration
