@@ -1,6 +1,7 @@
 #include "cli/commands.hpp"
 
 #include "calibration/calibrate_command.hpp"
+#include "calibration/validate_fit.hpp"
 
 #include "config/scenario_loader.hpp"
 #include "core/error.hpp"
@@ -46,11 +47,13 @@ const char* USAGE = R"(usage:
         DeepSpeed's estimate_zero{2,3}_model_states_mem_needs, to the letter (model states only)
   zerosim describe [model|node|scenario]
         the schema of each file kind, with units and defaults
-  zerosim validate [--memory] [--run] [CSV] [--out DIR] [--jobs N] [--without NAME]...
+  zerosim validate [--memory] [--run [--no-loso | --priors-only]] [CSV] [--out DIR] [--jobs N] [--without NAME]...
         predicted beside measured for every row of the validation data it can express (default CSV
         results/validation/published.csv; output to DIR, default the CSV's folder): --memory peak
         memory (memory.md, memory.csv), --run step time and throughput, one scenario per worker
-        process, N at once, default 2 (report.md, report.csv); neither flag: both
+        process, N at once, default 2 (report.md, report.csv), judged leave-one-source-out,
+        in-sample and on the priors (the fit takes about 20 minutes on 2 cores; --no-loso fits
+        without the folds, --priors-only skips the fit); neither flag: both
   zerosim validate --ablation [CSV] [--out DIR] [--jobs N]
         the throughput validation with the default mechanisms, then with each switched from its
         default in turn: ablation.md, the change in median error on the rows each mechanism acts on
@@ -110,7 +113,8 @@ struct Args {
   std::vector<std::string> scenario_files; ///< calibrate --scenario FILE
   std::optional<std::string> fit_params;   ///< calibrate --params A,B
   std::optional<std::string> fold_by;      ///< calibrate --fold-by source
-  bool no_loso = false;                    ///< calibrate --no-loso
+  bool no_loso = false;                    ///< calibrate and validate --run: --no-loso
+  bool priors_only = false;                ///< validate --run --priors-only
   std::vector<std::string> nccl;           ///< calibrate --nccl FILE[:COLLECTIVE]
   std::optional<std::string> node;         ///< calibrate --node NAME|PATH
   std::optional<std::string> gemm;         ///< calibrate --gemm CSV
@@ -192,6 +196,8 @@ Args parse_args(const std::vector<std::string>& args, size_t first)
       a.fold_by = value(i);
     else if (arg == "--no-loso")
       a.no_loso = true;
+    else if (arg == "--priors-only")
+      a.priors_only = true;
     else if (arg == "--nccl")
       a.nccl.push_back(value(i));
     else if (arg == "--node")
@@ -409,8 +415,18 @@ int validate_command(const Args& a, std::ostream& out)
   int status = 0;
   if (a.memory || both)
     status = std::max(status, validation::validate_memory_command(csv, dir, out, mechanisms_of(a)));
-  if (a.run || both)
-    status = std::max(status, validation::validate_run_command(csv, dir, out, jobs, 300, mechanisms_of(a)));
+  if ((a.no_loso || a.priors_only) && !(a.run || both))
+    usage_error("validate: --no-loso and --priors-only shape the --run report; give them with --run");
+  if (a.no_loso && a.priors_only)
+    usage_error("validate: --priors-only skips the fit that --no-loso shortens; give one of them");
+  if (a.run || both) {
+    calibration::ValidateFitOptions vo;
+    vo.jobs = jobs;
+    vo.fit = !a.priors_only;
+    vo.loso = !a.no_loso;
+    vo.mechanisms = mechanisms_of(a);
+    status = std::max(status, calibration::validate_run_with_fit(csv, dir, out, vo));
+  }
   return status;
 }
 

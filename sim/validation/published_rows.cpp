@@ -2105,6 +2105,42 @@ std::vector<PublishedRow> read_published_rows(const std::string& csv)
   return rows;
 }
 
+std::map<std::string, RowCause> read_row_causes(const std::string& csv, const std::vector<PublishedRow>& rows)
+{
+  std::map<std::string, RowCause> out;
+  const std::string path = (std::filesystem::path(csv).parent_path() / "causes.csv").string();
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    return out;
+  std::map<std::string, std::string> source_of; // row id -> source id
+  for (const PublishedRow& r : rows)
+    source_of[r.at("row_id")] = r.count("source_id") ? r.at("source_id") : "";
+  CsvTable t = CsvTable::parse(read_text_file(path), path);
+  std::map<std::string, std::size_t> listed;
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    const std::string where = path + ":" + std::to_string(i + 2);
+    RowCause c{t.get(i, "kind"), t.get(i, "cause"), t.get(i, "evidence")};
+    if (c.kind != "mechanism" && c.kind != "data" && c.kind != "unknown")
+      throw core::InputError(where + ": kind: expected mechanism, data or unknown, found \"" + c.kind + "\"");
+    if (trim(c.cause).empty())
+      throw core::InputError(where + ": cause: expected one line of cause, found an empty field");
+    const std::string source = t.get(i, "source_id");
+    for (long n : row_ranges(t.get(i, "rows"), where)) {
+      const std::string id = std::to_string(n);
+      auto it = source_of.find(id);
+      if (it == source_of.end())
+        throw core::InputError(where + ": row " + id + " is not in " + csv);
+      if (it->second != source)
+        throw core::InputError(where + ": source_id: row " + id + " is " + it->second + "'s, found \"" + source + "\"");
+      if (listed.count(id))
+        throw core::InputError(where + ": row " + id + " is already listed on line " + std::to_string(listed[id] + 2));
+      listed[id] = i;
+      out[id] = c;
+    }
+  }
+  return out;
+}
+
 spec::SoftwareSpec software_of(const PublishedRow& row)
 {
   spec::SoftwareSpec sw;

@@ -232,6 +232,18 @@ NodeLoader node_loader_near(const std::string& csv);
 /// contract's. The `stack` mechanism does not change what is read: a scenario's priced_software() applies it.
 std::vector<PublishedRow> read_published_rows(const std::string& csv);
 
+/// One row's cause of a large error (results/validation/causes.csv, docs/research/validation-causes.md).
+struct RowCause {
+  std::string kind;     ///< "mechanism" (not modelled), "data" (a doubt about the figure or the inputs) or "unknown"
+  std::string cause;    ///< one line
+  std::string evidence; ///< the quote or the source that documents it
+};
+
+/// The causes that causes.csv beside `csv` gives (columns rows, source_id, kind, cause, evidence), by row id; empty
+/// when there is no such file. Throws core::InputError naming the file and line for a malformed range, a row listed
+/// twice or not in `csv`'s rows `row_ids`, a source that is not the row's, or a kind other than the three.
+std::map<std::string, RowCause> read_row_causes(const std::string& csv, const std::vector<PublishedRow>& rows);
+
 /// The software stack of a row read by read_published_rows (unstated: today's stack, with
 /// flash attention where the row's text names it).
 spec::SoftwareSpec software_of(const PublishedRow& row);

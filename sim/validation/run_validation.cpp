@@ -325,30 +325,53 @@ bool row_id_less(const std::string& a, const std::string& b)
   return a < b;
 }
 
+using ErrorOf = std::function<std::optional<double>(const ThroughputComparison&)>;
+
+/// A row's primary figure's error under the priors (the report's own predictions).
+std::optional<double> priors_error(const ThroughputComparison& r)
+{
+  return r.figures.front().error_pct;
+}
+
 void add_group_stats(std::vector<ErrorStats>& out, const std::string& prefix,
-                     const std::vector<const ThroughputComparison*>& rows,
+                     const std::vector<const ThroughputComparison*>& rows, const ErrorOf& error_of,
                      const std::function<std::string(const ThroughputComparison&)>& key)
 {
   std::map<std::string, std::vector<double>> groups;
   for (const auto* r : rows)
-    groups[key(*r)].push_back(r->figures.front().error_pct);
+    if (std::optional<double> e = error_of(*r))
+      groups[key(*r)].push_back(*e);
   for (auto& [k, v] : groups)
     out.push_back(error_stats(prefix + k, v));
 }
 
-std::vector<ErrorStats> stats_of(const std::vector<const ThroughputComparison*>& rows)
+/// The report's groups: source, framework, ZeRO stage or strategy, offload, GPU kind, scale band, overall.
+std::vector<ErrorStats> stats_of(const std::vector<const ThroughputComparison*>& rows, const ErrorOf& error_of)
 {
   std::vector<ErrorStats> out;
-  if (rows.empty())
-    return out;
-  add_group_stats(out, "source ", rows, [](const ThroughputComparison& r) { return r.c.info.source_id; });
-  add_group_stats(out, "framework ", rows, [](const ThroughputComparison& r) { return r.c.info.framework; });
-  add_group_stats(out, "", rows, [](const ThroughputComparison& r) { return strategy_group(r.c.info); });
-  add_group_stats(out, "offload ", rows, [](const ThroughputComparison& r) { return r.c.info.offload; });
   std::vector<double> all;
   for (const auto* r : rows)
-    all.push_back(r->figures.front().error_pct);
+    if (std::optional<double> e = error_of(*r))
+      all.push_back(*e);
+  if (all.empty())
+    return out;
+  add_group_stats(out, "source ", rows, error_of, [](const ThroughputComparison& r) { return r.c.info.source_id; });
+  add_group_stats(out, "framework ", rows, error_of, [](const ThroughputComparison& r) { return r.c.info.framework; });
+  add_group_stats(out, "", rows, error_of, [](const ThroughputComparison& r) { return strategy_group(r.c.info); });
+  add_group_stats(out, "offload ", rows, error_of, [](const ThroughputComparison& r) { return r.c.info.offload; });
+  add_group_stats(out, "GPU ", rows, error_of, [](const ThroughputComparison& r) { return r.c.scenario.gpu_kind(); });
+  add_group_stats(out, "scale ", rows, error_of, [](const ThroughputComparison& r) { return scale_band(r.c); });
   out.push_back(error_stats("overall", all));
+  return out;
+}
+
+/// The whole-step comparisons of a report.
+std::vector<const ThroughputComparison*> whole_step_rows(const ThroughputReport& r)
+{
+  std::vector<const ThroughputComparison*> out;
+  for (const auto& c : r.comparisons)
+    if (!is_component(c.figures.front().figure.metric))
+      out.push_back(&c);
   return out;
 }
 
@@ -420,6 +443,30 @@ std::vector<std::pair<std::string, std::vector<const ThroughputNotCovered*>>> by
 }
 
 } // namespace
+
+std::string scale_band(const ThroughputCase& c)
+{
+  const int nodes = c.scenario.cluster.nodes;
+  if (nodes <= 1)
+    return "1 node";
+  return nodes <= 64 ? "2-64 nodes" : "more than 64 nodes";
+}
+
+std::vector<ErrorStats> whole_step_stats(const ThroughputReport& r, const ErrorOf& error_of)
+{
+  return stats_of(whole_step_rows(r), error_of);
+}
+
+std::optional<double> median_of_source_medians(const ThroughputReport& r, const ErrorOf& error_of)
+{
+  std::vector<double> medians;
+  for (const ErrorStats& s : whole_step_stats(r, error_of))
+    if (s.group.rfind("source ", 0) == 0)
+      medians.push_back(s.median_abs_pct);
+  if (medians.empty())
+    return std::nullopt;
+  return error_stats("", medians).median_abs_pct;
+}
 
 std::string to_string(RowStatus s)
 {
@@ -623,8 +670,8 @@ ThroughputReport assemble_report(int rows_total, const ThroughputMapping& mappin
   std::vector<const ThroughputComparison*> whole, component;
   for (const auto& c : r.comparisons)
     (is_component(c.figures.front().figure.metric) ? component : whole).push_back(&c);
-  r.stats = stats_of(whole);
-  r.component_stats = stats_of(component);
+  r.stats = stats_of(whole, priors_error);
+  r.component_stats = stats_of(component, priors_error);
   r.frameworks = framework_summaries(r);
   return r;
 }
@@ -673,6 +720,115 @@ std::string render_headline(const ThroughputReport& r)
   return os.str();
 }
 
+namespace {
+
+/// The line under a table: the median of the per-source medians (issue 14's source-balanced figure).
+std::string source_medians_line(std::optional<double> m)
+{
+  return m ? "Median of the per-source medians of |error|: " + fixed(*m, 1) + " %.\n" : std::string();
+}
+
+std::optional<double> lookup(const std::map<std::string, double>& m, const std::string& id)
+{
+  auto it = m.find(id);
+  return it == m.end() ? std::nullopt : std::optional<double>(it->second);
+}
+
+std::string optional_pct(std::optional<double> v)
+{
+  return v ? signed_pct(*v) : std::string("none");
+}
+
+/// ## Leave-one-source-out and ## In-sample: the fit's errors, its parameters and how far they move across folds.
+void calibrated_sections(std::ostringstream& md, const ThroughputReport& r)
+{
+  const CalibratedErrors* k = r.calibrated ? &*r.calibrated : nullptr;
+  md << "\n## Leave-one-source-out\n\n";
+  if (k == nullptr || !k->not_run.empty() || !k->loso_not_run.empty()) {
+    md << "Not run: "
+       << (k == nullptr ? "this report was made on the priors alone"
+                        : (!k->not_run.empty() ? k->not_run : k->loso_not_run))
+       << ".\n";
+  } else {
+    const auto loso = [k](const ThroughputComparison& c) { return lookup(k->loso_pct, c.c.info.row_id); };
+    md << "Each source's rows predicted by the simulator with the parameters `zerosim calibrate` fits on every other\n"
+       << "source (a parameter only the left-out source informs stays at its prior in that fold). Rows the fit could\n"
+       << "not use are not in these tables.\n\n";
+    stats_table(md, whole_step_stats(r, loso));
+    md << "\n" << source_medians_line(median_of_source_medians(r, loso));
+  }
+  md << "\n## In-sample\n\n";
+  if (k == nullptr || !k->not_run.empty()) {
+    md << "Not run: " << (k == nullptr ? "this report was made on the priors alone" : k->not_run) << ".\n";
+    return;
+  }
+  const auto in = [k](const ThroughputComparison& c) { return lookup(k->in_sample_pct, c.c.info.row_id); };
+  md << "Every row predicted by the simulator with the parameters fitted on every source (" << k->params.size()
+     << " fitted parameters; " << k->linearisations << " linearisations, " << k->simulations
+     << " simulations; the fit's surrogate agrees with the simulator within "
+     << fixed(k->max_surrogate_deviation_pct, 1) << " % in-sample";
+  if (k->loso_not_run.empty())
+    md << " and " << fixed(k->max_loso_surrogate_deviation_pct, 1) << " % on the held-out rows";
+  md << "). Reproduce the fit alone with `" << k->command << "`.\n\n";
+  stats_table(md, whole_step_stats(r, in));
+  md << "\n" << source_medians_line(median_of_source_medians(r, in));
+  md << "\nThe fitted multipliers (on the priors; docs/calibration.md gives each one's prior, bounds and source) and\n"
+     << "their range across the leave-one-source-out folds:\n\n"
+     << "| parameter | fitted | folds: min | max | sources | note |\n|---|---:|---:|---:|---:|---|\n";
+  for (const FittedParameter& p : k->params)
+    md << "| " << p.name << " | " << fixed(p.value, 3) << " | " << (p.fold_min ? fixed(*p.fold_min, 3) : "none")
+       << " | " << (p.fold_max ? fixed(*p.fold_max, 3) : "none") << " | " << p.sources << " | " << cell(p.note)
+       << " |\n";
+  for (const std::string& u : k->unfitted)
+    md << "\nNot fitted: " << u << "\n";
+}
+
+/// ## Rows above 30 %: one line of cause per whole-step row whose |error| exceeds 30 % in any of the three
+/// predictions (causes.csv beside the validation CSV; a row it does not list says so).
+void large_error_causes(std::ostringstream& md, const ThroughputReport& r)
+{
+  constexpr double LARGE = 30.0;
+  std::ostringstream lines;
+  int n = 0, explained = 0;
+  for (const ThroughputComparison* c : whole_step_rows(r)) {
+    const std::string& id = c->c.info.row_id;
+    std::optional<double> in, loso;
+    if (r.calibrated) {
+      in = lookup(r.calibrated->in_sample_pct, id);
+      loso = lookup(r.calibrated->loso_pct, id);
+    }
+    const double prior = c->figures.front().error_pct;
+    const double worst = std::max({std::abs(prior), in ? std::abs(*in) : 0.0, loso ? std::abs(*loso) : 0.0});
+    if (worst <= LARGE)
+      continue;
+    ++n;
+    lines << "- row " << id << " (" << c->c.info.source_id << "; priors " << signed_pct(prior);
+    if (in)
+      lines << ", in-sample " << signed_pct(*in);
+    if (loso)
+      lines << ", leave-one-source-out " << signed_pct(*loso);
+    lines << "): ";
+    auto it = r.causes.find(id);
+    if (it == r.causes.end()) {
+      lines << "no cause recorded in causes.csv.\n";
+      continue;
+    }
+    ++explained;
+    lines << it->second.kind << ": " << cell(it->second.cause);
+    if (!it->second.evidence.empty())
+      lines << " Evidence: " << cell(it->second.evidence);
+    lines << "\n";
+  }
+  md << "\n## Rows above 30 %\n\n"
+     << "Every whole-step row whose |error| is above 30 % on the priors, in-sample or leave-one-source-out, with one\n"
+     << "line of cause from results/validation/causes.csv (docs/research/validation-causes.md): `mechanism`, one the\n"
+     << "model does not have; `data`, a doubt about the figure or its inputs, quoted from its source; `unknown`. " << n
+     << " rows, " << explained << " with a cause.\n\n"
+     << lines.str();
+}
+
+} // namespace
+
 std::string render_throughput_markdown(const ThroughputReport& r)
 {
   std::ostringstream md;
@@ -706,26 +862,40 @@ std::string render_throughput_markdown(const ThroughputReport& r)
     else
       md << "none compared | | |\n";
   }
-  md << "\nWhole-step figures (step time, samples/s, tokens/s, TFLOPs, MFU), primary figure of each row, per source,\n"
-     << "framework, ZeRO stage or FSDP strategy, offload mode and overall:\n\n";
+  md << "\nThe whole-step figures (step time, samples/s, tokens/s, TFLOPs, MFU; the primary figure of each row) are\n"
+     << "judged three ways below, in this order: leave-one-source-out (each source predicted with the calibration\n"
+     << "parameters fitted without it: the figure to trust for a run the project has not seen), in-sample (fitted on\n"
+     << "every source) and on the priors alone (no calibration: `--calibration none`). Each table groups the rows by\n"
+     << "source, framework, ZeRO stage or FSDP strategy, offload mode, GPU kind and scale band (nodes).\n";
+  calibrated_sections(md, r);
+  md << "\n## Priors only\n\n"
+     << "Every row predicted on the model's priors (`--calibration none`): kernel and link figures from sources\n"
+     << "outside the validation data (calibration/kernels.yaml, docs/collectives.md), nothing fitted.\n\n";
   stats_table(md, r.stats);
+  md << "\n" << source_medians_line(median_of_source_medians(r, priors_error));
   md << "\nComponent timings (backward pass, CPU-Adam step), kept apart:\n\n";
   stats_table(md, r.component_stats);
 
+  const bool fitted = r.calibrated && r.calibrated->not_run.empty();
   md << "\n## Compared rows\n\n"
      << "The primary figure of each row (priority: `docs/validation.md`). Tolerance: the chart-read tolerance the\n"
-     << "file states, or half a printed range.\n\n"
+     << "file states, or half a printed range. Predicted and error: on the priors"
+     << (fitted ? "; then the error in-sample and leave-one-source-out" : "") << ".\n\n"
      << "| row | source | model | GPUs | stage / strategy | offload | metric | measured | predicted | error | "
-        "tolerance "
-        "|\n"
-     << "|---|---|---|---:|---:|---|---|---:|---:|---:|---|\n";
+     << (fitted ? "in-sample | leave-one-source-out | " : "") << "tolerance |\n"
+     << "|---|---|---|---:|---:|---|---|---:|---:|---:|" << (fitted ? "---:|---:|" : "") << "---|\n";
   for (const auto& c : r.comparisons) {
     const FigureComparison& f = c.figures.front();
     md << "| " << c.c.info.row_id << " | " << c.c.info.source_id << " | " << cell(c.c.info.model) << " | "
        << gpus_of(c.c) << " | " << stage_text(c.c) << " | " << c.c.info.offload << " | " << to_string(f.figure.metric)
        << " | " << figure_text(f.figure.metric, f.figure.value) << " | " << figure_text(f.figure.metric, f.predicted)
-       << " | " << signed_pct(f.error_pct) << " | " << tolerance_text(f.figure) << " |\n";
+       << " | " << signed_pct(f.error_pct) << " | ";
+    if (fitted)
+      md << optional_pct(lookup(r.calibrated->in_sample_pct, c.c.info.row_id)) << " | "
+         << optional_pct(lookup(r.calibrated->loso_pct, c.c.info.row_id)) << " | ";
+    md << tolerance_text(f.figure) << " |\n";
   }
+  large_error_causes(md, r);
 
   std::vector<TimeMetric> used;
   for (const auto& c : r.comparisons)
@@ -951,15 +1121,29 @@ ErrorStats stats_on(const ThroughputReport& r, const std::set<std::string>& row_
 
 } // namespace
 
-int validate_run_command(const std::string& csv, const std::string& out_dir, std::ostream& out, int jobs,
-                         double row_time_limit_s, const spec::Mechanisms& mechanisms)
+ThroughputReport run_throughput_report(const std::string& csv, std::ostream& out, int jobs, double row_time_limit_s,
+                                       const spec::Mechanisms& mechanisms)
 {
-  const ThroughputInput input = map_throughput_input(read_published_rows(csv), node_loader_near(csv));
+  const std::vector<PublishedRow> rows = read_published_rows(csv);
+  const ThroughputInput input = map_throughput_input(rows, node_loader_near(csv));
   ThroughputReport r = run_throughput(input, out, jobs, row_time_limit_s, mechanisms, true);
+  r.causes = read_row_causes(csv, rows);
+  return r;
+}
+
+void write_throughput_report(const ThroughputReport& r, const std::string& out_dir, std::ostream& out)
+{
   std::filesystem::create_directories(out_dir);
   write_file(out_dir + "/report.md", render_throughput_markdown(r));
   write_file(out_dir + "/report.csv", render_throughput_csv(r));
   out << render_headline(r) << "report: " << out_dir << "/report.md\n";
+}
+
+int validate_run_command(const std::string& csv, const std::string& out_dir, std::ostream& out, int jobs,
+                         double row_time_limit_s, const spec::Mechanisms& mechanisms)
+{
+  const ThroughputReport r = run_throughput_report(csv, out, jobs, row_time_limit_s, mechanisms);
+  write_throughput_report(r, out_dir, out);
   return r.failures.empty() ? 0 : 1;
 }
 

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -117,6 +118,33 @@ struct FrameworkSummary {
   std::optional<ErrorStats> whole_step; ///< |error| of the whole-step comparisons; none when there is none
 };
 
+/// A fitted parameter as validate --run's "In-sample" section shows it.
+struct FittedParameter {
+  std::string name;
+  double value = 1;                         ///< the multiplier fitted on every source
+  std::optional<double> fold_min, fold_max; ///< its range across the leave-one-source-out folds
+  bool at_bound = false;
+  int sources = 0;  ///< sources that inform it
+  std::string note; ///< flags (one source, at its bound)
+};
+
+/// The calibrated predictions of validate --run (filled by the calibration layer, calibration/validate_fit.hpp):
+/// the signed error of every whole-step row's primary figure predicted with parameters fitted on every source
+/// (in-sample) and with parameters fitted without the row's source (leave-one-source-out).
+struct CalibratedErrors {
+  std::string not_run;                         ///< why there is no fit ("" when it ran)
+  std::string loso_not_run;                    ///< why there are no folds ("" when they ran)
+  std::map<std::string, double> in_sample_pct; ///< row id -> signed error (signed_error_pct's direction)
+  std::map<std::string, double> loso_pct;      ///< row id -> signed error
+  std::vector<FittedParameter> params;         ///< the fitted parameters, by name
+  std::vector<std::string> unfitted;           ///< parameters left at their priors, with why
+  double max_surrogate_deviation_pct = 0;      ///< in-sample: max |fitted / surrogate - 1|
+  double max_loso_surrogate_deviation_pct = 0; ///< the same on the held-out rows
+  int linearisations = 0;
+  int simulations = 0;
+  std::string command; ///< what reproduces it
+};
+
 struct ThroughputReport {
   int rows_total = 0;                            ///< rows in the file
   std::vector<ThroughputComparison> comparisons; ///< in file order
@@ -129,7 +157,26 @@ struct ThroughputReport {
   std::vector<ErrorStats> component_stats;
   /// Per framework: DeepSpeed, FSDP, DDP always (a framework without a compared row says so), then any other.
   std::vector<FrameworkSummary> frameworks;
+  /// validate --run's fit (none: a priors-only report, e.g. the ablation's runs).
+  std::optional<CalibratedErrors> calibrated;
+  /// Causes of large errors by row id (causes.csv beside the validation CSV; read_row_causes).
+  std::map<std::string, RowCause> causes;
 };
+
+/// The scale band of a row's statistics: "1 node", "2-64 nodes", "more than 64 nodes".
+std::string scale_band(const ThroughputCase& c);
+
+/// Error statistics of the whole-step comparisons of `r` under another prediction: `error_of` gives a row's signed
+/// error (none: the row is left out). Grouped as the report's tables (source, framework, stage or strategy, offload,
+/// GPU kind, scale band, overall).
+std::vector<ErrorStats>
+whole_step_stats(const ThroughputReport& r,
+                 const std::function<std::optional<double>(const ThroughputComparison&)>& error_of);
+
+/// The median over sources of each source's median |error| (whole-step rows, `error_of` as above); none without rows.
+std::optional<double>
+median_of_source_medians(const ThroughputReport& r,
+                         const std::function<std::optional<double>(const ThroughputComparison&)>& error_of);
 
 /// Puts the outcomes (same order as mapping.cases) beside the measured figures. An UNSUPPORTED or REJECTED
 /// outcome moves the row to not_covered with the message.
@@ -150,6 +197,14 @@ std::string render_headline(const ThroughputReport& r);
 /// predicted or listed as not covered, 1 when some row failed or timed out. Throws core::InputError for an
 /// unreadable file.
 /// `mechanisms`: the model's switches (all on by default; `--without NAME`).
+/// The priors-only throughput validation of `csv` (what validate_run_command writes), returned rather than written,
+/// with the causes of causes.csv beside it.
+ThroughputReport run_throughput_report(const std::string& csv, std::ostream& out, int jobs = 2,
+                                       double row_time_limit_s = 300, const spec::Mechanisms& mechanisms = {});
+
+/// Writes report.md and report.csv of `r` into `out_dir` (created) and prints the headline to `out`.
+void write_throughput_report(const ThroughputReport& r, const std::string& out_dir, std::ostream& out);
+
 int validate_run_command(const std::string& csv, const std::string& out_dir, std::ostream& out, int jobs = 2,
                          double row_time_limit_s = 300, const spec::Mechanisms& mechanisms = {});
 

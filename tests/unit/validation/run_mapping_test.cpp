@@ -1146,7 +1146,7 @@ TEST_SUITE("validation")
         std::find_if(r.stats.begin(), r.stats.end(), [](const ErrorStats& s) { return s.group == "source S01"; });
     REQUIRE(s01 != r.stats.end());
     CHECK(s01->n == 1);
-    REQUIRE(r.component_stats.size() == 5); // source, framework, stage, offload, overall
+    REQUIRE(r.component_stats.size() == 7); // source, framework, stage, offload, GPU kind, scale band, overall
     CHECK(r.component_stats.back().median_abs_pct == doctest::Approx(20.0));
 
     std::string md = render_throughput_markdown(r);
@@ -1231,6 +1231,114 @@ TEST_SUITE("validation")
                     "median |err| 25.0 %") != std::string::npos);
     CHECK(head.find("DDP           2 rows:    0 compared,  0 component timings,   1 failed,    1 not covered; no "
                     "whole-step figure") != std::string::npos);
+  }
+
+  TEST_CASE("run report: leave-one-source-out, in-sample and priors-only sections in that order, per-row errors of "
+            "each, and a cause line for every row above 30 %")
+  {
+    ThroughputMapping m;
+    m.cases.push_back(hand_case("1", "S01", 3, TimeMetric::STEP_TIME, 10.0));
+    m.cases.push_back(hand_case("2", "S02", 3, TimeMetric::STEP_TIME, 10.0));
+    m.cases.push_back(hand_case("3", "S02", 3, TimeMetric::STEP_TIME, 10.0));
+    m.cases[2].scenario.cluster.nodes = 100; // the "more than 64 nodes" band
+    std::vector<RowOutcome> out(3);
+    for (auto& o : out)
+      o.status = RowStatus::DONE;
+    out[0].predicted.step_time_s = 11.0; // priors -10 %
+    out[1].predicted.step_time_s = 14.0; // priors -40 %
+    out[2].predicted.step_time_s = 9.0;  // priors +10 %
+    ThroughputReport r = assemble_report(3, m, out);
+    CalibratedErrors k;
+    k.in_sample_pct = {{"1", -2.0}, {"2", -5.0}, {"3", 4.0}};
+    k.loso_pct = {{"1", -20.0}, {"2", -35.0}, {"3", 6.0}};
+    FittedParameter p;
+    p.name = "gemm.A100";
+    p.value = 0.9;
+    p.fold_min = 0.85;
+    p.fold_max = 0.95;
+    p.sources = 2;
+    k.params.push_back(p);
+    k.command = "zerosim calibrate --runs x.csv --jobs 2";
+    r.calibrated = k;
+    r.causes["2"] = {"data", "the network is not stated", "\"not stated\" (notes)"};
+
+    // The medians by hand. Leave-one-source-out |errors| 20, 35, 6: median 20; per source S01 20, S02 median of 35
+    // and 6 = 20.5; the median of the two source medians 20.25. In-sample 2, 5, 4: median 4.
+    const auto loso = [&](const ThroughputComparison& c) -> std::optional<double> {
+      return k.loso_pct.at(c.c.info.row_id);
+    };
+    REQUIRE(median_of_source_medians(r, loso).has_value());
+    CHECK(*median_of_source_medians(r, loso) == doctest::Approx(20.25));
+    std::vector<ErrorStats> st = whole_step_stats(r, loso);
+    CHECK(st.back().group == "overall");
+    CHECK(st.back().median_abs_pct == doctest::Approx(20.0));
+    auto band =
+        std::find_if(st.begin(), st.end(), [](const ErrorStats& e) { return e.group == "scale more than 64 nodes"; });
+    REQUIRE(band != st.end());
+    CHECK(band->n == 1);
+    CHECK(scale_band(m.cases[0]) == "1 node");
+
+    const std::string md = render_throughput_markdown(r);
+    const std::size_t a = md.find("\n## Leave-one-source-out\n"), b = md.find("\n## In-sample\n"),
+                      c = md.find("\n## Priors only\n");
+    REQUIRE(a != std::string::npos);
+    REQUIRE(b != std::string::npos);
+    REQUIRE(c != std::string::npos);
+    CHECK(a < b);
+    CHECK(b < c);
+    CHECK(md.find("| overall | 3 | 20.0 % |") > a); // the leave-one-source-out table comes first
+    CHECK(md.find("Median of the per-source medians of |error|: 20.2 %.") != std::string::npos); // 20.25, printed %.1f
+    CHECK(md.find("| gemm.A100 | 0.900 | 0.850 | 0.950 | 2 |  |") != std::string::npos);
+    CHECK(md.find("| step time | 10 s | 14 s | -40.0 % | -5.0 % | -35.0 % |") != std::string::npos); // row 2
+    // Rows above 30 % anywhere: row 2 only (priors -40 %, leave-one-source-out -35 %), with its cause.
+    CHECK(md.find("1 rows, 1 with a cause.") != std::string::npos);
+    CHECK(md.find("- row 2 (S02; priors -40.0 %, in-sample -5.0 %, leave-one-source-out -35.0 %): data: the network "
+                  "is not stated Evidence: \"not stated\" (notes)") != std::string::npos);
+
+    // A fit that did not run says why in both calibrated sections; the priors section stays.
+    r.calibrated = CalibratedErrors{};
+    r.calibrated->not_run = "the fit's guards refused these rows: too few";
+    const std::string md2 = render_throughput_markdown(r);
+    CHECK(md2.find("## Leave-one-source-out\n\nNot run: the fit's guards refused these rows: too few.") !=
+          std::string::npos);
+    CHECK(md2.find("## In-sample\n\nNot run: the fit's guards refused these rows: too few.") != std::string::npos);
+    CHECK(md2.find("- row 2 (S02; priors -40.0 %): data:") != std::string::npos);
+  }
+
+  TEST_CASE("run report: causes.csv is read beside the validation file, and its errors name the file and line")
+  {
+    const std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / ("zerosim-causes-test-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const std::string csv = (dir / "published.csv").string();
+    std::vector<PublishedRow> rows = {{{"row_id", "3"}, {"source_id", "S01"}},
+                                      {{"row_id", "4"}, {"source_id", "S01"}},
+                                      {{"row_id", "7"}, {"source_id", "S02"}}};
+    CHECK(read_row_causes(csv, rows).empty()); // no causes.csv: no causes
+    auto write = [&](const std::string& body) {
+      std::ofstream f(dir / "causes.csv", std::ios::binary);
+      f << "rows,source_id,kind,cause,evidence\n" << body;
+    };
+    write("3-4,S01,mechanism,\"not modelled, a cause\",zero-schedule.md\n7,S02,data,network not stated,\"q\"\n");
+    std::map<std::string, RowCause> c = read_row_causes(csv, rows);
+    REQUIRE(c.size() == 3);
+    CHECK(c["4"].kind == "mechanism");
+    CHECK(c["4"].cause == "not modelled, a cause");
+    CHECK(c["7"].evidence == "q");
+    const std::string at = (dir / "causes.csv").string();
+    write("3,S01,guess,x,y\n");
+    CHECK_THROWS_WITH_AS(read_row_causes(csv, rows),
+                         (at + ":2: kind: expected mechanism, data or unknown, found \"guess\"").c_str(),
+                         core::InputError);
+    write("7,S01,data,x,y\n");
+    CHECK_THROWS_WITH_AS(read_row_causes(csv, rows), (at + ":2: source_id: row 7 is S02's, found \"S01\"").c_str(),
+                         core::InputError);
+    write("3,S01,data,x,y\n3-4,S01,data,x,y\n");
+    CHECK_THROWS_WITH_AS(read_row_causes(csv, rows), (at + ":3: row 3 is already listed on line 2").c_str(),
+                         core::InputError);
+    write("9,S01,data,x,y\n");
+    CHECK_THROWS_WITH_AS(read_row_causes(csv, rows), (at + ":2: row 9 is not in " + csv).c_str(), core::InputError);
+    std::filesystem::remove_all(dir);
   }
 
   TEST_CASE("run report: predicted values follow the figure's definition")
