@@ -208,14 +208,30 @@ double gemm_efficiency(std::int64_t m, std::int64_t n, std::int64_t k, const Gpu
   return e.gemm_max * wave_fraction(m, n, e.sms) * depth;
 }
 
+namespace {
+
+/// op_time's seconds and the SM-bound part of them (TaskTime::sm_seconds).
+TaskTime op_times(const workload::Op& op, bool backward, const spec::GpuSpec& gpu, spec::Precision p,
+                  const GpuEfficiency& e);
+
+} // namespace
+
 double op_time(const workload::Op& op, bool backward, const spec::GpuSpec& gpu, spec::Precision p,
                const GpuEfficiency& e)
+{
+  return op_times(op, backward, gpu, p, e).seconds;
+}
+
+namespace {
+
+TaskTime op_times(const workload::Op& op, bool backward, const spec::GpuSpec& gpu, spec::Precision p,
+                  const GpuEfficiency& e)
 {
   const double flops = backward ? op.bwd_flops : op.fwd_flops;
   const double bytes = backward ? op.bwd_bytes : op.fwd_bytes;
   const int kernels = op_kernels(op, backward);
   if (kernels == 0)
-    return 0; // nothing runs (the backward of an inference workload)
+    return {}; // nothing runs (the backward of an inference workload)
   const double memory = bytes > 0 ? bytes / hbm_bandwidth(gpu, e) : 0;
   double compute = 0;
   switch (op.kind) {
@@ -246,8 +262,10 @@ double op_time(const workload::Op& op, bool backward, const spec::GpuSpec& gpu, 
   // A power cap lowers the sustained SM clock: every compute roof runs slower, HBM does not (§1.8).
   if (e.clock != 1.0)
     compute /= e.clock;
-  return std::max(compute, memory) + kernels * e.kernel_overhead_s;
+  return {std::max(compute, memory) + kernels * e.kernel_overhead_s, compute >= memory ? compute : 0.0};
 }
+
+} // namespace
 
 namespace {
 
@@ -308,6 +326,12 @@ double compute_task_time(const schedule::Task& t, const workload::Workload& w, c
 double compute_task_time(const schedule::Task& t, const workload::Workload& w, const spec::Scenario& s,
                          const ScenarioPricing& pricing)
 {
+  return compute_task_times(t, w, s, pricing).seconds;
+}
+
+TaskTime compute_task_times(const schedule::Task& t, const workload::Workload& w, const spec::Scenario& s,
+                            const ScenarioPricing& pricing)
+{
   if (t.kind != schedule::TaskKind::COMPUTE)
     throw core::InternalError("compute_task_time: task " + t.name + " is not a COMPUTE task");
   const spec::GpuSpec& gpu = s.cluster.node.gpu;
@@ -316,25 +340,30 @@ double compute_task_time(const schedule::Task& t, const workload::Workload& w, c
   if (!is_layer_phase(t.phase)) {
     // Optimizer step, gradient accumulation, casts: one fused kernel over mem_bytes (docs/compute.md §1.5).
     if (t.flops <= 0 && t.mem_bytes <= 0)
-      return 0;
+      return {};
     double compute = t.flops > 0 ? t.flops / vector_peak(gpu, p) : 0;
     if (e.clock != 1.0)
       compute /= e.clock;
     const double memory = t.mem_bytes > 0 ? t.mem_bytes / hbm_bandwidth(gpu, e) : 0;
-    return std::max(compute, memory) + e.kernel_overhead_s;
+    return {std::max(compute, memory) + e.kernel_overhead_s, compute >= memory ? compute : 0.0};
   }
   const workload::Layer& layer = task_layer(t, w, "compute_task_time");
   const OpRange range = task_ops(t, layer, "compute_task_time");
   const auto ops = std::span<const workload::Op>(layer.ops).subspan(range.begin, range.end - range.begin);
-  double seconds = 0;
+  double seconds = 0, sm = 0;
+  const auto add = [&](const workload::Op& op, bool backward) {
+    const TaskTime o = op_times(op, backward, gpu, p, e);
+    seconds += o.seconds;
+    sm += o.sm_seconds;
+  };
   switch (t.phase) {
   case schedule::Phase::FORWARD:
     for (const workload::Op& op : ops)
-      seconds += op_time(op, false, gpu, p, e);
+      add(op, false);
     break;
   case schedule::Phase::BACKWARD:
     for (const workload::Op& op : ops)
-      seconds += op_time(op, true, gpu, p, e);
+      add(op, true);
     break;
   case schedule::Phase::RECOMPUTE: {
     const spec::Checkpointing c = s.training.activation_checkpointing;
@@ -342,7 +371,7 @@ double compute_task_time(const schedule::Task& t, const workload::Workload& w, c
       throw core::InternalError("compute_task_time: recompute task " + t.name + " without activation checkpointing");
     for (const workload::Op& op : ops)
       if (op.recomputed)
-        seconds += op_time(op, false, gpu, p, e);
+        add(op, false);
     break;
   }
   default:
@@ -359,9 +388,12 @@ double compute_task_time(const schedule::Task& t, const workload::Workload& w, c
       seconds += extra / hbm_bandwidth(gpu, e) + std::max(1, casts) * e.kernel_overhead_s;
     }
   }
-  if (s.mechanisms.host_dispatch)
-    seconds = std::max(seconds, host_task_time(t, w, s, pricing)); // the host bounds the layer (§1.7)
-  return seconds;
+  if (s.mechanisms.host_dispatch) {
+    const double host = host_task_time(t, w, s, pricing);
+    if (host > seconds)
+      return {host, 0.0}; // the host bounds the layer (§1.7): its kernels wait on the host, not on SMs
+  }
+  return {seconds, sm};
 }
 
 int op_kernels(const workload::Op& op, bool backward)

@@ -81,6 +81,19 @@ double compute_task_time(const schedule::Task& t, const workload::Workload& w, c
 double compute_task_time(const schedule::Task& t, const workload::Workload& w, const spec::Scenario& s,
                          const ScenarioPricing& p);
 
+/// A COMPUTE task's seconds and the part of them the SMs bound (docs/engine.md "Interference").
+struct TaskTime {
+  double seconds = 0; ///< compute_task_time
+  /// Seconds in kernels whose compute roof binds (compute >= memory in the roofline), launch gaps excluded: the part
+  /// an NCCL kernel's share of the SMs stretches. A memory-bound kernel keeps HBM saturated on the SMs left to it,
+  /// and a host-bound task (the host's dispatch above the GPU's time) waits on the host, so neither counts: 0 then.
+  double sm_seconds = 0;
+};
+
+/// compute_task_time with its SM-bound part.
+TaskTime compute_task_times(const schedule::Task& t, const workload::Workload& w, const spec::Scenario& s,
+                            const ScenarioPricing& p);
+
 /// Kernels one operation launches in its forward (backward = false) or backward: 0 when it does no work in that
 /// direction; a GEMM's backward 2 (dX, dW), a fused attention backward 3, an unfused one 2; else 1.
 int op_kernels(const workload::Op& op, bool backward);

@@ -72,8 +72,9 @@ double nvme_request_latency(const spec::NvmeSpec& nv, const spec::AioSpec& aio, 
 /// TASK_DELAY: a copy's or an NVMe task's latency before its data (index: jobs_); COLL_FLOW_DELAY: the route
 /// latency of a group of a collective phase's flows before they start (index: flow_groups_).
 /// INTERFERENCE: the SM share an NCCL kernel holds on a GPU while its collective runs (suspended at its end;
-/// nothing continues from it).
-enum class Cont { TASK_PART, COLL_FLOW, COLL_DELAY, TASK_DELAY, COLL_FLOW_DELAY, INTERFERENCE };
+/// nothing continues from it). TASK_STAGE: a COMPUTE task's SM-bound stage, which its memory-bound stage follows
+/// (index: jobs_; docs/engine.md "Interference").
+enum class Cont { TASK_PART, COLL_FLOW, COLL_DELAY, TASK_DELAY, COLL_FLOW_DELAY, INTERFERENCE, TASK_STAGE };
 
 struct Token {
   Cont what = Cont::TASK_PART;
@@ -88,6 +89,7 @@ struct Job {
   int rank = 0; ///< index into ranks_
   TaskId task = 0;
   int parts = 0;
+  double memory_stage_s = 0; ///< a COMPUTE task split by interference: the memory-bound seconds after its SM stage
 };
 
 /// One flow of a collective phase, and the flows of a phase that share one route latency.
@@ -183,6 +185,7 @@ public:
       }
     const std::size_t R = timeline_.ranks.size();
     duration_.resize(R);
+    sm_duration_.resize(R);
     cpu_work_.resize(R);
     pending_.resize(R);
     done_.resize(R);
@@ -194,11 +197,12 @@ public:
     // Every rank (and every micro-step) runs the same layers: a compute task's time depends only on its
     // phase, layer and own work, so it is computed once; what depends on the scenario alone (the GPU kind's
     // figures, the stack's generations) once per replay, at the first COMPUTE task.
-    std::map<std::tuple<schedule::Phase, int, int, int, double, double>, double> compute_time;
+    std::map<std::tuple<schedule::Phase, int, int, int, double, double>, compute::TaskTime> compute_time;
     std::optional<compute::ScenarioPricing> pricing;
     for (std::size_t ri = 0; ri < R; ++ri) {
       const auto& tasks = timeline_.ranks[ri].graph.tasks;
       duration_[ri].assign(tasks.size(), 0.0);
+      sm_duration_[ri].assign(tasks.size(), 0.0);
       cpu_work_[ri].resize(tasks.size());
       pending_[ri].assign(tasks.size(), 0);
       done_[ri].assign(tasks.size(), 0);
@@ -214,9 +218,10 @@ public:
           if (it == compute_time.end()) {
             if (!pricing)
               pricing.emplace(s);
-            it = compute_time.emplace(key, compute::compute_task_time(k, w, s, *pricing)).first;
+            it = compute_time.emplace(key, compute::compute_task_times(k, w, s, *pricing)).first;
           }
-          duration_[ri][static_cast<std::size_t>(t)] = it->second;
+          duration_[ri][static_cast<std::size_t>(t)] = it->second.seconds;
+          sm_duration_[ri][static_cast<std::size_t>(t)] = it->second.sm_seconds;
         }
         if (k.kind == TaskKind::CPU_COMPUTE)
           cpu_work_[ri][static_cast<std::size_t>(t)] = compute::cpu_task_work(k, c.node.cpu, ranks_per_node);
@@ -382,6 +387,9 @@ public:
     case Cont::TASK_DELAY:
       task_data(tok->index);
       break;
+    case Cont::TASK_STAGE:
+      memory_stage(tok->index);
+      break;
     case Cont::COLL_FLOW_DELAY:
       start_flows(flow_groups_[static_cast<std::size_t>(tok->index)]);
       break;
@@ -515,6 +523,17 @@ private:
         return;
       }
       const int j = new_job(ri, t, 1);
+      const double sm = sm_duration_[r][static_cast<std::size_t>(t)];
+      if (sm_share_ > 0 && sm < d) {
+        // Interference (docs/engine.md): the SM-bound stage on the GPU, where a collective's SM share is held,
+        // then the memory-bound rest (launch gaps, host-bound waits included) beside it, where it is not.
+        jobs_[static_cast<std::size_t>(j)].memory_stage_s = d - sm;
+        if (sm > 0)
+          exec(token(Cont::TASK_STAGE, j, k.name), platform_->gpu(node, local), sm * platform::WORK_UNITS_PER_SECOND);
+        else
+          memory_stage(j);
+        return;
+      }
       exec(token(Cont::TASK_PART, j, k.name), platform_->gpu(node, local), d * platform::WORK_UNITS_PER_SECOND);
       return;
     }
@@ -620,8 +639,17 @@ private:
 
   int new_job(int ri, TaskId t, int parts)
   {
-    jobs_.push_back(Job{ri, t, parts});
+    jobs_.push_back(Job{ri, t, parts, 0});
     return static_cast<int>(jobs_.size()) - 1;
+  }
+
+  /// A split COMPUTE task's memory-bound stage, on the GPU's memory side (Platform::gpu_memory).
+  void memory_stage(int j)
+  {
+    const Job& jb = jobs_[static_cast<std::size_t>(j)];
+    const RankTimeline& rk = timeline_.ranks[static_cast<std::size_t>(jb.rank)];
+    exec(token(Cont::TASK_PART, j, rk.graph.tasks[static_cast<std::size_t>(jb.task)].name + " (memory-bound)"),
+         platform_->gpu_memory(rk.node, rk.local), jb.memory_stage_s * platform::WORK_UNITS_PER_SECOND);
   }
 
   void start_collective(int idx)
@@ -767,6 +795,7 @@ private:
   collectives::Options copts_;
   Timeline timeline_;
   std::vector<std::vector<double>> duration_;
+  std::vector<std::vector<double>> sm_duration_; ///< COMPUTE tasks: the SM-bound part (compute::TaskTime::sm_seconds)
   std::vector<std::vector<compute::CpuWork>> cpu_work_;
   std::vector<std::vector<int>> pending_;
   std::vector<std::vector<std::vector<TaskId>>> succ_;

@@ -61,6 +61,7 @@ sg4::SplitDuplexLink* duplex(sg4::NetZone* z, const std::string& name, double bw
 /// The per-node part of the platform: links and hosts of one server.
 struct NodeParts {
   std::vector<sg4::Host*> gpus;
+  std::vector<sg4::Host*> gpu_memories;
   sg4::Host* cpu = nullptr;
   sg4::Host* dram = nullptr;
   sg4::Link* dram_link = nullptr;
@@ -109,6 +110,8 @@ Platform::Platform(const spec::ClusterSpec& c, const PlatformOptions& o)
           duplex(zone, pre + "pcie_switch" + std::to_string(s), nd.pcie.switch_uplink_Bps, 0, link_latency_));
     for (int g = 0; g < G; ++g) {
       p.gpus.push_back(zone->create_host(pre + "gpu" + std::to_string(g), WORK_UNITS_PER_SECOND)->seal());
+      p.gpu_memories.push_back(
+          zone->create_host(pre + "gpu" + std::to_string(g) + "_memory", WORK_UNITS_PER_SECOND)->seal());
       p.pcie.push_back(
           duplex(zone, pre + "pcie_gpu" + std::to_string(g), nd.pcie.bandwidth_Bps, nd.pcie.latency_s, link_latency_));
       p.gpu_switch.push_back(std::min(switches - 1, g / std::max(1, nd.pcie.gpus_per_switch)));
@@ -178,6 +181,7 @@ Platform::Platform(const spec::ClusterSpec& c, const PlatformOptions& o)
     }
     nvmes_.push_back(p.nvme);
     gpus_.push_back(p.gpus);
+    gpu_memories_.push_back(p.gpu_memories);
     cpus_.push_back(p.cpu);
     drams_.push_back(p.dram);
   }
@@ -237,6 +241,11 @@ Platform::Platform(const spec::ClusterSpec& c, const PlatformOptions& o)
 sg4::Host* Platform::gpu(int node, int local) const
 {
   return gpus_.at(static_cast<std::size_t>(node)).at(static_cast<std::size_t>(local));
+}
+
+sg4::Host* Platform::gpu_memory(int node, int local) const
+{
+  return gpu_memories_.at(static_cast<std::size_t>(node)).at(static_cast<std::size_t>(local));
 }
 
 sg4::Host* Platform::cpu(int node) const

@@ -49,6 +49,9 @@ public:
   Platform(const spec::ClusterSpec& c, const PlatformOptions& o);
 
   simgrid::s4u::Host* gpu(int node, int local) const;
+  /// The GPU's memory-bound side: the executions of a GPU's kernels that HBM bounds (docs/engine.md
+  /// "Interference"), apart from gpu(), where an NCCL kernel's share of the SMs is held. No routes.
+  simgrid::s4u::Host* gpu_memory(int node, int local) const;
   simgrid::s4u::Host* cpu(int node) const;
   /// The DRAM endpoint: a flow cpu(node) -> dram(node) crosses only the DRAM link (CPU work's traffic).
   simgrid::s4u::Host* dram(int node) const;
@@ -73,6 +76,7 @@ public:
 
 private:
   std::vector<std::vector<simgrid::s4u::Host*>> gpus_;
+  std::vector<std::vector<simgrid::s4u::Host*>> gpu_memories_;
   std::vector<simgrid::s4u::Host*> cpus_;
   std::vector<simgrid::s4u::Host*> drams_;
   std::vector<simgrid::s4u::Host*> nvmes_;
