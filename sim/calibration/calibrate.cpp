@@ -56,6 +56,22 @@ void check_name(const std::string& name)
 
 } // namespace
 
+std::vector<double> row_weights(const std::vector<std::string>& sources)
+{
+  // Every source weighs the same in all (a source's rows share its weight), the weights averaging 1 / DATA_SIGMA^2 per
+  // row.
+  std::map<std::string, int> per_source;
+  for (const std::string& s : sources)
+    ++per_source[s];
+  std::vector<double> w;
+  for (const std::string& s : sources) {
+    const double balance = static_cast<double>(sources.size()) /
+                           (static_cast<double>(per_source.size()) * static_cast<double>(per_source[s]));
+    w.push_back(balance / (DATA_SIGMA * DATA_SIGMA));
+  }
+  return w;
+}
+
 BatchPredictor pool_predictor(int jobs, double row_time_limit_s)
 {
   return [jobs, row_time_limit_s](const std::vector<ThroughputCase>& cases) {
@@ -237,9 +253,10 @@ CalibrationResult calibrate(const std::vector<Observation>& observations, const 
     problem.weight.resize(nr);
     problem.jacobian.resize(nr, np);
     problem.huber_threshold = options.huber_threshold;
-    std::map<std::string, int> per_source;
+    std::vector<std::string> kept_sources;
     for (std::size_t i : kept)
-      ++per_source[observations[i].source];
+      kept_sources.push_back(observations[i].source);
+    const std::vector<double> weights = row_weights(kept_sources);
     for (Eigen::Index r = 0; r < nr; ++r) {
       const std::size_t i = kept[static_cast<std::size_t>(r)];
       if (std::isnan(base[i]))
@@ -247,11 +264,7 @@ CalibrationResult calibrate(const std::vector<Observation>& observations, const 
                                "the multipliers of linearisation " + std::to_string(lin + 1));
       problem.y0(r) = base[i];
       problem.target(r) = std::log(observations[i].c.figures.front().value);
-      // Every source weighs the same in all (a source's rows share its weight), the weights averaging 1 / DATA_SIGMA^2
-      // per row.
-      const double balance = static_cast<double>(nr) / (static_cast<double>(per_source.size()) *
-                                                        static_cast<double>(per_source[observations[i].source]));
-      problem.weight(r) = balance / (DATA_SIGMA * DATA_SIGMA);
+      problem.weight(r) = weights[static_cast<std::size_t>(r)];
       problem.jacobian.row(r) = jac.row(static_cast<Eigen::Index>(i));
     }
     if (lin == 0) {

@@ -96,6 +96,10 @@ std::vector<std::string> applicable_params(const spec::Scenario& s);
 CalibrationResult calibrate(const std::vector<Observation>& observations, const CalibrateOptions& options,
                             const BatchPredictor& predict);
 
+/// The fit's weight of each row from the rows' sources (docs/calibration.md "Weights"): every source weighs the same
+/// in all, its rows sharing its weight, the weights averaging 1 / DATA_SIGMA^2 (5 %) per row.
+std::vector<double> row_weights(const std::vector<std::string>& sources);
+
 /// ln of the figure a case's primary metric compares, from its predicted figures.
 double predicted_figure(const validation::ThroughputCase& c, const validation::PredictedFigures& p);
 

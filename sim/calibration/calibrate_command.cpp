@@ -519,7 +519,7 @@ int calibrate_command(const CalibrateArgs& a, std::ostream& out, std::ostream& p
   const CalibrationResult r = calibrate(obs, opts, predict);
   std::optional<Recovery> rec;
   if (synthetic)
-    rec = recovery(r, *synthetic, fixed_params);
+    rec = recovery(r, *synthetic, opts);
 
   if (!a.out.empty()) {
     config::CalibrationProfile p;

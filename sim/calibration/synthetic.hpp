@@ -47,12 +47,21 @@ struct RecoveryRow {
   int rows = 0;
   int sources = 0;
   std::string note; ///< why it was not fitted, at a bound, one source
+  /// Judged: the truth sets it or the fit fitted it (a parameter no row informs that the truth leaves at its prior is
+  /// listed, not judged).
+  bool judged = true;
   double error() const { return fitted / truth - 1.0; }
 };
 
 struct Recovery {
   std::vector<RecoveryRow> rows; ///< by name
   double tolerance = 0.05;       ///< |fitted / true - 1| within which a parameter counts as recovered
+  /// The fit's cost (docs/calibration.md "The fit": weighted Huber data cost plus the priors' penalty over the fitted
+  /// parameters) at the fitted multipliers and at the true ones, on the simulator's predictions: the fit has found
+  /// the minimum it aims at when the first is not above the second, and a parameter it misses then is the
+  /// estimator's bias (the priors' pull), not the optimiser's stop.
+  double cost_fit = 0, cost_truth = 0;
+  int judged() const;
   int recovered() const;
   /// "recovered: 9 of 13 parameters within 5 % ..." naming those that were not.
   std::string verdict() const;
@@ -60,9 +69,11 @@ struct Recovery {
 };
 
 /// The fit's parameters set beside the truth: every parameter the truth names or the fit fitted; one the fit left
-/// at its prior (uninformed) or held fixed (`fixed`: --nccl / --gemm) is reported as not fitted, never hidden.
-Recovery recovery(const CalibrationResult& r, const SyntheticOptions& options,
-                  const std::map<std::string, double>& fixed, double tolerance = 0.05);
+/// at its prior (uninformed) or held fixed (`fit.fixed`: --nccl / --gemm) is reported as not fitted, never hidden.
+/// The costs use the rows' labels to give back each row's noise (its prediction at the truth is measured /
+/// exp(noise z)); `fit` gives the Huber threshold and the fixed parameters.
+Recovery recovery(const CalibrationResult& r, const SyntheticOptions& options, const CalibrateOptions& fit,
+                  double tolerance = 0.05);
 
 /// The report's "Synthetic recovery" section (markdown): how the data were made, the table and the verdict.
 std::string recovery_markdown(const Recovery& rec, const SyntheticOptions& options, int rows);
