@@ -518,8 +518,13 @@ int calibrate_command(const CalibrateArgs& a, std::ostream& out, std::ostream& p
   opts.progress = &progress;
   const CalibrationResult r = calibrate(obs, opts, predict);
   std::optional<Recovery> rec;
-  if (synthetic)
-    rec = recovery(r, *synthetic, opts);
+  if (synthetic) {
+    std::set<std::string> used;
+    for (const Observation& o : obs)
+      for (const std::string& n : applicable_params(o.c.scenario))
+        used.insert(n);
+    rec = recovery(r, *synthetic, opts, used);
+  }
 
   if (!a.out.empty()) {
     config::CalibrationProfile p;

@@ -113,7 +113,7 @@ std::string Recovery::verdict() const
 }
 
 Recovery recovery(const CalibrationResult& r, const SyntheticOptions& options, const CalibrateOptions& fit,
-                  double tolerance)
+                  const std::set<std::string>& used, double tolerance)
 {
   const std::map<std::string, double>& fixed_params = fit.fixed;
   Recovery rec;
@@ -140,7 +140,12 @@ Recovery recovery(const CalibrationResult& r, const SyntheticOptions& options, c
     RecoveryRow& row = by[name];
     row.name = name;
     row.truth = value;
-    row.note = "no observation's run uses it: left at its prior";
+    if (used.count(name)) {
+      row.note = "the runs use it but the fit left it out (--fit-params): the data carry its true value, the fit "
+                 "its prior";
+    } else {
+      row.note = "no observation's run uses it: left at its prior";
+    }
   }
   for (const ParameterResult& p : r.params) {
     RecoveryRow& row = by[p.name];
@@ -179,8 +184,15 @@ Recovery recovery(const CalibrationResult& r, const SyntheticOptions& options, c
     row.fit = false;
     row.note = "held at the value of --nccl / --gemm, not fitted";
   }
-  for (auto& [name, row] : by)
+  for (auto& [name, row] : by) {
+    // A parameter the runs use, neither fitted nor informing no row, held away from its truth: the fit cannot reach
+    // the truth's residuals, and the costs do not compare.
+    const bool uninformed = std::any_of(r.uninformed.begin(), r.uninformed.end(),
+                                        [&](const std::string& u) { return u.rfind(name + ":", 0) == 0; });
+    if (used.count(name) && !row.fit && !uninformed && row.fitted != row.truth)
+      rec.costs_compare = false;
     rec.rows.push_back(row);
+  }
   return rec;
 }
 
@@ -207,10 +219,11 @@ std::string recovery_markdown(const Recovery& rec, const SyntheticOptions& optio
   }
   md << "\nThe fit's cost (data and priors, docs/calibration.md \"The fit\") on the simulator's predictions: "
      << fixed(rec.cost_fit, 1) << " at the fitted multipliers, " << fixed(rec.cost_truth, 1) << " at the true ones ("
-     << (rec.cost_fit <= rec.cost_truth ? "the fit reached a point that its own measure prefers to the truth: what it "
-                                          "misses is the estimator's bias, the priors' pull, not where the optimiser "
-                                          "stopped"
-                                        : "above the truth's: the optimiser stopped short of the minimum")
+     << (!rec.costs_compare ? "not comparable: a parameter the runs use is held away from its true value"
+         : rec.cost_fit <= rec.cost_truth
+             ? "the fit reached a point that its own measure prefers to the truth: what it misses is the estimator's "
+               "bias, the priors' pull, not where the optimiser stopped"
+             : "above the truth's: the optimiser stopped short of the minimum")
      << ").\n\nVerdict: " << rec.verdict() << ".\n";
   return md.str();
 }
@@ -243,6 +256,7 @@ core::Json recovery_json(const Recovery& rec, const SyntheticOptions& options, i
       .set("recovered", rec.recovered())
       .set("cost_at_fit", rec.cost_fit)
       .set("cost_at_truth", rec.cost_truth)
+      .set("costs_compare", rec.costs_compare)
       .set("verdict", rec.verdict());
 }
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,6 +62,9 @@ struct Recovery {
   /// the minimum it aims at when the first is not above the second, and a parameter it misses then is the
   /// estimator's bias (the priors' pull), not the optimiser's stop.
   double cost_fit = 0, cost_truth = 0;
+  /// Whether the two costs compare: false when a parameter the runs use is held (not fitted) away from its true
+  /// value, so that the fit cannot reach the truth's residuals.
+  bool costs_compare = true;
   int judged() const;
   int recovered() const;
   /// "recovered: 9 of 13 parameters within 5 % ..." naming those that were not.
@@ -69,11 +73,12 @@ struct Recovery {
 };
 
 /// The fit's parameters set beside the truth: every parameter the truth names or the fit fitted; one the fit left
-/// at its prior (uninformed) or held fixed (`fit.fixed`: --nccl / --gemm) is reported as not fitted, never hidden.
-/// The costs use the rows' labels to give back each row's noise (its prediction at the truth is measured /
-/// exp(noise z)); `fit` gives the Huber threshold and the fixed parameters.
+/// at its prior (uninformed, or left out of `fit.params`) or held fixed (`fit.fixed`: --nccl / --gemm) is reported as
+/// not fitted, never hidden. `used`: the parameters the observations' runs use (applicable_params). The costs use
+/// the rows' labels to give back each row's noise (its prediction at the truth is measured / exp(noise z)); `fit`
+/// gives the Huber threshold and the fixed parameters.
 Recovery recovery(const CalibrationResult& r, const SyntheticOptions& options, const CalibrateOptions& fit,
-                  double tolerance = 0.05);
+                  const std::set<std::string>& used, double tolerance = 0.05);
 
 /// The report's "Synthetic recovery" section (markdown): how the data were made, the table and the verdict.
 std::string recovery_markdown(const Recovery& rec, const SyntheticOptions& options, int rows);
