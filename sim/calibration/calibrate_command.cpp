@@ -279,10 +279,12 @@ std::vector<NcclResult> fit_nccl(const CalibrateArgs& a)
       r.file = arg.substr(0, colon);
     }
     r.table = read_nccl_tests(r.file, hint);
-    r.fit = fit_nccl_table(r.table);
+    // The planned fit (nccl_fit.hpp): the planner's algorithm and protocol at each size, one multiplier and a latency
+    // beyond the planner's; collectives the planner does not plan get the latency-bandwidth fit.
+    r.fit = fit_nccl_table(r.table, node);
     r.nodes = nccl_table_nodes(r.table, node);
     r.param = nccl_transport_param(r.table, node);
-    r.multiplier = nccl_busbw_multiplier(r.table, r.fit, node);
+    r.multiplier = r.fit.model == "planner" ? r.fit.multiplier : nccl_busbw_multiplier(r.table, r.fit, node);
     const spec::ParamFamilyInfo f = *spec::param_family_of(r.param);
     if (r.multiplier < f.lower || r.multiplier > f.upper)
       throw core::InputError(r.file + ": its bus bandwidth " + fixed(r.fit.busbw_GBps, 1) + " GB/s is " +
@@ -306,7 +308,9 @@ core::Json nccl_json(const std::vector<NcclResult>& nccl)
                  .set("busbw_GBps", n.fit.busbw_GBps)
                  .set("latency_us", n.fit.latency_us)
                  .set("rows_fitted", n.fit.rows)
+                 .set("model", n.fit.model)
                  .set("max_busbw_deviation_pct", n.fit.max_deviation_pct)
+                 .set("prior_max_busbw_deviation_pct", n.fit.prior_max_deviation_pct)
                  .set("parameter", n.param)
                  .set("multiplier", n.multiplier));
   return arr;
@@ -316,14 +320,18 @@ std::string nccl_markdown(const std::vector<NcclResult>& nccl)
 {
   std::ostringstream md;
   md << "## nccl-tests\n\n"
-     << "| table | collective | ranks x nodes | busbw (GB/s) | latency (us) | max busbw deviation, >= 1 MiB | "
-        "parameter "
-        "| multiplier |\n|---|---|---|---:|---:|---:|---|---:|\n";
+     << "Each table fitted through the planner (model `planner`: collectives::plan's algorithm and protocol at each "
+        "size,\nthe multiplier and a latency beyond the planner's) or, for a collective the planner does not plan, as "
+        "latency +\nbandwidth (`latency-bandwidth`). Deviation: max |model busbw / measured - 1| at 1 MiB and above, "
+        "fitted and\nat the prior.\n\n"
+     << "| table | collective | ranks x nodes | model | busbw (GB/s) | latency (us) | max busbw deviation, >= 1 MiB | "
+        "at the prior | parameter | multiplier |\n|---|---|---|---|---:|---:|---:|---:|---|---:|\n";
   for (const NcclResult& n : nccl)
     md << "| " << n.file << " | " << to_string(n.table.collective) << " | " << n.table.ranks << " x " << n.nodes
-       << " | " << fixed(n.fit.busbw_GBps, 1) << " | " << fixed(n.fit.latency_us, 1) << " | "
-       << pct(n.fit.max_deviation_pct) << " (" << n.fit.checked << " sizes) | " << n.param << " | "
-       << fixed(n.multiplier, 3) << " |\n";
+       << " | " << n.fit.model << " | " << fixed(n.fit.busbw_GBps, 1) << " | " << fixed(n.fit.latency_us, 1) << " | "
+       << pct(n.fit.max_deviation_pct) << " (" << n.fit.checked << " sizes) | "
+       << (n.fit.model == "planner" ? pct(n.fit.prior_max_deviation_pct) : std::string("none")) << " | " << n.param
+       << " | " << fixed(n.multiplier, 3) << " |\n";
   return md.str();
 }
 
