@@ -676,6 +676,11 @@ ThroughputReport assemble_report(int rows_total, const ThroughputMapping& mappin
   return r;
 }
 
+namespace {
+/// The value a row id has in `m` (a calibrated prediction's errors), if any.
+std::optional<double> lookup(const std::map<std::string, double>& m, const std::string& id);
+} // namespace
+
 std::string render_headline(const ThroughputReport& r)
 {
   std::ostringstream os;
@@ -715,6 +720,25 @@ std::string render_headline(const ThroughputReport& r)
   }
   table(r.stats, "whole-step figures (primary figure of each row):");
   table(r.component_stats, "component timings (backward pass, CPU-Adam step):");
+  if (r.calibrated && r.calibrated->not_run.empty()) {
+    const CalibratedErrors& k = *r.calibrated;
+    const auto line = [&](const char* what, const std::map<std::string, double>& errors) {
+      const auto of = [&](const ThroughputComparison& c) { return lookup(errors, c.c.info.row_id); };
+      const std::vector<ErrorStats> st = whole_step_stats(r, of);
+      if (st.empty())
+        return;
+      const ErrorStats& all = st.back();
+      char buf[240];
+      std::snprintf(buf, sizeof buf,
+                    "%s (%zu fitted parameters): median |err| %.1f %%, p90 %.1f %%, median signed %+.1f %%, median "
+                    "of per-source medians %.1f %%\n",
+                    what, k.params.size(), all.median_abs_pct, all.p90_abs_pct, all.median_signed_pct,
+                    median_of_source_medians(r, of).value_or(0.0));
+      os << buf;
+    };
+    line("whole-step, leave-one-source-out", k.loso_pct);
+    line("whole-step, in-sample", k.in_sample_pct);
+  }
   for (const auto& f : r.failures)
     os << "FAILED row " << f.c.info.row_id << " (" << to_string(f.status) << "): " << f.message << "\n";
   return os.str();

@@ -1295,6 +1295,12 @@ TEST_SUITE("validation")
     CHECK(md.find("- row 2 (S02; priors -40.0 %, in-sample -5.0 %, leave-one-source-out -35.0 %): data: the network "
                   "is not stated Evidence: \"not stated\" (notes)") != std::string::npos);
 
+    // The terminal headline gives the two calibrated overall lines; p90 of |20|, |35|, |6| by linear interpolation:
+    // 20 + 0.8 x (35 - 20) = 32; median signed of -20, -35, +6: -20.
+    CHECK(render_headline(r).find("whole-step, leave-one-source-out (1 fitted parameters): median |err| 20.0 %, p90 "
+                                  "32.0 %, median signed -20.0 %, median of per-source medians 20.2 %") !=
+          std::string::npos);
+
     // A fit that did not run says why in both calibrated sections; the priors section stays.
     r.calibrated = CalibratedErrors{};
     r.calibrated->not_run = "the fit's guards refused these rows: too few";
