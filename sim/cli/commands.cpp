@@ -406,19 +406,19 @@ int validate_command(const Args& a, std::ostream& out)
       a.out_dir ? std::filesystem::path(*a.out_dir) : std::filesystem::path(csv).parent_path();
   const std::string dir = (given.empty() ? std::filesystem::path(".") : given).string();
   if (a.ablation) {
-    if (a.memory || a.run || !a.without.empty() || !a.with.empty())
+    if (a.memory || a.run || a.no_loso || a.priors_only || !a.without.empty() || !a.with.empty())
       usage_error("validate --ablation: switches every mechanism off in turn by itself; give it without --memory, "
                   "--run and --without");
     return validation::validate_ablation_command(csv, dir, out, jobs);
   }
   const bool both = !a.memory && !a.run;
-  int status = 0;
-  if (a.memory || both)
-    status = std::max(status, validation::validate_memory_command(csv, dir, out, mechanisms_of(a)));
   if ((a.no_loso || a.priors_only) && !(a.run || both))
     usage_error("validate: --no-loso and --priors-only shape the --run report; give them with --run");
   if (a.no_loso && a.priors_only)
     usage_error("validate: --priors-only skips the fit that --no-loso shortens; give one of them");
+  int status = 0;
+  if (a.memory || both)
+    status = std::max(status, validation::validate_memory_command(csv, dir, out, mechanisms_of(a)));
   if (a.run || both) {
     calibration::ValidateFitOptions vo;
     vo.jobs = jobs;

@@ -210,6 +210,16 @@ TEST_SUITE("cli")
     Result val = run_zerosim({"validate", "--run", "--calibration", "none"});
     CHECK(val.status == 2);
     CHECK(has(val.err, "validate: --calibration is not taken"));
+    // validate's --no-loso and --priors-only shape the --run report only, and one excludes the other.
+    Result mem_loso = run_zerosim({"validate", "--memory", "--no-loso"});
+    CHECK(mem_loso.status == 2);
+    CHECK(has(mem_loso.err, "validate: --no-loso and --priors-only shape the --run report; give them with --run"));
+    Result both_flags = run_zerosim({"validate", "--run", "--no-loso", "--priors-only"});
+    CHECK(both_flags.status == 2);
+    CHECK(has(both_flags.err, "validate: --priors-only skips the fit that --no-loso shortens; give one of them"));
+    Result abl = run_zerosim({"validate", "--ablation", "--priors-only"});
+    CHECK(abl.status == 2);
+    CHECK(has(abl.err, "validate --ablation: switches every mechanism off in turn by itself"));
   }
 
   // Malformed copies of the default scenario, as a user's typo makes them: exit 2 with FILE:LINE:COL, never the
