@@ -72,7 +72,7 @@ const char* USAGE = R"(usage:
         node file's `calibration:`; none runs on the priors alone
   --without NAME / --with NAME (run, memory, validate): switch one mechanism of the model off / on,
         for ablation: stack, protocols, busbw, leaf_fetch (off by default), host, clock, interference,
-        copies, allocator
+        communicator, copies, allocator
   zerosim --version | --help
 
 Exit status: 0 done (a scenario that does not fit is a result), 1 partly failed,

@@ -157,6 +157,7 @@ public:
     // Flows of one phase between the same two GPUs (several channels through one NVLink pair) are one
     // flow: the same bytes over the same route, fewer flows for the solver (design.md "Speed and scale").
     copts_.merge_channels = true;
+    serialize_communicators_ = s.mechanisms.communicator;
     // Interference (docs/engine.md "Interference"): an NCCL kernel holds nccl_ctas SMs (one CTA per channel) for
     // as long as its collective runs, so the compute it overlaps gets the other SMs: an execution bounded at that
     // share of the GPU host runs beside every collective on each of its GPUs.
@@ -209,6 +210,7 @@ public:
       succ_[ri].resize(tasks.size());
       coll_of_[ri].assign(tasks.size(), -1);
       std::map<schedule::Stream, TaskId> last_on_stream;
+      std::map<schedule::CommGroup, TaskId> last_on_group;
       std::size_t n_coll = 0;
       for (TaskId t = 0; t < static_cast<TaskId>(tasks.size()); ++t) {
         const Task& k = tasks[static_cast<std::size_t>(t)];
@@ -245,6 +247,14 @@ public:
         if (auto it = last_on_stream.find(k.stream); it != last_on_stream.end())
           preds.push_back(it->second);
         last_on_stream[k.stream] = t;
+        if (k.kind == TaskKind::COLLECTIVE && serialize_communicators_) {
+          // One NCCL communicator per group: NCCL launches every kernel of a communicator after the previous one
+          // (its internal deviceStream, docs/engine.md "One communicator, one kernel at a time"), whatever stream
+          // the call came from, so a collective waits for the group's previous call in issue order.
+          if (auto it = last_on_group.find(k.group); it != last_on_group.end())
+            preds.push_back(it->second);
+          last_on_group[k.group] = t;
+        }
         std::sort(preds.begin(), preds.end());
         preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
         for (TaskId p : preds) {
@@ -807,6 +817,7 @@ private:
   std::vector<sg4::ActivityPtr> graveyard_;
   std::vector<sg4::ActivityPtr> cancelled_; ///< interference executions SimGrid ended (kept until the replay ends)
   double sm_share_ = 0;                     ///< interference: a collective kernel's share of its GPU's SMs
+  bool serialize_communicators_ = true;     ///< a group's collectives run one at a time (Mechanisms::communicator)
   struct SmPool {
     std::vector<sg4::ExecPtr> execs; ///< bounded executions, one per concurrent collective seen
     int active = 0;                  ///< how many of them run now

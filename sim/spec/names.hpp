@@ -85,6 +85,7 @@ inline constexpr std::pair<const char*, bool Mechanisms::*> MECHANISMS[] = {
     {"host", &Mechanisms::host_dispatch},
     {"clock", &Mechanisms::sustained_clock},
     {"interference", &Mechanisms::interference},
+    {"communicator", &Mechanisms::communicator},
     {"copies", &Mechanisms::copies},
     {"allocator", &Mechanisms::allocator},
 };

@@ -193,8 +193,11 @@ struct Mechanisms {
   bool host_dispatch = true;   ///< "host": the host's per-op / per-hook dispatch cost (off: free)
   bool sustained_clock = true; ///< "clock": sustained clocks under the power limit (off: full clocks)
   bool interference = true;    ///< "interference": communication kernels slow the compute they overlap
-  bool copies = true;          ///< "copies": AMP casts and FSDP flat-parameter copies
-  bool allocator = true;       ///< "allocator": reserved memory from the caching allocator's mechanism
+  /// "communicator": a group's collectives run one at a time in issue order, as NCCL launches every kernel of a
+  /// communicator after the previous one (off: collectives of one group on different streams run concurrently)
+  bool communicator = true;
+  bool copies = true;    ///< "copies": AMP casts and FSDP flat-parameter copies
+  bool allocator = true; ///< "allocator": reserved memory from the caching allocator's mechanism
 };
 
 struct Scenario {

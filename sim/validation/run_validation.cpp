@@ -1102,6 +1102,7 @@ const AblationTarget ABLATION_TARGETS[] = {
        return compute::sustained_clock(c.c.scenario.cluster.node.gpu, c.c.scenario.kernels) < 1.0;
      }},
     {&spec::Mechanisms::interference, "rows on more than one GPU", multi_gpu},
+    {&spec::Mechanisms::communicator, "rows on more than one GPU", multi_gpu},
     {&spec::Mechanisms::copies, "FSDP rows and rows in torch AMP",
      [](const ThroughputComparison& c) {
        const spec::Precision p = c.c.scenario.training.precision;

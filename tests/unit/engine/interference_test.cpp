@@ -119,3 +119,55 @@ TEST_CASE("interference: a memory-bound kernel keeps its time under a running co
   REQUIRE(task_time(tl, 0, 1) > task_time(tl, 0, 0)); // the collective covered the whole kernel
   CHECK(task_time(tl, 0, 0) == doctest::Approx(alone).epsilon(1e-9));
 }
+
+namespace {
+
+/// Rank graph: two all-gathers of `bytes` issued one after the other on two streams (FSDP's or DeepSpeed's
+/// all-gather and reduce-scatter streams), the first on group `first`, the second on group `second`.
+TaskGraph two_collectives(std::int64_t bytes, int ranks, schedule::CommGroup first, schedule::CommGroup second)
+{
+  std::vector<Task> tasks;
+  for (int i = 0; i < 2; ++i) {
+    Task ag;
+    ag.kind = TaskKind::COLLECTIVE;
+    ag.stream = i == 0 ? schedule::Stream::ALLGATHER : schedule::Stream::REDUCE_PARTITION;
+    ag.name = "allgather" + std::to_string(i);
+    ag.collective = schedule::CollectiveKind::ALL_GATHER;
+    ag.bytes = bytes;
+    ag.group = i == 0 ? first : second;
+    ag.group_size = ranks;
+    tasks.push_back(ag);
+  }
+  return graph_of(tasks);
+}
+
+} // namespace
+
+TEST_CASE("communicator: a group's collectives run one at a time in issue order, whatever their streams")
+{
+  // NCCL 2.20.3 enqueue.cc ncclLaunchPrepare: every kernel of a communicator waits for the communicator's
+  // deviceStream and the deviceStream for the kernel, so two collectives of one process group issued on two
+  // streams run one after the other; collectives of two groups (two communicators) share the links at once.
+  const int N = 2;
+  const spec::Scenario s = load(h100_node(N), TRAIN);
+  const std::int64_t bytes = 4'000'000'000;
+  std::vector<TaskGraph> same, apart;
+  for (int r = 0; r < N; ++r) {
+    same.push_back(two_collectives(bytes, N, schedule::CommGroup::WORLD, schedule::CommGroup::WORLD));
+    apart.push_back(two_collectives(bytes, N, schedule::CommGroup::WORLD, schedule::CommGroup::INTRA_NODE));
+  }
+  const engine::Timeline one = engine::simulate_graphs(s, EMPTY, same);
+  const double t0 = task_time(one, 0, 0);
+  // The second starts when the first ends: it takes the same time again, and the pair twice one's time.
+  CHECK(one.ranks[0].times[1].start == doctest::Approx(one.ranks[0].times[0].end).epsilon(1e-9));
+  CHECK(task_time(one, 0, 1) == doctest::Approx(t0).epsilon(1e-6));
+  // Two communicators: both start at once and share the NVLink, each taking about twice one's time.
+  const engine::Timeline two = engine::simulate_graphs(s, EMPTY, apart);
+  CHECK(two.ranks[0].times[1].start == doctest::Approx(two.ranks[0].times[0].start).epsilon(1e-9));
+  CHECK(task_time(two, 0, 0) == doctest::Approx(2 * t0).epsilon(0.02));
+  // Switched off (ablation): one group's two collectives run at once as two communicators' do.
+  spec::Scenario off = s;
+  off.mechanisms.communicator = false;
+  const engine::Timeline conc = engine::simulate_graphs(off, EMPTY, same);
+  CHECK(conc.ranks[0].times[1].start == doctest::Approx(conc.ranks[0].times[0].start).epsilon(1e-9));
+}
