@@ -677,8 +677,24 @@ ThroughputReport assemble_report(int rows_total, const ThroughputMapping& mappin
 }
 
 namespace {
-/// The value a row id has in `m` (a calibrated prediction's errors), if any.
-std::optional<double> lookup(const std::map<std::string, double>& m, const std::string& id);
+
+/// The line under a table: the median of the per-source medians (issue 14's source-balanced figure).
+std::string source_medians_line(std::optional<double> m)
+{
+  return m ? "Median of the per-source medians of |error|: " + fixed(*m, 1) + " %.\n" : std::string();
+}
+
+std::optional<double> lookup(const std::map<std::string, double>& m, const std::string& id)
+{
+  auto it = m.find(id);
+  return it == m.end() ? std::nullopt : std::optional<double>(it->second);
+}
+
+std::string optional_pct(std::optional<double> v)
+{
+  return v ? signed_pct(*v) : std::string("none");
+}
+
 } // namespace
 
 std::string render_headline(const ThroughputReport& r)
@@ -745,23 +761,6 @@ std::string render_headline(const ThroughputReport& r)
 }
 
 namespace {
-
-/// The line under a table: the median of the per-source medians (issue 14's source-balanced figure).
-std::string source_medians_line(std::optional<double> m)
-{
-  return m ? "Median of the per-source medians of |error|: " + fixed(*m, 1) + " %.\n" : std::string();
-}
-
-std::optional<double> lookup(const std::map<std::string, double>& m, const std::string& id)
-{
-  auto it = m.find(id);
-  return it == m.end() ? std::nullopt : std::optional<double>(it->second);
-}
-
-std::string optional_pct(std::optional<double> v)
-{
-  return v ? signed_pct(*v) : std::string("none");
-}
 
 /// ## Leave-one-source-out and ## In-sample: the fit's errors, its parameters and how far they move across folds.
 void calibrated_sections(std::ostringstream& md, const ThroughputReport& r)
@@ -1128,9 +1127,8 @@ std::string ablation_line(const std::string& mechanism, const std::string& rows,
 std::set<std::string> whole_step_ids(const ThroughputReport& r)
 {
   std::set<std::string> ids;
-  for (const ThroughputComparison& c : r.comparisons)
-    if (!is_component(c.figures.front().figure.metric))
-      ids.insert(c.c.info.row_id);
+  for (const ThroughputComparison* c : whole_step_rows(r))
+    ids.insert(c->c.info.row_id);
   return ids;
 }
 
@@ -1162,14 +1160,6 @@ void write_throughput_report(const ThroughputReport& r, const std::string& out_d
   write_file(out_dir + "/report.md", render_throughput_markdown(r));
   write_file(out_dir + "/report.csv", render_throughput_csv(r));
   out << render_headline(r) << "report: " << out_dir << "/report.md\n";
-}
-
-int validate_run_command(const std::string& csv, const std::string& out_dir, std::ostream& out, int jobs,
-                         double row_time_limit_s, const spec::Mechanisms& mechanisms)
-{
-  const ThroughputReport r = run_throughput_report(csv, out, jobs, row_time_limit_s, mechanisms);
-  write_throughput_report(r, out_dir, out);
-  return r.failures.empty() ? 0 : 1;
 }
 
 int validate_ablation_command(const std::string& csv, const std::string& out_dir, std::ostream& out, int jobs,

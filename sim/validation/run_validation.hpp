@@ -191,28 +191,23 @@ std::string render_throughput_csv(const ThroughputReport& r);
 /// framework, stage or strategy, offload and overall.
 std::string render_headline(const ThroughputReport& r);
 
-/// `zerosim validate --run`: reads `csv` (published.csv), loads node files from the topologies/ folder nearest
-/// to it (node_loader_near), runs every expressible row (`jobs` workers at once, `row_time_limit_s` each), writes
-/// report.md and report.csv into `out_dir` and prints the headline to `out`. Returns 0 when every row was
-/// predicted or listed as not covered, 1 when some row failed or timed out. Throws core::InputError for an
-/// unreadable file.
-/// `mechanisms`: the model's switches (all on by default; `--without NAME`).
-/// The priors-only throughput validation of `csv` (what validate_run_command writes), returned rather than written,
-/// with the causes of causes.csv beside it.
+/// The priors-only throughput validation of `validate --run`: reads `csv` (published.csv), loads node files from the
+/// topologies/ folder nearest to it (node_loader_near), runs every expressible row (`jobs` workers at once,
+/// `row_time_limit_s` each; progress to `out`) with `mechanisms` (`--without NAME`), and returns the report with the
+/// causes of causes.csv beside `csv`. calibration::validate_run_with_fit adds the fit and writes it. Throws
+/// core::InputError for an unreadable file.
 ThroughputReport run_throughput_report(const std::string& csv, std::ostream& out, int jobs = 2,
                                        double row_time_limit_s = 300, const spec::Mechanisms& mechanisms = {});
 
 /// Writes report.md and report.csv of `r` into `out_dir` (created) and prints the headline to `out`.
 void write_throughput_report(const ThroughputReport& r, const std::string& out_dir, std::ostream& out);
 
-int validate_run_command(const std::string& csv, const std::string& out_dir, std::ostream& out, int jobs = 2,
-                         double row_time_limit_s = 300, const spec::Mechanisms& mechanisms = {});
-
 /// `zerosim validate --ablation`: the throughput validation with the default mechanisms, then with each switched
 /// from its default in turn (off, or on for one off by default); writes ablation.md into `out_dir`: per mechanism,
 /// on the rows it acts on that both runs compared, the median |error| and the median signed error on and off, and
 /// the allocator's line over the memory validation's reserved figures (docs/validation.md "Ablation"). The file,
-/// its stacks and the node files are read once. Returns as validate_run_command.
+/// its stacks and the node files are read once. Returns 0 when every row was predicted or not covered, 1 when one
+/// failed.
 int validate_ablation_command(const std::string& csv, const std::string& out_dir, std::ostream& out, int jobs = 2,
                               double row_time_limit_s = 300);
 
