@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <set>
 
 namespace zerosim::calibration {
@@ -115,6 +116,228 @@ double row_error_pct(const RowResult& r, double predicted)
   return validation::signed_error_pct(r.metric, predicted, r.measured);
 }
 
+namespace {
+
+/// What calibrate() shares between its fits: the observations, the parameters, which parameters each observation's run
+/// uses (the Jacobian's sparsity), how to simulate, and the running count of simulations.
+struct FitContext {
+  const std::vector<Observation>& observations;
+  const std::vector<std::string>& names;
+  std::vector<std::vector<int>>& uses; ///< per observation: the parameters its run uses (indices into names)
+  const CalibrateOptions& options;
+  const BatchPredictor& predict;
+  CalibrationResult& result;
+  std::function<void(const std::string&)> say;
+
+  /// The simulations of one linearisation at x over observations `rows`: each row at x unless `base` already holds
+  /// it (have_base), then once per parameter it uses (and `stepped` allows), that parameter stepped down by `step`.
+  /// Fills base[i] (ln prediction at x, NaN: none) and jac's row i (observation-indexed); `at_x` receives the
+  /// outcomes at x (in `rows` order) when the base is simulated here.
+  void linearise(const std::vector<std::size_t>& rows, const Eigen::VectorXd& x, bool have_base,
+                 const std::vector<bool>& stepped, std::vector<double>& base, Eigen::MatrixXd& jac,
+                 std::vector<RowOutcome>* at_x, const std::string& label)
+  {
+    std::vector<ThroughputCase> cases;
+    std::vector<std::pair<std::size_t, int>> what; // (observation, parameter or -1 for the base)
+    for (std::size_t i : rows) {
+      if (!have_base) {
+        cases.push_back(with_factors(observations[i].c, names, x, options.fixed));
+        what.emplace_back(i, -1);
+      }
+      for (int j : uses[i]) {
+        if (!stepped[static_cast<std::size_t>(j)])
+          continue;
+        Eigen::VectorXd xs = x;
+        xs(j) -= options.step;
+        cases.push_back(with_factors(observations[i].c, names, xs, options.fixed));
+        what.emplace_back(i, j);
+      }
+    }
+    say(label + ": " + std::to_string(cases.size()) + " simulations");
+    const std::vector<RowOutcome> out = predict(cases);
+    result.simulations += static_cast<int>(cases.size());
+    for (std::size_t i : rows)
+      jac.row(static_cast<Eigen::Index>(i)).setZero();
+    for (std::size_t k = 0; k < what.size(); ++k) {
+      const auto [i, j] = what[k];
+      if (j >= 0)
+        continue;
+      base[i] = NAN;
+      if (out[k].status == RowStatus::DONE) {
+        const double v = predicted_figure(observations[i].c, out[k].predicted);
+        if (v > 0 && std::isfinite(v))
+          base[i] = std::log(v);
+      }
+      if (at_x)
+        at_x->push_back(out[k]);
+    }
+    for (std::size_t k = 0; k < what.size(); ++k) {
+      const auto [i, j] = what[k];
+      if (j < 0 || std::isnan(base[i]) || out[k].status != RowStatus::DONE)
+        continue;
+      const double v = predicted_figure(observations[i].c, out[k].predicted);
+      if (v > 0 && std::isfinite(v))
+        jac(static_cast<Eigen::Index>(i), j) = (std::log(v) - base[i]) / -options.step;
+    }
+  }
+
+  /// ln of the simulator's prediction of each kept row at x (NaN where it gave none).
+  Eigen::VectorXd simulate(const std::vector<std::size_t>& kept, const Eigen::VectorXd& x)
+  {
+    std::vector<ThroughputCase> check;
+    for (std::size_t i : kept)
+      check.push_back(with_factors(observations[i].c, names, x, options.fixed));
+    const std::vector<RowOutcome> out = predict(check);
+    result.simulations += static_cast<int>(check.size());
+    Eigen::VectorXd sim(static_cast<Eigen::Index>(kept.size()));
+    for (std::size_t k = 0; k < kept.size(); ++k) {
+      const double v =
+          out[k].status == RowStatus::DONE ? predicted_figure(observations[kept[k]].c, out[k].predicted) : NAN;
+      sim(static_cast<Eigen::Index>(k)) = v > 0 && std::isfinite(v) ? std::log(v) : NAN;
+    }
+    return sim;
+  }
+};
+
+/// One fit on the simulator: its last surrogate, the accepted minimiser, the simulator's ln predictions there and how
+/// far the surrogate is from them.
+struct SimulatorFit {
+  FitProblem problem;     ///< the last linearisation over the kept rows (weight 0: rows this fit leaves out)
+  FitResult fit;          ///< the accepted minimiser (the first linearisation point when no step lowered the cost)
+  Eigen::VectorXd at_fit; ///< ln of the simulator's prediction per kept row at fit.x (NaN: none)
+  double deviation = 0;   ///< max |at_fit - surrogate(fit.x)| over the rows the fit uses (weight > 0)
+  int linearisations = 0;
+};
+
+/// The residuals of the rows a fit uses; 0 for the rows it leaves out (weight 0), whose simulation may have failed.
+Eigen::VectorXd used_residuals(const FitProblem& p, const Eigen::VectorXd& ln_pred)
+{
+  Eigen::VectorXd r = ln_pred - p.target;
+  for (Eigen::Index i = 0; i < r.size(); ++i)
+    if (!(p.weight(i) > 0))
+      r(i) = 0;
+  return r;
+}
+
+/// Gauss-Newton with a trust region on the simulator (docs/calibration.md "Surrogate and trust region"), from
+/// `problem`, a linearisation whose y0 the simulator gave at its x0: solve on the surrogate within |x - x0| <= radius
+/// (and the bounds; a frozen parameter stays at its prior), simulate every kept row at the solution, accept it when
+/// the simulated cost fell, else shrink the radius and solve again. Converged when an accepted step is small or the
+/// surrogate agrees with the simulator within 2 % on every row the fit uses at a step inside the radius; otherwise
+/// re-linearised at the accepted point (only the rows the fit uses, only its free parameters).
+SimulatorFit trust_region(FitContext& ctx, const std::vector<std::size_t>& kept, FitProblem problem,
+                          const std::string& who)
+{
+  const std::size_t np = ctx.names.size();
+  const auto nr = static_cast<Eigen::Index>(kept.size());
+  std::vector<bool> free(np);
+  for (std::size_t j = 0; j < np; ++j)
+    free[j] = !problem.params[j].frozen;
+  std::vector<std::size_t> used; // the observations this fit's rows use
+  for (Eigen::Index r = 0; r < nr; ++r)
+    if (problem.weight(r) > 0)
+      used.push_back(kept[static_cast<std::size_t>(r)]);
+
+  SimulatorFit out;
+  Eigen::VectorXd x_lin = problem.x0;
+  Eigen::VectorXd base = problem.y0; // the simulator's ln predictions at x_lin, per kept row
+  double radius = ctx.options.initial_radius;
+  out.fit = solve(problem);
+  out.fit.x = x_lin;
+  out.at_fit = base;
+  for (int lin = 0; lin < std::max(1, ctx.options.max_linearisations); ++lin) {
+    if (lin > 0) {
+      std::vector<double> b(ctx.observations.size(), NAN);
+      Eigen::MatrixXd jac =
+          Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(ctx.observations.size()), static_cast<Eigen::Index>(np));
+      for (Eigen::Index r = 0; r < nr; ++r)
+        b[kept[static_cast<std::size_t>(r)]] = base(r);
+      ctx.linearise(used, x_lin, true, free, b, jac, nullptr, who + ": linearisation " + std::to_string(lin + 1));
+      problem.x0 = x_lin;
+      problem.y0 = base;
+      for (Eigen::Index r = 0; r < nr; ++r)
+        problem.jacobian.row(r) = jac.row(static_cast<Eigen::Index>(kept[static_cast<std::size_t>(r)]));
+    }
+    const double cost_lin = data_cost(problem, used_residuals(problem, problem.y0)) + prior_cost(problem, x_lin);
+    bool accepted = false;
+    bool inside = false;
+    for (int attempt = 0; attempt < 6 && !accepted && radius >= ctx.options.converged_step / 2; ++attempt) {
+      FitProblem boxed = problem;
+      for (std::size_t j = 0; j < np; ++j) {
+        FitParameter& q = boxed.params[j];
+        if (q.frozen)
+          continue;
+        const double c = x_lin(static_cast<Eigen::Index>(j));
+        q.lower = std::max(q.lower, c - radius);
+        q.upper = std::min(q.upper, c + radius);
+      }
+      const FitResult step = solve(boxed);
+      double moved = 0;
+      inside = true;
+      for (std::size_t j = 0; j < np; ++j) {
+        if (!free[j])
+          continue;
+        const auto jj = static_cast<Eigen::Index>(j);
+        moved = std::max(moved, std::abs(step.x(jj) - x_lin(jj)));
+        const bool on_radius =
+            (step.x(jj) <= boxed.params[j].lower + 1e-9 && boxed.params[j].lower > problem.params[j].lower + 1e-9) ||
+            (step.x(jj) >= boxed.params[j].upper - 1e-9 && boxed.params[j].upper < problem.params[j].upper - 1e-9);
+        inside = inside && !on_radius;
+      }
+      const Eigen::VectorXd sim = ctx.simulate(kept, step.x);
+      bool all = true;
+      for (Eigen::Index r = 0; r < nr; ++r)
+        all = all && (!(problem.weight(r) > 0) || std::isfinite(sim(r)));
+      const double cost =
+          all ? data_cost(problem, used_residuals(problem, sim)) + prior_cost(problem, step.x) : INFINITY;
+      // How much of the reduction the surrogate promised the simulator delivered.
+      const Eigen::VectorXd surr = surrogate(problem, step.x);
+      const double promised =
+          cost_lin - (data_cost(problem, used_residuals(problem, surr)) + prior_cost(problem, step.x));
+      const double ratio = promised > 0 ? (cost_lin - cost) / promised : 1.0;
+      double dev = all ? 0.0 : INFINITY;
+      for (Eigen::Index r = 0; all && r < nr; ++r)
+        if (problem.weight(r) > 0)
+          dev = std::max(dev, std::abs(sim(r) - surr(r)));
+      ctx.say(who + ": linearisation " + std::to_string(lin + 1) + ", step " + std::to_string(attempt + 1) +
+              ": radius " + std::to_string(radius) + ", moved " + std::to_string(moved) + ", cost " +
+              std::to_string(cost_lin) + " -> " + std::to_string(cost) + ", surrogate within " +
+              std::to_string(100.0 * (std::exp(dev) - 1.0)) + " %");
+      if (cost <= cost_lin || moved < 1e-6) {
+        accepted = true;
+        out.fit = step;
+        out.at_fit = sim;
+        out.deviation = dev;
+        if (ratio < 0.25)
+          radius = std::max(ctx.options.converged_step, moved / 2); // the surrogate was poor that far out
+        else if (!inside && ratio > 0.75)
+          radius *= 2;
+        if (moved < ctx.options.converged_step)
+          inside = true;
+      } else {
+        radius = moved / 3; // below converged_step / 2 the attempts stop: x_lin is the minimum this close
+      }
+    }
+    out.linearisations = lin + 1;
+    out.problem = problem;
+    if (!accepted) {
+      // No step within the smallest region lowers the simulated cost: x_lin is the minimum, its simulations the ones
+      // at hand (the previous accepted step's, or the first linearisation's).
+      ctx.say(who + ": linearisation " + std::to_string(lin + 1) + ": no smaller step lowers the cost; converged");
+      out.deviation = 0; // fit.x is x_lin, where this surrogate was linearised
+      break;
+    }
+    if (inside && out.deviation <= SURROGATE_TOLERANCE)
+      break;
+    // The next linearisation starts where this one was accepted; its base simulations are the accepted ones.
+    x_lin = out.fit.x;
+    base = out.at_fit;
+  }
+  return out;
+}
+
+} // namespace
+
 CalibrationResult calibrate(const std::vector<Observation>& observations, const CalibrateOptions& options,
                             const BatchPredictor& predict)
 {
@@ -158,7 +381,46 @@ CalibrationResult calibrate(const std::vector<Observation>& observations, const 
     }
 
   const auto np = static_cast<Eigen::Index>(names.size());
-  std::vector<std::size_t> kept; // observations predicted at the first point
+  FitContext ctx{observations, names, uses, options, predict, result, say};
+
+  // The first linearisation, at the priors, over every observation: the rows the simulator predicts are kept.
+  std::vector<std::size_t> all_rows(observations.size());
+  for (std::size_t i = 0; i < observations.size(); ++i)
+    all_rows[i] = i;
+  std::vector<double> base(observations.size(), NAN);
+  Eigen::MatrixXd jac = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(observations.size()), np);
+  std::vector<RowOutcome> at_prior;
+  const Eigen::VectorXd x_prior = Eigen::VectorXd::Zero(np);
+  ctx.linearise(all_rows, x_prior, false, std::vector<bool>(names.size(), true), base, jac, &at_prior,
+                "linearisation 1");
+  std::vector<std::size_t> kept; // observations predicted at the priors
+  for (std::size_t i = 0; i < observations.size(); ++i) {
+    if (!std::isnan(base[i])) {
+      kept.push_back(i);
+      continue;
+    }
+    if (at_prior[i].status != RowStatus::DONE)
+      result.dropped.push_back(observations[i].label + " (" + observations[i].source +
+                               "): " + validation::to_string(at_prior[i].status) + ": " + at_prior[i].message);
+    else
+      result.dropped.push_back(observations[i].label + " (" + observations[i].source +
+                               "): no positive prediction of its figure");
+  }
+  if (kept.empty())
+    throw core::InputError("calibrate: the simulator predicted none of the " + std::to_string(observations.size()) +
+                           " observations (" +
+                           (result.dropped.empty() ? std::string("none given") : result.dropped.front()) + ")");
+  // Later linearisations step only the parameters that moved a row here (the others' columns stay 0).
+  for (std::size_t i = 0; i < observations.size(); ++i) {
+    std::vector<int> moving;
+    for (int j : uses[i])
+      if (std::abs(jac(static_cast<Eigen::Index>(i), j)) >= options.inform_threshold / 10)
+        moving.push_back(j);
+    uses[i] = moving;
+  }
+
+  // The problem over the kept observations.
+  const auto nr = static_cast<Eigen::Index>(kept.size());
   FitProblem problem;
   problem.params.resize(names.size());
   for (std::size_t j = 0; j < names.size(); ++j) {
@@ -169,261 +431,78 @@ CalibrationResult calibrate(const std::vector<Observation>& observations, const 
     q.lower = std::log(fams[j].lower);
     q.upper = std::log(fams[j].upper);
   }
-  Eigen::VectorXd x_lin = Eigen::VectorXd::Zero(np);
-  std::vector<double> prior_pred(observations.size(), 0);
-  FitResult fit;
-  fit.x = x_lin;
+  problem.x0 = x_prior;
+  problem.y0.resize(nr);
+  problem.target.resize(nr);
+  problem.jacobian.resize(nr, np);
+  problem.huber_threshold = options.huber_threshold;
+  std::vector<std::string> kept_sources;
+  for (std::size_t i : kept)
+    kept_sources.push_back(observations[i].source);
+  const std::vector<double> weights = row_weights(kept_sources);
+  problem.weight = Eigen::Map<const Eigen::VectorXd>(weights.data(), nr);
+  for (Eigen::Index r = 0; r < nr; ++r) {
+    const std::size_t i = kept[static_cast<std::size_t>(r)];
+    problem.y0(r) = base[i];
+    problem.target(r) = std::log(observations[i].c.figures.front().value);
+    problem.jacobian.row(r) = jac.row(static_cast<Eigen::Index>(i));
+  }
 
-  // Gauss-Newton with a trust region on the simulator: linearise at x_lin, solve on the surrogate within
-  // |x - x_lin| <= radius (and the bounds), simulate at the solution; accept it when the simulated cost fell, else
-  // shrink the radius and solve again. Converged when an accepted step is small or the surrogate agrees with the
-  // simulator within 2 % on every row at a step inside the radius.
-  double radius = options.initial_radius;
-  std::vector<double> base(observations.size(), NAN); // ln prediction at x_lin
-  bool have_base = false;
-  for (int lin = 0; lin < std::max(1, options.max_linearisations); ++lin) {
-    // The simulations of this linearisation: each observation at x_lin (unless the last accepted point's simulations
-    // are at hand), then once per parameter it uses, that parameter stepped down by `step`.
-    std::vector<ThroughputCase> cases;
-    std::vector<std::pair<std::size_t, int>> what; // (observation, parameter or -1 for the base)
-    std::vector<std::size_t> todo;
-    if (lin == 0)
-      for (std::size_t i = 0; i < observations.size(); ++i)
-        todo.push_back(i);
-    else
-      todo = kept;
-    for (std::size_t i : todo) {
-      if (!have_base) {
-        cases.push_back(with_factors(observations[i].c, names, x_lin, options.fixed));
-        what.emplace_back(i, -1);
-      }
-      for (int j : uses[i]) {
-        Eigen::VectorXd x = x_lin;
-        x(j) -= options.step;
-        cases.push_back(with_factors(observations[i].c, names, x, options.fixed));
-        what.emplace_back(i, j);
-      }
-    }
-    say("linearisation " + std::to_string(lin + 1) + ": " + std::to_string(cases.size()) + " simulations");
-    const std::vector<RowOutcome> out = predict(cases);
-    result.simulations += static_cast<int>(cases.size());
-    Eigen::MatrixXd jac = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(observations.size()), np);
-    for (std::size_t k = 0; k < what.size(); ++k) {
-      const auto [i, j] = what[k];
-      if (j >= 0)
-        continue;
-      base[i] = NAN;
-      if (out[k].status == RowStatus::DONE) {
-        const double v = predicted_figure(observations[i].c, out[k].predicted);
-        if (v > 0 && std::isfinite(v))
-          base[i] = std::log(v);
-      } else if (lin == 0) {
-        result.dropped.push_back(observations[i].label + " (" + observations[i].source +
-                                 "): " + validation::to_string(out[k].status) + ": " + out[k].message);
-      }
-    }
-    for (std::size_t k = 0; k < what.size(); ++k) {
-      const auto [i, j] = what[k];
-      if (j < 0 || std::isnan(base[i]) || out[k].status != RowStatus::DONE)
-        continue;
-      const double v = predicted_figure(observations[i].c, out[k].predicted);
-      if (v > 0 && std::isfinite(v))
-        jac(static_cast<Eigen::Index>(i), j) = (std::log(v) - base[i]) / -options.step;
-    }
-    if (lin == 0) {
-      for (std::size_t i = 0; i < observations.size(); ++i)
-        if (!std::isnan(base[i])) {
-          kept.push_back(i);
-          prior_pred[i] = std::exp(base[i]);
-        } else if (std::none_of(result.dropped.begin(), result.dropped.end(),
-                                [&](const std::string& d) { return d.rfind(observations[i].label + " (", 0) == 0; })) {
-          result.dropped.push_back(observations[i].label + " (" + observations[i].source +
-                                   "): no positive prediction of its figure");
-        }
-      if (kept.empty())
-        throw core::InputError("calibrate: the simulator predicted none of the " + std::to_string(observations.size()) +
-                               " observations (" +
-                               (result.dropped.empty() ? std::string("none given") : result.dropped.front()) + ")");
-    }
-    // The problem over the kept observations.
-    const auto nr = static_cast<Eigen::Index>(kept.size());
-    problem.x0 = x_lin;
-    problem.y0.resize(nr);
-    problem.target.resize(nr);
-    problem.weight.resize(nr);
-    problem.jacobian.resize(nr, np);
-    problem.huber_threshold = options.huber_threshold;
-    std::vector<std::string> kept_sources;
-    for (std::size_t i : kept)
-      kept_sources.push_back(observations[i].source);
-    const std::vector<double> weights = row_weights(kept_sources);
-    for (Eigen::Index r = 0; r < nr; ++r) {
-      const std::size_t i = kept[static_cast<std::size_t>(r)];
-      if (std::isnan(base[i]))
-        throw core::InputError("calibrate: " + observations[i].label + " could be predicted at the priors but not at " +
-                               "the multipliers of linearisation " + std::to_string(lin + 1));
-      problem.y0(r) = base[i];
-      problem.target(r) = std::log(observations[i].c.figures.front().value);
-      problem.weight(r) = weights[static_cast<std::size_t>(r)];
-      problem.jacobian.row(r) = jac.row(static_cast<Eigen::Index>(i));
-    }
-    if (lin == 0) {
-      // Later linearisations step only the parameters that moved a row here (the others' columns stay 0).
-      for (std::size_t i = 0; i < observations.size(); ++i) {
-        std::vector<int> moving;
-        for (int j : uses[i])
-          if (std::abs(jac(static_cast<Eigen::Index>(i), j)) >= options.inform_threshold / 10)
-            moving.push_back(j);
-        uses[i] = moving;
-      }
-      // Guards (docs/calibration.md "Guards against a disguised fit").
-      const std::vector<int> informs = informing_rows(problem, options.inform_threshold);
-      for (std::size_t j = 0; j < names.size(); ++j) {
-        if (informs[j] > 0)
-          continue;
-        if (explicit_set)
-          throw core::InputError("calibrate: parameter " + names[j] +
-                                 " is informed by no row (no observation's prediction moves with it)");
-        result.uninformed.push_back(names[j] + ": no row's prediction moves with it; left at its prior");
-        problem.params[j].frozen = true;
-      }
-      int free = 0;
-      for (const FitParameter& q : problem.params)
-        free += q.frozen ? 0 : 1;
-      if (nr < free)
-        throw core::InputError("calibrate: " + std::to_string(nr) + " usable rows for " + std::to_string(free) +
-                               " parameters (" + names.front() + ", ...): give at least as many rows as parameters");
-    }
-    const double cost_lin =
-        data_cost(problem, problem.y0 - problem.target) + prior_cost(problem, x_lin); // the simulator's, at x_lin
+  // Guards (docs/calibration.md "Guards against a disguised fit").
+  const std::vector<int> informs = informing_rows(problem, options.inform_threshold);
+  for (std::size_t j = 0; j < names.size(); ++j) {
+    if (informs[j] > 0)
+      continue;
+    if (explicit_set)
+      throw core::InputError("calibrate: parameter " + names[j] +
+                             " is informed by no row (no observation's prediction moves with it)");
+    result.uninformed.push_back(names[j] + ": no row's prediction moves with it; left at its prior");
+    problem.params[j].frozen = true;
+  }
+  int free = 0;
+  for (const FitParameter& q : problem.params)
+    free += q.frozen ? 0 : 1;
+  if (nr < free)
+    throw core::InputError("calibrate: " + std::to_string(nr) + " usable rows for " + std::to_string(free) +
+                           " parameters (" + names.front() + ", ...): give at least as many rows as parameters");
 
-    // Trust-region steps from x_lin.
-    bool accepted = false;
-    bool inside = false;
-    std::vector<RowOutcome> at_fit;
-    double dev = 0;
-    for (int attempt = 0; attempt < 6 && !accepted && radius >= options.converged_step / 2; ++attempt) {
-      FitProblem boxed = problem;
-      for (std::size_t j = 0; j < names.size(); ++j) {
-        FitParameter& q = boxed.params[j];
-        const double c = x_lin(static_cast<Eigen::Index>(j));
-        q.lower = std::max(q.lower, c - radius);
-        q.upper = std::min(q.upper, c + radius);
-      }
-      const FitResult step = solve(boxed);
-      double moved = 0;
-      inside = true;
-      for (std::size_t j = 0; j < names.size(); ++j) {
-        const auto jj = static_cast<Eigen::Index>(j);
-        moved = std::max(moved, std::abs(step.x(jj) - x_lin(jj)));
-        const bool on_radius =
-            (step.x(jj) <= boxed.params[j].lower + 1e-9 && boxed.params[j].lower > problem.params[j].lower + 1e-9) ||
-            (step.x(jj) >= boxed.params[j].upper - 1e-9 && boxed.params[j].upper < problem.params[j].upper - 1e-9);
-        inside = inside && !on_radius;
-      }
-      std::vector<ThroughputCase> check;
-      for (std::size_t i : kept)
-        check.push_back(with_factors(observations[i].c, names, step.x, options.fixed));
-      at_fit = predict(check);
-      result.simulations += static_cast<int>(check.size());
-      Eigen::VectorXd sim(nr);
-      bool all = true;
-      for (Eigen::Index r = 0; r < nr; ++r) {
-        const std::size_t k = static_cast<std::size_t>(r);
-        const double v =
-            at_fit[k].status == RowStatus::DONE ? predicted_figure(observations[kept[k]].c, at_fit[k].predicted) : NAN;
-        all = all && v > 0 && std::isfinite(v);
-        sim(r) = all ? std::log(v) : NAN;
-      }
-      const double cost = all ? data_cost(problem, sim - problem.target) + prior_cost(problem, step.x) : INFINITY;
-      // How much of the reduction the surrogate promised the simulator delivered.
-      const double promised =
-          cost_lin - (data_cost(problem, surrogate(problem, step.x) - problem.target) + prior_cost(problem, step.x));
-      const double ratio = promised > 0 ? (cost_lin - cost) / promised : 1.0;
-      dev = all ? (sim - surrogate(problem, step.x)).cwiseAbs().maxCoeff() : INFINITY;
-      say("linearisation " + std::to_string(lin + 1) + ", step " + std::to_string(attempt + 1) + ": radius " +
-          std::to_string(radius) + ", moved " + std::to_string(moved) + ", cost " + std::to_string(cost_lin) + " -> " +
-          std::to_string(cost) + ", surrogate within " + std::to_string(100.0 * (std::exp(dev) - 1.0)) + " %");
-      if (cost <= cost_lin || moved < 1e-6) {
-        accepted = true;
-        fit = step;
-        if (ratio < 0.25)
-          radius = std::max(options.converged_step, moved / 2); // the surrogate was poor that far out
-        else if (!inside && ratio > 0.75)
-          radius *= 2;
-        if (moved < options.converged_step)
-          inside = true;
-      } else {
-        radius = moved / 3; // below converged_step / 2 the attempts stop: x_lin is the minimum this close
-      }
-    }
-    if (!accepted) {
-      // No step within the smallest region lowers the simulated cost: x_lin is the minimum. Its simulations are the
-      // base of this linearisation (the previous accepted step's, or the priors' at the first).
-      result.linearisations = lin + 1;
-      if (lin == 0) {
-        fit.x = x_lin;
-        for (std::size_t k = 0; k < kept.size(); ++k) {
-          RowResult row;
-          const std::size_t i = kept[k];
-          row.label = observations[i].label;
-          row.source = observations[i].source;
-          row.metric = observations[i].c.figures.front().metric;
-          row.measured = observations[i].c.figures.front().value;
-          row.prior = row.fitted = row.surrogate = prior_pred[i];
-          row.group = spec::accuracy_group(observations[i].c.scenario);
-          result.rows.push_back(row);
-        }
-        result.max_surrogate_deviation = 0;
-      }
-      say("linearisation " + std::to_string(lin + 1) + ": no smaller step lowers the cost; converged");
-      break;
-    }
-    result.linearisations = lin + 1;
-    result.rows.clear();
-    const Eigen::VectorXd surr = surrogate(problem, fit.x);
-    for (std::size_t k = 0; k < kept.size(); ++k) {
-      const std::size_t i = kept[k];
-      RowResult row;
-      row.label = observations[i].label;
-      row.source = observations[i].source;
-      row.metric = observations[i].c.figures.front().metric;
-      row.measured = observations[i].c.figures.front().value;
-      row.prior = prior_pred[i];
-      row.surrogate = std::exp(surr(static_cast<Eigen::Index>(k)));
-      row.group = spec::accuracy_group(observations[i].c.scenario);
-      row.fitted = predicted_figure(observations[i].c, at_fit[k].predicted);
-      result.rows.push_back(row);
-    }
-    result.max_surrogate_deviation = dev;
-    if (inside && dev <= SURROGATE_TOLERANCE)
-      break;
-    // The next linearisation starts where this one was accepted, its base simulations are the accepted ones.
-    x_lin = fit.x;
-    for (std::size_t k = 0; k < kept.size(); ++k)
-      base[kept[k]] = std::log(result.rows[k].fitted);
-    have_base = true;
+  const SimulatorFit main = trust_region(ctx, kept, problem, "fit");
+  result.linearisations = main.linearisations;
+  result.max_surrogate_deviation = main.deviation;
+  const Eigen::VectorXd surr = surrogate(main.problem, main.fit.x);
+  for (std::size_t k = 0; k < kept.size(); ++k) {
+    const std::size_t i = kept[k];
+    const auto r = static_cast<Eigen::Index>(k);
+    RowResult row;
+    row.label = observations[i].label;
+    row.source = observations[i].source;
+    row.metric = observations[i].c.figures.front().metric;
+    row.measured = observations[i].c.figures.front().value;
+    row.prior = std::exp(base[i]);
+    row.surrogate = std::exp(surr(r));
+    row.fitted = std::exp(main.at_fit(r));
+    row.group = spec::accuracy_group(observations[i].c.scenario);
+    result.rows.push_back(row);
   }
 
   // The parameters' results.
-  const std::vector<int> informs = informing_rows(problem, options.inform_threshold);
+  const std::vector<int> informs_at_fit = informing_rows(main.problem, options.inform_threshold);
   for (std::size_t j = 0; j < names.size(); ++j) {
-    if (problem.params[j].frozen)
+    if (main.problem.params[j].frozen)
       continue;
     ParameterResult p;
     p.name = names[j];
     p.family = fams[j];
-    p.value = std::exp(fit.x(static_cast<Eigen::Index>(j)));
-    p.sigma_ln = fit.sigma(static_cast<Eigen::Index>(j));
+    const auto jj = static_cast<Eigen::Index>(j);
+    p.value = std::exp(main.fit.x(jj));
+    p.sigma_ln = main.fit.sigma(jj);
     // At a bound of the family (the trust region's box of the last step is not a bound).
-    const double xj = fit.x(static_cast<Eigen::Index>(j));
     const double tol = 1e-6;
-    p.at_bound = xj <= problem.params[j].lower + tol || xj >= problem.params[j].upper - tol;
-    p.rows = informs[j];
+    p.at_bound = main.fit.x(jj) <= problem.params[j].lower + tol || main.fit.x(jj) >= problem.params[j].upper - tol;
+    p.rows = informs_at_fit[j];
     std::set<std::string> srcs;
     for (std::size_t k = 0; k < kept.size(); ++k)
-      if (std::abs(problem.jacobian(static_cast<Eigen::Index>(k), static_cast<Eigen::Index>(j))) >=
-          options.inform_threshold)
+      if (std::abs(main.problem.jacobian(static_cast<Eigen::Index>(k), jj)) >= options.inform_threshold)
         srcs.insert(observations[kept[k]].source);
     p.sources.assign(srcs.begin(), srcs.end());
     result.params.push_back(p);
@@ -432,17 +511,16 @@ CalibrationResult calibrate(const std::vector<Observation>& observations, const 
   if (!options.loso)
     return result;
 
-  // Leave one source out: each source's rows predicted with multipliers fitted without them (on the last surrogate;
-  // a parameter no remaining row informs stays at its prior in that fold), then re-simulated.
+  // Leave one source out: for each source, the same fit on the simulator without its rows (their weight 0; a parameter
+  // no remaining row informs stays at its prior), from the in-sample fit's last linearisation; the held-out rows are
+  // simulated at every step, so their predictions at the fold's multipliers come with it.
   std::set<std::string> sources;
   for (std::size_t i : kept)
     sources.insert(observations[i].source);
-  std::vector<ThroughputCase> held;
-  std::vector<std::size_t> held_k;
-  std::vector<Eigen::VectorXd> held_x;
+  say("leave-one-source-out: " + std::to_string(sources.size()) + " folds");
   std::map<std::string, Eigen::VectorXd> fold_x;
   for (const std::string& s : sources) {
-    FitProblem fold = problem;
+    FitProblem fold = main.problem;
     for (std::size_t k = 0; k < kept.size(); ++k)
       if (observations[kept[k]].source == s)
         fold.weight(static_cast<Eigen::Index>(k)) = 0;
@@ -450,35 +528,30 @@ CalibrationResult calibrate(const std::vector<Observation>& observations, const 
     for (std::size_t j = 0; j < names.size(); ++j)
       if (left[j] == 0)
         fold.params[j].frozen = true;
-    const FitResult f = solve(fold);
-    fold_x[s] = f.x;
+    const SimulatorFit f = trust_region(ctx, kept, fold, "fold " + s);
+    fold_x[s] = f.fit.x;
+    result.max_loso_surrogate_deviation = std::max(result.max_loso_surrogate_deviation, f.deviation);
     std::vector<std::pair<std::string, double>> values;
     for (std::size_t j = 0; j < names.size(); ++j)
       if (!problem.params[j].frozen)
-        values.emplace_back(names[j], std::exp(f.x(static_cast<Eigen::Index>(j))));
+        values.emplace_back(names[j], std::exp(f.fit.x(static_cast<Eigen::Index>(j))));
     result.folds[s] = values;
-    for (std::size_t k = 0; k < kept.size(); ++k)
-      if (observations[kept[k]].source == s) {
-        held.push_back(with_factors(observations[kept[k]].c, names, f.x, options.fixed));
-        held_k.push_back(k);
-        held_x.push_back(f.x);
-      }
+    // The held-out rows: simulated at the fold's multipliers; beside them, the in-sample surrogate's extrapolation
+    // there (how far the fold moved from where the in-sample fit was linearised).
+    const Eigen::VectorXd extrapolated = surrogate(main.problem, f.fit.x);
+    for (std::size_t k = 0; k < kept.size(); ++k) {
+      if (observations[kept[k]].source != s)
+        continue;
+      const auto r = static_cast<Eigen::Index>(k);
+      RowResult& row = result.rows[k];
+      row.loso_surrogate = std::exp(extrapolated(r));
+      if (!std::isfinite(f.at_fit(r)))
+        continue;
+      row.loso = std::exp(f.at_fit(r));
+      result.max_heldout_extrapolation =
+          std::max(result.max_heldout_extrapolation, std::abs(f.at_fit(r) - extrapolated(r)));
+    }
   }
-  say("leave-one-source-out: " + std::to_string(sources.size()) + " folds, " + std::to_string(held.size()) +
-      " simulations");
-  const std::vector<RowOutcome> loso = predict(held);
-  result.simulations += static_cast<int>(held.size());
-  double dev = 0;
-  for (std::size_t h = 0; h < held.size(); ++h) {
-    RowResult& row = result.rows[held_k[h]];
-    const double s = surrogate(problem, held_x[h])(static_cast<Eigen::Index>(held_k[h]));
-    row.loso_surrogate = std::exp(s);
-    if (loso[h].status != RowStatus::DONE)
-      continue;
-    row.loso = predicted_figure(observations[kept[held_k[h]]].c, loso[h].predicted);
-    dev = std::max(dev, std::abs(std::log(*row.loso) - s));
-  }
-  result.max_loso_surrogate_deviation = dev;
   for (ParameterResult& p : result.params) {
     const auto j = static_cast<Eigen::Index>(std::find(names.begin(), names.end(), p.name) - names.begin());
     for (const auto& [s, x] : fold_x) {

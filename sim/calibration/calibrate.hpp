@@ -72,19 +72,24 @@ struct RowResult {
   double fitted = 0;                    ///< predicted by the simulator at the fitted multipliers
   double surrogate = 0;                 ///< the surrogate's prediction at the fitted multipliers
   std::optional<double> loso;           ///< predicted by the simulator with the fold that leaves its source out
-  std::optional<double> loso_surrogate; ///< the surrogate's prediction there
+  std::optional<double> loso_surrogate; ///< the in-sample surrogate's extrapolation there
   std::string group;                    ///< GPU kind x framework (the accuracy band's group)
 };
 
 struct CalibrationResult {
   std::vector<ParameterResult> params;
-  std::vector<RowResult> rows;             ///< the observations predicted at every stage, in input order
-  std::vector<std::string> dropped;        ///< observations the simulator could not predict, with why
-  std::vector<std::string> uninformed;     ///< default parameters no row informs (left at the prior), with why
-  double max_surrogate_deviation = 0;      ///< max |ln fitted - ln surrogate| over rows, in-sample
-  double max_loso_surrogate_deviation = 0; ///< the same for each held-out row and its fold
-  int linearisations = 0;
-  int simulations = 0;
+  std::vector<RowResult> rows;         ///< the observations predicted at every stage, in input order
+  std::vector<std::string> dropped;    ///< observations the simulator could not predict, with why
+  std::vector<std::string> uninformed; ///< default parameters no row informs (left at the prior), with why
+  double max_surrogate_deviation = 0;  ///< max |ln fitted - ln surrogate| over rows, in-sample
+  /// The same for each leave-one-source-out fold: its own surrogate against the simulator on the rows it fitted, at
+  /// its multipliers (each fold is a fit on the simulator of its own, re-linearised until they agree).
+  double max_loso_surrogate_deviation = 0;
+  /// How far the in-sample surrogate, extrapolated to each fold's multipliers, misses the simulator on the fold's
+  /// held-out rows (max |ln|): a measure of how far the folds move, not of any figure reported (those are simulated).
+  double max_heldout_extrapolation = 0;
+  int linearisations = 0;                                                   ///< of the in-sample fit
+  int simulations = 0;                                                      ///< every simulation, the folds' included
   std::map<std::string, std::vector<std::pair<std::string, double>>> folds; ///< source -> (parameter, multiplier)
 };
 

@@ -180,7 +180,10 @@ std::string render_calibration_markdown(const CalibrationResult& r)
      << r.linearisations << " linearisation(s), " << r.simulations << " simulations; the surrogate agrees with the "
      << "simulator within " << pct(100.0 * (std::exp(r.max_surrogate_deviation) - 1.0)) << " in-sample";
   if (!r.folds.empty())
-    md << " and " << pct(100.0 * (std::exp(r.max_loso_surrogate_deviation) - 1.0)) << " on the held-out rows";
+    md << " and " << pct(100.0 * (std::exp(r.max_loso_surrogate_deviation) - 1.0))
+       << " in the leave-one-source-out folds (each fold a fit of its own, on the rows it fitted; extrapolated to the "
+          "held-out rows, which are always simulated, the in-sample surrogate is off by up to "
+       << pct(100.0 * (std::exp(r.max_heldout_extrapolation) - 1.0)) << ")";
   md << ".\n\n## Parameters\n\n"
      << "| parameter | multiplier | ± (1 sd, ln) | bounds | rows | sources | leave-one-source-out range | note |\n"
      << "|---|---:|---:|---|---:|---:|---|---|\n";
@@ -625,6 +628,7 @@ int calibrate_command(const CalibrateArgs& a, std::ostream& out, std::ostream& p
         .set("simulations", r.simulations)
         .set("surrogate_max_deviation", std::exp(r.max_surrogate_deviation) - 1)
         .set("loso_surrogate_max_deviation", std::exp(r.max_loso_surrogate_deviation) - 1)
+        .set("heldout_extrapolation_max_deviation", std::exp(r.max_heldout_extrapolation) - 1)
         .set("nccl", nccl_json(nccl))
         .set("gemm", gemm ? gemm_json(*gemm) : core::Json());
     if (rec)

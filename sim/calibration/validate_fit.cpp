@@ -6,6 +6,7 @@
 #include "core/error.hpp"
 #include "validation/run_validation.hpp"
 
+#include <cmath>
 #include <map>
 
 namespace zerosim::calibration {
@@ -40,8 +41,9 @@ validation::CalibratedErrors calibrated_errors(const CalibrationResult& fit, con
     k.params.push_back(f);
   }
   k.unfitted = fit.uninformed;
-  k.max_surrogate_deviation_pct = 100.0 * fit.max_surrogate_deviation;
-  k.max_loso_surrogate_deviation_pct = 100.0 * fit.max_loso_surrogate_deviation;
+  k.max_surrogate_deviation_pct = 100.0 * (std::exp(fit.max_surrogate_deviation) - 1.0);
+  k.max_loso_surrogate_deviation_pct = 100.0 * (std::exp(fit.max_loso_surrogate_deviation) - 1.0);
+  k.max_heldout_extrapolation_pct = 100.0 * (std::exp(fit.max_heldout_extrapolation) - 1.0);
   k.linearisations = fit.linearisations;
   k.simulations = fit.simulations;
   return k;

@@ -139,7 +139,8 @@ struct CalibratedErrors {
   std::vector<FittedParameter> params;         ///< the fitted parameters, by name
   std::vector<std::string> unfitted;           ///< parameters left at their priors, with why
   double max_surrogate_deviation_pct = 0;      ///< in-sample: max |fitted / surrogate - 1|
-  double max_loso_surrogate_deviation_pct = 0; ///< the same on the held-out rows
+  double max_loso_surrogate_deviation_pct = 0; ///< the same for each fold, on the rows it fitted
+  double max_heldout_extrapolation_pct = 0;    ///< the in-sample surrogate extrapolated to the held-out rows
   int linearisations = 0;
   int simulations = 0;
   std::string command; ///< what reproduces it
