@@ -667,6 +667,24 @@ int nic_of(int local, int gpus_per_node, int nics_per_node)
   return static_cast<int>(static_cast<std::int64_t>(local) * nics_per_node / gpus_per_node);
 }
 
+int nccl_ctas(const Fabric& f, schedule::CommGroup g, int one_node_ctas)
+{
+  // NCCL 2.8-2.24: MAXCHANNELS 32 (src/include/device.h); connect.cc doubles the search's channels.
+  constexpr int NCCL_MAX_CHANNELS = 32;
+  constexpr int CHANNELS_PER_SEARCH_CHANNEL = 2;
+  const bool one_node = f.nodes <= 1 || g == schedule::CommGroup::INTRA_NODE || g == schedule::CommGroup::TENSOR;
+  if (one_node)
+    return one_node_ctas;
+  const int t = std::max(1, f.tensor_parallel);
+  int gpus = f.gpus_per_node; // the group's GPUs on one node
+  if (g == schedule::CommGroup::INTER_NODE)
+    gpus = 1;
+  else if (g == schedule::CommGroup::DATA_PARALLEL)
+    gpus = std::max(1, f.gpus_per_node / t);
+  const int search = std::max(1, std::min(f.nics_per_node, gpus));
+  return std::min(NCCL_MAX_CHANNELS, CHANNELS_PER_SEARCH_CHANNEL * search);
+}
+
 int channels(const Fabric& f)
 {
   if (f.nodes <= 1)

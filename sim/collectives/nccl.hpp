@@ -149,6 +149,14 @@ Plan plan(schedule::CollectiveKind kind, std::int64_t bytes, const Fabric& f, co
 /// on that node).
 std::vector<std::pair<Gpu, Gpu>> inter_node_pairs(const Fabric& f, const Options& o = {});
 
+/// The CTAs (thread blocks, one per NCCL channel, each resident on an SM for the whole collective) of one collective
+/// kernel on a group of kind `g` (docs/engine.md "Interference"; docs/research/nccl-ctas.md). A group inside one node
+/// (INTRA_NODE, TENSOR, or any group of a one-node cluster) runs `one_node_ctas`, the GPU kind's figure (NCCL's ring
+/// search over the node's NVLinks, doubled). A group across nodes runs NCCL's inter-node ring: one search channel per
+/// NIC its GPUs of a node use (min(NICs, the group's GPUs per node)), doubled by ncclTopoPostset (src/graph/connect.cc
+/// `nChannels*2`), at most MAXCHANNELS (32). Large messages: NCCL drops channels below about 768 KiB (not modelled).
+int nccl_ctas(const Fabric& f, schedule::CommGroup g, int one_node_ctas);
+
 // ---- The layout, exposed for the engine's diagnostics and for tests ----
 
 /// Channels of the flat ring and of the tree: 1 on one node (a non-blocking NVSwitch gains nothing from

@@ -68,6 +68,8 @@ const Schema& kind_schema()
        modelled_key("gemm", "list of mappings", "required", "large-GEMM cap by torch generation"),
        modelled_key("attention", "mapping of kernel -> figures", "required",
                     "fused attention kernels that run on this kind"),
+       modelled_key("nccl_ctas", "mapping (value: CTAs)", "interference.nccl_ctas",
+                    "CTAs of an NCCL collective kernel inside one node of this kind", &figure_schema()),
        modelled_key("note", "string", "\"\"", "about the kind")}};
   return s;
 }
@@ -295,6 +297,8 @@ spec::GpuKindData read_kind(FieldReader& r, const std::string& name, bool last)
                                           "; eager and sdpa_math are priced as GEMMs), found \"" + kernel_name + "\"");
                  k.attention.emplace_back(*kernel, read_attention(a));
                });
+  if (r.has("nccl_ctas"))
+    k.nccl_ctas = read_quantity(r, "nccl_ctas", 1, 1024, "a number in [1, 1024]");
   r.opt_string("note");
   return k;
 }

@@ -112,6 +112,7 @@ struct Collective {
   std::size_t phase = 0;
   int flows_left = 0;
   std::string name;
+  int ctas = 0; ///< interference: the CTAs its kernel holds (collectives::nccl_ctas), 0 with interference off
 };
 
 class StepReplay;
@@ -158,13 +159,17 @@ public:
     // flow: the same bytes over the same route, fewer flows for the solver (design.md "Speed and scale").
     copts_.merge_channels = true;
     serialize_communicators_ = s.mechanisms.communicator;
-    // Interference (docs/engine.md "Interference"): an NCCL kernel holds nccl_ctas SMs (one CTA per channel) for
+    // Interference (docs/engine.md "Interference"): an NCCL kernel holds one SM per CTA (one CTA per channel) for
     // as long as its collective runs, so the compute it overlaps gets the other SMs: an execution bounded at that
-    // share of the GPU host runs beside every collective on each of its GPUs.
+    // share of the GPU host runs beside every collective on each of its GPUs. The CTA count is the GPU kind's inside
+    // a node and NCCL's inter-node ring's across nodes (collectives::nccl_ctas), so a share per group kind.
     if (s.mechanisms.interference && s.kernels.nccl_ctas.value > 0 && !s.kernels.empty()) {
-      const int sms = s.kernels.kind_of(c.node.gpu.model).sms;
-      if (sms > 0)
-        sm_share_ = std::min(MAX_SM_SHARE, s.kernels.nccl_ctas.value * s.calibration.factor("interference") / sms);
+      const spec::GpuKindData& kind = s.kernels.kind_of(c.node.gpu.model);
+      if (kind.sms > 0) {
+        sm_sms_ = kind.sms;
+        sm_one_node_ctas_ = static_cast<int>(std::lround(s.kernels.one_node_ctas(kind)));
+        sm_factor_ = s.calibration.factor("interference");
+      }
     }
 
     // The simulated ranks and their graphs; every duration is computed here, before SimGrid runs, so that
@@ -297,7 +302,7 @@ public:
     if (!symmetric_ && s_.cluster.nodes > 1)
       po.inter_node_pairs = collectives::inter_node_pairs(fabric_, copts_);
     platform_ = std::make_unique<platform::Platform>(s_.cluster, po);
-    sm_pool_.assign(timeline_.ranks.size(), SmPool{});
+    sm_pool_.assign(timeline_.ranks.size(), {});
 
     static bool registered = false;
     if (!registered) {
@@ -319,11 +324,12 @@ public:
     // Interference's pooled executions never finish: cancel them and let the engine reap them while it exists
     // (an unfinished activity outlives the engine and crashes SimGrid's teardown at exit).
     bool pooled = false;
-    for (SmPool& p : sm_pool_)
-      for (sg4::ExecPtr& x : p.execs) {
-        x->cancel();
-        pooled = true;
-      }
+    for (std::map<int, SmPool>& pools : sm_pool_)
+      for (auto& [ctas, p] : pools)
+        for (sg4::ExecPtr& x : p.execs) {
+          x->cancel();
+          pooled = true;
+        }
     if (pooled)
       e.run();
     g_active = nullptr;
@@ -534,7 +540,7 @@ private:
       }
       const int j = new_job(ri, t, 1);
       const double sm = sm_duration_[r][static_cast<std::size_t>(t)];
-      if (sm_share_ > 0 && sm < d) {
+      if (sm_sms_ > 0 && sm < d) {
         // Interference (docs/engine.md): the SM-bound stage on the GPU, where a collective's SM share is held,
         // then the memory-bound rest (launch gaps, host-bound waits included) beside it, where it is not.
         jobs_[static_cast<std::size_t>(j)].memory_stage_s = d - sm;
@@ -676,41 +682,45 @@ private:
     }
     cl.plan = collectives::plan(kind, bytes, fabric_, copts_, group);
     cl.phase = 0;
+    if (sm_sms_ > 0)
+      cl.ctas = collectives::nccl_ctas(fabric_, group, sm_one_node_ctas_);
     if (holds_share(cl)) {
       for (std::size_t r = 0; r < timeline_.ranks.size(); ++r)
-        take_sm_share(r, cl.name);
+        take_sm_share(r, cl);
     }
     run_phase(idx);
   }
 
   /// Interference: a collective that moves data holds an SM share on every simulated GPU while it runs.
-  bool holds_share(const Collective& cl) const { return sm_share_ > 0 && !cl.plan.phases.empty(); }
+  bool holds_share(const Collective& cl) const { return sm_sms_ > 0 && cl.ctas > 0 && !cl.plan.phases.empty(); }
 
-  /// Interference: rank `r`'s GPU gets one more running collective. The k-th concurrent collective on a GPU holds
-  /// the k-th execution of the GPU's pool, bounded at the share: created the first time, resumed after.
+  /// Interference: rank `r`'s GPU gets one more running collective of `cl.ctas` CTAs. The k-th concurrent
+  /// collective of that CTA count on a GPU holds the k-th execution of the GPU's pool for the count, bounded at its
+  /// share (ctas x the calibration's multiplier / SMs, at most MAX_SM_SHARE): created the first time, resumed after.
   /// Suspended, not cancelled, at the collective's end: SimGrid 3.32's cancel() leaves the action's max-min
   /// variable, and so its share, in place until the action is reaped (interference_test.cpp caught a kernel
   /// losing the share after a 1-byte collective had ended); a suspended action's variable has penalty 0 and takes
   /// nothing. A pool, not one execution per collective: thousands of suspended actions slowed the solver 30x.
-  void take_sm_share(std::size_t r, const std::string& name)
+  void take_sm_share(std::size_t r, const Collective& cl)
   {
-    SmPool& p = sm_pool_[r];
+    SmPool& p = sm_pool_[r][cl.ctas];
     const auto k = static_cast<std::size_t>(p.active++);
     if (k < p.execs.size()) {
       p.execs[k]->resume();
       return;
     }
     const RankTimeline& rk = timeline_.ranks[r];
-    p.execs.push_back(
-        exec(token(Cont::INTERFERENCE, static_cast<int>(r), name + " (SM share)"), platform_->gpu(rk.node, rk.local),
-             sm_share_ * SM_SHARE_HORIZON_S * platform::WORK_UNITS_PER_SECOND, 1,
-             sm_share_ * platform::WORK_UNITS_PER_SECOND)); // max-min leaves the compute beside it the rest
+    const double share = std::min(MAX_SM_SHARE, cl.ctas * sm_factor_ / sm_sms_);
+    p.execs.push_back(exec(token(Cont::INTERFERENCE, static_cast<int>(r), cl.name + " (SM share)"),
+                           platform_->gpu(rk.node, rk.local),
+                           share * SM_SHARE_HORIZON_S * platform::WORK_UNITS_PER_SECOND, 1,
+                           share * platform::WORK_UNITS_PER_SECOND)); // max-min leaves the compute beside it the rest
   }
 
-  /// Interference: rank `r`'s GPU has one running collective fewer.
-  void release_sm_share(std::size_t r)
+  /// Interference: rank `r`'s GPU has one running collective of `cl.ctas` CTAs fewer.
+  void release_sm_share(std::size_t r, const Collective& cl)
   {
-    SmPool& p = sm_pool_[r];
+    SmPool& p = sm_pool_[r][cl.ctas];
     p.execs[static_cast<std::size_t>(--p.active)]->suspend();
   }
 
@@ -720,7 +730,7 @@ private:
     if (cl.phase >= cl.plan.phases.size()) {
       if (holds_share(cl)) {
         for (std::size_t r = 0; r < timeline_.ranks.size(); ++r)
-          release_sm_share(r);
+          release_sm_share(r, cl);
       }
       for (std::size_t r = 0; r < timeline_.ranks.size(); ++r)
         finish_task(static_cast<int>(r), cl.task_of_rank[r]);
@@ -816,13 +826,15 @@ private:
   std::deque<Token> tokens_;
   std::vector<sg4::ActivityPtr> graveyard_;
   std::vector<sg4::ActivityPtr> cancelled_; ///< interference executions SimGrid ended (kept until the replay ends)
-  double sm_share_ = 0;                     ///< interference: a collective kernel's share of its GPU's SMs
+  int sm_sms_ = 0;                          ///< interference: the GPU's SMs (0: interference off)
+  int sm_one_node_ctas_ = 0;                ///< interference: CTAs of a collective kernel inside one node
+  double sm_factor_ = 1;                    ///< interference: the calibration's multiplier on the CTAs
   bool serialize_communicators_ = true;     ///< a group's collectives run one at a time (Mechanisms::communicator)
   struct SmPool {
     std::vector<sg4::ExecPtr> execs; ///< bounded executions, one per concurrent collective seen
     int active = 0;                  ///< how many of them run now
   };
-  std::vector<SmPool> sm_pool_; ///< per simulated rank
+  std::vector<std::map<int, SmPool>> sm_pool_; ///< per simulated rank, per CTA count
   std::deque<std::pair<int, TaskId>> ready_;
   std::vector<std::vector<char>> done_;
   std::map<std::string, int> track_ids_;

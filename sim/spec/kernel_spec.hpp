@@ -73,6 +73,8 @@ struct GpuKindData {
   std::vector<GemmGeneration> gemm; ///< ascending torch versions
   /// Fused kernels that run on this kind, in file order (the first is the fallback of attention_figure).
   std::vector<std::pair<AttentionKernel, AttentionFigure>> attention;
+  /// CTAs of an NCCL collective kernel inside one node of this kind (interference); value 0: the table's nccl_ctas.
+  KernelFigure nccl_ctas;
 };
 
 /// The host (CPU) cost of issuing GPU work from PyTorch, from torch version `torch` on (until the next entry):
@@ -91,8 +93,14 @@ struct KernelTable {
   std::string file;
   std::vector<GpuKindData> kinds;
   std::vector<HostGeneration> host; ///< ascending torch versions; empty: no host cost is known (none priced)
-  /// CTAs (one SM each) an NCCL collective kernel occupies while it runs (interference, docs/engine.md). 0: none.
+  /// CTAs (one SM each) an NCCL collective kernel inside one node occupies while it runs, for a kind that gives no
+  /// figure of its own (interference, docs/engine.md). 0: no interference.
   KernelFigure nccl_ctas;
+  /// The one-node CTA count of GPU kind `kind` (its own figure, else the table's).
+  double one_node_ctas(const GpuKindData& kind) const
+  {
+    return kind.nccl_ctas.value > 0 ? kind.nccl_ctas.value : nccl_ctas.value;
+  }
   /// Sustained tensor-core clock under a power cap: (power_limit / tdp)^exponent (docs/compute.md §1.8). 0: none.
   KernelFigure clock_power_exponent;
   bool empty() const { return kinds.empty(); }

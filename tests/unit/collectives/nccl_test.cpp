@@ -1320,3 +1320,29 @@ TEST_CASE("achieved bus bandwidth: a calibration profile's busbw multipliers sca
   o.achieved_busbw = false;
   CHECK(collectives::achieved_fraction(fabric(2, 8, 8), true, o) == 1.0);
 }
+
+TEST_CASE("nccl_ctas: the kind's figure inside a node, two per NIC across nodes, at most 32")
+{
+  // docs/research/nccl-ctas.md: NCCL's ring search finds one channel per NIC between nodes (DGX A100, 8 HDR NICs:
+  // 8) and connect.cc doubles every search channel (16); MAXCHANNELS is 32 (NCCL 2.8-2.24).
+  collectives::Fabric f;
+  f.nodes = 4;
+  f.gpus_per_node = 8;
+  f.nics_per_node = 8;
+  CHECK(collectives::nccl_ctas(f, schedule::CommGroup::WORLD, 24) == 16);
+  CHECK(collectives::nccl_ctas(f, schedule::CommGroup::DATA_PARALLEL, 24) == 16);
+  CHECK(collectives::nccl_ctas(f, schedule::CommGroup::INTRA_NODE, 24) == 24);
+  CHECK(collectives::nccl_ctas(f, schedule::CommGroup::TENSOR, 24) == 24);
+  CHECK(collectives::nccl_ctas(f, schedule::CommGroup::INTER_NODE, 24) == 2); // one GPU of a node: one NIC
+  f.nics_per_node = 4;                                                        // DGX-1V with 4 EDR NICs: 8
+  CHECK(collectives::nccl_ctas(f, schedule::CommGroup::WORLD, 12) == 8);
+  f.gpus_per_node = 16; // DGX-2, 8 NICs: 16, though one node's collective runs 12
+  f.nics_per_node = 8;
+  CHECK(collectives::nccl_ctas(f, schedule::CommGroup::WORLD, 12) == 16);
+  f.nics_per_node = 20; // more NICs than GPUs: the GPUs bound it, and MAXCHANNELS
+  CHECK(collectives::nccl_ctas(f, schedule::CommGroup::WORLD, 24) == 32);
+  f.tensor_parallel = 4; // data-parallel groups of 4 GPUs per node: 4 search channels
+  CHECK(collectives::nccl_ctas(f, schedule::CommGroup::DATA_PARALLEL, 24) == 8);
+  f.nodes = 1; // one node: every group is inside it
+  CHECK(collectives::nccl_ctas(f, schedule::CommGroup::WORLD, 24) == 24);
+}

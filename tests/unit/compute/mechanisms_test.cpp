@@ -237,6 +237,11 @@ TEST_CASE(
   CHECK_FALSE(spec::host_generation(k.host, "2.4").hook_param.source.empty());
   CHECK(k.nccl_ctas.value == 24);
   CHECK(k.clock_power_exponent.value == doctest::Approx(1.0 / 3).epsilon(1e-3));
+  // A kind's own one-node CTA count (V100: NCCL's search, 6 channels over 6 NVLinks, doubled) wins over the
+  // table's; a kind without one takes the table's.
+  CHECK(k.one_node_ctas(k.kind_of("Tesla V100-SXM2-32GB")) == 12);
+  CHECK(k.one_node_ctas(k.kind_of("A100-SXM4-80GB")) == 24);
+  CHECK_FALSE(k.kind_of("Tesla V100-SXM2-32GB").nccl_ctas.source.empty());
 
   // A host figure out of range: the reader's error names the file, the line and the dotted key.
   const std::string text = R"(kinds:
@@ -266,4 +271,22 @@ host:
     CHECK(m.find("host[0].eager_op.value") != std::string::npos);
   }
   std::filesystem::remove(p);
+
+  // A kind's nccl_ctas below 1: the error names the file, the line and the dotted key.
+  const std::string bad_ctas = R"(kinds:
+  generic:
+    sms: 108
+    nccl_ctas: {value: 0, status: stated, source: "s"}
+    hbm: {value: 0.8, status: stated, source: "s"}
+    gemm: [{torch: "1.0", value: 0.8, status: stated, source: "s"}]
+    attention: {flash2: {value: 0.5, status: stated, source: "s"}}
+)";
+  try {
+    (void)config::load_kernel_table_text(bad_ctas, "bad_ctas.yaml");
+    FAIL("expected an input error");
+  } catch (const core::InputError& e) {
+    const std::string m = e.what();
+    CHECK(m.find("bad_ctas.yaml:4:") != std::string::npos);
+    CHECK(m.find("kinds.generic.nccl_ctas.value") != std::string::npos);
+  }
 }

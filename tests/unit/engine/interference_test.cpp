@@ -16,7 +16,7 @@ using schedule::TaskKind;
 
 namespace {
 
-std::string h100_node(int gpus)
+std::string h100_node(int gpus, int nodes = 1, int nics = 2)
 {
   // The H100 SXM (132 SMs, kernels.yaml kind H100) on NVLink.
   return "  node:\n"
@@ -28,8 +28,11 @@ std::string h100_node(int gpus)
          "    nvlink: {bandwidth: 450 GB/s, latency: 1 us}\n"
          "    pcie: {bandwidth: 50 GB/s, gpus_per_switch: 2, switch_uplink: 50 GB/s, latency: 1 us}\n"
          "    cpu: {sockets: 2, cores: 64, memory: 1 TiB, memory_bandwidth: 300 GB/s}\n"
-         "    nics: {count: 2, bandwidth: 400 Gbps}\n"
-         "  nodes: 1\n";
+         "    nics: {count: " +
+         std::to_string(nics) +
+         ", bandwidth: 400 Gbps}\n"
+         "  nodes: " +
+         std::to_string(nodes) + "\n";
 }
 
 /// Rank graph: a GPU kernel of `mem` bytes and `flops` FP32 operations on the compute stream and, from the same
@@ -84,6 +87,30 @@ TEST_CASE("interference: compute under a running collective loses the NCCL kerne
   const double free_run = task_time(engine::simulate_graphs(off, EMPTY, over_g), 0, 0);
   CHECK(free_run == doctest::Approx(task_time(engine::simulate_graphs(off, EMPTY, alone_g), 0, 0)).epsilon(1e-9));
   CHECK(free_run == doctest::Approx(alone).epsilon(1e-3));
+}
+
+TEST_CASE("interference: across nodes the NCCL kernel runs the inter-node ring's CTAs, two per NIC")
+{
+  // Two H100 nodes of 8 GPUs and 8 NICs: NCCL's inter-node ring search finds one channel per NIC and connect.cc
+  // doubles it, 16 CTAs (docs/research/nccl-ctas.md; NVIDIA/nccl#1453's 3-node H100 log: "Channel 00/16"), so the
+  // compute under a world all-gather keeps 116 of 132 SMs: 132/116 = 1.138 x. With 4 NICs per node: 8 CTAs,
+  // 132/124. Inside one node the kind's figure stays: 24 CTAs, 132/108 (the test above).
+  const int G = 8;
+  const double flops = 3e12;
+  for (const int nics : {8, 4}) {
+    const spec::Scenario s = load(h100_node(G, 2, nics), TRAIN);
+    std::vector<TaskGraph> alone_g, over_g;
+    for (int r = 0; r < G; ++r) { // the symmetric replay simulates node 0's ranks
+      alone_g.push_back(overlapped(0, 1, 2 * G, flops));
+      over_g.push_back(overlapped(0, 400'000'000'000, 2 * G, flops));
+    }
+    const double alone = task_time(engine::simulate_graphs(s, EMPTY, alone_g), 0, 0);
+    const engine::Timeline tl = engine::simulate_graphs(s, EMPTY, over_g);
+    REQUIRE(task_time(tl, 0, 1) > task_time(tl, 0, 0));
+    const double ctas = 2.0 * nics;
+    INFO(nics << " NICs per node");
+    CHECK(task_time(tl, 0, 0) / alone == doctest::Approx(132.0 / (132.0 - ctas)).epsilon(1e-3));
+  }
 }
 
 TEST_CASE("interference: the collective itself is not slowed, and compute after it runs at full speed")
