@@ -245,8 +245,19 @@ SimulatorFit trust_region(FitContext& ctx, const std::vector<std::size_t>& kept,
   out.fit = solve(problem);
   out.fit.x = x_lin;
   out.at_fit = base;
-  for (int lin = 0; lin < std::max(1, ctx.options.max_linearisations); ++lin) {
-    if (lin > 0) {
+  const int max_linearisations = std::max(1, ctx.options.max_linearisations);
+  int lin = 0;              // the linearisations made so far, less one (the first is given)
+  bool relinearise = false; // the last accepted step found the surrogate off by more than 2 %
+  for (int iter = 0; iter < 3 * max_linearisations; ++iter) {
+    if (iter > 0 && !relinearise) {
+      // The surrogate held within 2 % out to the accepted step, which the radius stopped: keep its Jacobian and move
+      // its base to the step's simulations (no simulation needed), then try a larger step.
+      problem.x0 = x_lin;
+      problem.y0 = base;
+    } else if (iter > 0) {
+      if (lin + 1 >= max_linearisations)
+        break;
+      ++lin;
       std::vector<double> b(ctx.observations.size(), NAN);
       Eigen::MatrixXd jac =
           Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(ctx.observations.size()), static_cast<Eigen::Index>(np));
@@ -329,9 +340,10 @@ SimulatorFit trust_region(FitContext& ctx, const std::vector<std::size_t>& kept,
     }
     if (inside && out.deviation <= SURROGATE_TOLERANCE)
       break;
-    // The next linearisation starts where this one was accepted; its base simulations are the accepted ones.
+    // The next step starts where this one was accepted; its base simulations are the accepted ones.
     x_lin = out.fit.x;
     base = out.at_fit;
+    relinearise = out.deviation > SURROGATE_TOLERANCE;
   }
   return out;
 }
