@@ -222,17 +222,21 @@ Eigen::VectorXd used_residuals(const FitProblem& p, const Eigen::VectorXd& ln_pr
 /// Gauss-Newton with a trust region on the simulator (docs/calibration.md "Surrogate and trust region"), from
 /// `problem`, a linearisation whose y0 the simulator gave at its x0: solve on the surrogate within |x - x0| <= radius
 /// (and the bounds; a frozen parameter stays at its prior), simulate every kept row at the solution, accept it when
-/// the simulated cost fell, else shrink the radius and solve again. Converged when an accepted step is small or the
-/// surrogate agrees with the simulator within 2 % on every row the fit uses at a step inside the radius; otherwise
-/// re-linearised at the accepted point (only the rows the fit uses, only its free parameters).
+/// the simulated cost fell, else shrink the radius and solve again. Converged when the surrogate agrees with the
+/// simulator within 2 % on every row the fit uses at an accepted step that is small, inside the radius, or lowered
+/// the cost by less than one standard deviation's worth; otherwise, when the surrogate was off, re-linearised at the
+/// accepted point (only the rows the fit uses, only its free parameters), else moved there on the same Jacobian.
 SimulatorFit trust_region(FitContext& ctx, const std::vector<std::size_t>& kept, FitProblem problem,
                           const std::string& who)
 {
   const std::size_t np = ctx.names.size();
   const auto nr = static_cast<Eigen::Index>(kept.size());
   std::vector<bool> free(np);
-  for (std::size_t j = 0; j < np; ++j)
+  int n_free = 0;
+  for (std::size_t j = 0; j < np; ++j) {
     free[j] = !problem.params[j].frozen;
+    n_free += free[j] ? 1 : 0;
+  }
   std::vector<std::size_t> used; // the observations this fit's rows use
   for (Eigen::Index r = 0; r < nr; ++r)
     if (problem.weight(r) > 0)
@@ -270,8 +274,12 @@ SimulatorFit trust_region(FitContext& ctx, const std::vector<std::size_t>& kept,
         problem.jacobian.row(r) = jac.row(static_cast<Eigen::Index>(kept[static_cast<std::size_t>(r)]));
     }
     const double cost_lin = data_cost(problem, used_residuals(problem, problem.y0)) + prior_cost(problem, x_lin);
+    // A change of the cost that moves the parameters by less than one standard deviation: 1 on the chi-square, scaled
+    // as the uncertainty is (by chi-square / degrees of freedom when the data scatter more than their weights say).
+    const double one_sigma = std::max(1.0, cost_lin / std::max<double>(1, static_cast<double>(used.size()) - n_free));
     bool accepted = false;
     bool inside = false;
+    bool settled = false; // the accepted step lowered the simulated cost by less than one_sigma
     for (int attempt = 0; attempt < 6 && !accepted && radius >= ctx.options.converged_step / 2; ++attempt) {
       FitProblem boxed = problem;
       for (std::size_t j = 0; j < np; ++j) {
@@ -325,6 +333,7 @@ SimulatorFit trust_region(FitContext& ctx, const std::vector<std::size_t>& kept,
           radius *= 2;
         if (moved < ctx.options.converged_step)
           inside = true;
+        settled = cost_lin - cost < one_sigma;
       } else {
         radius = moved / 3; // below converged_step / 2 the attempts stop: x_lin is the minimum this close
       }
@@ -338,7 +347,7 @@ SimulatorFit trust_region(FitContext& ctx, const std::vector<std::size_t>& kept,
       out.deviation = 0; // fit.x is x_lin, where this surrogate was linearised
       break;
     }
-    if (inside && out.deviation <= SURROGATE_TOLERANCE)
+    if ((inside || settled) && out.deviation <= SURROGATE_TOLERANCE)
       break;
     // The next step starts where this one was accepted; its base simulations are the accepted ones.
     x_lin = out.fit.x;
