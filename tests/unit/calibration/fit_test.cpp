@@ -17,6 +17,21 @@ using namespace zerosim::calibration;
 
 namespace {
 
+/// An observation of the default scenario: row `i`'s step time `value`, from `source`.
+Observation step_observation(const spec::Scenario& s, int i, double value, const std::string& source)
+{
+  Observation o;
+  o.c.scenario = s;
+  o.c.info.row_id = std::to_string(i);
+  validation::TimeFigure f;
+  f.metric = validation::TimeMetric::STEP_TIME;
+  f.value = value;
+  o.c.figures.push_back(f);
+  o.label = "row " + std::to_string(i);
+  o.source = source;
+  return o;
+}
+
 FitParameter param(const std::string& name, double sigma, double lower = -1, double upper = 1)
 {
   FitParameter p;
@@ -152,18 +167,9 @@ TEST_SUITE("calibration")
       return t;
     };
     std::vector<Observation> obs;
-    for (int i = 0; i < rows; ++i) {
-      Observation o;
-      o.c.scenario = s;
-      o.c.info.row_id = std::to_string(i);
-      validation::TimeFigure f;
-      f.metric = validation::TimeMetric::STEP_TIME;
-      f.value = model(i, truth) * (1.0 + 0.03 * spread(i, 999));
-      o.c.figures.push_back(f);
-      o.label = "row " + std::to_string(i);
-      o.source = "S" + std::to_string(i % sources);
-      obs.push_back(o);
-    }
+    for (int i = 0; i < rows; ++i)
+      obs.push_back(
+          step_observation(s, i, model(i, truth) * (1.0 + 0.03 * spread(i, 999)), "S" + std::to_string(i % sources)));
     const BatchPredictor stand_in = step_time_model([&](const validation::ThroughputCase& c) {
       return model(std::stoi(c.info.row_id), c.scenario.calibration.factors);
     });
@@ -196,18 +202,8 @@ TEST_SUITE("calibration")
     auto fixed_part = [](int i) { return 1.0 + 4.0 * spread(i, 12); };
     auto model = [&](int i, double m) { return fixed_part(i) + part(i) / m; };
     std::vector<Observation> obs;
-    for (int i = 0; i < 30; ++i) {
-      Observation o;
-      o.c.scenario = s;
-      o.c.info.row_id = std::to_string(i);
-      validation::TimeFigure f;
-      f.metric = validation::TimeMetric::STEP_TIME;
-      f.value = model(i, i % 2 == 0 ? 1.2 : 0.75);
-      o.c.figures.push_back(f);
-      o.label = "row " + std::to_string(i);
-      o.source = "S" + std::to_string(i % 2);
-      obs.push_back(o);
-    }
+    for (int i = 0; i < 30; ++i)
+      obs.push_back(step_observation(s, i, model(i, i % 2 == 0 ? 1.2 : 0.75), "S" + std::to_string(i % 2)));
     const BatchPredictor stand_in = step_time_model([&](const validation::ThroughputCase& c) {
       return model(std::stoi(c.info.row_id), c.scenario.calibration.factor("gemm.A100"));
     });
@@ -242,17 +238,8 @@ TEST_SUITE("calibration")
   {
     const spec::Scenario s = default_scenario();
     std::vector<Observation> obs;
-    for (int i = 0; i < 3; ++i) {
-      Observation o;
-      o.c.scenario = s;
-      o.c.info.row_id = std::to_string(i);
-      validation::TimeFigure f;
-      f.value = 10.0 + i;
-      o.c.figures.push_back(f);
-      o.label = "row " + std::to_string(i);
-      o.source = "S" + std::to_string(i);
-      obs.push_back(o);
-    }
+    for (int i = 0; i < 3; ++i)
+      obs.push_back(step_observation(s, i, 10.0 + i, "S" + std::to_string(i)));
     // The stand-in's step time moves with gemm.A100 only.
     const BatchPredictor stand_in = step_time_model(
         [](const validation::ThroughputCase& c) { return 10.0 / c.scenario.calibration.factor("gemm.A100"); });
