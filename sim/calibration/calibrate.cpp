@@ -279,7 +279,7 @@ SimulatorFit trust_region(FitContext& ctx, const std::vector<std::size_t>& kept,
     const double one_sigma = std::max(1.0, cost_lin / std::max<double>(1, static_cast<double>(used.size()) - n_free));
     bool accepted = false;
     bool inside = false;
-    bool settled = false; // the accepted step, predicted well, lowered the simulated cost by less than one_sigma
+    bool settled = false; // the accepted step lowered the simulated cost by less than one_sigma
     for (int attempt = 0; attempt < 6 && !accepted && radius >= ctx.options.converged_step / 2; ++attempt) {
       FitProblem boxed = problem;
       for (std::size_t j = 0; j < np; ++j) {
@@ -333,9 +333,7 @@ SimulatorFit trust_region(FitContext& ctx, const std::vector<std::size_t>& kept,
           radius *= 2;
         if (moved < ctx.options.converged_step)
           inside = true;
-        // As scipy's least_squares ends on ftol: only where the surrogate predicted the step well (ratio > 0.25),
-        // so that a step the region cut short after the surrogate failed further out does not end the fit.
-        settled = cost_lin - cost < one_sigma && ratio > 0.25;
+        settled = cost_lin - cost < one_sigma;
       } else {
         radius = moved / 3; // below converged_step / 2 the attempts stop: x_lin is the minimum this close
       }
