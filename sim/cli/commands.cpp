@@ -52,7 +52,7 @@ const char* USAGE = R"(usage:
         results/validation/published.csv; output to DIR, default the CSV's folder): --memory peak
         memory (memory.md, memory.csv), --run step time and throughput, one scenario per worker
         process, N at once, default 2 (report.md, report.csv), judged leave-one-source-out,
-        in-sample and on the priors (the fit takes about 20 minutes on 2 cores; --no-loso fits
+        in-sample and on the priors (the fit and its folds take about 40 minutes on 2 cores; --no-loso fits
         without the folds, --priors-only skips the fit); neither flag: both
   zerosim validate --ablation [CSV] [--out DIR] [--jobs N]
         the throughput validation with the default mechanisms, then with each switched from its
