@@ -354,6 +354,23 @@ SimulatorFit trust_region(FitContext& ctx, const std::vector<std::size_t>& kept,
     base = out.at_fit;
     relinearise = out.deviation > SURROGATE_TOLERANCE;
   }
+  // A frozen parameter stays at its prior. Every solved step holds it there; only when no step was accepted from the
+  // starting linearisation (a fold started from the in-sample fit) can it still sit where that one put it: move it back
+  // and simulate there, so that the rows it moves (a fold's held-out rows) are predicted at the prior.
+  bool off_prior = false;
+  for (std::size_t j = 0; j < np; ++j)
+    if (!free[j] && out.fit.x(static_cast<Eigen::Index>(j)) != problem.params[j].prior) {
+      out.fit.x(static_cast<Eigen::Index>(j)) = problem.params[j].prior;
+      off_prior = true;
+    }
+  if (off_prior) {
+    out.at_fit = ctx.simulate(kept, out.fit.x);
+    const Eigen::VectorXd surr = surrogate(out.problem, out.fit.x);
+    out.deviation = 0;
+    for (Eigen::Index r = 0; r < nr; ++r)
+      if (out.problem.weight(r) > 0)
+        out.deviation = std::max(out.deviation, std::abs(out.at_fit(r) - surr(r)));
+  }
   return out;
 }
 
@@ -565,7 +582,6 @@ CalibrationResult calibrate(const std::vector<Observation>& observations, const 
         continue;
       const auto r = static_cast<Eigen::Index>(k);
       RowResult& row = result.rows[k];
-      row.loso_surrogate = std::exp(extrapolated(r));
       if (!std::isfinite(f.at_fit(r)))
         continue;
       row.loso = std::exp(f.at_fit(r));

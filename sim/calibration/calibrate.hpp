@@ -68,12 +68,11 @@ struct RowResult {
   std::string source;
   validation::TimeMetric metric = validation::TimeMetric::STEP_TIME;
   double measured = 0;
-  double prior = 0;                     ///< predicted at the priors (the linearisation's first point)
-  double fitted = 0;                    ///< predicted by the simulator at the fitted multipliers
-  double surrogate = 0;                 ///< the surrogate's prediction at the fitted multipliers
-  std::optional<double> loso;           ///< predicted by the simulator with the fold that leaves its source out
-  std::optional<double> loso_surrogate; ///< the in-sample surrogate's extrapolation there
-  std::string group;                    ///< GPU kind x framework (the accuracy band's group)
+  double prior = 0;           ///< predicted at the priors (the linearisation's first point)
+  double fitted = 0;          ///< predicted by the simulator at the fitted multipliers
+  double surrogate = 0;       ///< the surrogate's prediction at the fitted multipliers
+  std::optional<double> loso; ///< predicted by the simulator with the fold that leaves its source out
+  std::string group;          ///< GPU kind x framework (the accuracy band's group)
 };
 
 struct CalibrationResult {

@@ -234,6 +234,44 @@ TEST_SUITE("calibration")
     }
   }
 
+  TEST_CASE("calibrate: in the fold of the only source that informs a parameter, its rows are predicted at its prior")
+  {
+    // S0's step times move with gemm.A100 and hbm.A100, S1's with gemm.A100 only (t = 10 / g, or 10 / (g h^0.5)).
+    // Both were "measured" at g = 1; S0 at h = 1.2, so the in-sample fit moves h well off its prior. In S0's fold
+    // no row informs h: it stays at its prior (docs/calibration.md §3), and S0's held-out rows must be predicted
+    // there, at the fold's g, whether or not the fold found a step that lowers its cost.
+    const spec::Scenario s = default_scenario();
+    auto model = [](int i, double g, double h) { return i % 2 == 0 ? 10.0 / (g * std::sqrt(h)) : 10.0 / g; };
+    std::vector<Observation> obs;
+    for (int i = 0; i < 12; ++i)
+      obs.push_back(step_observation(s, i, model(i, 1.0, 1.2), "S" + std::to_string(i % 2)));
+    const BatchPredictor stand_in = step_time_model([&](const validation::ThroughputCase& c) {
+      return model(std::stoi(c.info.row_id), c.scenario.calibration.factor("gemm.A100"),
+                   c.scenario.calibration.factor("hbm.A100"));
+    });
+    CalibrateOptions opt;
+    opt.params = {"gemm.A100", "hbm.A100"};
+    const CalibrationResult r = calibrate(obs, opt, stand_in);
+    const auto value = [&](const std::string& fold, const std::string& name) {
+      for (const auto& [n, v] : r.folds.at(fold))
+        if (n == name)
+          return v;
+      FAIL("no " << name << " in fold " << fold);
+      return 0.0;
+    };
+    const auto in_sample_h =
+        std::find_if(r.params.begin(), r.params.end(), [](const ParameterResult& p) { return p.name == "hbm.A100"; });
+    REQUIRE(in_sample_h != r.params.end());
+    CHECK(in_sample_h->value > 1.1); // S0 moved it
+    CHECK(value("S0", "hbm.A100") == 1.0);
+    const double g = value("S0", "gemm.A100");
+    for (const RowResult& row : r.rows)
+      if (row.source == "S0") {
+        REQUIRE(row.loso.has_value());
+        CHECK(*row.loso == doctest::Approx(model(std::stoi(row.label.substr(4)), g, 1.0)).epsilon(1e-9));
+      }
+  }
+
   TEST_CASE("calibrate: a named parameter that no row informs, and too few rows, are input errors")
   {
     const spec::Scenario s = default_scenario();
