@@ -4,6 +4,7 @@
 
 #include "core/error.hpp"
 #include "spec/names.hpp"
+#include "validation/report_text.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -225,7 +226,8 @@ Eigen::VectorXd used_residuals(const FitProblem& p, const Eigen::VectorXd& ln_pr
 /// the simulated cost fell, else shrink the radius and solve again. Converged when the surrogate agrees with the
 /// simulator within 2 % on every row the fit uses at an accepted step that is small, inside the radius, or lowered
 /// the cost by less than one standard deviation's worth; otherwise, when the surrogate was off, re-linearised at the
-/// accepted point (only the rows the fit uses, only its free parameters), else moved there on the same Jacobian.
+/// accepted point (only its free parameters, only the rows the fit uses whose surrogate missed by more than 1 % there),
+/// else moved there on the same Jacobian.
 SimulatorFit trust_region(FitContext& ctx, const std::vector<std::size_t>& kept, FitProblem problem,
                           const std::string& who)
 {
@@ -262,15 +264,27 @@ SimulatorFit trust_region(FitContext& ctx, const std::vector<std::size_t>& kept,
       if (lin + 1 >= max_linearisations)
         break;
       ++lin;
+      // Only the rows the surrogate missed by more than half the tolerance at the accepted point are re-linearised;
+      // the others were linear out to it, and keep their Jacobian rows (the stop below checks every row again).
+      const Eigen::VectorXd was = surrogate(problem, x_lin);
+      std::vector<std::size_t> drifted;
+      std::vector<Eigen::Index> drifted_rows;
+      for (Eigen::Index r = 0; r < nr; ++r)
+        if (problem.weight(r) > 0 && !(std::abs(base(r) - was(r)) <= SURROGATE_TOLERANCE / 2)) {
+          drifted.push_back(kept[static_cast<std::size_t>(r)]);
+          drifted_rows.push_back(r);
+        }
       std::vector<double> b(ctx.observations.size(), NAN);
       Eigen::MatrixXd jac =
           Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(ctx.observations.size()), static_cast<Eigen::Index>(np));
       for (Eigen::Index r = 0; r < nr; ++r)
         b[kept[static_cast<std::size_t>(r)]] = base(r);
-      ctx.linearise(used, x_lin, true, free, b, jac, nullptr, who + ": linearisation " + std::to_string(lin + 1));
+      ctx.linearise(drifted, x_lin, true, free, b, jac, nullptr,
+                    who + ": linearisation " + std::to_string(lin + 1) + " (" + std::to_string(drifted.size()) +
+                        " of " + std::to_string(used.size()) + " rows)");
       problem.x0 = x_lin;
       problem.y0 = base;
-      for (Eigen::Index r = 0; r < nr; ++r)
+      for (Eigen::Index r : drifted_rows)
         problem.jacobian.row(r) = jac.row(static_cast<Eigen::Index>(kept[static_cast<std::size_t>(r)]));
     }
     const double cost_lin = data_cost(problem, used_residuals(problem, problem.y0)) + prior_cost(problem, x_lin);
@@ -279,7 +293,7 @@ SimulatorFit trust_region(FitContext& ctx, const std::vector<std::size_t>& kept,
     const double one_sigma = std::max(1.0, cost_lin / std::max<double>(1, static_cast<double>(used.size()) - n_free));
     bool accepted = false;
     bool inside = false;
-    bool settled = false; // the accepted step lowered the simulated cost by less than one_sigma
+    bool settled = false; // the accepted step, predicted well, lowered the simulated cost by less than one_sigma
     for (int attempt = 0; attempt < 6 && !accepted && radius >= ctx.options.converged_step / 2; ++attempt) {
       FitProblem boxed = problem;
       for (std::size_t j = 0; j < np; ++j) {
@@ -333,7 +347,9 @@ SimulatorFit trust_region(FitContext& ctx, const std::vector<std::size_t>& kept,
           radius *= 2;
         if (moved < ctx.options.converged_step)
           inside = true;
-        settled = cost_lin - cost < one_sigma;
+        // As scipy's least_squares ends on ftol: only where the surrogate predicted the step well (ratio > 0.25),
+        // so that a step the region cut short after the surrogate failed further out does not end the fit.
+        settled = cost_lin - cost < one_sigma && ratio > 0.25;
       } else {
         radius = moved / 3; // below converged_step / 2 the attempts stop: x_lin is the minimum this close
       }
@@ -495,6 +511,21 @@ CalibrationResult calibrate(const std::vector<Observation>& observations, const 
       throw core::InputError("calibrate: parameter " + names[j] +
                              " is informed by no row (no observation's prediction moves with it)");
     result.uninformed.push_back(names[j] + ": no row's prediction moves with it; left at its prior");
+    problem.params[j].frozen = true;
+  }
+  // A parameter the data fix less than its prior does (the prior's share of its variance above one half, at the
+  // priors' linearisation) is not fitted either: the fit would return mostly its prior, and a report of it as fitted
+  // would claim what the data cannot say (docs/calibration.md "Guards against a disguised fit").
+  const std::vector<double> share = prior_share(problem);
+  for (std::size_t j = 0; j < names.size(); ++j) {
+    if (problem.params[j].frozen || !(share[j] > options.identified_share))
+      continue;
+    const std::string why = names[j] + ": the data fix it less than its prior does (the prior's share of its " +
+                            "variance " + validation::text::fixed(share[j], 2) + " > " +
+                            validation::text::fixed(options.identified_share, 2) + "); left at its prior";
+    if (explicit_set)
+      say("warning: " + why);
+    result.uninformed.push_back(why);
     problem.params[j].frozen = true;
   }
   int free = 0;

@@ -47,6 +47,9 @@ struct CalibrateOptions {
   double huber_threshold = 0.1;
   double step = 0.1;              ///< the Jacobian's step in ln(multiplier), taken downwards (a cap never hides it)
   double inform_threshold = 1e-3; ///< |d ln prediction / d ln multiplier| at which a row informs a parameter
+  /// A parameter whose prior holds more than this share of its variance at the priors (prior_share) is left at its
+  /// prior: 0.5, where the data and the prior fix it equally. 1 fits every informed parameter.
+  double identified_share = 0.5;
   std::ostream* progress = nullptr;
 };
 
@@ -77,10 +80,12 @@ struct RowResult {
 
 struct CalibrationResult {
   std::vector<ParameterResult> params;
-  std::vector<RowResult> rows;         ///< the observations predicted at every stage, in input order
-  std::vector<std::string> dropped;    ///< observations the simulator could not predict, with why
-  std::vector<std::string> uninformed; ///< default parameters no row informs (left at the prior), with why
-  double max_surrogate_deviation = 0;  ///< max |ln fitted - ln surrogate| over rows, in-sample
+  std::vector<RowResult> rows;      ///< the observations predicted at every stage, in input order
+  std::vector<std::string> dropped; ///< observations the simulator could not predict, with why
+  /// Parameters left at their prior because no row informs them (default set) or the data fix them less than their
+  /// priors do: "name: why".
+  std::vector<std::string> uninformed;
+  double max_surrogate_deviation = 0; ///< max |ln fitted - ln surrogate| over rows, in-sample
   /// The same for each leave-one-source-out fold: its own surrogate against the simulator on the rows it fitted, at
   /// its multipliers (each fold is a fit on the simulator of its own, re-linearised until they agree).
   double max_loso_surrogate_deviation = 0;

@@ -56,6 +56,34 @@ double prior_cost(const FitProblem& p, const Eigen::VectorXd& x)
   return c;
 }
 
+std::vector<double> prior_share(const FitProblem& p)
+{
+  check(p);
+  std::vector<double> share(p.params.size(), 1.0);
+  std::vector<Eigen::Index> free;
+  for (std::size_t j = 0; j < p.params.size(); ++j)
+    if (!p.params[j].frozen)
+      free.push_back(static_cast<Eigen::Index>(j));
+  if (free.empty())
+    return share;
+  const auto k = static_cast<Eigen::Index>(free.size());
+  const Eigen::VectorXd w = p.weight.cwiseMax(0.0);
+  Eigen::MatrixXd jf(p.jacobian.rows(), k);
+  for (Eigen::Index u = 0; u < k; ++u)
+    jf.col(u) = p.jacobian.col(free[static_cast<std::size_t>(u)]);
+  Eigen::MatrixXd h = jf.transpose() * w.asDiagonal() * jf;
+  for (Eigen::Index u = 0; u < k; ++u) {
+    const double s = p.params[static_cast<std::size_t>(free[static_cast<std::size_t>(u)])].sigma;
+    h(u, u) += 1.0 / (s * s);
+  }
+  const Eigen::MatrixXd cov = h.inverse();
+  for (Eigen::Index u = 0; u < k; ++u) {
+    const double s = p.params[static_cast<std::size_t>(free[static_cast<std::size_t>(u)])].sigma;
+    share[static_cast<std::size_t>(free[static_cast<std::size_t>(u)])] = cov(u, u) / (s * s);
+  }
+  return share;
+}
+
 std::vector<int> informing_rows(const FitProblem& p, double threshold)
 {
   std::vector<int> count(p.params.size(), 0);

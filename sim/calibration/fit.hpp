@@ -62,6 +62,12 @@ double prior_cost(const FitProblem& p, const Eigen::VectorXd& x);
 /// parameter whose prior lies outside its box.
 FitResult solve(const FitProblem& p);
 
+/// Per parameter, the prior's share of what fixes it on this surrogate: the posterior variance of x_j (the inverse
+/// of J^T W J + diag(1 / sigma^2) over the free parameters, at the rows' nominal weights) over its prior variance
+/// sigma_j^2. Near 0: the data fix x_j; above 0.5: its prior fixes it more than the data do (a parameter correlated
+/// with others counts only the information the others do not share). 1 for a frozen parameter.
+std::vector<double> prior_share(const FitProblem& p);
+
 /// Rows whose column j of the Jacobian is at least `threshold` in absolute value: how many rows inform x_j.
 std::vector<int> informing_rows(const FitProblem& p, double threshold);
 

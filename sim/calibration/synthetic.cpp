@@ -174,7 +174,7 @@ Recovery recovery(const CalibrationResult& r, const SyntheticOptions& options, c
     row.fitted = 1.0;
     row.fit = false;
     row.judged = options.truth.count(name) > 0;
-    row.note = "not informed: no row's prediction moves with it; left at its prior";
+    row.note = "not fitted: " + u.substr(u.find(':') + 2);
   }
   for (const auto& [name, value] : fixed_params) {
     RecoveryRow& row = by[name];

@@ -144,6 +144,34 @@ TEST_SUITE("calibration")
     CHECK(informs[1] == 1); // only row 2 reaches 1e-3
   }
 
+  TEST_CASE("fit: the prior's share of a parameter's variance, alone and shared with a correlated parameter")
+  {
+    // One parameter, n rows of slope 1 and weight w, prior sd s: posterior variance 1 / (n w + 1/s^2), so the prior's
+    // share is 1 / (1 + n w s^2). n = 4, w = 25, s = 0.1: 1 / (1 + 1) = 0.5.
+    FitProblem p;
+    p.params = {param("a", 0.1)};
+    p.x0 = Eigen::VectorXd::Zero(1);
+    p.y0 = Eigen::VectorXd::Zero(4);
+    p.jacobian = Eigen::MatrixXd::Constant(4, 1, 1.0);
+    p.target = Eigen::VectorXd::Zero(4);
+    p.weight = Eigen::VectorXd::Constant(4, 25.0);
+    CHECK(prior_share(p)[0] == doctest::Approx(0.5));
+    // Two parameters that every row moves alike (slopes 1, 1): the data fix only their sum. With n w = 100 and s = 1,
+    // H = [[101, 100], [100, 101]], whose inverse's diagonal is 101 / (101^2 - 100^2) = 101 / 201: each share is
+    // 0.5025, above one half however many such rows there are, though each column alone carries 100 times its prior.
+    p.params = {param("a", 1.0), param("b", 1.0)};
+    p.x0 = Eigen::VectorXd::Zero(2);
+    p.jacobian = Eigen::MatrixXd::Constant(4, 2, 1.0);
+    const std::vector<double> shared = prior_share(p);
+    CHECK(shared[0] == doctest::Approx(101.0 / 201.0));
+    CHECK(shared[1] == doctest::Approx(101.0 / 201.0));
+    // A frozen parameter has no posterior of its own: share 1; the other then has the one-parameter share 1 / 101.
+    p.params[1].frozen = true;
+    const std::vector<double> alone = prior_share(p);
+    CHECK(alone[0] == doctest::Approx(1.0 / 101.0));
+    CHECK(alone[1] == 1.0);
+  }
+
   TEST_CASE("calibrate: multipliers 20-30 % from the priors are recovered within 5 % from data with 3 % noise")
   {
     // A stand-in simulator (no SimGrid): the step time of observation i is base_i x prod_j m_j^(-e_ij), with the
@@ -270,6 +298,34 @@ TEST_SUITE("calibration")
         REQUIRE(row.loso.has_value());
         CHECK(*row.loso == doctest::Approx(model(std::stoi(row.label.substr(4)), g, 1.0)).epsilon(1e-9));
       }
+  }
+
+  TEST_CASE("calibrate: a parameter the data fix less than its prior does is left at its prior and listed")
+  {
+    // t = 10 / (g h^0.01) on 12 rows of two sources, "measured" at g = 0.8, h = 0.8. The weights average 1 / 0.05^2 =
+    // 400 per row, so the rows carry 12 x 400 x 0.01^2 = 0.48 of information on ln h against its prior's 1 / 0.1^2 =
+    // 100: the prior's share is about 0.995 and h stays at its prior; g (share about 0.002) is fitted to 0.8.
+    const spec::Scenario s = default_scenario();
+    auto model = [](double g, double h) { return 10.0 / (g * std::pow(h, 0.01)); };
+    std::vector<Observation> obs;
+    for (int i = 0; i < 12; ++i)
+      obs.push_back(step_observation(s, i, model(0.8, 0.8), "S" + std::to_string(i % 2)));
+    const BatchPredictor stand_in = step_time_model([&](const validation::ThroughputCase& c) {
+      return model(c.scenario.calibration.factor("gemm.A100"), c.scenario.calibration.factor("hbm.A100"));
+    });
+    CalibrateOptions opt;
+    opt.params = {"gemm.A100", "hbm.A100"};
+    opt.loso = false;
+    const CalibrationResult r = calibrate(obs, opt, stand_in);
+    REQUIRE(r.params.size() == 1);
+    CHECK(r.params.front().name == "gemm.A100");
+    // g absorbs h's 0.8^0.01 = 0.9978 and the prior's slight pull: within 0.5 % of 0.8.
+    CHECK(r.params.front().value == doctest::Approx(0.8).epsilon(0.005));
+    REQUIRE(r.uninformed.size() == 1);
+    CHECK(r.uninformed.front().rfind("hbm.A100: the data fix it less than its prior does", 0) == 0);
+    // With the guard off (share threshold 1) both are fitted.
+    opt.identified_share = 1.0;
+    CHECK(calibrate(obs, opt, stand_in).params.size() == 2);
   }
 
   TEST_CASE("calibrate: a named parameter that no row informs, and too few rows, are input errors")
