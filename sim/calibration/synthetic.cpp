@@ -103,12 +103,16 @@ std::string Recovery::verdict() const
       unjudged += (unjudged.empty() ? "" : ", ") + r.name;
     else if (!within(r))
       failed += (failed.empty() ? "" : ", ") + r.name +
-                (r.fit ? " (" + validation::text::signed_pct(100.0 * r.error()) + ")" : std::string(" (not fitted)"));
+                (r.fit ? " (" + validation::text::signed_pct(100.0 * r.error()) +
+                             (r.deviation_sd() ? ", " + fixed(*r.deviation_sd(), 1) + " sd" : std::string()) + ")"
+                       : std::string(" (not fitted)"));
   std::string v = std::to_string(recovered()) + " of " + std::to_string(judged()) + " parameters recovered within " +
                   fixed(100.0 * tolerance, 0) + " % of the truth";
   v = failed.empty() ? "PASS: " + v : "FAIL: " + v + "; not recovered: " + failed;
   if (!unjudged.empty())
-    v += "; informed by no row and left at the prior, where the truth has them too: " + unjudged;
+    v += "; not fitted (no row informs it, or its prior fixes it more than the data do) and left at the prior, where "
+         "the truth has them too: " +
+         unjudged;
   return v;
 }
 
@@ -156,6 +160,7 @@ Recovery recovery(const CalibrationResult& r, const SyntheticOptions& options, c
     row.at_bound = p.at_bound;
     row.rows = p.rows;
     row.sources = static_cast<int>(p.sources.size());
+    row.sigma_ln = p.sigma_ln;
     if (p.family.prior_sigma > 0)
       row.prior_pull = (p.sigma_ln / p.family.prior_sigma) * (p.sigma_ln / p.family.prior_sigma);
     row.note.clear();
@@ -204,18 +209,24 @@ std::string recovery_markdown(const Recovery& rec, const SyntheticOptions& optio
      << " observations' primary figure is the simulator's prediction with the multipliers of " << options.truth_file
      << " (every other parameter at its prior) times exp(" << fixed(options.noise, 3)
      << " z), z standard normal from splitmix64 + Box-Muller seeded by " << options.seed
-     << " and the row's label. The fit started at the priors. Prior pull: (sd of the fit / sd of the prior)^2 in "
-        "ln, the prior's share of what fixes the parameter (near 1: the data say little and the fit stays near 1).\n\n"
+     << " and the row's label. The fit started at the priors. 1 sd: the fit's own standard deviation of the "
+        "multiplier (docs/calibration.md \"Uncertainty\"), as a percentage; off by: ln(fitted / true) in those "
+        "standard deviations (within 2 either way: the miss is what these rows can tell). Prior pull: (sd of the fit "
+        "/ sd of the prior)^2 in ln, the prior's share of what fixes the parameter (near 1: the data say little and "
+        "the fit stays near 1).\n\n"
      << "| parameter | true | fitted | fitted/true - 1 | within " << fixed(100.0 * rec.tolerance, 0)
-     << " % | prior pull | rows | sources | note |\n|---|---:|---:|---:|---|---:|---:|---:|---|\n";
+     << " % | 1 sd | off by | prior pull | rows | sources | note |\n"
+        "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---|\n";
   for (const RecoveryRow& r : rec.rows) {
     md << "| " << r.name << " | " << fixed(r.truth, 3) << " | " << (r.fit ? fixed(r.fitted, 3) : "not fitted") << " | "
        << (r.fit ? validation::text::signed_pct(100.0 * r.error()) : std::string("-")) << " | "
        << (!r.judged       ? "-"
            : rec.within(r) ? "yes"
                            : "no")
-       << " | " << (r.prior_pull ? fixed(*r.prior_pull, 2) : std::string("-")) << " | " << r.rows << " | " << r.sources
-       << " | " << r.note << " |\n";
+       << " | " << (r.fit && r.sigma_ln ? fixed(100.0 * (std::exp(*r.sigma_ln) - 1.0), 1) + " %" : std::string("-"))
+       << " | " << (r.deviation_sd() ? fixed(*r.deviation_sd(), 1) + " sd" : std::string("-")) << " | "
+       << (r.prior_pull ? fixed(*r.prior_pull, 2) : std::string("-")) << " | " << r.rows << " | " << r.sources << " | "
+       << r.note << " |\n";
   }
   md << "\nThe fit's cost (data and priors, docs/calibration.md \"The fit\") on the simulator's predictions: "
      << fixed(rec.cost_fit, 1) << " at the fitted multipliers, " << fixed(rec.cost_truth, 1) << " at the true ones ("
@@ -238,6 +249,8 @@ core::Json recovery_json(const Recovery& rec, const SyntheticOptions& options, i
                        .set("fitted", r.fit ? core::Json(r.fitted) : core::Json())
                        .set("relative_error", r.fit ? core::Json(r.error()) : core::Json())
                        .set("within_tolerance", r.judged ? core::Json(rec.within(r)) : core::Json())
+                       .set("sigma_ln", r.fit && r.sigma_ln ? core::Json(*r.sigma_ln) : core::Json())
+                       .set("deviation_sd", r.deviation_sd() ? core::Json(*r.deviation_sd()) : core::Json())
                        .set("prior_pull", r.prior_pull ? core::Json(*r.prior_pull) : core::Json())
                        .set("at_bound", r.at_bound)
                        .set("rows", r.rows)

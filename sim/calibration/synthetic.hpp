@@ -44,6 +44,14 @@ struct RecoveryRow {
   double fitted = 1;                ///< the fit's multiplier; the value it was held at when it was not fitted
   bool fit = false;                 ///< fitted (false: not informed by any row, or held fixed)
   std::optional<double> prior_pull; ///< (sd of the fit / sd of the prior)^2, in ln: the prior's share
+  std::optional<double> sigma_ln;   ///< the fit's one standard deviation of ln(fitted)
+  /// How many of the fit's standard deviations ln(fitted / true) is (none when not fitted or without a spread).
+  std::optional<double> deviation_sd() const
+  {
+    if (!fit || !sigma_ln || !(*sigma_ln > 0))
+      return std::nullopt;
+    return std::log(fitted / truth) / *sigma_ln;
+  }
   bool at_bound = false;
   int rows = 0;
   int sources = 0;

@@ -116,8 +116,11 @@ TEST_SUITE("calibration")
     CHECK(rec.judged() == 5);
     CHECK(rec.recovered() == 2);
     CHECK(rec.verdict() == "FAIL: 2 of 5 parameters recovered within 5 % of the truth; not recovered: busbw.net (not "
-                           "fitted), busbw.nvlink (not fitted), hbm.A100 (+15.4 %); informed by no row and left at the "
-                           "prior, where the truth has them too: host.ddp");
+                           "fitted), busbw.nvlink (not fitted), hbm.A100 (+15.4 %, 1.8 sd); not fitted (no row "
+                           "informs it, or its prior fixes it more than the data do) and left at the prior, where the "
+                           "truth has them too: host.ddp");
+    // ln(0.9 / 0.78) / 0.08 = 1.79 of the fit's standard deviations, exp(0.08) - 1 = 8.3 %.
+    CHECK(*rec.rows[3].deviation_sd() == doctest::Approx(std::log(0.9 / 0.78) / 0.08));
     // No rows: the costs are the priors' alone, over the fitted parameters.
     const double prior_fit =
         std::pow(std::log(0.79) / 0.1, 2) + std::pow(std::log(0.9) / 0.1, 2) + std::pow(std::log(1.02) / 0.5, 2);
@@ -125,7 +128,7 @@ TEST_SUITE("calibration")
     CHECK(rec.cost_fit == doctest::Approx(prior_fit));
     CHECK(rec.cost_truth == doctest::Approx(prior_truth));
     const std::string md = recovery_markdown(rec, so, 7);
-    CHECK(md.find("| hbm.A100 | 0.780 | 0.900 | +15.4 % | no | 0.64 | 5 | 2 |") != std::string::npos);
+    CHECK(md.find("| hbm.A100 | 0.780 | 0.900 | +15.4 % | no | 8.3 % | 1.8 sd | 0.64 | 5 | 2 |") != std::string::npos);
     CHECK(md.find("| busbw.net | 0.780 | not fitted | - | no |") != std::string::npos);
     CHECK(md.find("| host.ddp | 1.000 | not fitted | - | - |") != std::string::npos);
   }
