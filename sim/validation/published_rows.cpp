@@ -1494,6 +1494,9 @@ bool is_figure_column_empty(const PublishedRow& row)
 TimeMetric tflops_metric(const PublishedRow& row, std::string& note)
 {
   std::string inc = lower(trim(field(row, "tflops_includes_recompute")));
+  // "not stated" is no answer (it begins with "no", which is one).
+  if (inc.rfind("not stated", 0) == 0)
+    inc.clear();
   if (inc.rfind("yes", 0) == 0)
     return TimeMetric::TFLOPS_HARDWARE;
   if (inc.rfind("no", 0) == 0)

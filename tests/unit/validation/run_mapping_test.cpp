@@ -1055,10 +1055,22 @@ TEST_SUITE("validation")
     CHECK(s.cluster.network.nics_per_node == 8);
     CHECK(s.cluster.network.nic_bandwidth_Bps == doctest::Approx(2e12 / 8 / 8));
     REQUIRE(c.figures.size() == 1);
-    // Definition not stated, checkpointing on, not a DeepSpeed/Megatron framework: model TFLOPs.
-    CHECK(c.figures[0].metric == TimeMetric::TFLOPS_MODEL);
+    // tflops_includes_recompute "not stated" (which begins with "no": not read as "no"), checkpointing on: the
+    // paper's authors' minGPT benchmark counts the recomputed forward (ptd_benchmark calc_flop, Megatron's
+    // 96 B s l h^2 formula; docs/research/validation-stacks.md), so hardware TFLOPs.
+    CHECK(c.figures[0].metric == TimeMetric::TFLOPS_HARDWARE);
     CHECK(c.figures[0].value == doctest::Approx(173.5));
     CHECK(*c.figures[0].tolerance == doctest::Approx(2)); // chart-read (+/-2)
+    // The same row from another PyTorch source, definition not stated: model TFLOPs assumed (no rule names it).
+    PublishedRow other = row_318();
+    other["source_id"] = "S99";
+    const ThroughputMapping mo = map_one(other);
+    REQUIRE(mo.cases.size() == 1);
+    CHECK(mo.cases[0].figures[0].metric == TimeMetric::TFLOPS_MODEL);
+    // Stated "no": model TFLOPs even for S13's minGPT.
+    PublishedRow stated = row_318();
+    stated["tflops_includes_recompute"] = "no";
+    CHECK(map_one(stated).cases.at(0).figures.at(0).metric == TimeMetric::TFLOPS_MODEL);
 
     // Row 634: the derived ~97 s/step includes evaluation and checkpoints (an upper bound, says the file).
     PublishedRow r634 = row_634();
