@@ -14,6 +14,7 @@
 #include "report/memory_report.hpp"
 #include "report/run_report.hpp"
 #include "spec/names.hpp"
+#include "sweep/sweep.hpp"
 #include "validation/memory_validation.hpp"
 #include "validation/run_validation.hpp"
 #include "workload/transformer.hpp"
@@ -22,9 +23,12 @@
 #include <charconv>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <limits>
 #include <optional>
 #include <sstream>
+
+#include <unistd.h>
 
 namespace zerosim::cli {
 
@@ -68,7 +72,16 @@ const char* USAGE = R"(usage:
         multiplier on NODE (the node the tables ran on); --gemm fits NODE's GPU kind's GEMM fraction;
         --synthetic replaces the runs' measured values by the simulator's prediction at TRUE_PROFILE's
         multipliers times exp(SD z) (default SD 0.03, seed 1) and reports how well the fit recovers them
-  --calibration FILE|none (run, memory, calibrate): the calibration profile, above the scenario's and the
+  zerosim sweep SCENARIO [--sweep KEY=V1,V2,...]... [-j N | --jobs N] [--set K=V]... [--calibration FILE|none]
+        [--out DIR] [--resume] [--shard I/N]
+        the scenario at every point of the grid of its sweep: block and the --sweep keys (dotted keys as --set
+        takes them; values as a list, or ranges A..B, A..B:+S, A..B:xF; docs/sweep.md), N worker processes at
+        once (default 1): DIR/sweep.csv and DIR/sweep.jsonl (one row per point, in point order at the end;
+        default DIR <scenario stem>.sweep), progress on standard error; --resume runs the points an interrupted
+        sweep did not finish; --shard I/N runs the points p with p mod N = I-1 (a job array's share)
+  zerosim sweep --merge SHARD_DIR... --out DIR
+        joins the finished shares of one sweep into DIR, as the whole sweep would have written it
+  --calibration FILE|none (run, memory, calibrate, sweep): the calibration profile, above the scenario's and the
         node file's `calibration:`; none runs on the priors alone
   --without NAME / --with NAME (run, memory, validate): switch one mechanism of the model off / on,
         for ablation: stack, protocols, busbw, leaf_fetch (off by default), host, clock, interference,
@@ -124,6 +137,10 @@ struct Args {
   std::vector<std::string> without;        ///< --without NAME: mechanisms switched off (ablation)
   std::vector<std::string> with;           ///< --with NAME: mechanisms off by default switched on
   bool ablation = false;
+  std::vector<std::string> sweeps;  ///< sweep --sweep KEY=V1,V2,...
+  bool resume = false;              ///< sweep --resume
+  std::optional<std::string> shard; ///< sweep --shard I/N
+  bool merge = false;               ///< sweep --merge SHARD_DIR...
 };
 
 Args parse_args(const std::vector<std::string>& args, size_t first)
@@ -164,8 +181,16 @@ Args parse_args(const std::vector<std::string>& args, size_t first)
       a.offload_param = true;
     else if (arg == "--run")
       a.run = true;
-    else if (arg == "--jobs")
+    else if (arg == "--jobs" || arg == "-j")
       a.jobs = value(i);
+    else if (arg == "--sweep")
+      a.sweeps.push_back(value(i));
+    else if (arg == "--resume")
+      a.resume = true;
+    else if (arg == "--shard")
+      a.shard = value(i);
+    else if (arg == "--merge")
+      a.merge = true;
     else if (arg == "--trace")
       a.trace = true;
     else if (arg == "--hierarchical")
@@ -485,6 +510,27 @@ int calibrate_cli(const Args& a, const std::vector<std::string>& args, std::ostr
   return calibration::calibrate_command(c, out, err);
 }
 
+int sweep_command(const Args& a, std::ostream& out, std::ostream& err)
+{
+  const int jobs = a.jobs ? static_cast<int>(parse_count("--jobs", *a.jobs)) : 1;
+  if (a.merge) {
+    if (!a.sweeps.empty() || a.resume || a.shard || !a.sets.empty() || a.calibration)
+      usage_error("sweep --merge: joins finished shares; give only SHARD_DIR... and --out DIR");
+    return sweep::merge_sweeps(a.positional, a.out_dir.value_or(""), out);
+  }
+  if (a.positional.size() != 1)
+    usage_error("sweep: expected one SCENARIO file");
+  const sweep::Shard shard = a.shard ? sweep::parse_shard(*a.shard) : sweep::Shard{};
+  const sweep::Plan plan = sweep::make_plan(a.positional.front(), a.sets, a.calibration.value_or(""), a.sweeps, shard);
+  sweep::SweepOptions o;
+  o.sweeps = a.sweeps;
+  o.out_dir = a.out_dir.value_or("");
+  o.resume = a.resume;
+  o.jobs = jobs;
+  o.terminal = ::isatty(STDERR_FILENO) != 0 && &err == &std::cerr;
+  return sweep::run_sweep(plan, o, out, err);
+}
+
 } // namespace
 
 int run_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err)
@@ -514,7 +560,9 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
       return run_scenario_command(a, out);
     if (cmd == "calibrate")
       return calibrate_cli(a, args, out, err);
-    if (cmd == "sweep" || cmd == "recommend" || cmd == "compare")
+    if (cmd == "sweep")
+      return sweep_command(a, out, err);
+    if (cmd == "recommend" || cmd == "compare")
       throw core::UnsupportedError("zerosim " + cmd +
                                    ": not available in this version (a later issue adds it); 'zerosim run SCENARIO' "
                                    "runs one scenario");

@@ -3,22 +3,15 @@
 
 #include "compute/compute_model.hpp"
 #include "core/error.hpp"
+#include "core/worker_pool.hpp"
 #include "engine/engine.hpp"
 #include "metrics/run_metrics.hpp"
 #include "spec/names.hpp"
 #include "workload/transformer.hpp"
 
-#include <poll.h>
-#include <sys/resource.h>
-#include <sys/types.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -39,14 +32,11 @@ using text::signed_pct;
 using text::stats_table;
 using text::strategy_group;
 
-using Clock = std::chrono::steady_clock;
+using core::one_line;
 
 // The categories a runner outcome adds to the not-covered groups (the mapping's are in published_rows.cpp).
 const char* const CAT_UNSUPPORTED = "not modelled by the engine yet";
 const char* const CAT_REJECTED = "scenario refused by the pipeline";
-
-/// Bytes kept of a worker's own output (SimGrid's and the program's messages), for a failure's report.
-constexpr std::size_t LOG_TAIL_BYTES = 600;
 
 /// Four significant digits, in the unit of the metric (MFU and HFU as percent).
 std::string figure_text(TimeMetric m, double v)
@@ -71,37 +61,7 @@ std::string tolerance_text(const TimeFigure& f)
   return buf;
 }
 
-std::string one_line(std::string s)
-{
-  for (auto& ch : s)
-    if (ch == '\n' || ch == '\r' || ch == '\t')
-      ch = ' ';
-  return s;
-}
-
-std::string signal_name(int sig)
-{
-  switch (sig) {
-  case SIGSEGV:
-    return "SIGSEGV";
-  case SIGABRT:
-    return "SIGABRT";
-  case SIGBUS:
-    return "SIGBUS";
-  case SIGFPE:
-    return "SIGFPE";
-  case SIGILL:
-    return "SIGILL";
-  case SIGKILL:
-    return "SIGKILL";
-  case SIGTERM:
-    return "SIGTERM";
-  default:
-    return "signal " + std::to_string(sig);
-  }
-}
-
-// ---- the worker's answer on its pipe: a status line, then "key value" lines -------------------------------
+// ---- the worker's payload on its pipe (core::run_pool): "key value" lines ---------------------------------
 
 std::string serialize(const PredictedFigures& p)
 {
@@ -111,7 +71,6 @@ std::string serialize(const PredictedFigures& p)
     std::snprintf(buf, sizeof buf, "%.17g", v);
     os << k << ' ' << buf << '\n';
   };
-  os << "DONE\n";
   num("step_time_s", p.step_time_s);
   num("samples_per_s", p.samples_per_s);
   num("tokens_per_s", p.tokens_per_s);
@@ -127,22 +86,10 @@ std::string serialize(const PredictedFigures& p)
   return os.str();
 }
 
-RowOutcome deserialize(const std::string& text)
+PredictedFigures deserialize(const std::string& text)
 {
-  RowOutcome o;
   std::istringstream is(text);
-  std::string status;
-  std::getline(is, status);
-  if (status != "DONE") {
-    std::string rest((std::istreambuf_iterator<char>(is)), std::istreambuf_iterator<char>());
-    o.status = status == "UNSUPPORTED" ? RowStatus::UNSUPPORTED
-               : status == "REJECTED"  ? RowStatus::REJECTED
-                                       : RowStatus::FAILED;
-    o.message = one_line(rest);
-    return o;
-  }
-  o.status = RowStatus::DONE;
-  PredictedFigures& p = o.predicted;
+  PredictedFigures p;
   std::map<std::string, double*> nums = {{"step_time_s", &p.step_time_s},
                                          {"samples_per_s", &p.samples_per_s},
                                          {"tokens_per_s", &p.tokens_per_s},
@@ -167,148 +114,7 @@ RowOutcome deserialize(const std::string& text)
     else if (key == "warning")
       p.warnings.push_back(value);
   }
-  return o;
-}
-
-void write_all(int fd, const std::string& s)
-{
-  std::size_t off = 0;
-  while (off < s.size()) {
-    ssize_t n = ::write(fd, s.data() + off, s.size() - off);
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      return;
-    }
-    off += static_cast<std::size_t>(n);
-  }
-}
-
-/// The worker: runs the predictor and writes its answer; never returns.
-[[noreturn]] void worker_main(const ThroughputCase& c, const Predictor& predictor, int result_fd, int log_fd)
-{
-  // Default dispositions: a crash ends this process with its signal, which the parent reports.
-  for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTERM})
-    std::signal(sig, SIG_DFL);
-  // No core file for a crashing row: the parent reports the signal.
-  struct rlimit no_core = {0, 0};
-  ::setrlimit(RLIMIT_CORE, &no_core);
-  ::dup2(log_fd, STDOUT_FILENO);
-  ::dup2(log_fd, STDERR_FILENO);
-  std::string answer;
-  try {
-    answer = serialize(predictor(c));
-  } catch (const core::UnsupportedError& e) {
-    answer = std::string("UNSUPPORTED\n") + e.what();
-  } catch (const core::InputError& e) {
-    answer = std::string("REJECTED\n") + e.what();
-  } catch (const std::exception& e) {
-    answer = std::string("FAILED\n") + e.what();
-  } catch (...) {
-    answer = "FAILED\nan exception that is not a std::exception";
-  }
-  write_all(result_fd, answer);
-  std::cout.flush();
-  std::cerr.flush();
-  std::fflush(nullptr);
-  ::_exit(0);
-}
-
-struct Worker {
-  std::size_t index = 0;
-  pid_t pid = -1;
-  int result_fd = -1;
-  int log_fd = -1;
-  std::string result;
-  std::string log;
-  Clock::time_point start;
-};
-
-/// Reads what is there; closes the descriptor at end of file. Keeps only the tail of `keep_tail` > 0.
-void read_some(int& fd, std::string& into, std::size_t keep_tail)
-{
-  if (fd < 0)
-    return;
-  char buf[8192];
-  ssize_t n = ::read(fd, buf, sizeof buf);
-  if (n > 0) {
-    into.append(buf, static_cast<std::size_t>(n));
-    if (keep_tail > 0 && into.size() > 4 * keep_tail)
-      into.erase(0, into.size() - keep_tail);
-  } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-    ::close(fd);
-    fd = -1;
-  }
-}
-
-void drain(Worker& w)
-{
-  while (w.result_fd >= 0)
-    read_some(w.result_fd, w.result, 0);
-  while (w.log_fd >= 0)
-    read_some(w.log_fd, w.log, LOG_TAIL_BYTES);
-}
-
-std::string log_tail(const std::string& log)
-{
-  std::string t = log.size() > LOG_TAIL_BYTES ? log.substr(log.size() - LOG_TAIL_BYTES) : log;
-  t = one_line(t);
-  return t.empty() ? "" : "; its last output: " + t;
-}
-
-RowOutcome finish(Worker& w, int wait_status)
-{
-  drain(w);
-  RowOutcome o;
-  if (WIFSIGNALED(wait_status)) {
-    o.status = RowStatus::FAILED;
-    o.message = "the worker was killed by " + signal_name(WTERMSIG(wait_status)) + log_tail(w.log);
-  } else if (w.result.empty()) {
-    o.status = RowStatus::FAILED;
-    o.message = "the worker exited with status " + std::to_string(WEXITSTATUS(wait_status)) + " without a result" +
-                log_tail(w.log);
-  } else {
-    o = deserialize(w.result);
-    if (o.status == RowStatus::FAILED)
-      o.message += log_tail(w.log);
-  }
-  o.wall_s = std::chrono::duration<double>(Clock::now() - w.start).count();
-  return o;
-}
-
-Worker start_worker(std::size_t index, const ThroughputCase& c, const Predictor& predictor)
-{
-  int res[2], log[2];
-  if (::pipe(res) != 0)
-    throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
-  if (::pipe(log) != 0) {
-    ::close(res[0]);
-    ::close(res[1]);
-    throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
-  }
-  std::cout.flush();
-  std::cerr.flush();
-  std::fflush(nullptr);
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    for (int fd : {res[0], res[1], log[0], log[1]})
-      ::close(fd);
-    throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
-  }
-  if (pid == 0) {
-    ::close(res[0]);
-    ::close(log[0]);
-    worker_main(c, predictor, res[1], log[1]);
-  }
-  ::close(res[1]);
-  ::close(log[1]);
-  Worker w;
-  w.index = index;
-  w.pid = pid;
-  w.result_fd = res[0];
-  w.log_fd = log[0];
-  w.start = Clock::now();
-  return w;
+  return p;
 }
 
 /// Numeric order of row ids ("9" before "10"); ids that are not numbers after those, as text.
@@ -563,63 +369,37 @@ std::vector<RowOutcome> run_cases(const std::vector<ThroughputCase>& cases, cons
                                   const RunOptions& options)
 {
   std::vector<RowOutcome> outcomes(cases.size());
-  const std::size_t jobs = static_cast<std::size_t>(std::max(1, options.jobs));
-  std::vector<Worker> active;
-  std::size_t next = 0;
-  while (next < cases.size() || !active.empty()) {
-    while (active.size() < jobs && next < cases.size()) {
-      active.push_back(start_worker(next, cases[next], predictor));
-      ++next;
-    }
-    std::vector<pollfd> fds;
-    for (const auto& w : active)
-      for (int fd : {w.result_fd, w.log_fd})
-        if (fd >= 0)
-          fds.push_back(pollfd{fd, POLLIN, 0});
-    if (!fds.empty())
-      ::poll(fds.data(), static_cast<nfds_t>(fds.size()), 50);
-    else
-      ::usleep(20'000);
-    for (auto& w : active) {
-      for (const auto& p : fds) {
-        if (p.revents == 0)
-          continue;
-        if (p.fd == w.result_fd)
-          read_some(w.result_fd, w.result, 0);
-        else if (p.fd == w.log_fd)
-          read_some(w.log_fd, w.log, LOG_TAIL_BYTES);
-      }
-    }
-    for (auto it = active.begin(); it != active.end();) {
-      Worker& w = *it;
-      int status = 0;
-      pid_t got = ::waitpid(w.pid, &status, WNOHANG);
-      if (got == w.pid) {
-        outcomes[w.index] = finish(w, status);
+  core::PoolOptions pool;
+  pool.jobs = options.jobs;
+  pool.time_limit_s = options.row_time_limit_s;
+  core::run_pool(
+      core::count_to(cases.size()), [&](std::size_t i) { return serialize(predictor(cases[i])); },
+      [&](std::size_t i, const core::WorkOutcome& w) {
+        RowOutcome& o = outcomes[i];
+        o.wall_s = w.wall_s;
+        o.message = w.message;
+        switch (w.status) {
+        case core::WorkStatus::DONE:
+          o.status = RowStatus::DONE;
+          o.predicted = deserialize(w.payload);
+          break;
+        case core::WorkStatus::UNSUPPORTED:
+          o.status = RowStatus::UNSUPPORTED;
+          break;
+        case core::WorkStatus::REJECTED:
+          o.status = RowStatus::REJECTED;
+          break;
+        case core::WorkStatus::FAILED:
+          o.status = RowStatus::FAILED;
+          break;
+        case core::WorkStatus::TIMED_OUT:
+          o.status = RowStatus::TIMED_OUT;
+          break;
+        }
         if (options.on_done)
-          options.on_done(w.index, outcomes[w.index]);
-        it = active.erase(it);
-        continue;
-      }
-      double elapsed = std::chrono::duration<double>(Clock::now() - w.start).count();
-      if (elapsed > options.row_time_limit_s) {
-        ::kill(w.pid, SIGKILL);
-        ::waitpid(w.pid, &status, 0);
-        drain(w);
-        RowOutcome o;
-        o.status = RowStatus::TIMED_OUT;
-        o.wall_s = elapsed;
-        o.message = "timed out: still running after the per-row limit of " + fixed(options.row_time_limit_s, 0) +
-                    " s, killed" + log_tail(w.log);
-        outcomes[w.index] = o;
-        if (options.on_done)
-          options.on_done(w.index, outcomes[w.index]);
-        it = active.erase(it);
-        continue;
-      }
-      ++it;
-    }
-  }
+          options.on_done(i, o);
+      },
+      pool);
   return outcomes;
 }
 

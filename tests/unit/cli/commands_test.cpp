@@ -160,7 +160,23 @@ TEST_SUITE("cli")
 
     Result sweep = run_zerosim({"sweep", DEFAULT_SCENARIO});
     CHECK(sweep.status == 2);
-    CHECK(has(sweep.err, "not available in this version"));
+    CHECK(has(sweep.err, "nothing to sweep"));
+    Result sweep_key = run_zerosim({"sweep", DEFAULT_SCENARIO, "--sweep", "training.micro_batc=1,2"});
+    CHECK(sweep_key.status == 2);
+    CHECK(has(sweep_key.err, "--sweep training.micro_batc: training.micro_batc: unknown key"));
+    Result sweep_range = run_zerosim({"sweep", DEFAULT_SCENARIO, "--sweep", "training.micro_batch=8..1"});
+    CHECK(sweep_range.status == 2);
+    CHECK(has(sweep_range.err, "empty range \"8..1\""));
+    Result shard = run_zerosim({"sweep", DEFAULT_SCENARIO, "--sweep", "training.micro_batch=1", "--shard", "3/2"});
+    CHECK(shard.status == 2);
+    CHECK(has(shard.err, "--shard: expected I/N with 1 <= I <= N"));
+    Result merge = run_zerosim({"sweep", "--merge", "no/such/dir", "--out", "x"});
+    CHECK(merge.status == 2);
+    CHECK(has(merge.err, "no/such/dir has no sweep-plan.json"));
+
+    Result recommend = run_zerosim({"recommend", DEFAULT_SCENARIO});
+    CHECK(recommend.status == 2);
+    CHECK(has(recommend.err, "not available in this version"));
 
     Result trace = run_zerosim({"run", DEFAULT_SCENARIO, "--trace"});
     CHECK(trace.status == 2);

@@ -1,0 +1,608 @@
+#include "sweep/sweep.hpp"
+
+#include "config/document.hpp"
+#include "config/scenario_loader.hpp"
+#include "core/error.hpp"
+#include "core/worker_pool.hpp"
+#include "engine/engine.hpp"
+#include "metrics/run_metrics.hpp"
+#include "report/run_report.hpp"
+#include "spec/calibration_spec.hpp"
+#include "workload/transformer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace zerosim::sweep {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+const char* const PLAN_FILE = "sweep-plan.json";
+const char* const JSONL_FILE = "sweep.jsonl";
+const char* const CSV_FILE = "sweep.csv";
+const char* const FORMAT = "zerosim-sweep 1";
+
+std::string read_file(const fs::path& p, const std::string& what)
+{
+  std::ifstream in(p, std::ios::binary);
+  if (!in)
+    throw core::InputError(what + ": cannot read " + p.string());
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// Writes `text` to `p` through a temporary file and a rename, so a reader never sees half of it.
+void write_whole(const fs::path& p, const std::string& text)
+{
+  const fs::path tmp = p.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out)
+      throw core::InputError("sweep: cannot write " + tmp.string());
+    out << text;
+    if (!out.flush())
+      throw core::InputError("sweep: cannot write " + tmp.string());
+  }
+  std::error_code ec;
+  fs::rename(tmp, p, ec);
+  if (ec)
+    throw core::InputError("sweep: cannot write " + p.string() + ": " + ec.message());
+}
+
+std::string status_text(core::WorkStatus s)
+{
+  switch (s) {
+  case core::WorkStatus::DONE:
+    return "done";
+  case core::WorkStatus::UNSUPPORTED:
+    return "not modelled";
+  case core::WorkStatus::REJECTED:
+    return "refused";
+  case core::WorkStatus::FAILED:
+    return "failed";
+  case core::WorkStatus::TIMED_OUT:
+    return "timed out";
+  }
+  return "failed";
+}
+
+std::string csv_cell(const std::string& s)
+{
+  const bool quote =
+      s.find_first_of(",\"\n\r") != std::string::npos || (!s.empty() && (s.front() == ' ' || s.back() == ' '));
+  if (!quote)
+    return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"')
+      out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string number(double v)
+{
+  return Json(v).dump();
+}
+
+/// The header cells of the result part of the CSV: the union of the done records' flattened keys, in order of
+/// first appearance.
+std::vector<std::string> result_columns(const std::vector<Record>& records)
+{
+  std::vector<std::string> cols;
+  std::set<std::string> seen;
+  for (const Record& r : records)
+    if (r.done())
+      for (const auto& [k, v] : flatten(r.result))
+        if (seen.insert(k).second)
+          cols.push_back(k);
+  return cols;
+}
+
+std::string csv_header(const Plan& plan, const std::vector<std::string>& cols)
+{
+  std::string line = "point";
+  for (const Axis& a : plan.axes) {
+    line += ',';
+    line += csv_cell(a.key);
+  }
+  line += ",status,message";
+  for (const std::string& c : cols) {
+    line += ',';
+    line += csv_cell(c);
+  }
+  line += ",wall_s\n";
+  return line;
+}
+
+std::string csv_row(const Record& r, const std::vector<std::string>& cols)
+{
+  std::string line = std::to_string(r.point);
+  for (const std::string& value : r.values) {
+    line += ',';
+    line += csv_cell(value);
+  }
+  line += ',';
+  line += csv_cell(r.status);
+  line += ',';
+  line += csv_cell(r.message);
+  std::map<std::string, std::string> cells;
+  if (r.done())
+    for (auto& [k, v] : flatten(r.result))
+      cells.emplace(k, v);
+  for (const std::string& c : cols) {
+    const auto it = cells.find(c);
+    line += ',';
+    if (it != cells.end())
+      line += csv_cell(it->second);
+  }
+  line += ',';
+  line += number(r.wall_s);
+  line += '\n';
+  return line;
+}
+
+/// The records of a sweep.jsonl. A last line without its newline, or one that is not a record, is torn (the run was
+/// stopped while writing it): dropped, and `torn` set. Any other bad line is an error naming file and line.
+std::vector<Record> read_records(const fs::path& file, const Plan& plan, bool& torn)
+{
+  torn = false;
+  std::vector<Record> out;
+  if (!fs::exists(file))
+    return out;
+  const std::string text = read_file(file, "sweep");
+  std::size_t start = 0;
+  int line_no = 0;
+  const Grid grid = plan.grid();
+  while (start < text.size()) {
+    ++line_no;
+    const std::size_t eol = text.find('\n', start);
+    const bool last = eol == std::string::npos || eol + 1 >= text.size();
+    const std::string line = text.substr(start, eol == std::string::npos ? std::string::npos : eol - start);
+    start = eol == std::string::npos ? text.size() : eol + 1;
+    Json j;
+    bool ok = eol != std::string::npos;
+    if (ok) {
+      try {
+        j = Json::parse(line);
+        ok = j.is_object() && j.contains("point") && j["point"].is_number_unsigned() && j.contains("status") &&
+             j["status"].is_string() && j.contains("values") && j.contains("wall_s");
+      } catch (const Json::exception&) {
+        ok = false;
+      }
+    }
+    if (!ok) {
+      if (last) {
+        torn = true;
+        break;
+      }
+      throw core::InputError(file.string() + ":" + std::to_string(line_no) + ": not a sweep record");
+    }
+    Record r;
+    r.point = j["point"].get<std::uint64_t>();
+    if (r.point >= grid.size())
+      throw core::InputError(file.string() + ":" + std::to_string(line_no) + ": point " + std::to_string(r.point) +
+                             " is outside the grid of " + std::to_string(grid.size()) + " points");
+    r.values = grid.point(r.point);
+    r.status = j["status"].get<std::string>();
+    r.message = j.value("message", "");
+    r.result = j.value("result", Json());
+    r.wall_s = j["wall_s"].is_number() ? j["wall_s"].get<double>() : 0.0;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+/// What differs between two plans' JSON, by top-level key ("" when none); `but_shard` ignores the shard.
+std::string plan_difference(const Plan& a, const Plan& b, bool but_shard)
+{
+  const Json ja = a.to_json(), jb = b.to_json();
+  for (auto it = ja.begin(); it != ja.end(); ++it) {
+    if (but_shard && it.key() == "shard")
+      continue;
+    if (!jb.contains(it.key()) || jb[it.key()] != it.value())
+      return it.key();
+  }
+  return "";
+}
+
+Plan read_plan(const fs::path& dir, const std::string& what)
+{
+  const fs::path p = dir / PLAN_FILE;
+  if (!fs::exists(p))
+    throw core::InputError(what + ": " + dir.string() + " has no " + PLAN_FILE + ": not the output of a sweep");
+  Json j;
+  try {
+    j = Json::parse(read_file(p, what));
+  } catch (const Json::exception& e) {
+    throw core::InputError(p.string() + ": not JSON: " + e.what());
+  }
+  return Plan::from_json(j, p.string());
+}
+
+void check_fresh(const fs::path& dir, const std::string& what)
+{
+  for (const char* f : {PLAN_FILE, JSONL_FILE})
+    if (fs::exists(dir / f))
+      throw core::InputError(what + ": " + dir.string() + " already holds a sweep (" + f +
+                             "); --resume finishes it, or give another --out DIR");
+}
+
+void create_dir(const fs::path& dir)
+{
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec)
+    throw core::InputError("sweep: --out: cannot create " + dir.string() + ": " + ec.message());
+}
+
+/// Rewrites DIR's jsonl and csv from `records`, sorted by point.
+void write_outputs(const fs::path& dir, const Plan& plan, std::vector<Record> records)
+{
+  std::sort(records.begin(), records.end(), [](const Record& a, const Record& b) { return a.point < b.point; });
+  std::string jsonl;
+  for (const Record& r : records)
+    jsonl += jsonl_line(plan, r);
+  write_whole(dir / JSONL_FILE, jsonl);
+  write_whole(dir / CSV_FILE, csv_of(plan, records));
+}
+
+std::string duration_text(double s)
+{
+  char buf[32];
+  if (s < 10)
+    std::snprintf(buf, sizeof buf, "%.1f s", s);
+  else if (s < 120)
+    std::snprintf(buf, sizeof buf, "%.0f s", s);
+  else if (s < 7200)
+    std::snprintf(buf, sizeof buf, "%.1f min", s / 60);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f h", s / 3600);
+  return buf;
+}
+
+} // namespace
+
+Json Plan::to_json() const
+{
+  Json axes_json = Json::array();
+  for (const Axis& a : axes)
+    axes_json.push_back(Json{{"key", a.key}, {"values", a.values}});
+  Json j;
+  j["format"] = FORMAT;
+  j["scenario"] = scenario;
+  j["scenario_hash"] = scenario_hash;
+  j["sets"] = sets;
+  j["calibration"] = calibration;
+  j["axes"] = axes_json;
+  j["points"] = grid().size();
+  j["shard"] = std::to_string(shard.index) + "/" + std::to_string(shard.count);
+  return j;
+}
+
+Plan Plan::from_json(const Json& j, const std::string& file)
+{
+  try {
+    if (!j.is_object() || j.value("format", "") != FORMAT)
+      throw core::InputError(file + ": not a sweep plan (format \"" + std::string(FORMAT) + "\" expected)");
+    Plan p;
+    p.scenario = j.at("scenario").get<std::string>();
+    p.scenario_hash = j.at("scenario_hash").get<std::string>();
+    p.sets = j.at("sets").get<std::vector<std::string>>();
+    p.calibration = j.at("calibration").get<std::string>();
+    for (const Json& a : j.at("axes"))
+      p.axes.push_back(Axis{a.at("key").get<std::string>(), a.at("values").get<std::vector<std::string>>()});
+    p.shard = parse_shard(j.at("shard").get<std::string>());
+    return p;
+  } catch (const Json::exception& e) {
+    throw core::InputError(file + ": not a sweep plan: " + e.what());
+  }
+}
+
+std::vector<std::pair<std::string, std::string>> flatten(const Json& result)
+{
+  std::vector<std::pair<std::string, std::string>> out;
+  std::function<void(const std::string&, const Json&)> walk = [&](const std::string& prefix, const Json& v) {
+    if (v.is_object() && !v.empty()) {
+      for (auto it = v.begin(); it != v.end(); ++it)
+        walk(prefix.empty() ? it.key() : prefix + "." + it.key(), it.value());
+      return;
+    }
+    if (v.is_string())
+      out.emplace_back(prefix, v.get<std::string>());
+    else if (v.is_null())
+      out.emplace_back(prefix, "");
+    else
+      out.emplace_back(prefix, v.dump());
+  };
+  walk("", result);
+  return out;
+}
+
+std::string csv_of(const Plan& plan, const std::vector<Record>& records)
+{
+  const std::vector<std::string> cols = result_columns(records);
+  std::string text = csv_header(plan, cols);
+  for (const Record& r : records)
+    text += csv_row(r, cols);
+  return text;
+}
+
+std::string jsonl_line(const Plan& plan, const Record& r)
+{
+  Json values = Json::object();
+  for (std::size_t k = 0; k < plan.axes.size() && k < r.values.size(); ++k)
+    values[plan.axes[k].key] = r.values[k];
+  Json j;
+  j["point"] = r.point;
+  j["values"] = values;
+  j["status"] = r.status;
+  j["message"] = r.message;
+  j["result"] = r.result;
+  j["wall_s"] = r.wall_s;
+  return j.dump() + "\n";
+}
+
+std::string simulate_point(const Plan& plan, const std::vector<std::string>& point_sets)
+{
+  config::LoadOptions opts;
+  opts.sets = plan.sets;
+  opts.sets.insert(opts.sets.end(), point_sets.begin(), point_sets.end());
+  opts.calibration = plan.calibration;
+  const spec::Scenario s = config::load_scenario(plan.scenario, opts);
+  const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
+  const engine::Timeline t = engine::simulate(s, w, engine::EngineOptions{});
+  const metrics::RunMetrics m = metrics::compute_metrics(s, w, t);
+  return report::run_json(s, w, m, t).dump(-1);
+}
+
+Plan make_plan(const std::string& scenario, const std::vector<std::string>& sets, const std::string& calibration,
+               const std::vector<std::string>& sweeps, const Shard& shard)
+{
+  Plan p;
+  p.scenario = scenario;
+  p.scenario_hash = spec::fnv1a64_hex(read_file(scenario, "sweep"));
+  p.sets = sets;
+  p.calibration = calibration;
+  p.shard = shard;
+  config::LoadOptions opts;
+  opts.sets = sets;
+  opts.calibration = calibration;
+  const spec::Scenario s = config::load_scenario(scenario, opts); // bad input exits 2 here, before any point
+  p.axes = axes_of(s.sweep, sweeps);
+  for (const Axis& a : p.axes)
+    if (const std::string problem = config::check_scenario_path(a.key); !problem.empty())
+      throw core::InputError("--sweep " + a.key + ": " + problem);
+  if (p.axes.empty())
+    throw core::InputError("sweep: nothing to sweep in " + scenario +
+                           ": give --sweep KEY=V1,V2,... or a sweep: block in the scenario");
+  p.grid(); // checks the axes
+  return p;
+}
+
+int run_sweep(const Plan& plan, const SweepOptions& options, std::ostream& out, std::ostream& err)
+{
+  const Grid grid = plan.grid();
+  const fs::path dir = options.out_dir.empty() ? fs::path(fs::path(plan.scenario).stem().string() + ".sweep")
+                                               : fs::path(options.out_dir);
+  std::vector<Record> kept;
+  if (options.resume) {
+    const Plan before = read_plan(dir, "sweep --resume");
+    if (const std::string d = plan_difference(before, plan, false); !d.empty())
+      throw core::InputError("sweep --resume: " + dir.string() + " holds a different sweep: its " + d +
+                             " differs from this one's (" + PLAN_FILE + ")");
+    bool torn = false;
+    std::set<std::uint64_t> seen;
+    for (Record& r : read_records(dir / JSONL_FILE, plan, torn)) {
+      if (!plan.shard.takes(r.point))
+        throw core::InputError("sweep --resume: " + (dir / JSONL_FILE).string() + " holds point " +
+                               std::to_string(r.point) + ", which is not this share's");
+      if (seen.insert(r.point).second)
+        kept.push_back(std::move(r));
+    }
+    if (torn)
+      err << "sweep: dropped a torn last line of " << (dir / JSONL_FILE).string() << " (the run was stopped there)\n";
+  } else {
+    create_dir(dir);
+    check_fresh(dir, "sweep");
+  }
+  write_whole(dir / PLAN_FILE, plan.to_json().dump(2) + "\n");
+  std::sort(kept.begin(), kept.end(), [](const Record& a, const Record& b) { return a.point < b.point; });
+  {
+    std::string jsonl_text;
+    for (const Record& r : kept)
+      jsonl_text += jsonl_line(plan, r);
+    write_whole(dir / JSONL_FILE, jsonl_text);
+  }
+
+  std::set<std::uint64_t> done_points;
+  for (const Record& r : kept)
+    done_points.insert(r.point);
+  const std::uint64_t share = grid.points_in(plan.shard);
+  const std::uint64_t to_run = share - static_cast<std::uint64_t>(done_points.size());
+  if (options.resume)
+    err << "sweep: resuming " << dir.string() << ": " << done_points.size() << " of " << share
+        << " points already finished, skipped; " << to_run << " to run\n";
+  else
+    err << "sweep: " << share << " points"
+        << (plan.shard.whole()
+                ? ""
+                : " (share " + plan.to_json()["shard"].get<std::string>() + " of " + std::to_string(grid.size()) + ")")
+        << " into " << dir.string() << ", " << options.jobs << " at once\n";
+
+  // As each point ends: its record appended to the jsonl and, once a finished point gives the columns, to the csv.
+  // The csv until the end: its columns are those of the first finished point (the end rewrites it with them all);
+  // rows wait until some point has finished.
+  std::vector<Record> csv_rows = kept;
+  std::vector<std::string> columns = result_columns(kept);
+  bool header = !columns.empty();
+  std::size_t pending_csv = 0; // csv_rows not yet in the csv
+  if (header) {
+    write_whole(dir / CSV_FILE, csv_of(plan, kept));
+    pending_csv = kept.size();
+  } else {
+    write_whole(dir / CSV_FILE, "");
+  }
+  std::vector<Record> fresh;
+  std::ofstream jsonl(dir / JSONL_FILE, std::ios::binary | std::ios::app);
+  std::ofstream csv(dir / CSV_FILE, std::ios::binary | std::ios::app);
+  if (!jsonl || !csv)
+    throw core::InputError("sweep: cannot write into " + dir.string());
+  int failed = 0;
+  for (const Record& r : kept)
+    failed += r.done() ? 0 : 1;
+  std::uint64_t finished = 0;
+  const auto start = std::chrono::steady_clock::now();
+  std::uint64_t cursor = plan.shard.index - 1;
+  core::WorkSource next = [&](std::size_t& item) {
+    while (cursor < grid.size() && done_points.count(cursor))
+      cursor += plan.shard.count;
+    if (cursor >= grid.size())
+      return false;
+    item = static_cast<std::size_t>(cursor);
+    cursor += plan.shard.count;
+    return true;
+  };
+  core::WorkFunction work = [&](std::size_t item) { return options.simulate(plan, grid.sets(item)); };
+  core::WorkDone on_done = [&](std::size_t item, const core::WorkOutcome& o) {
+    Record r;
+    r.point = item;
+    r.values = grid.point(item);
+    r.status = status_text(o.status);
+    r.message = o.message;
+    r.wall_s = o.wall_s;
+    if (o.status == core::WorkStatus::DONE) {
+      try {
+        r.result = Json::parse(o.payload);
+      } catch (const Json::exception& e) {
+        r.status = "failed";
+        r.message = std::string("the worker's result is not JSON: ") + e.what();
+      }
+    }
+    failed += r.done() ? 0 : 1;
+    jsonl << jsonl_line(plan, r);
+    jsonl.flush();
+    fresh.push_back(r);
+    csv_rows.push_back(r);
+    if (!header && r.done()) {
+      columns = result_columns({r});
+      csv << csv_header(plan, columns);
+      header = true;
+    }
+    if (header) {
+      for (; pending_csv < csv_rows.size(); ++pending_csv)
+        csv << csv_row(csv_rows[pending_csv], columns);
+      csv.flush();
+    }
+    ++finished;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double eta = elapsed / static_cast<double>(finished) * static_cast<double>(to_run - finished);
+    const std::string counts =
+        std::to_string(finished) + "/" + std::to_string(to_run) + " points, " + std::to_string(failed) + " failed";
+    if (options.terminal) {
+      constexpr int WIDTH = 30;
+      const int filled = static_cast<int>(WIDTH * static_cast<double>(finished) / static_cast<double>(to_run));
+      err << "\rsweep [" << std::string(static_cast<std::size_t>(filled), '#')
+          << std::string(static_cast<std::size_t>(WIDTH - filled), '.') << "] " << counts << ", ETA "
+          << duration_text(eta) << "   " << (finished == to_run ? "\n" : "");
+    } else {
+      err << "sweep: point " << item << " " << r.status << " (" << duration_text(r.wall_s) << "); " << counts
+          << ", ETA " << duration_text(eta) << "\n";
+    }
+    err.flush();
+  };
+  core::PoolOptions pool;
+  pool.jobs = options.jobs;
+  pool.time_limit_s = options.point_time_limit_s;
+  core::run_pool(next, work, on_done, pool);
+  jsonl.close();
+  csv.close();
+
+  std::vector<Record> all = kept;
+  all.insert(all.end(), fresh.begin(), fresh.end());
+  write_outputs(dir, plan, all);
+  out << "sweep: " << all.size() << " points (" << fresh.size() << " run now";
+  if (options.resume)
+    out << ", " << kept.size() << " from before";
+  out << "), " << failed << " failed or refused; " << (dir / CSV_FILE).string() << ", " << (dir / JSONL_FILE).string()
+      << "\n";
+  return failed > 0 ? 1 : 0;
+}
+
+int merge_sweeps(const std::vector<std::string>& shard_dirs, const std::string& out_dir, std::ostream& out)
+{
+  if (shard_dirs.empty())
+    throw core::InputError("sweep --merge: expected the folders of the shares (SHARD_DIR...)");
+  if (out_dir.empty())
+    throw core::InputError("sweep --merge: expected --out DIR for the joined sweep");
+  std::vector<Plan> plans;
+  for (const std::string& d : shard_dirs)
+    plans.push_back(read_plan(d, "sweep --merge"));
+  const Plan& first = plans.front();
+  std::map<std::uint64_t, std::string> by_index;
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    if (const std::string d = plan_difference(plans[i], first, true); !d.empty())
+      throw core::InputError("sweep --merge: " + shard_dirs[i] + " is a share of another sweep: its " + d +
+                             " differs from " + shard_dirs.front() + "'s");
+    if (plans[i].shard.count != first.shard.count)
+      throw core::InputError("sweep --merge: " + shard_dirs[i] + " is share " +
+                             plans[i].to_json()["shard"].get<std::string>() + ", " + shard_dirs.front() + " share " +
+                             first.to_json()["shard"].get<std::string>() + ": the shares of one sweep have the same N");
+    const auto [it, inserted] = by_index.emplace(plans[i].shard.index, shard_dirs[i]);
+    if (!inserted)
+      throw core::InputError("sweep --merge: share " + std::to_string(plans[i].shard.index) + " is given twice (" +
+                             it->second + " and " + shard_dirs[i] + ")");
+  }
+  std::string missing;
+  for (std::uint64_t i = 1; i <= first.shard.count; ++i)
+    if (!by_index.count(i))
+      missing += (missing.empty() ? "" : ", ") + std::to_string(i);
+  if (!missing.empty())
+    throw core::InputError("sweep --merge: share(s) " + missing + " of " + std::to_string(first.shard.count) +
+                           " missing");
+  Plan whole = first;
+  whole.shard = Shard{};
+  const Grid grid = whole.grid();
+  std::vector<Record> all;
+  int failed = 0;
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    bool torn = false;
+    std::vector<Record> rs = read_records(fs::path(shard_dirs[i]) / JSONL_FILE, plans[i], torn);
+    std::set<std::uint64_t> points;
+    for (const Record& r : rs) {
+      if (!plans[i].shard.takes(r.point))
+        throw core::InputError("sweep --merge: " + shard_dirs[i] + " holds point " + std::to_string(r.point) +
+                               ", which is not its share's");
+      points.insert(r.point);
+    }
+    if (torn || points.size() != grid.points_in(plans[i].shard))
+      throw core::InputError("sweep --merge: " + shard_dirs[i] + " is unfinished (" + std::to_string(points.size()) +
+                             " of its " + std::to_string(grid.points_in(plans[i].shard)) +
+                             " points): finish it with --resume first");
+    for (Record& r : rs) {
+      failed += r.done() ? 0 : 1;
+      all.push_back(std::move(r));
+    }
+  }
+  const fs::path dir(out_dir);
+  create_dir(dir);
+  check_fresh(dir, "sweep --merge");
+  write_whole(dir / PLAN_FILE, whole.to_json().dump(2) + "\n");
+  write_outputs(dir, whole, all);
+  out << "sweep --merge: " << plans.size() << " shares, " << all.size() << " points, " << failed
+      << " failed or refused; " << (dir / CSV_FILE).string() << ", " << (dir / JSONL_FILE).string() << "\n";
+  return failed > 0 ? 1 : 0;
+}
+
+} // namespace zerosim::sweep

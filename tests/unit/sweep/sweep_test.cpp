@@ -1,0 +1,241 @@
+// `zerosim sweep` (sweep/sweep.hpp, docs/sweep.md): files written per point and rewritten in point order, failed
+// points kept as rows, --resume after a stop, shares merged, and one point's figures equal to `zerosim run`'s.
+#include "core/error.hpp"
+#include "sweep/sweep.hpp"
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace zerosim;
+using namespace zerosim::sweep;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string SCENARIO = std::string(ZEROSIM_SOURCE_DIR) + "/scenarios/llama2-70b-8xa100-200gbps.yaml";
+
+std::string slurp(const fs::path& p)
+{
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// The file without its wall_s values (the only bytes two runs may differ in).
+std::string without_wall(const std::string& text)
+{
+  static const std::regex json_wall("\"wall_s\":[^,}]*");
+  static const std::regex csv_wall(",[^,\n]*\n");
+  std::string t = std::regex_replace(text, json_wall, "\"wall_s\":W");
+  return t;
+}
+
+std::string csv_without_wall(const std::string& text)
+{
+  std::string out, line;
+  std::istringstream is(text);
+  while (std::getline(is, line))
+    out += line.substr(0, line.rfind(',')) + "\n";
+  return out;
+}
+
+/// A stand-in for the simulation: the step time is micro-batch x stage; stage 0 is refused as the real loader
+/// refuses a contradiction; a nested object and an array, as run_json has them.
+std::string fake_point(const Plan&, const std::vector<std::string>& sets)
+{
+  double mb = 0, stage = 0;
+  for (const std::string& s : sets) {
+    const std::string key = s.substr(0, s.find('=')), value = s.substr(s.find('=') + 1);
+    if (key == "training.micro_batch")
+      mb = std::stod(value);
+    if (key == "deepspeed.zero_optimization.stage")
+      stage = std::stod(value);
+  }
+  if (stage == 0)
+    throw core::InputError("stage 0 refused by the stand-in");
+  std::ostringstream os;
+  os << "{\"step_time_s\":" << mb * stage << ",\"tflops_per_gpu\":{\"model\":" << 10 * mb
+     << ",\"hardware\":null},\"warnings\":[\"a, b\"],\"fits\":true}";
+  return os.str();
+}
+
+fs::path fresh_dir(const std::string& name)
+{
+  const fs::path d = fs::path(ZEROSIM_BINARY_DIR) / "tests-tmp" / name;
+  fs::remove_all(d);
+  fs::create_directories(d.parent_path());
+  return d;
+}
+
+Plan sixteen_points(const Shard& shard = Shard{})
+{
+  return make_plan(SCENARIO, {}, "none", {"training.micro_batch=1..8:x2", "deepspeed.zero_optimization.stage=0..3"},
+                   shard);
+}
+
+int run(const Plan& plan, const fs::path& dir, bool resume = false, int jobs = 2)
+{
+  SweepOptions o;
+  o.out_dir = dir.string();
+  o.jobs = jobs;
+  o.resume = resume;
+  o.simulate = fake_point;
+  std::ostringstream out, err;
+  return run_sweep(plan, o, out, err);
+}
+
+} // namespace
+
+TEST_SUITE("sweep")
+{
+  TEST_CASE("sweep: 16 points with 2 workers: one row per point in point order, refused points kept and exit 1")
+  {
+    const fs::path dir = fresh_dir("sixteen");
+    const Plan plan = sixteen_points();
+    CHECK(plan.grid().size() == 16);
+    CHECK(run(plan, dir) == 1); // the four stage-0 points are refused
+    const std::string csv = slurp(dir / "sweep.csv");
+    std::istringstream is(csv);
+    std::string header, line;
+    std::getline(is, header);
+    CHECK(header == "point,training.micro_batch,deepspeed.zero_optimization.stage,status,message,step_time_s,"
+                    "tflops_per_gpu.model,tflops_per_gpu.hardware,warnings,fits,wall_s");
+    std::vector<std::string> rows;
+    while (std::getline(is, line))
+      rows.push_back(line);
+    REQUIRE(rows.size() == 16);
+    for (std::size_t p = 0; p < rows.size(); ++p)
+      CHECK(rows[p].rfind(std::to_string(p) + ",", 0) == 0);
+    // Point 0: micro-batch 1, stage 0: refused, its message kept, the result cells empty.
+    CHECK(rows[0].rfind("0,1,0,refused,stage 0 refused by the stand-in,,,,,,", 0) == 0);
+    // Point 7: micro-batch 2 (second value of the first axis), stage 3: 2 x 3 = 6 s; the array quoted as JSON text.
+    CHECK(rows[7].rfind("7,2,3,done,,6,20,,\"[\"\"a, b\"\"]\",true,", 0) == 0);
+    const std::string jsonl = slurp(dir / "sweep.jsonl");
+    CHECK(std::count(jsonl.begin(), jsonl.end(), '\n') == 16);
+    CHECK(jsonl.find("{\"point\":7,\"values\":{\"training.micro_batch\":\"2\",\"deepspeed.zero_optimization.stage\":"
+                     "\"3\"},\"status\":\"done\",\"message\":\"\",\"result\":{\"step_time_s\":6,") !=
+          std::string::npos);
+    // A second run into the same folder is refused (it would mix two sweeps).
+    CHECK_THROWS_WITH_AS(run(plan, dir), doctest::Contains("already holds a sweep"), core::InputError);
+  }
+
+  TEST_CASE("sweep: a stopped sweep keeps its finished points; --resume drops a torn line and runs only the rest")
+  {
+    const Plan plan = sixteen_points();
+    const fs::path whole = fresh_dir("whole");
+    run(plan, whole);
+    // A stop after five points, the sixth half written.
+    const fs::path stopped = fresh_dir("stopped");
+    run(plan, stopped);
+    const std::string all = slurp(stopped / "sweep.jsonl");
+    std::size_t cut = 0;
+    for (int k = 0; k < 5; ++k)
+      cut = all.find('\n', cut) + 1;
+    {
+      std::ofstream out(stopped / "sweep.jsonl", std::ios::binary | std::ios::trunc);
+      out << all.substr(0, cut) << all.substr(cut, 40); // no newline: torn
+    }
+    SweepOptions o;
+    o.out_dir = stopped.string();
+    o.jobs = 2;
+    o.resume = true;
+    int ran = 0;
+    o.simulate = [&](const Plan& p, const std::vector<std::string>& sets) {
+      ++ran; // in the worker: counts nothing in the parent
+      return fake_point(p, sets);
+    };
+    std::ostringstream out, err;
+    CHECK(run_sweep(plan, o, out, err) == 1);
+    CHECK(err.str().find("dropped a torn last line") != std::string::npos);
+    CHECK(err.str().find("5 of 16 points already finished, skipped; 11 to run") != std::string::npos);
+    CHECK(out.str().find("16 points (11 run now, 5 from before)") != std::string::npos);
+    CHECK(without_wall(slurp(stopped / "sweep.jsonl")) == without_wall(slurp(whole / "sweep.jsonl")));
+    CHECK(csv_without_wall(slurp(stopped / "sweep.csv")) == csv_without_wall(slurp(whole / "sweep.csv")));
+    // --resume of another grid is refused.
+    const Plan other = make_plan(SCENARIO, {}, "none", {"training.micro_batch=1,2"}, Shard{});
+    o.simulate = fake_point;
+    CHECK_THROWS_WITH_AS(run_sweep(other, o, out, err), doctest::Contains("holds a different sweep: its axes differs"),
+                         core::InputError);
+  }
+
+  TEST_CASE("sweep: two shares merged give the whole run's files; missing, duplicated and foreign shares refused")
+  {
+    const Plan plan = sixteen_points();
+    const fs::path whole = fresh_dir("merge-whole");
+    run(plan, whole);
+    const fs::path a = fresh_dir("share1"), b = fresh_dir("share2"), m = fresh_dir("merged");
+    const Plan p1 = sixteen_points(parse_shard("1/2")), p2 = sixteen_points(parse_shard("2/2"));
+    run(p1, a, false, 1);
+    run(p2, b, false, 1);
+    std::ostringstream out;
+    CHECK(merge_sweeps({b.string(), a.string()}, m.string(), out) == 1);
+    CHECK(slurp(m / "sweep-plan.json") == slurp(whole / "sweep-plan.json"));
+    CHECK(without_wall(slurp(m / "sweep.jsonl")) == without_wall(slurp(whole / "sweep.jsonl")));
+    CHECK(csv_without_wall(slurp(m / "sweep.csv")) == csv_without_wall(slurp(whole / "sweep.csv")));
+    CHECK_THROWS_WITH_AS(merge_sweeps({a.string()}, fresh_dir("m2").string(), out),
+                         "sweep --merge: share(s) 2 of 2 missing", core::InputError);
+    CHECK_THROWS_WITH_AS(merge_sweeps({a.string(), a.string()}, fresh_dir("m3").string(), out),
+                         doctest::Contains("share 1 is given twice"), core::InputError);
+    // A share of another grid.
+    const fs::path c = fresh_dir("foreign");
+    run(make_plan(SCENARIO, {}, "none", {"training.micro_batch=1,2"}, parse_shard("2/2")), c, false, 1);
+    CHECK_THROWS_WITH_AS(merge_sweeps({a.string(), c.string()}, fresh_dir("m4").string(), out),
+                         doctest::Contains("is a share of another sweep: its axes differs"), core::InputError);
+    // An unfinished share.
+    {
+      std::ofstream trunc(b / "sweep.jsonl", std::ios::binary | std::ios::trunc);
+    }
+    CHECK_THROWS_WITH_AS(merge_sweeps({a.string(), b.string()}, fresh_dir("m5").string(), out),
+                         doctest::Contains("is unfinished (0 of its 8 points)"), core::InputError);
+  }
+
+  TEST_CASE("sweep: bad input is refused before any point runs")
+  {
+    CHECK_THROWS_WITH_AS(make_plan(SCENARIO, {}, "", {"training.micro_batc=1,2"}, Shard{}),
+                         doctest::Contains("unknown key (did you mean 'micro_batch'?)"), core::InputError);
+    CHECK_THROWS_WITH_AS(make_plan(SCENARIO, {}, "", {}, Shard{}), doctest::Contains("nothing to sweep"),
+                         core::InputError);
+    CHECK_THROWS_WITH_AS(make_plan(SCENARIO, {}, "", {"training.micro_batch=8..1"}, Shard{}),
+                         doctest::Contains("empty range"), core::InputError);
+    CHECK_THROWS_AS(make_plan("no-such-file.yaml", {}, "", {"training.micro_batch=1"}, Shard{}), core::InputError);
+  }
+
+  TEST_CASE("sweep: a point's figures are zerosim run's for the same --set (the real pipeline, two points)")
+  {
+    const Plan plan = make_plan(SCENARIO, {}, "none", {"training.micro_batch=1,2"}, Shard{});
+    const fs::path dir = fresh_dir("real");
+    SweepOptions o;
+    o.out_dir = dir.string();
+    o.jobs = 2;
+    std::ostringstream out, err;
+    CHECK(run_sweep(plan, o, out, err) == 0);
+    // Point 1 is micro-batch 2: the same text as the pipeline gives for that --set (run in a worker here too, since
+    // SimGrid allows one engine per process).
+    const std::string jsonl = slurp(dir / "sweep.jsonl");
+    const auto second = nlohmann::ordered_json::parse(jsonl.substr(jsonl.find('\n') + 1));
+    CHECK(second["point"] == 1);
+    CHECK(second["values"]["training.micro_batch"] == "2");
+    const std::string direct = simulate_point(plan, {"training.micro_batch=2"});
+    CHECK(second["result"] == nlohmann::ordered_json::parse(direct));
+    CHECK(second["result"]["step_time_s"].get<double>() > 0);
+  }
+
+  TEST_CASE("sweep: flatten joins nested keys with dots, writes arrays and numbers as JSON text and strings as they are")
+  {
+    const auto j = nlohmann::ordered_json::parse(R"({"a":1.5,"b":{"c":"x","d":{"e":null}},"f":[1,2],"g":{}})");
+    const auto f = flatten(j);
+    REQUIRE(f.size() == 5);
+    CHECK(f[0] == std::make_pair(std::string("a"), std::string("1.5")));
+    CHECK(f[1] == std::make_pair(std::string("b.c"), std::string("x")));
+    CHECK(f[2] == std::make_pair(std::string("b.d.e"), std::string("")));
+    CHECK(f[3] == std::make_pair(std::string("f"), std::string("[1,2]")));
+    CHECK(f[4] == std::make_pair(std::string("g"), std::string("{}")));
+  }
+}
