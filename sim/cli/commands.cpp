@@ -14,6 +14,7 @@
 #include "report/memory_report.hpp"
 #include "report/run_report.hpp"
 #include "spec/names.hpp"
+#include "sweep/plots.hpp"
 #include "sweep/sweep.hpp"
 #include "validation/memory_validation.hpp"
 #include "validation/run_validation.hpp"
@@ -81,6 +82,9 @@ const char* USAGE = R"(usage:
         sweep did not finish; --shard I/N runs the points p with p mod N = I-1 (a job array's share)
   zerosim sweep --merge SHARD_DIR... --out DIR
         joins the finished shares of one sweep into DIR, as the whole sweep would have written it
+  zerosim plot DIR
+        redraws a sweep's plots (SVG and PNG with gnuplot, scripts and data beside them) from DIR's files:
+        throughput and peak GPU memory against a swept batch key, the step time broken down per point
   --calibration FILE|none (run, memory, calibrate, sweep): the calibration profile, above the scenario's and the
         node file's `calibration:`; none runs on the priors alone
   --without NAME / --with NAME (run, memory, validate): switch one mechanism of the model off / on,
@@ -562,6 +566,11 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
       return calibrate_cli(a, args, out, err);
     if (cmd == "sweep")
       return sweep_command(a, out, err);
+    if (cmd == "plot") {
+      if (a.positional.size() != 1)
+        usage_error("plot: expected one DIR (the --out folder of a sweep)");
+      return sweep::plot_command(a.positional.front(), out, err);
+    }
     if (cmd == "recommend" || cmd == "compare")
       throw core::UnsupportedError("zerosim " + cmd +
                                    ": not available in this version (a later issue adds it); 'zerosim run SCENARIO' "

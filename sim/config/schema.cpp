@@ -484,7 +484,9 @@ const Schema& scenario_schema()
        key("software", "mapping", "today's stack (meta.software.stated: false)", "the stack that ran", &software),
        key("calibration", "path or none", "the node file's, else the shipped calibration/default.yaml",
            "the calibration profile (docs/calibration.md); --calibration wins; none: the priors alone"),
-       key("sweep", "mapping of dotted key -> list", "none", "values to sweep (zerosim sweep)", nullptr, M, true),
+       key("sweep", "mapping of dotted key -> list", "none",
+           "values to sweep (zerosim sweep; each a value or a range A..B, A..B:+S, A..B:xF: docs/sweep.md)", nullptr, M,
+           true),
        key("measured", "mapping", "none", "what a real run gave (never used in prediction)", &measured)}};
   return s;
 }

@@ -1,4 +1,5 @@
 #include "sweep/sweep.hpp"
+#include "sweep/plots.hpp"
 
 #include "config/document.hpp"
 #include "config/scenario_loader.hpp"
@@ -258,6 +259,19 @@ void write_outputs(const fs::path& dir, const Plan& plan, std::vector<Record> re
   write_whole(dir / CSV_FILE, csv_of(plan, records));
 }
 
+/// The plots of the sweep in `dir` (plots.hpp), named on `out`; a notice (no gnuplot) on `err`.
+void draw(const fs::path& dir, const Plan& plan, const std::vector<Record>& records, std::ostream& out,
+          std::ostream& err)
+{
+  std::string notice;
+  for (const PlotFiles& p : write_plots(dir.string(), plan, records, notice))
+    if (p.drawn)
+      out << "sweep: plot " << p.name << ": " << (dir / (p.name + ".svg")).string() << ", "
+          << (dir / (p.name + ".png")).string() << "\n";
+  if (!notice.empty())
+    err << "sweep: " << notice << "\n";
+}
+
 std::string duration_text(double s)
 {
   char buf[32];
@@ -273,6 +287,15 @@ std::string duration_text(double s)
 }
 
 } // namespace
+
+std::vector<Record> read_sweep(const std::string& dir, Plan& plan)
+{
+  plan = read_plan(dir, "sweep");
+  bool torn = false;
+  std::vector<Record> records = read_records(fs::path(dir) / JSONL_FILE, plan, torn);
+  std::stable_sort(records.begin(), records.end(), [](const Record& a, const Record& b) { return a.point < b.point; });
+  return records;
+}
 
 Json Plan::to_json() const
 {
@@ -532,6 +555,8 @@ int run_sweep(const Plan& plan, const SweepOptions& options, std::ostream& out, 
   std::vector<Record> all = kept;
   all.insert(all.end(), fresh.begin(), fresh.end());
   write_outputs(dir, plan, all);
+  std::sort(all.begin(), all.end(), [](const Record& a, const Record& b) { return a.point < b.point; });
+  draw(dir, plan, all, out, err);
   out << "sweep: " << all.size() << " points (" << fresh.size() << " run now";
   if (options.resume)
     out << ", " << kept.size() << " from before";
@@ -600,6 +625,8 @@ int merge_sweeps(const std::vector<std::string>& shard_dirs, const std::string& 
   check_fresh(dir, "sweep --merge");
   write_whole(dir / PLAN_FILE, whole.to_json().dump(2) + "\n");
   write_outputs(dir, whole, all);
+  std::sort(all.begin(), all.end(), [](const Record& a, const Record& b) { return a.point < b.point; });
+  draw(dir, whole, all, out, out);
   out << "sweep --merge: " << plans.size() << " shares, " << all.size() << " points, " << failed
       << " failed or refused; " << (dir / CSV_FILE).string() << ", " << (dir / JSONL_FILE).string() << "\n";
   return failed > 0 ? 1 : 0;

@@ -77,6 +77,10 @@ Plan make_plan(const std::string& scenario, const std::vector<std::string>& sets
 /// foreign share, or a share with points missing. Returns 0, or 1 when some point failed.
 int merge_sweeps(const std::vector<std::string>& shard_dirs, const std::string& out_dir, std::ostream& out);
 
+/// The plan and the records of the sweep in `dir` (a torn last line dropped), in point order. Throws core::InputError
+/// for a DIR that holds no sweep.
+std::vector<Record> read_sweep(const std::string& dir, Plan& plan);
+
 /// The flattened result keys of a `zerosim run --json` object: nested objects joined with dots, arrays and scalars as
 /// cells (a string as itself, null empty, anything else its JSON text).
 std::vector<std::pair<std::string, std::string>> flatten(const nlohmann::ordered_json& result);

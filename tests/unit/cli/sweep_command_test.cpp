@@ -88,10 +88,78 @@ std::vector<std::string> sweep_args(const fs::path& dir)
           dir.string()};
 }
 
+/// A PNG's signature and its IHDR width and height (big-endian, bytes 16-23).
+bool png_of_size(const fs::path& p, unsigned width, unsigned height)
+{
+  const std::string b = slurp(p);
+  if (b.size() < 24 || b.compare(0, 8, "\x89PNG\r\n\x1a\n") != 0 || b.compare(12, 4, "IHDR") != 0)
+    return false;
+  auto be32 = [&](std::size_t at) {
+    unsigned v = 0;
+    for (std::size_t i = 0; i < 4; ++i)
+      v = (v << 8) | static_cast<unsigned char>(b[at + i]);
+    return v;
+  };
+  return be32(16) == width && be32(20) == height;
+}
+
+/// An SVG document: an <svg> element that is closed, with no gnuplot error text.
+bool svg_document(const fs::path& p)
+{
+  const std::string t = slurp(p);
+  return t.find("<svg") != std::string::npos && t.find("</svg>") != std::string::npos;
+}
+
+bool has(const std::string& text, const std::string& part)
+{
+  return text.find(part) != std::string::npos;
+}
+
 } // namespace
 
 TEST_SUITE("cli")
 {
+  TEST_CASE("sweep: 16 points of the default scenario with -j 2 write the CSV, the JSON lines, the plots and scripts")
+  {
+    const fs::path dir = fs::path(ZEROSIM_BINARY_DIR) / "tests-tmp" / "cli-sweep16";
+    fs::remove_all(dir);
+    fs::create_directories(dir.parent_path());
+    CHECK(wait_for(spawn({BINARY, "sweep", SCENARIO, "--sweep", "training.micro_batch=1..8:x2", "--sweep",
+                          "deepspeed.zero_optimization.stage=2,3", "--sweep",
+                          "deepspeed.zero_optimization.offload_optimizer.device=cpu,none", "-j", "2", "--out",
+                          dir.string()})) == 0);
+    CHECK(lines(dir / "sweep.csv") == 17); // header and 16 points
+    CHECK(lines(dir / "sweep.jsonl") == 16);
+    for (const char* plot : {"throughput", "memory", "breakdown"}) {
+      INFO(plot);
+      CHECK(png_of_size(dir / (std::string(plot) + ".png"), 900, 600));
+      CHECK(svg_document(dir / (std::string(plot) + ".svg")));
+      const std::string gp = slurp(dir / (std::string(plot) + ".gp"));
+      CHECK(has(gp, "set title "));
+      CHECK(has(gp, "set xlabel "));
+      CHECK(has(gp, "set ylabel "));
+      CHECK(has(gp, "set key "));
+    }
+    // Units on the axes.
+    CHECK(has(slurp(dir / "throughput.gp"), "set ylabel 'throughput (tokens/s, all GPUs)'"));
+    CHECK(has(slurp(dir / "throughput.gp"), "set ylabel 'TFLOPs per GPU (model, TFLOP/s)'"));
+    CHECK(has(slurp(dir / "throughput.gp"), "set xlabel \"micro-batch per GPU (sequences)\""));
+    CHECK(has(slurp(dir / "breakdown.gp"), "set ylabel 'step time (s)'"));
+    // The memory plot draws the GPU's capacity (the A100-80GB's 80 GiB) and marks the points that do not fit.
+    const std::string mem = slurp(dir / "memory.gp");
+    CHECK(has(mem, "set ylabel 'peak GPU memory, device total (GiB)'"));
+    CHECK(has(mem, "capacity = 80\n"));
+    CHECK(has(mem, "title 'GPU capacity'"));
+    CHECK(has(mem, "title 'does not fit'"));
+    // One series per stage and offload: four blocks in the data.
+    CHECK(has(slurp(dir / "memory.dat"), "# stage 3, device none\n"));
+
+    // `zerosim plot DIR` redraws them.
+    fs::remove(dir / "memory.png");
+    CHECK(wait_for(spawn({BINARY, "plot", dir.string()})) == 0);
+    CHECK(png_of_size(dir / "memory.png", 900, 600));
+  }
+
   TEST_CASE("sweep: killed halfway, a sweep keeps every finished point, and --resume completes it")
   {
     const fs::path base = fs::path(ZEROSIM_BINARY_DIR) / "tests-tmp" / "cli-sweep";

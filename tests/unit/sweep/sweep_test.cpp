@@ -1,6 +1,7 @@
 // `zerosim sweep` (sweep/sweep.hpp, docs/sweep.md): files written per point and rewritten in point order, failed
 // points kept as rows, --resume after a stop, shares merged, and one point's figures equal to `zerosim run`'s.
 #include "core/error.hpp"
+#include "sweep/plots.hpp"
 #include "sweep/sweep.hpp"
 
 #include <doctest/doctest.h>
@@ -227,7 +228,36 @@ TEST_SUITE("sweep")
     CHECK(second["result"]["step_time_s"].get<double>() > 0);
   }
 
-  TEST_CASE("sweep: flatten joins nested keys with dots, writes arrays and numbers as JSON text and strings as they are")
+  TEST_CASE("sweep: without gnuplot on PATH the plots' data and scripts are written and a notice says so")
+  {
+    const Plan plan = sixteen_points();
+    const fs::path dir = fresh_dir("no-gnuplot");
+    fs::create_directories(dir);
+    std::vector<Record> records(1);
+    records[0].point = 5;
+    records[0].values = plan.grid().point(5);
+    records[0].status = "done";
+    records[0].result = nlohmann::ordered_json::parse(
+        R"({"tokens_per_s":100,"tflops_per_gpu":{"model":50},"peak_memory_bytes":{"gpu_device":1073741824},)"
+        R"("capacity_bytes":{"gpu":85899345920},"fits":true,"time_breakdown_s":{"compute":2,"idle":1}})");
+    const std::string path = std::getenv("PATH") ? std::getenv("PATH") : "";
+    ::setenv("PATH", dir.c_str(), 1); // a folder without gnuplot
+    std::string notice;
+    const std::vector<PlotFiles> plots = write_plots(dir.string(), plan, records, notice);
+    ::setenv("PATH", path.c_str(), 1);
+    REQUIRE(plots.size() == 3); // micro-batch is swept: throughput and memory, and the breakdown
+    for (const PlotFiles& p : plots)
+      CHECK_FALSE(p.drawn);
+    CHECK(notice.find("gnuplot not found") != std::string::npos);
+    CHECK(fs::exists(dir / "memory.gp"));
+    CHECK_FALSE(fs::exists(dir / "memory.png"));
+    // Point 5 is micro-batch 2, stage 1: 1 GiB of the 80 GiB capacity, fits; the breakdown's compute 2 s, idle 1 s.
+    CHECK(slurp(dir / "memory.dat").find("\n2 1 1 80 5\n") != std::string::npos);
+    CHECK(slurp(dir / "breakdown.dat").find("\"5: 2 1\" 2 0 0 0 0 1\n") != std::string::npos);
+  }
+
+  TEST_CASE(
+      "sweep: flatten joins nested keys with dots, writes arrays and numbers as JSON text and strings as they are")
   {
     const auto j = nlohmann::ordered_json::parse(R"({"a":1.5,"b":{"c":"x","d":{"e":null}},"f":[1,2],"g":{}})");
     const auto f = flatten(j);

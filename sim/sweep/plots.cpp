@@ -1,0 +1,363 @@
+#include "sweep/plots.hpp"
+
+#include "core/error.hpp"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+
+extern char** environ;
+
+namespace zerosim::sweep {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+constexpr double GIB = 1024.0 * 1024.0 * 1024.0;
+
+/// The batch keys a throughput plot is drawn against, in the order they are preferred, with the axis label.
+const std::vector<std::pair<std::string, std::string>> BATCH_KEYS = {
+    {"training.global_batch", "global batch (sequences per step)"},
+    {"training.micro_batch", "micro-batch per GPU (sequences)"},
+    {"training.grad_accum", "gradient accumulation steps"},
+};
+
+/// The time breakdown's keys (docs/outputs.md), in the order they are stacked, with their legend.
+const std::vector<std::pair<std::string, std::string>> BREAKDOWN = {
+    {"compute", "compute"},           {"optimizer", "optimizer"},       {"exposed_comm", "exposed communication"},
+    {"exposed_pcie", "exposed PCIe"}, {"exposed_nvme", "exposed NVMe"}, {"idle", "idle"},
+};
+
+std::optional<double> number_at(const Json& j, std::initializer_list<const char*> path)
+{
+  const Json* v = &j;
+  for (const char* k : path) {
+    if (!v->is_object() || !v->contains(k))
+      return std::nullopt;
+    v = &(*v)[k];
+  }
+  if (!v->is_number())
+    return std::nullopt;
+  return v->get<double>();
+}
+
+std::string quoted(const std::string& s)
+{
+  std::string out = "\"";
+  for (char c : s)
+    out += c == '"' ? '\'' : c;
+  return out + "\"";
+}
+
+/// The last segment of a dotted key ("stage" of deepspeed.zero_optimization.stage).
+std::string short_key(const std::string& key)
+{
+  const auto dot = key.rfind('.');
+  return dot == std::string::npos ? key : key.substr(dot + 1);
+}
+
+std::string num(double v)
+{
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.10g", v);
+  return buf;
+}
+
+void write_text(const fs::path& p, const std::string& text)
+{
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  if (!out || !(out << text))
+    throw core::InputError("sweep: cannot write " + p.string());
+}
+
+/// The gnuplot on PATH, or "" when there is none.
+std::string find_gnuplot()
+{
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  std::size_t start = 0;
+  while (start <= dirs.size()) {
+    const auto colon = dirs.find(':', start);
+    const std::string d = dirs.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+    const fs::path candidate = fs::path(d.empty() ? "." : d) / "gnuplot";
+    if (::access(candidate.c_str(), X_OK) == 0)
+      return candidate.string();
+    if (colon == std::string::npos)
+      break;
+    start = colon + 1;
+  }
+  return "";
+}
+
+/// Runs gnuplot on `script` in `dir`; true when it exited 0. Its output goes to `log`.
+bool run_gnuplot(const std::string& gnuplot, const fs::path& dir, const std::string& script, const fs::path& log)
+{
+  std::vector<std::string> args = {gnuplot, script};
+  std::vector<char*> argv;
+  for (std::string& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addchdir_np(&actions, dir.c_str()); // the scripts name their files relative to it
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, gnuplot.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0)
+    return false;
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/// The script that draws `body` (gnuplot commands after the terminal is set) as NAME.svg, then NAME.png. Paths are
+/// relative to the script's folder, where gnuplot runs.
+std::string two_terminals(const std::string& name, const std::string& body)
+{
+  std::ostringstream s;
+  s << "# Written by zerosim sweep (docs/sweep.md \"Plots\"); redraw in this folder with: gnuplot " << name << ".gp\n"
+    << "set terminal svg size 900,600 dynamic noenhanced font 'Helvetica,12' background rgb 'white'\n"
+    << "set output '" << name << ".svg'\n"
+    << body << "unset output\n"
+    << "set terminal pngcairo size 900,600 noenhanced font 'Helvetica,11' background rgb 'white'\n"
+    << "set output '" << name << ".png'\n"
+    << body << "unset output\n";
+  return s.str();
+}
+
+/// The points grouped into series by the values of every axis but `x_axis`: series label -> (x, record) pairs.
+std::map<std::string, std::vector<std::pair<double, const Record*>>>
+series_of(const Plan& plan, const std::vector<Record>& records, int x_axis)
+{
+  std::map<std::string, std::vector<std::pair<double, const Record*>>> out;
+  for (const Record& r : records) {
+    if (!r.done())
+      continue;
+    std::string label;
+    for (std::size_t k = 0; k < plan.axes.size(); ++k) {
+      if (static_cast<int>(k) == x_axis)
+        continue;
+      label += (label.empty() ? "" : ", ") + short_key(plan.axes[k].key) + " " + r.values[k];
+    }
+    double x = 0;
+    try {
+      x = std::stod(r.values[static_cast<std::size_t>(x_axis)]);
+    } catch (const std::exception&) {
+      continue;
+    }
+    out[label.empty() ? "all points" : label].emplace_back(x, &r);
+  }
+  return out;
+}
+
+/// The x axis's label of a batch key.
+std::string batch_label(const std::string& key)
+{
+  for (const auto& [k, label] : BATCH_KEYS)
+    if (k == key)
+      return label;
+  return key;
+}
+
+/// The scenario's file name, for titles.
+std::string scenario_name(const Plan& plan)
+{
+  return fs::path(plan.scenario).filename().string();
+}
+
+PlotFiles throughput_plot(const fs::path& dir, const Plan& plan, const std::vector<Record>& records, int x_axis)
+{
+  PlotFiles f;
+  f.name = "throughput";
+  std::ostringstream dat;
+  dat << "# zerosim sweep: throughput against " << plan.axes[static_cast<std::size_t>(x_axis)].key
+      << "; one block per series (blank lines between)\n# x tokens_per_s tflops_per_gpu_model point\n";
+  std::vector<std::string> titles;
+  for (const auto& [label, pts] : series_of(plan, records, x_axis)) {
+    dat << "# " << label << "\n";
+    for (const auto& [x, r] : pts)
+      dat << num(x) << " " << num(number_at(r->result, {"tokens_per_s"}).value_or(0)) << " "
+          << num(number_at(r->result, {"tflops_per_gpu", "model"}).value_or(0)) << " " << r->point << "\n";
+    dat << "\n\n";
+    titles.push_back(label);
+  }
+  write_text(dir / "throughput.dat", dat.str());
+  const std::string x_label =
+      BATCH_KEYS[0].first == plan.axes[static_cast<std::size_t>(x_axis)].key   ? BATCH_KEYS[0].second
+      : BATCH_KEYS[1].first == plan.axes[static_cast<std::size_t>(x_axis)].key ? BATCH_KEYS[1].second
+                                                                               : BATCH_KEYS[2].second;
+  std::ostringstream body;
+  body << "set multiplot layout 2,1 title " << quoted("Throughput against batch size: " + scenario_name(plan)) << "\n"
+       << "set grid\nset key outside right top\nset logscale x 2\n"
+       << "set xlabel " << quoted(x_label) << "\nset ylabel 'throughput (tokens/s, all GPUs)'\n"
+       << "set title 'tokens per second'\nplot ";
+  for (std::size_t i = 0; i < titles.size(); ++i)
+    body << (i ? ", " : "") << "'throughput.dat' index " << i << " using 1:2 with linespoints title "
+         << quoted(titles[i]);
+  body << "\nset ylabel 'TFLOPs per GPU (model, TFLOP/s)'\nset title 'model TFLOPs per GPU'\nplot ";
+  for (std::size_t i = 0; i < titles.size(); ++i)
+    body << (i ? ", " : "") << "'throughput.dat' index " << i << " using 1:3 with linespoints title "
+         << quoted(titles[i]);
+  body << "\nunset multiplot\n";
+  write_text(dir / "throughput.gp", two_terminals("throughput", body.str()));
+  f.files = {"throughput.dat", "throughput.gp", "throughput.svg", "throughput.png"};
+  return f;
+}
+
+PlotFiles memory_plot(const fs::path& dir, const Plan& plan, const std::vector<Record>& records, int x_axis)
+{
+  PlotFiles f;
+  f.name = "memory";
+  std::ostringstream dat;
+  dat << "# zerosim sweep: peak GPU memory (device total, GiB) against "
+      << plan.axes[static_cast<std::size_t>(x_axis)].key
+      << "; one block per series\n# x gpu_device_GiB fits(1/0) capacity_GiB point\n";
+  std::vector<std::string> titles;
+  double capacity = 0;
+  for (const auto& [label, pts] : series_of(plan, records, x_axis)) {
+    dat << "# " << label << "\n";
+    for (const auto& [x, r] : pts) {
+      const double cap = number_at(r->result, {"capacity_bytes", "gpu"}).value_or(0) / GIB;
+      capacity = std::max(capacity, cap);
+      const bool fits = r->result.contains("fits") && r->result["fits"].is_boolean() && r->result["fits"].get<bool>();
+      dat << num(x) << " " << num(number_at(r->result, {"peak_memory_bytes", "gpu_device"}).value_or(0) / GIB) << " "
+          << (fits ? 1 : 0) << " " << num(cap) << " " << r->point << "\n";
+    }
+    dat << "\n\n";
+    titles.push_back(label);
+  }
+  write_text(dir / "memory.dat", dat.str());
+  std::ostringstream body;
+  body << "set title " << quoted("Peak GPU memory against batch size: " + scenario_name(plan)) << "\n"
+       << "set grid\nset key outside right top\nset logscale x 2\n"
+       << "set xlabel " << quoted(batch_label(plan.axes[static_cast<std::size_t>(x_axis)].key)) << "\n"
+       << "set ylabel 'peak GPU memory, device total (GiB)'\n"
+       << "capacity = " << num(capacity) << "\n"
+       << "set label 1 sprintf('GPU capacity %.0f GiB', capacity) at graph 0.02, first capacity offset 0,0.7 "
+          "tc rgb 'red'\n"
+       << "plot ";
+  for (std::size_t i = 0; i < titles.size(); ++i)
+    body << (i ? ", " : "") << "'memory.dat' index " << i << " using 1:2 with linespoints title " << quoted(titles[i]);
+  // Out-of-memory points, marked over their series.
+  for (std::size_t i = 0; i < titles.size(); ++i)
+    body << ", 'memory.dat' index " << i << " using 1:($3 == 0 ? $2 : 1/0) with points pt 2 ps 2 lc rgb 'red' "
+         << (i == 0 ? "title 'does not fit'" : "notitle");
+  body << ", capacity with lines dashtype 2 lw 2 lc rgb 'red' title 'GPU capacity'\n";
+  write_text(dir / "memory.gp", two_terminals("memory", body.str()));
+  f.files = {"memory.dat", "memory.gp", "memory.svg", "memory.png"};
+  return f;
+}
+
+PlotFiles breakdown_plot(const fs::path& dir, const Plan& plan, const std::vector<Record>& records)
+{
+  PlotFiles f;
+  f.name = "breakdown";
+  std::ostringstream dat;
+  dat << "# zerosim sweep: step time broken down per point (s), time_breakdown_s of docs/outputs.md\n# label";
+  for (const auto& [k, legend] : BREAKDOWN)
+    dat << " " << k;
+  dat << "\n";
+  for (const Record& r : records) {
+    if (!r.done())
+      continue;
+    std::string label = std::to_string(r.point) + ":";
+    for (std::size_t k = 0; k < plan.axes.size(); ++k)
+      label += " " + r.values[k];
+    dat << quoted(label);
+    for (const auto& [k, legend] : BREAKDOWN)
+      dat << " " << num(number_at(r.result, {"time_breakdown_s", k.c_str()}).value_or(0));
+    dat << "\n";
+  }
+  write_text(dir / "breakdown.dat", dat.str());
+  std::string axes_text;
+  for (const Axis& a : plan.axes)
+    axes_text += (axes_text.empty() ? "" : ", ") + short_key(a.key);
+  std::ostringstream body;
+  body << "set title " << quoted("Step time per point: " + scenario_name(plan)) << "\n"
+       << "set style data histograms\nset style histogram rowstacked\nset style fill solid 0.85 border -1\n"
+       << "set boxwidth 0.75\nset grid ytics\nset key outside right top\nset xtics rotate by -45\n"
+       << "set xlabel " << quoted("point: " + axes_text) << "\nset ylabel 'step time (s)'\n"
+       << "plot ";
+  for (std::size_t i = 0; i < BREAKDOWN.size(); ++i)
+    body << (i ? ", " : "") << "'breakdown.dat' using " << i + 2 << (i == 0 ? ":xtic(1)" : "") << " title "
+         << quoted(BREAKDOWN[i].second);
+  body << "\n";
+  write_text(dir / "breakdown.gp", two_terminals("breakdown", body.str()));
+  f.files = {"breakdown.dat", "breakdown.gp", "breakdown.svg", "breakdown.png"};
+  return f;
+}
+
+} // namespace
+
+int batch_axis(const Plan& plan)
+{
+  for (const auto& [key, label] : BATCH_KEYS)
+    for (std::size_t k = 0; k < plan.axes.size(); ++k)
+      if (plan.axes[k].key == key)
+        return static_cast<int>(k);
+  return -1;
+}
+
+std::vector<PlotFiles> write_plots(const std::string& dir_text, const Plan& plan, const std::vector<Record>& records,
+                                   std::string& notice)
+{
+  const fs::path dir(dir_text);
+  std::vector<PlotFiles> plots;
+  const bool any = std::any_of(records.begin(), records.end(), [](const Record& r) { return r.done(); });
+  if (!any) {
+    notice = "no point ran: no plots";
+    return plots;
+  }
+  const int x = batch_axis(plan);
+  if (x >= 0) {
+    plots.push_back(throughput_plot(dir, plan, records, x));
+    plots.push_back(memory_plot(dir, plan, records, x));
+  }
+  plots.push_back(breakdown_plot(dir, plan, records));
+  const std::string gnuplot = find_gnuplot();
+  if (gnuplot.empty()) {
+    notice = "gnuplot not found: the plots' data and scripts are in " + dir.string() +
+             " (install gnuplot-nox, then `zerosim plot " + dir.string() + "`)";
+    return plots;
+  }
+  std::string failed;
+  for (PlotFiles& p : plots) {
+    p.drawn = run_gnuplot(gnuplot, dir, p.name + ".gp", fs::absolute(dir / (p.name + ".log")));
+    if (p.drawn)
+      fs::remove(dir / (p.name + ".log"));
+    else
+      failed += (failed.empty() ? "" : ", ") + p.name + " (" + (dir / (p.name + ".log")).string() + ")";
+  }
+  if (!failed.empty())
+    notice = "gnuplot failed on: " + failed;
+  return plots;
+}
+
+int plot_command(const std::string& dir, std::ostream& out, std::ostream& err)
+{
+  Plan plan;
+  const std::vector<Record> records = read_sweep(dir, plan);
+  std::string notice;
+  const std::vector<PlotFiles> plots = write_plots(dir, plan, records, notice);
+  for (const PlotFiles& p : plots)
+    out << "plot: " << p.name << (p.drawn ? "" : " (not drawn)") << ": " << (fs::path(dir) / p.files.back()).string()
+        << "\n";
+  if (!notice.empty())
+    err << "plot: " << notice << "\n";
+  return 0;
+}
+
+} // namespace zerosim::sweep
