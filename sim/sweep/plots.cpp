@@ -60,11 +60,21 @@ std::string quoted(const std::string& s)
   return out + "\"";
 }
 
-/// The last segment of a dotted key ("stage" of deepspeed.zero_optimization.stage).
+/// A dotted key without its leading container segments, for legends: "stage" of deepspeed.zero_optimization.stage,
+/// "offload_optimizer.device" of deepspeed.zero_optimization.offload_optimizer.device, "micro_batch" of
+/// training.micro_batch.
 std::string short_key(const std::string& key)
 {
-  const auto dot = key.rfind('.');
-  return dot == std::string::npos ? key : key.substr(dot + 1);
+  static const std::vector<std::string> containers = {
+      "deepspeed", "zero_optimization", "training", "cluster", "network", "fsdp", "ddp", "inference"};
+  std::string rest = key;
+  for (;;) {
+    const auto dot = rest.find('.');
+    if (dot == std::string::npos ||
+        std::find(containers.begin(), containers.end(), rest.substr(0, dot)) == containers.end())
+      return rest;
+    rest = rest.substr(dot + 1);
+  }
 }
 
 std::string num(double v)

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -154,55 +155,81 @@ std::string csv_row(const Record& r, const std::vector<std::string>& cols)
   return line;
 }
 
-/// The records of a sweep.jsonl. A last line without its newline, or one that is not a record, is torn (the run was
-/// stopped while writing it): dropped, and `torn` set. Any other bad line is an error naming file and line.
-std::vector<Record> read_records(const fs::path& file, const Plan& plan, bool& torn)
+/// A record from one line of a sweep.jsonl, or nothing when the line is not one.
+std::optional<Record> parse_record(const std::string& line, const Grid& grid, const std::string& where)
+{
+  Json j;
+  try {
+    j = Json::parse(line);
+  } catch (const Json::exception&) {
+    return std::nullopt;
+  }
+  if (!j.is_object() || !j.contains("point") || !j["point"].is_number_unsigned() || !j.contains("status") ||
+      !j["status"].is_string() || !j.contains("values") || !j.contains("wall_s"))
+    return std::nullopt;
+  Record r;
+  r.point = j["point"].get<std::uint64_t>();
+  if (r.point >= grid.size())
+    throw core::InputError(where + ": point " + std::to_string(r.point) + " is outside the grid of " +
+                           std::to_string(grid.size()) + " points");
+  r.values = grid.point(r.point);
+  r.status = j["status"].get<std::string>();
+  r.message = j.value("message", "");
+  r.result = j.value("result", Json());
+  r.wall_s = j["wall_s"].is_number() ? j["wall_s"].get<double>() : 0.0;
+  return r;
+}
+
+/// Where one record's line lies in a sweep.jsonl (the files are rewritten from these, a line at a time, so a sweep
+/// of a million points never holds its results in memory).
+struct LineRef {
+  std::uint64_t point = 0;
+  std::uint64_t offset = 0; ///< of the line's first byte
+  std::uint64_t length = 0; ///< without its newline
+  bool done = false;
+};
+
+/// The record lines of a sweep.jsonl, in file order, each checked. A last line without its newline, or one that is
+/// not a record, is torn (the run was stopped while writing it): left out, and `torn` set. Any other bad line is an
+/// error naming file and line.
+std::vector<LineRef> scan_records(const fs::path& file, const Plan& plan, bool& torn)
 {
   torn = false;
-  std::vector<Record> out;
-  if (!fs::exists(file))
+  std::vector<LineRef> out;
+  std::ifstream in(file, std::ios::binary);
+  if (!in)
     return out;
-  const std::string text = read_file(file, "sweep");
-  std::size_t start = 0;
-  int line_no = 0;
   const Grid grid = plan.grid();
-  while (start < text.size()) {
-    ++line_no;
-    const std::size_t eol = text.find('\n', start);
-    const bool last = eol == std::string::npos || eol + 1 >= text.size();
-    const std::string line = text.substr(start, eol == std::string::npos ? std::string::npos : eol - start);
-    start = eol == std::string::npos ? text.size() : eol + 1;
-    Json j;
-    bool ok = eol != std::string::npos;
-    if (ok) {
-      try {
-        j = Json::parse(line);
-        ok = j.is_object() && j.contains("point") && j["point"].is_number_unsigned() && j.contains("status") &&
-             j["status"].is_string() && j.contains("values") && j.contains("wall_s");
-      } catch (const Json::exception&) {
-        ok = false;
-      }
-    }
-    if (!ok) {
-      if (last) {
+  std::string line;
+  std::uint64_t offset = 0;
+  for (int line_no = 1; std::getline(in, line); ++line_no) {
+    const bool complete = !in.eof(); // getline stopped at a newline
+    const std::string where = file.string() + ":" + std::to_string(line_no);
+    const std::optional<Record> r = complete ? parse_record(line, grid, where) : std::nullopt;
+    if (!r) {
+      if (in.peek() == std::char_traits<char>::eof()) {
         torn = true;
         break;
       }
-      throw core::InputError(file.string() + ":" + std::to_string(line_no) + ": not a sweep record");
+      throw core::InputError(where + ": not a sweep record");
     }
-    Record r;
-    r.point = j["point"].get<std::uint64_t>();
-    if (r.point >= grid.size())
-      throw core::InputError(file.string() + ":" + std::to_string(line_no) + ": point " + std::to_string(r.point) +
-                             " is outside the grid of " + std::to_string(grid.size()) + " points");
-    r.values = grid.point(r.point);
-    r.status = j["status"].get<std::string>();
-    r.message = j.value("message", "");
-    r.result = j.value("result", Json());
-    r.wall_s = j["wall_s"].is_number() ? j["wall_s"].get<double>() : 0.0;
-    out.push_back(std::move(r));
+    out.push_back(LineRef{r->point, offset, line.size(), r->done()});
+    offset += line.size() + 1;
   }
   return out;
+}
+
+/// The record at `ref` of the open sweep.jsonl `in`.
+Record record_at(std::ifstream& in, const LineRef& ref, const Grid& grid, const fs::path& file)
+{
+  std::string line(static_cast<std::size_t>(ref.length), '\0');
+  in.clear();
+  in.seekg(static_cast<std::streamoff>(ref.offset));
+  in.read(line.data(), static_cast<std::streamsize>(ref.length));
+  std::optional<Record> r = parse_record(line, grid, file.string());
+  if (!in || !r)
+    throw core::InternalError("sweep: " + file.string() + " changed while it was read");
+  return *r;
 }
 
 /// What differs between two plans' JSON, by top-level key ("" when none); `but_shard` ignores the shard.
@@ -248,21 +275,68 @@ void create_dir(const fs::path& dir)
     throw core::InputError("sweep: --out: cannot create " + dir.string() + ": " + ec.message());
 }
 
-/// Rewrites DIR's jsonl and csv from `records`, sorted by point.
-void write_outputs(const fs::path& dir, const Plan& plan, std::vector<Record> records)
+/// Rewrites DIR's jsonl and csv in point order from the jsonl's record lines (the first of a point kept), a line at a
+/// time: one pass for the csv's columns (the union of the result keys), one to write. Returns the index of the new
+/// jsonl and sets `columns`.
+std::vector<LineRef> rewrite_in_order(const fs::path& dir, const Plan& plan, std::vector<LineRef> refs,
+                                      std::vector<std::string>& columns)
 {
-  std::sort(records.begin(), records.end(), [](const Record& a, const Record& b) { return a.point < b.point; });
-  std::string jsonl;
-  for (const Record& r : records)
-    jsonl += jsonl_line(plan, r);
-  write_whole(dir / JSONL_FILE, jsonl);
-  write_whole(dir / CSV_FILE, csv_of(plan, records));
+  std::stable_sort(refs.begin(), refs.end(), [](const LineRef& a, const LineRef& b) { return a.point < b.point; });
+  refs.erase(
+      std::unique(refs.begin(), refs.end(), [](const LineRef& a, const LineRef& b) { return a.point == b.point; }),
+      refs.end());
+  const Grid grid = plan.grid();
+  const fs::path jsonl = dir / JSONL_FILE;
+  std::ifstream in(jsonl, std::ios::binary);
+  columns.clear();
+  std::set<std::string> seen;
+  for (const LineRef& ref : refs)
+    if (ref.done)
+      for (const auto& [k, v] : flatten(record_at(in, ref, grid, jsonl).result))
+        if (seen.insert(k).second)
+          columns.push_back(k);
+  const fs::path jsonl_tmp = dir / (std::string(JSONL_FILE) + ".tmp"), csv_tmp = dir / (std::string(CSV_FILE) + ".tmp");
+  std::ofstream jout(jsonl_tmp, std::ios::binary | std::ios::trunc), cout(csv_tmp, std::ios::binary | std::ios::trunc);
+  if (!jout || !cout)
+    throw core::InputError("sweep: cannot write into " + dir.string());
+  if (!refs.empty())
+    cout << csv_header(plan, columns);
+  std::vector<LineRef> written;
+  std::uint64_t offset = 0;
+  for (const LineRef& ref : refs) {
+    const Record r = record_at(in, ref, grid, jsonl);
+    const std::string line = jsonl_line(plan, r);
+    jout << line;
+    cout << csv_row(r, columns);
+    written.push_back(LineRef{ref.point, offset, line.size() - 1, ref.done});
+    offset += line.size();
+  }
+  jout.close();
+  cout.close();
+  if (!jout || !cout)
+    throw core::InputError("sweep: cannot write into " + dir.string());
+  in.close();
+  std::error_code ec;
+  fs::rename(jsonl_tmp, jsonl, ec);
+  if (!ec)
+    fs::rename(csv_tmp, dir / CSV_FILE, ec);
+  if (ec)
+    throw core::InputError("sweep: cannot write into " + dir.string() + ": " + ec.message());
+  return written;
 }
 
-/// The plots of the sweep in `dir` (plots.hpp), named on `out`; a notice (no gnuplot) on `err`.
-void draw(const fs::path& dir, const Plan& plan, const std::vector<Record>& records, std::ostream& out,
-          std::ostream& err)
+/// Plots are drawn for sweeps of up to this many points (a breakdown bar per point; beyond, sweep.csv is the tool).
+constexpr std::size_t PLOT_LIMIT = 5000;
+
+/// The plots of the sweep in `dir` (plots.hpp), named on `out`; a notice (no gnuplot, too many points) on `err`.
+void draw(const fs::path& dir, const Plan& plan, std::size_t points, std::ostream& out, std::ostream& err)
 {
+  if (points > PLOT_LIMIT) {
+    err << "sweep: " << points << " points: no plots above " << PLOT_LIMIT << " (sweep.csv has every figure)\n";
+    return;
+  }
+  Plan read = plan;
+  const std::vector<Record> records = read_sweep(dir.string(), read);
   std::string notice;
   for (const PlotFiles& p : write_plots(dir.string(), plan, records, notice))
     if (p.drawn)
@@ -292,8 +366,14 @@ std::vector<Record> read_sweep(const std::string& dir, Plan& plan)
 {
   plan = read_plan(dir, "sweep");
   bool torn = false;
-  std::vector<Record> records = read_records(fs::path(dir) / JSONL_FILE, plan, torn);
-  std::stable_sort(records.begin(), records.end(), [](const Record& a, const Record& b) { return a.point < b.point; });
+  const fs::path file = fs::path(dir) / JSONL_FILE;
+  std::vector<LineRef> refs = scan_records(file, plan, torn);
+  std::stable_sort(refs.begin(), refs.end(), [](const LineRef& a, const LineRef& b) { return a.point < b.point; });
+  std::ifstream in(file, std::ios::binary);
+  const Grid grid = plan.grid();
+  std::vector<Record> records;
+  for (const LineRef& ref : refs)
+    records.push_back(record_at(in, ref, grid, file));
   return records;
 }
 
@@ -419,39 +499,36 @@ int run_sweep(const Plan& plan, const SweepOptions& options, std::ostream& out, 
   const Grid grid = plan.grid();
   const fs::path dir = options.out_dir.empty() ? fs::path(fs::path(plan.scenario).stem().string() + ".sweep")
                                                : fs::path(options.out_dir);
-  std::vector<Record> kept;
+  std::vector<LineRef> refs; // the records kept from before (--resume)
   if (options.resume) {
     const Plan before = read_plan(dir, "sweep --resume");
     if (const std::string d = plan_difference(before, plan, false); !d.empty())
       throw core::InputError("sweep --resume: " + dir.string() + " holds a different sweep: its " + d +
                              " differs from this one's (" + PLAN_FILE + ")");
     bool torn = false;
-    std::set<std::uint64_t> seen;
-    for (Record& r : read_records(dir / JSONL_FILE, plan, torn)) {
+    refs = scan_records(dir / JSONL_FILE, plan, torn);
+    for (const LineRef& r : refs)
       if (!plan.shard.takes(r.point))
         throw core::InputError("sweep --resume: " + (dir / JSONL_FILE).string() + " holds point " +
                                std::to_string(r.point) + ", which is not this share's");
-      if (seen.insert(r.point).second)
-        kept.push_back(std::move(r));
-    }
     if (torn)
       err << "sweep: dropped a torn last line of " << (dir / JSONL_FILE).string() << " (the run was stopped there)\n";
   } else {
     create_dir(dir);
     check_fresh(dir, "sweep");
+    write_whole(dir / JSONL_FILE, "");
   }
   write_whole(dir / PLAN_FILE, plan.to_json().dump(2) + "\n");
-  std::sort(kept.begin(), kept.end(), [](const Record& a, const Record& b) { return a.point < b.point; });
-  {
-    std::string jsonl_text;
-    for (const Record& r : kept)
-      jsonl_text += jsonl_line(plan, r);
-    write_whole(dir / JSONL_FILE, jsonl_text);
-  }
+  // The files in point order, the torn line gone; the csv's columns so far.
+  std::vector<std::string> columns;
+  refs = rewrite_in_order(dir, plan, refs, columns);
 
   std::set<std::uint64_t> done_points;
-  for (const Record& r : kept)
+  int failed = 0;
+  for (const LineRef& r : refs) {
     done_points.insert(r.point);
+    failed += r.done ? 0 : 1;
+  }
   const std::uint64_t share = grid.points_in(plan.shard);
   const std::uint64_t to_run = share - static_cast<std::uint64_t>(done_points.size());
   if (options.resume)
@@ -460,32 +537,29 @@ int run_sweep(const Plan& plan, const SweepOptions& options, std::ostream& out, 
   else
     err << "sweep: " << share << " points"
         << (plan.shard.whole()
-                ? ""
+                ? std::string()
                 : " (share " + plan.to_json()["shard"].get<std::string>() + " of " + std::to_string(grid.size()) + ")")
         << " into " << dir.string() << ", " << options.jobs << " at once\n";
 
-  // As each point ends: its record appended to the jsonl and, once a finished point gives the columns, to the csv.
-  // The csv until the end: its columns are those of the first finished point (the end rewrites it with them all);
-  // rows wait until some point has finished.
-  std::vector<Record> csv_rows = kept;
-  std::vector<std::string> columns = result_columns(kept);
+  // As each point ends, its record is appended to the jsonl and, once some finished point gives the columns, to the
+  // csv (the rows before that wait); the end rewrites both in point order with every column.
   bool header = !columns.empty();
-  std::size_t pending_csv = 0; // csv_rows not yet in the csv
-  if (header) {
-    write_whole(dir / CSV_FILE, csv_of(plan, kept));
-    pending_csv = kept.size();
-  } else {
-    write_whole(dir / CSV_FILE, "");
-  }
-  std::vector<Record> fresh;
+  std::vector<Record> waiting; // rows for the csv before it has a header
   std::ofstream jsonl(dir / JSONL_FILE, std::ios::binary | std::ios::app);
   std::ofstream csv(dir / CSV_FILE, std::ios::binary | std::ios::app);
   if (!jsonl || !csv)
     throw core::InputError("sweep: cannot write into " + dir.string());
-  int failed = 0;
-  for (const Record& r : kept)
-    failed += r.done() ? 0 : 1;
+  if (!header && !refs.empty()) {
+    // Only points that did not run so far: the csv has a header without result columns; start it again later.
+    csv.close();
+    write_whole(dir / CSV_FILE, "");
+    csv.open(dir / CSV_FILE, std::ios::binary | std::ios::app);
+    Plan p = plan;
+    for (Record& r : read_sweep(dir.string(), p))
+      waiting.push_back(std::move(r));
+  }
   std::uint64_t finished = 0;
+  std::size_t ran = 0;
   const auto start = std::chrono::steady_clock::now();
   std::uint64_t cursor = plan.shard.index - 1;
   core::WorkSource next = [&](std::size_t& item) {
@@ -514,20 +588,25 @@ int run_sweep(const Plan& plan, const SweepOptions& options, std::ostream& out, 
       }
     }
     failed += r.done() ? 0 : 1;
+    ++ran;
     jsonl << jsonl_line(plan, r);
     jsonl.flush();
-    fresh.push_back(r);
-    csv_rows.push_back(r);
-    if (!header && r.done()) {
-      columns = result_columns({r});
-      csv << csv_header(plan, columns);
-      header = true;
-    }
     if (header) {
-      for (; pending_csv < csv_rows.size(); ++pending_csv)
-        csv << csv_row(csv_rows[pending_csv], columns);
-      csv.flush();
+      csv << csv_row(r, columns);
+    } else {
+      waiting.push_back(r);
+      if (r.done()) {
+        columns.clear();
+        for (const auto& [k, v] : flatten(r.result))
+          columns.push_back(k);
+        csv << csv_header(plan, columns);
+        for (const Record& w : waiting)
+          csv << csv_row(w, columns);
+        waiting.clear();
+        header = true;
+      }
     }
+    csv.flush();
     ++finished;
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double eta = elapsed / static_cast<double>(finished) * static_cast<double>(to_run - finished);
@@ -552,14 +631,15 @@ int run_sweep(const Plan& plan, const SweepOptions& options, std::ostream& out, 
   jsonl.close();
   csv.close();
 
-  std::vector<Record> all = kept;
-  all.insert(all.end(), fresh.begin(), fresh.end());
-  write_outputs(dir, plan, all);
-  std::sort(all.begin(), all.end(), [](const Record& a, const Record& b) { return a.point < b.point; });
-  draw(dir, plan, all, out, err);
-  out << "sweep: " << all.size() << " points (" << fresh.size() << " run now";
+  bool torn = false;
+  refs = rewrite_in_order(dir, plan, scan_records(dir / JSONL_FILE, plan, torn), columns);
+  failed = 0;
+  for (const LineRef& r : refs)
+    failed += r.done ? 0 : 1;
+  draw(dir, plan, refs.size(), out, err);
+  out << "sweep: " << refs.size() << " points (" << ran << " run now";
   if (options.resume)
-    out << ", " << kept.size() << " from before";
+    out << ", " << refs.size() - ran << " from before";
   out << "), " << failed << " failed or refused; " << (dir / CSV_FILE).string() << ", " << (dir / JSONL_FILE).string()
       << "\n";
   return failed > 0 ? 1 : 0;
@@ -599,13 +679,11 @@ int merge_sweeps(const std::vector<std::string>& shard_dirs, const std::string& 
   Plan whole = first;
   whole.shard = Shard{};
   const Grid grid = whole.grid();
-  std::vector<Record> all;
-  int failed = 0;
+  // Each share checked whole before anything is written.
   for (std::size_t i = 0; i < plans.size(); ++i) {
     bool torn = false;
-    std::vector<Record> rs = read_records(fs::path(shard_dirs[i]) / JSONL_FILE, plans[i], torn);
     std::set<std::uint64_t> points;
-    for (const Record& r : rs) {
+    for (const LineRef& r : scan_records(fs::path(shard_dirs[i]) / JSONL_FILE, plans[i], torn)) {
       if (!plans[i].shard.takes(r.point))
         throw core::InputError("sweep --merge: " + shard_dirs[i] + " holds point " + std::to_string(r.point) +
                                ", which is not its share's");
@@ -615,19 +693,29 @@ int merge_sweeps(const std::vector<std::string>& shard_dirs, const std::string& 
       throw core::InputError("sweep --merge: " + shard_dirs[i] + " is unfinished (" + std::to_string(points.size()) +
                              " of its " + std::to_string(grid.points_in(plans[i].shard)) +
                              " points): finish it with --resume first");
-    for (Record& r : rs) {
-      failed += r.done() ? 0 : 1;
-      all.push_back(std::move(r));
-    }
   }
   const fs::path dir(out_dir);
   create_dir(dir);
   check_fresh(dir, "sweep --merge");
+  {
+    // The shares' lines one after another, then rewritten in point order.
+    std::ofstream joined(dir / JSONL_FILE, std::ios::binary | std::ios::trunc);
+    for (const std::string& d : shard_dirs) {
+      std::ifstream in(fs::path(d) / JSONL_FILE, std::ios::binary);
+      joined << in.rdbuf();
+    }
+    if (!joined)
+      throw core::InputError("sweep --merge: cannot write " + (dir / JSONL_FILE).string());
+  }
   write_whole(dir / PLAN_FILE, whole.to_json().dump(2) + "\n");
-  write_outputs(dir, whole, all);
-  std::sort(all.begin(), all.end(), [](const Record& a, const Record& b) { return a.point < b.point; });
-  draw(dir, whole, all, out, out);
-  out << "sweep --merge: " << plans.size() << " shares, " << all.size() << " points, " << failed
+  bool torn = false;
+  std::vector<std::string> columns;
+  const std::vector<LineRef> refs = rewrite_in_order(dir, whole, scan_records(dir / JSONL_FILE, whole, torn), columns);
+  int failed = 0;
+  for (const LineRef& r : refs)
+    failed += r.done ? 0 : 1;
+  draw(dir, whole, refs.size(), out, out);
+  out << "sweep --merge: " << plans.size() << " shares, " << refs.size() << " points, " << failed
       << " failed or refused; " << (dir / CSV_FILE).string() << ", " << (dir / JSONL_FILE).string() << "\n";
   return failed > 0 ? 1 : 0;
 }

@@ -152,7 +152,7 @@ TEST_SUITE("cli")
     CHECK(has(mem, "title 'GPU capacity'"));
     CHECK(has(mem, "title 'does not fit'"));
     // One series per stage and offload: four blocks in the data.
-    CHECK(has(slurp(dir / "memory.dat"), "# stage 3, device none\n"));
+    CHECK(has(slurp(dir / "memory.dat"), "# stage 3, offload_optimizer.device none\n"));
 
     // `zerosim plot DIR` redraws them.
     fs::remove(dir / "memory.png");
