@@ -14,6 +14,7 @@
 #include "report/memory_report.hpp"
 #include "report/run_report.hpp"
 #include "spec/names.hpp"
+#include "sweep/mpi_sweep.hpp"
 #include "sweep/plots.hpp"
 #include "sweep/sweep.hpp"
 #include "validation/memory_validation.hpp"
@@ -74,12 +75,13 @@ const char* USAGE = R"(usage:
         --synthetic replaces the runs' measured values by the simulator's prediction at TRUE_PROFILE's
         multipliers times exp(SD z) (default SD 0.03, seed 1) and reports how well the fit recovers them
   zerosim sweep SCENARIO [--sweep KEY=V1,V2,...]... [-j N | --jobs N] [--set K=V]... [--calibration FILE|none]
-        [--out DIR] [--resume] [--shard I/N]
+        [--out DIR] [--resume] [--shard I/N] [--mpi]
         the scenario at every point of the grid of its sweep: block and the --sweep keys (dotted keys as --set
         takes them; values as a list, or ranges A..B, A..B:+S, A..B:xF; docs/sweep.md), N worker processes at
         once (default 1): DIR/sweep.csv and DIR/sweep.jsonl (one row per point, in point order at the end;
         default DIR <scenario stem>.sweep), progress on standard error; --resume runs the points an interrupted
-        sweep did not finish; --shard I/N runs the points p with p mod N = I-1 (a job array's share)
+        sweep did not finish; --shard I/N runs the points p with p mod N = I-1 (a job array's share);
+        under mpirun, --mpi deals the points to the ranks (rank 0 writes the files; N workers per rank)
   zerosim sweep --merge SHARD_DIR... --out DIR
         joins the finished shares of one sweep into DIR, as the whole sweep would have written it
   zerosim plot DIR
@@ -145,6 +147,7 @@ struct Args {
   bool resume = false;              ///< sweep --resume
   std::optional<std::string> shard; ///< sweep --shard I/N
   bool merge = false;               ///< sweep --merge SHARD_DIR...
+  bool mpi = false;                 ///< sweep --mpi (under mpirun)
 };
 
 Args parse_args(const std::vector<std::string>& args, size_t first)
@@ -195,6 +198,8 @@ Args parse_args(const std::vector<std::string>& args, size_t first)
       a.shard = value(i);
     else if (arg == "--merge")
       a.merge = true;
+    else if (arg == "--mpi")
+      a.mpi = true;
     else if (arg == "--trace")
       a.trace = true;
     else if (arg == "--hierarchical")
@@ -518,7 +523,7 @@ int sweep_command(const Args& a, std::ostream& out, std::ostream& err)
 {
   const int jobs = a.jobs ? static_cast<int>(parse_count("--jobs", *a.jobs)) : 1;
   if (a.merge) {
-    if (!a.sweeps.empty() || a.resume || a.shard || !a.sets.empty() || a.calibration)
+    if (!a.sweeps.empty() || a.resume || a.shard || !a.sets.empty() || a.calibration || a.mpi)
       usage_error("sweep --merge: joins finished shares; give only SHARD_DIR... and --out DIR");
     return sweep::merge_sweeps(a.positional, a.out_dir.value_or(""), out);
   }
@@ -532,6 +537,8 @@ int sweep_command(const Args& a, std::ostream& out, std::ostream& err)
   o.resume = a.resume;
   o.jobs = jobs;
   o.terminal = ::isatty(STDERR_FILENO) != 0 && &err == &std::cerr;
+  if (a.mpi)
+    return sweep::run_sweep_mpi(plan, o, out, err);
   return sweep::run_sweep(plan, o, out, err);
 }
 

@@ -253,6 +253,8 @@ void run_pool(const WorkSource& next, const WorkFunction& work, const WorkDone& 
   std::vector<Worker> active;
   bool exhausted = false;
   while (!exhausted || !active.empty()) {
+    if (options.tick)
+      options.tick();
     while (!exhausted && active.size() < jobs) {
       std::size_t item = 0;
       if (!next(item)) {

@@ -29,6 +29,9 @@ struct WorkOutcome {
 struct PoolOptions {
   int jobs = 2;              ///< workers at once (at least 1)
   double time_limit_s = 300; ///< wall-clock limit of one item's worker
+  /// Called in the parent on every turn of the pool's loop (about every 50 ms while workers run): a coordinator's
+  /// chance to answer messages (sweep --mpi). May call the WorkSource and WorkDone of its own.
+  std::function<void()> tick;
 };
 
 /// The next item to run: sets `item` and returns true, or returns false when there is none left. Called in the

@@ -624,10 +624,14 @@ int run_sweep(const Plan& plan, const SweepOptions& options, std::ostream& out, 
     }
     err.flush();
   };
-  core::PoolOptions pool;
-  pool.jobs = options.jobs;
-  pool.time_limit_s = options.point_time_limit_s;
-  core::run_pool(next, work, on_done, pool);
+  if (options.execute) {
+    options.execute(next, work, on_done);
+  } else {
+    core::PoolOptions pool;
+    pool.jobs = options.jobs;
+    pool.time_limit_s = options.point_time_limit_s;
+    core::run_pool(next, work, on_done, pool);
+  }
   jsonl.close();
   csv.close();
 

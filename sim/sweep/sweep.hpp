@@ -4,6 +4,7 @@
 // wall_s column. An interrupted sweep keeps every finished point; --resume runs the rest.
 #pragma once
 
+#include "core/worker_pool.hpp"
 #include "sweep/grid.hpp"
 
 #include <nlohmann/json.hpp>
@@ -49,6 +50,12 @@ using PointSimulator = std::function<std::string(const Plan& plan, const std::ve
 /// engine's defaults, report::run_json).
 std::string simulate_point(const Plan& plan, const std::vector<std::string>& point_sets);
 
+/// How a sweep's points run: draw items from `next`, run `work` on each (in a worker process), and call `done` in
+/// this process as each ends. Empty: the local worker pool (core::run_pool, SweepOptions::jobs at once); sweep --mpi
+/// gives its coordinator (mpi_sweep.hpp).
+using Executor =
+    std::function<void(const core::WorkSource& next, const core::WorkFunction& work, const core::WorkDone& done)>;
+
 struct SweepOptions {
   std::vector<std::string> sweeps; ///< --sweep KEY=V1,V2,...
   std::string out_dir;             ///< --out DIR ("" : <scenario stem>.sweep in the current folder)
@@ -58,6 +65,7 @@ struct SweepOptions {
   PointSimulator simulate = simulate_point;
   /// Progress on standard error: a bar with an ETA on a terminal, plain lines otherwise.
   bool terminal = false;
+  Executor execute; ///< empty: the local pool
 };
 
 /// Runs the sweep of `plan` (axes from the scenario's `sweep:` block and options.sweeps: build it with make_plan).

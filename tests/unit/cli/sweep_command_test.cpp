@@ -26,7 +26,7 @@ namespace {
 const std::string BINARY = std::string(ZEROSIM_BINARY_DIR) + "/sim/zerosim";
 const std::string SCENARIO = std::string(ZEROSIM_SOURCE_DIR) + "/scenarios/llama2-70b-8xa100-200gbps.yaml";
 
-pid_t spawn(const std::vector<std::string>& args)
+pid_t spawn(const std::vector<std::string>& args, const std::string& err_file = "/dev/null")
 {
   std::vector<char*> argv;
   for (const std::string& a : args)
@@ -35,7 +35,7 @@ pid_t spawn(const std::vector<std::string>& args)
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   pid_t pid = -1;
   REQUIRE(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ) == 0);
   posix_spawn_file_actions_destroy(&actions);
@@ -119,6 +119,47 @@ bool has(const std::string& text, const std::string& part)
 
 TEST_SUITE("cli")
 {
+  TEST_CASE("sweep: under mpirun -np 2 (each rank forking 2 workers) and as two merged shards, the local run's files")
+  {
+    const fs::path base = fs::path(ZEROSIM_BINARY_DIR) / "tests-tmp" / "cli-sweep-mpi";
+    fs::remove_all(base);
+    fs::create_directories(base);
+    const std::vector<std::string> grid = {"--sweep", "training.micro_batch=1..8:x2", "--sweep",
+                                           "deepspeed.zero_optimization.stage=2,3"};
+    auto sweep = [&](std::vector<std::string> front, std::vector<std::string> back) {
+      std::vector<std::string> args = std::move(front);
+      for (const std::string& a : std::vector<std::string>{BINARY, "sweep", SCENARIO})
+        args.push_back(a);
+      args.insert(args.end(), grid.begin(), grid.end());
+      args.insert(args.end(), back.begin(), back.end());
+      return args;
+    };
+    CHECK(wait_for(spawn(sweep({}, {"-j", "2", "--out", (base / "local").string()}))) == 0);
+    const std::string mpirun = "/usr/bin/mpirun"; // Debian's openmpi-bin, installed by tools/dev.sh
+    REQUIRE(fs::exists(mpirun));
+    const fs::path log = base / "mpi.log";
+    CHECK(wait_for(spawn(sweep({mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2"},
+                               {"-j", "2", "--mpi", "--out", (base / "mpi").string()}),
+                         log.string())) == 0);
+    const std::string mpi_log = slurp(log);
+    INFO(mpi_log);
+    // Every rank ran at least one point, and says how many.
+    CHECK(has(mpi_log, "sweep --mpi: 2 ranks, 2 workers each"));
+    CHECK(mpi_log.find("sweep --mpi: rank 0 ran ") != std::string::npos);
+    CHECK(mpi_log.find("sweep --mpi: rank 1 ran ") != std::string::npos);
+    CHECK_FALSE(has(mpi_log, "fewer points to run than ranks"));
+    CHECK(csv_without_wall(slurp(base / "mpi" / "sweep.csv")) == csv_without_wall(slurp(base / "local" / "sweep.csv")));
+    CHECK(slurp(base / "mpi" / "sweep-plan.json") == slurp(base / "local" / "sweep-plan.json"));
+
+    CHECK(wait_for(spawn(sweep({}, {"--shard", "1/2", "--out", (base / "s1").string()}))) == 0);
+    CHECK(wait_for(spawn(sweep({}, {"--shard", "2/2", "--out", (base / "s2").string()}))) == 0);
+    CHECK(wait_for(spawn({BINARY, "sweep", "--merge", (base / "s2").string(), (base / "s1").string(), "--out",
+                          (base / "merged").string()})) == 0);
+    CHECK(csv_without_wall(slurp(base / "merged" / "sweep.csv")) ==
+          csv_without_wall(slurp(base / "local" / "sweep.csv")));
+    CHECK(slurp(base / "merged" / "sweep-plan.json") == slurp(base / "local" / "sweep-plan.json"));
+  }
+
   TEST_CASE("sweep: 16 points of the default scenario with -j 2 write the CSV, the JSON lines, the plots and scripts")
   {
     const fs::path dir = fs::path(ZEROSIM_BINARY_DIR) / "tests-tmp" / "cli-sweep16";
