@@ -9,6 +9,7 @@
 #include "engine/engine.hpp"
 #include "metrics/run_metrics.hpp"
 #include "report/run_report.hpp"
+#include "sweep/sweep.hpp"
 #include "workload/transformer.hpp"
 
 #include <benchmark/benchmark.h>
@@ -16,9 +17,13 @@
 #include <malloc.h>
 #include <sys/resource.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <exception>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -122,6 +127,55 @@ void BM_offload_scenario(benchmark::State& state, const char* file)
   run_benchmark(state, source_path(std::string("scenarios/") + file), {});
 }
 
+/// A 1,000-point sweep of the default scenario (issue 15): micro-batch 1..16 (5) x grad_accum 1..25 (25) x ZeRO
+/// stage 0..3 (4) x optimizer offload cpu / none (2), two workers (`zerosim sweep -j 2`), into a scratch folder
+/// (files and plots included). Target: at most 120 s, or at most 1.15 x (1,000 x the mean single-run time / 2),
+/// whichever is larger; the mean single-run time is measured here first, in this process, on every 50th point of
+/// the same grid (20 points, a refused one timed as it is refused). Counters: the sweep's seconds, the mean
+/// single-run seconds, the bound and sweep / bound.
+void BM_sweep_1000(benchmark::State& state)
+{
+  const std::string scenario = source_path("scenarios/llama2-70b-8xa100-200gbps.yaml");
+  const sweep::Plan plan = sweep::make_plan(scenario, {}, "",
+                                            {"training.micro_batch=1..16:x2", "training.grad_accum=1..25",
+                                             "deepspeed.zero_optimization.stage=0..3",
+                                             "deepspeed.zero_optimization.offload_optimizer.device=cpu,none"},
+                                            sweep::Shard{});
+  const sweep::Grid grid = plan.grid();
+  double single_total = 0;
+  int single_count = 0;
+  for (std::uint64_t p = 0; p < grid.size(); p += 50) {
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      benchmark::DoNotOptimize(run_end_to_end(scenario, grid.sets(p)));
+    } catch (const std::exception&) {
+      // A refused point (stage 0 with an offloaded optimizer) costs what its refusal costs.
+    }
+    single_total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ++single_count;
+  }
+  const double mean_single_s = single_total / single_count;
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "zerosim-bench-sweep-1000";
+  double sweep_s = 0;
+  for (auto _ : state) {
+    std::filesystem::remove_all(dir);
+    sweep::SweepOptions o;
+    o.out_dir = dir.string();
+    o.jobs = 2;
+    std::ostringstream out, err;
+    const auto t0 = std::chrono::steady_clock::now();
+    sweep::run_sweep(plan, o, out, err);
+    sweep_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  std::filesystem::remove_all(dir);
+  const double bound = std::max(120.0, 1.15 * (static_cast<double>(grid.size()) * mean_single_s / 2.0));
+  state.counters["points"] = static_cast<double>(grid.size());
+  state.counters["sweep_s"] = sweep_s;
+  state.counters["mean_single_run_s"] = mean_single_s;
+  state.counters["bound_s"] = bound;
+  state.counters["sweep_over_bound"] = sweep_s / bound;
+}
+
 // Each iteration is a whole simulation: 3 are plenty for a figure in milliseconds to seconds.
 constexpr int ITERATIONS = 3;
 
@@ -134,6 +188,8 @@ BENCHMARK_CAPTURE(BM_offload_scenario, zero_infinity_1t, "zero-infinity-1t-dgx2-
 BENCHMARK_CAPTURE(BM_offload_scenario, bloom_176b_inference, "bloom-176b-inference-1xa100-nvme.yaml")
     ->Unit(benchmark::kMillisecond)
     ->Iterations(ITERATIONS);
+// The sweep is 1,000 simulations in worker processes: one iteration, wall-clock time (the parent waits).
+BENCHMARK(BM_sweep_1000)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
 
 } // namespace
 
