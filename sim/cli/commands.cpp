@@ -16,6 +16,7 @@
 #include "spec/names.hpp"
 #include "sweep/mpi_sweep.hpp"
 #include "sweep/plots.hpp"
+#include "sweep/recommend.hpp"
 #include "sweep/sweep.hpp"
 #include "validation/memory_validation.hpp"
 #include "validation/run_validation.hpp"
@@ -84,6 +85,11 @@ const char* USAGE = R"(usage:
         under mpirun, --mpi deals the points to the ranks (rank 0 writes the files; N workers per rank)
   zerosim sweep --merge SHARD_DIR... --out DIR
         joins the finished shares of one sweep into DIR, as the whole sweep would have written it
+  zerosim recommend SCENARIO [--gpus A,B,...] [--out DIR] [-j N] [--set K=V]... [--calibration FILE|none]
+        the fastest configuration that fits for the scenario's model, cluster and global batch: every ZeRO stage,
+        optimizer / parameter offload, activation checkpointing and micro-batch x accumulation split (and each
+        GPU count of --gpus) simulated, ranked, the pruned ones with their shortfall; writes DIR/ds_config.json,
+        DIR/scenario.yaml (naming it), DIR/hf_trainer.py and DIR/candidates.csv (default DIR <stem>.recommend)
   zerosim plot DIR
         redraws a sweep's plots (SVG and PNG with gnuplot, scripts and data beside them) from DIR's files:
         throughput and peak GPU memory against a swept batch key, the step time broken down per point
@@ -148,6 +154,7 @@ struct Args {
   std::optional<std::string> shard; ///< sweep --shard I/N
   bool merge = false;               ///< sweep --merge SHARD_DIR...
   bool mpi = false;                 ///< sweep --mpi (under mpirun)
+  std::optional<std::string> gpus;  ///< recommend --gpus A,B,...
 };
 
 Args parse_args(const std::vector<std::string>& args, size_t first)
@@ -200,6 +207,8 @@ Args parse_args(const std::vector<std::string>& args, size_t first)
       a.merge = true;
     else if (arg == "--mpi")
       a.mpi = true;
+    else if (arg == "--gpus")
+      a.gpus = value(i);
     else if (arg == "--trace")
       a.trace = true;
     else if (arg == "--hierarchical")
@@ -542,6 +551,27 @@ int sweep_command(const Args& a, std::ostream& out, std::ostream& err)
   return sweep::run_sweep(plan, o, out, err);
 }
 
+int recommend_command(const Args& a, std::ostream& out, std::ostream& err)
+{
+  if (a.positional.size() != 1)
+    usage_error("recommend: expected one SCENARIO file");
+  sweep::RecommendOptions o;
+  o.scenario = a.positional.front();
+  o.sets = a.sets;
+  o.calibration = a.calibration.value_or("");
+  o.out_dir = a.out_dir.value_or("");
+  o.jobs = a.jobs ? static_cast<int>(parse_count("--jobs", *a.jobs)) : 1;
+  if (a.gpus) {
+    std::stringstream list(*a.gpus);
+    std::string item;
+    while (std::getline(list, item, ','))
+      o.gpus.push_back(static_cast<int>(parse_count("--gpus", item)));
+    if (o.gpus.empty())
+      usage_error("--gpus: expected GPU counts A,B,..., found \"" + *a.gpus + "\"");
+  }
+  return sweep::recommend(o, out, err);
+}
+
 } // namespace
 
 int run_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err)
@@ -578,7 +608,9 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
         usage_error("plot: expected one DIR (the --out folder of a sweep)");
       return sweep::plot_command(a.positional.front(), out, err);
     }
-    if (cmd == "recommend" || cmd == "compare")
+    if (cmd == "recommend")
+      return recommend_command(a, out, err);
+    if (cmd == "compare")
       throw core::UnsupportedError("zerosim " + cmd +
                                    ": not available in this version (a later issue adds it); 'zerosim run SCENARIO' "
                                    "runs one scenario");

@@ -208,6 +208,81 @@ const char* dtype_or_empty(const std::optional<spec::Dtype>& d)
 
 } // namespace
 
+namespace {
+
+/// A JSON value of a YAML scalar as the resolved writer wrote it: true/false, an integer, a decimal, else a string.
+std::string json_scalar(const std::string& v)
+{
+  if (v == "true" || v == "false")
+    return v;
+  char* end = nullptr;
+  std::strtoll(v.c_str(), &end, 10);
+  if (!v.empty() && *end == '\0')
+    return v;
+  std::strtod(v.c_str(), &end);
+  if (!v.empty() && *end == '\0' && v.find_first_of("0123456789") != std::string::npos &&
+      v.find_first_not_of("0123456789.eE+-") == std::string::npos)
+    return v;
+  std::string out = "\"";
+  for (char c : v) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+void write_json(const YAML::Node& n, std::string& out, int depth)
+{
+  const std::string pad(static_cast<std::size_t>(2 * (depth + 1)), ' ');
+  const std::string close(static_cast<std::size_t>(2 * depth), ' ');
+  if (n.IsMap()) {
+    out += "{";
+    bool first = true;
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      out += first ? "\n" : ",\n";
+      first = false;
+      out += pad + "\"" + it->first.Scalar() + "\": ";
+      write_json(it->second, out, depth + 1);
+    }
+    out += "\n" + close + "}";
+  } else if (n.IsSequence()) {
+    out += "[";
+    for (std::size_t i = 0; i < n.size(); ++i) {
+      out += i ? ", " : "";
+      write_json(n[i], out, depth + 1);
+    }
+    out += "]";
+  } else if (n.IsNull()) {
+    out += "null";
+  } else {
+    out += json_scalar(n.Scalar());
+  }
+}
+
+} // namespace
+
+std::string deepspeed_json(const spec::Scenario& s)
+{
+  std::string out;
+  write_json(deepspeed_node(s), out, 0);
+  return out + "\n";
+}
+
+std::string resolved_yaml(const spec::Scenario& s, const std::string& deepspeed_file)
+{
+  std::string text = resolved_yaml(s);
+  if (deepspeed_file.empty() || s.framework != spec::Framework::DEEPSPEED)
+    return text;
+  // The inline deepspeed: block replaced by the file's name (a path relative to the scenario).
+  YAML::Node root = YAML::Load(text);
+  root["deepspeed"] = deepspeed_file;
+  YAML::Emitter out;
+  out << YAML::Comment("resolved by zerosim: every default applied, \"auto\" resolved (docs/config.md)");
+  out << YAML::Newline << root;
+  return std::string(out.c_str()) + "\n";
+}
+
 std::string resolved_yaml(const spec::Scenario& s)
 {
   YAML::Node root;

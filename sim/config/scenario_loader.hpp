@@ -83,6 +83,14 @@ std::string calibration_profile_yaml(const CalibrationProfile& p);
 /// The resolved scenario as YAML (every default and "auto" written out), for --out.
 std::string resolved_yaml(const spec::Scenario& s);
 
+/// The same with `deepspeed: FILE` in place of the inline block (a DeepSpeed scenario; otherwise as above), for a
+/// scenario that names the ds_config.json written beside it (zerosim recommend).
+std::string resolved_yaml(const spec::Scenario& s, const std::string& deepspeed_file);
+
+/// The resolved DeepSpeed block as a ds_config.json DeepSpeed reads (train_batch_size, zero_optimization, bf16, ...:
+/// every key the resolved YAML has, numbers and booleans as JSON's).
+std::string deepspeed_json(const spec::Scenario& s);
+
 /// `zerosim describe [model|node|scenario]`: the schema with units and defaults.
 std::string describe(const std::string& what);
 

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -26,7 +27,8 @@ namespace {
 const std::string BINARY = std::string(ZEROSIM_BINARY_DIR) + "/sim/zerosim";
 const std::string SCENARIO = std::string(ZEROSIM_SOURCE_DIR) + "/scenarios/llama2-70b-8xa100-200gbps.yaml";
 
-pid_t spawn(const std::vector<std::string>& args, const std::string& err_file = "/dev/null")
+pid_t spawn(const std::vector<std::string>& args, const std::string& err_file = "/dev/null",
+            const std::string& out_file = "/dev/null")
 {
   std::vector<char*> argv;
   for (const std::string& a : args)
@@ -34,7 +36,7 @@ pid_t spawn(const std::vector<std::string>& args, const std::string& err_file = 
   argv.push_back(nullptr);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   pid_t pid = -1;
   REQUIRE(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ) == 0);
@@ -119,6 +121,68 @@ bool has(const std::string& text, const std::string& part)
 
 TEST_SUITE("cli")
 {
+  TEST_CASE("recommend: the default scenario's winner fits, its scenario.yaml gives the printed figures, and the "
+            "ranking agrees with zerosim run")
+  {
+    const fs::path base = fs::path(ZEROSIM_BINARY_DIR) / "tests-tmp" / "cli-recommend";
+    fs::remove_all(base);
+    fs::create_directories(base);
+    const fs::path dir = base / "out";
+    CHECK(wait_for(spawn({BINARY, "recommend", SCENARIO, "-j", "2", "--out", dir.string()}, "/dev/null",
+                         (base / "stdout").string())) == 0);
+    const std::string printed = slurp(base / "stdout");
+    INFO(printed);
+    std::smatch m;
+    REQUIRE(std::regex_search(printed, m, std::regex("Recommended: (.*): ([0-9.]+) s per step")));
+    const std::string step = m[2];
+    // The written scenario goes through zerosim's strict reader (it names ds_config.json) and gives that step time.
+    CHECK(wait_for(spawn({BINARY, "run", (dir / "scenario.yaml").string()}, "/dev/null", (base / "run").string())) ==
+          0);
+    const std::string run = slurp(base / "run");
+    CHECK(has(run, "step time              " + step + " s"));
+    CHECK(wait_for(spawn({BINARY, "run", (dir / "scenario.yaml").string(), "--json"}, "/dev/null",
+                         (base / "run.json").string())) == 0);
+    CHECK(std::regex_search(slurp(base / "run.json"), std::regex("\"fits\": *true")));
+    // Ranks 1 and 2 of candidates.csv, each run through zerosim run with its settings: the same step times, in order.
+    std::istringstream csv(slurp(dir / "candidates.csv"));
+    std::string line;
+    std::getline(csv, line);
+    std::vector<std::pair<int, std::vector<std::string>>> top; // rank -> cells
+    while (std::getline(csv, line)) {
+      std::vector<std::string> cells;
+      std::stringstream ls(line);
+      std::string cell;
+      while (std::getline(ls, cell, ','))
+        cells.push_back(cell);
+      if (!cells[0].empty() && std::stoi(cells[0]) <= 2)
+        top.emplace_back(std::stoi(cells[0]), cells);
+    }
+    REQUIRE(top.size() == 2);
+    std::sort(top.begin(), top.end());
+    std::vector<double> direct;
+    for (const auto& [rank, c] : top) {
+      // gpus,stage,offload,activation_checkpointing,micro_batch,grad_accum at cells 1-6; step_time_s at 9.
+      const std::string offload = c[3];
+      const std::string opt = offload == "none" ? "none" : offload == "optimizer + params nvme" ? "nvme" : "cpu";
+      const std::string par = offload == "optimizer + params cpu"    ? "cpu"
+                              : offload == "optimizer + params nvme" ? "nvme"
+                                                                     : "none";
+      const fs::path json = base / ("rank" + std::to_string(rank) + ".json");
+      CHECK(wait_for(spawn({BINARY, "run", SCENARIO, "--json", "--set", "deepspeed.zero_optimization.stage=" + c[2],
+                            "--set", "deepspeed.zero_optimization.offload_optimizer.device=" + opt, "--set",
+                            "deepspeed.zero_optimization.offload_param.device=" + par, "--set",
+                            "training.activation_checkpointing=" + c[4], "--set", "training.micro_batch=" + c[5],
+                            "--set", "training.grad_accum=" + c[6]},
+                           "/dev/null", json.string())) == 0);
+      std::smatch t;
+      const std::string text = slurp(json);
+      REQUIRE(std::regex_search(text, t, std::regex("\"step_time_s\": *([0-9.eE+-]+)")));
+      direct.push_back(std::stod(t[1]));
+      CHECK(direct.back() == doctest::Approx(std::stod(c[9])).epsilon(1e-12));
+    }
+    CHECK(direct[0] <= direct[1]);
+  }
+
   TEST_CASE("sweep: under mpirun -np 2 (each rank forking 2 workers) and as two merged shards, the local run's files")
   {
     const fs::path base = fs::path(ZEROSIM_BINARY_DIR) / "tests-tmp" / "cli-sweep-mpi";

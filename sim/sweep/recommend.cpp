@@ -1,0 +1,302 @@
+#include "sweep/recommend.hpp"
+
+#include "config/scenario_loader.hpp"
+#include "core/error.hpp"
+#include "core/worker_pool.hpp"
+#include "spec/names.hpp"
+#include "sweep/sweep.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace zerosim::sweep {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+constexpr double GIB = 1024.0 * 1024.0 * 1024.0;
+
+std::string fixed(double v, int decimals)
+{
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+std::string csv_cell(const std::string& s)
+{
+  if (s.find_first_of(",\"\n") == std::string::npos)
+    return s;
+  std::string out = "\"";
+  for (char c : s)
+    out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+void write_text(const fs::path& p, const std::string& text)
+{
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  if (!out || !(out << text))
+    throw core::InputError("recommend: cannot write " + p.string());
+}
+
+/// The offload settings a stage allows, in the seed article's order (faster first): none; the optimizer on the CPU
+/// (stage 1-3, ZeRO-Offload); stage 3 also the parameters on the CPU, and both on NVMe when the node has NVMe
+/// (ZeRO-Infinity).
+std::vector<std::pair<std::string, std::vector<std::string>>> offloads(int stage, bool nvme)
+{
+  const std::string opt = "deepspeed.zero_optimization.offload_optimizer.device=";
+  const std::string par = "deepspeed.zero_optimization.offload_param.device=";
+  std::vector<std::pair<std::string, std::vector<std::string>>> out = {{"none", {opt + "none", par + "none"}}};
+  if (stage >= 1)
+    out.push_back({"optimizer cpu", {opt + "cpu", par + "none"}});
+  if (stage == 3) {
+    out.push_back({"optimizer + params cpu", {opt + "cpu", par + "cpu"}});
+    if (nvme)
+      out.push_back({"optimizer + params nvme", {opt + "nvme", par + "nvme"}});
+  }
+  return out;
+}
+
+std::optional<double> number_at(const Json& j, std::initializer_list<const char*> path)
+{
+  const Json* v = &j;
+  for (const char* k : path) {
+    if (!v->is_object() || !v->contains(k))
+      return std::nullopt;
+    v = &(*v)[k];
+  }
+  return v->is_number() ? std::optional<double>(v->get<double>()) : std::nullopt;
+}
+
+/// The Hugging Face Trainer / Accelerate settings of the winner, as Python to paste.
+std::string hf_snippet(const Candidate& c, const spec::Scenario& s)
+{
+  std::ostringstream py;
+  py << "# The configuration zerosim recommend chose (" << c.label() << ").\n"
+     << "# Hugging Face Trainer: pass these to TrainingArguments (the DeepSpeed config is ds_config.json beside this\n"
+     << "# file; with Accelerate, `accelerate launch --use_deepspeed --deepspeed_config_file ds_config.json ...`).\n"
+     << "from transformers import TrainingArguments\n\n"
+     << "args = TrainingArguments(\n"
+     << "    output_dir=\"out\",\n"
+     << "    per_device_train_batch_size=" << c.micro_batch << ",\n"
+     << "    gradient_accumulation_steps=" << c.grad_accum << ",\n"
+     << "    gradient_checkpointing=" << (c.checkpointing ? "True" : "False") << ",\n"
+     << "    bf16=" << (s.training.precision == spec::Precision::BF16 ? "True" : "False") << ",\n"
+     << "    fp16=" << (s.training.precision == spec::Precision::FP16 ? "True" : "False") << ",\n"
+     << "    deepspeed=\"ds_config.json\",\n"
+     << ")\n"
+     << "# " << c.gpus << " GPUs (" << c.gpus / s.cluster.gpus_per_node << " nodes of " << s.cluster.gpus_per_node
+     << "): global batch " << s.training.global_batch << " sequences of " << s.training.seq_len << " tokens.\n";
+  return py.str();
+}
+
+} // namespace
+
+std::string Candidate::label() const
+{
+  return "stage " + std::to_string(stage) + ", " + (offload == "none" ? "no offload" : offload) + ", " +
+         (checkpointing ? "checkpointing" : "no checkpointing") + ", mb " + std::to_string(micro_batch) + " x ga " +
+         std::to_string(grad_accum) + ", " + std::to_string(gpus) + " GPUs";
+}
+
+std::vector<Candidate> candidates(const RecommendOptions& o)
+{
+  config::LoadOptions lo;
+  lo.sets = o.sets;
+  lo.calibration = o.calibration;
+  const spec::Scenario s = config::load_scenario(o.scenario, lo);
+  if (s.framework != spec::Framework::DEEPSPEED)
+    throw core::InputError("recommend: " + o.scenario + " runs " + spec::to_string(s.framework) +
+                           "; recommend searches DeepSpeed's ZeRO stages and offloads (FSDP settings: not yet)");
+  if (s.training.mode != spec::Mode::TRAIN)
+    throw core::InputError("recommend: " + o.scenario + " is an inference run; recommend searches training setups");
+  const int gpn = s.cluster.gpus_per_node;
+  std::vector<int> sizes = o.gpus.empty() ? std::vector<int>{s.cluster.total_gpus()} : o.gpus;
+  const bool nvme = s.cluster.node.nvme.devices > 0;
+  const std::int64_t global = s.training.global_batch;
+  std::vector<Candidate> out;
+  for (int gpus : sizes) {
+    if (gpus <= 0 || gpus % gpn != 0)
+      throw core::InputError("--gpus: " + std::to_string(gpus) + " is not a whole number of " + std::to_string(gpn) +
+                             "-GPU nodes (cluster.gpus_per_node)");
+    const int dp = gpus / s.tp();
+    if (global % dp != 0)
+      throw core::InputError("recommend: the global batch " + std::to_string(global) + " does not split over " +
+                             std::to_string(dp) + " data-parallel ranks (" + std::to_string(gpus) + " GPUs)");
+    const std::int64_t per_gpu = global / dp;
+    for (int stage = 0; stage <= 3; ++stage)
+      for (const auto& [offload, offload_sets] : offloads(stage, nvme))
+        for (bool ckpt : {false, true})
+          for (std::int64_t mb = 1; mb <= per_gpu; mb *= 2) {
+            if (per_gpu % mb != 0)
+              continue;
+            Candidate c;
+            c.gpus = gpus;
+            c.stage = stage;
+            c.offload = offload;
+            c.checkpointing = ckpt;
+            c.micro_batch = static_cast<int>(mb);
+            c.grad_accum = static_cast<int>(per_gpu / mb);
+            c.sets = {"cluster.nodes=" + std::to_string(gpus / gpn),
+                      "deepspeed.zero_optimization.stage=" + std::to_string(stage),
+                      std::string("training.activation_checkpointing=") + (ckpt ? "full" : "none"),
+                      "training.micro_batch=" + std::to_string(mb)};
+            c.sets.push_back(s.training.global_batch_given ? "training.global_batch=" + std::to_string(global)
+                                                           : "training.grad_accum=" + std::to_string(per_gpu / mb));
+            c.sets.insert(c.sets.end(), offload_sets.begin(), offload_sets.end());
+            out.push_back(std::move(c));
+          }
+  }
+  return out;
+}
+
+std::vector<const Candidate*> ranked(const std::vector<Candidate>& all)
+{
+  std::vector<const Candidate*> fit;
+  for (const Candidate& c : all)
+    if (c.status == "done" && c.fits)
+      fit.push_back(&c);
+  std::stable_sort(fit.begin(), fit.end(), [](const Candidate* a, const Candidate* b) {
+    if (a->cost_per_million_tokens && b->cost_per_million_tokens &&
+        *a->cost_per_million_tokens != *b->cost_per_million_tokens)
+      return *a->cost_per_million_tokens < *b->cost_per_million_tokens;
+    if (a->step_time_s != b->step_time_s)
+      return a->step_time_s < b->step_time_s;
+    return a->gpu_device_bytes < b->gpu_device_bytes;
+  });
+  return fit;
+}
+
+int recommend(const RecommendOptions& o, std::ostream& out, std::ostream& err)
+{
+  std::vector<Candidate> all = candidates(o);
+  Plan plan; // the pipeline's inputs: the scenario, its overrides and calibration (no axes: each candidate its own)
+  plan.scenario = o.scenario;
+  plan.sets = o.sets;
+  plan.calibration = o.calibration;
+  err << "recommend: " << all.size() << " candidates, " << o.jobs << " at once\n";
+  core::PoolOptions pool;
+  pool.jobs = o.jobs;
+  pool.time_limit_s = 600;
+  std::size_t finished = 0;
+  core::run_pool(
+      core::count_to(all.size()), [&](std::size_t i) { return simulate_point(plan, all[i].sets); },
+      [&](std::size_t i, const core::WorkOutcome& w) {
+        Candidate& c = all[i];
+        if (w.status != core::WorkStatus::DONE) {
+          c.status = w.status == core::WorkStatus::REJECTED      ? "refused: " + w.message
+                     : w.status == core::WorkStatus::UNSUPPORTED ? "not modelled: " + w.message
+                                                                 : "failed: " + w.message;
+        } else {
+          const Json r = Json::parse(w.payload);
+          c.status = "done";
+          c.fits = r.value("fits", false);
+          c.step_time_s = number_at(r, {"step_time_s"}).value_or(0);
+          c.tokens_per_s = number_at(r, {"tokens_per_s"}).value_or(0);
+          c.tflops_model = number_at(r, {"tflops_per_gpu", "model"}).value_or(0);
+          c.gpu_device_bytes = number_at(r, {"peak_memory_bytes", "gpu_device"}).value_or(0);
+          c.capacity_bytes = number_at(r, {"capacity_bytes", "gpu"}).value_or(0);
+          c.shortfall_bytes = number_at(r, {"shortfall_bytes"}).value_or(0);
+          if (const auto per_step = number_at(r, {"cost", "per_step"}); per_step && c.tokens_per_s > 0)
+            c.cost_per_million_tokens = *per_step / (c.tokens_per_s * c.step_time_s) * 1e6;
+        }
+        if (++finished % 20 == 0 || finished == all.size())
+          err << "recommend: " << finished << "/" << all.size() << " simulated\n";
+      },
+      pool);
+
+  const std::vector<const Candidate*> best = ranked(all);
+  const fs::path dir =
+      o.out_dir.empty() ? fs::path(fs::path(o.scenario).stem().string() + ".recommend") : fs::path(o.out_dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec)
+    throw core::InputError("recommend: --out: cannot create " + dir.string() + ": " + ec.message());
+  {
+    std::ostringstream csv;
+    csv << "rank,gpus,stage,offload,activation_checkpointing,micro_batch,grad_accum,status,fits,step_time_s,"
+           "tokens_per_s,tflops_per_gpu_model,gpu_device_bytes,capacity_bytes,shortfall_bytes,cost_per_million_"
+           "tokens\n";
+    for (const Candidate& c : all) {
+      const auto it = std::find(best.begin(), best.end(), &c);
+      csv << (it == best.end() ? std::string() : std::to_string(it - best.begin() + 1)) << "," << c.gpus << ","
+          << c.stage << "," << csv_cell(c.offload) << "," << (c.checkpointing ? "full" : "none") << "," << c.micro_batch
+          << "," << c.grad_accum << "," << csv_cell(c.status) << "," << (c.fits ? "true" : "false") << ","
+          << Json(c.step_time_s).dump() << "," << Json(c.tokens_per_s).dump() << "," << Json(c.tflops_model).dump()
+          << "," << Json(c.gpu_device_bytes).dump() << "," << Json(c.capacity_bytes).dump() << ","
+          << Json(c.shortfall_bytes).dump() << ","
+          << (c.cost_per_million_tokens ? Json(*c.cost_per_million_tokens).dump() : std::string()) << "\n";
+    }
+    write_text(dir / "candidates.csv", csv.str());
+  }
+
+  int pruned = 0, failed = 0;
+  for (const Candidate& c : all) {
+    pruned += c.status == "done" && !c.fits ? 1 : 0;
+    failed += c.status != "done" ? 1 : 0;
+  }
+  out << "recommend: searched " << all.size() << " candidates of " << o.scenario << " (ZeRO stage 0-3 x offload x "
+      << "activation checkpointing x micro-batch, global batch fixed" << (o.gpus.empty() ? "" : ", x GPU count")
+      << "): " << best.size() << " fit, " << pruned << " do not fit, " << failed << " not simulated\n\n";
+  if (best.empty()) {
+    out << "No candidate fits. The nearest, by shortfall:\n";
+  } else {
+    const bool priced = best.front()->cost_per_million_tokens.has_value();
+    out << "Ranked (fastest first" << (priced ? ", by cost per million tokens" : "") << "):\n"
+        << "  rank  step time      tokens/s  TFLOPs/GPU  GPU memory (headroom)     " << (priced ? "$/Mtok  " : "")
+        << "configuration\n";
+    for (std::size_t k = 0; k < best.size() && k < 10; ++k) {
+      const Candidate& c = *best[k];
+      char line[512];
+      std::snprintf(line, sizeof line, "  %4zu  %9.3f s  %10.1f  %10.1f  %6.1f GiB (%5.1f GiB)  ", k + 1, c.step_time_s,
+                    c.tokens_per_s, c.tflops_model, c.gpu_device_bytes / GIB,
+                    (c.capacity_bytes - c.gpu_device_bytes) / GIB);
+      out << line << (priced ? fixed(*c.cost_per_million_tokens, 3) + "  " : "") << c.label() << "\n";
+    }
+    if (best.size() > 10)
+      out << "  ... " << best.size() - 10 << " more in " << (dir / "candidates.csv").string() << "\n";
+  }
+  std::vector<const Candidate*> short_of;
+  for (const Candidate& c : all)
+    if (c.status == "done" && !c.fits)
+      short_of.push_back(&c);
+  std::stable_sort(short_of.begin(), short_of.end(),
+                   [](const Candidate* a, const Candidate* b) { return a->shortfall_bytes < b->shortfall_bytes; });
+  if (!short_of.empty()) {
+    out << "\nPruned (do not fit; nearest first, shortfall of the tier that overflows):\n";
+    for (std::size_t k = 0; k < short_of.size() && k < 5; ++k)
+      out << "  short by " << fixed(short_of[k]->shortfall_bytes / GIB, 1) << " GiB: " << short_of[k]->label() << "\n";
+    if (short_of.size() > 5)
+      out << "  ... " << short_of.size() - 5 << " more in " << (dir / "candidates.csv").string() << "\n";
+  }
+  if (best.empty())
+    return 1;
+
+  // The winner, written out: its resolved scenario naming the ds_config.json beside it.
+  const Candidate& win = *best.front();
+  config::LoadOptions lo;
+  lo.sets = o.sets;
+  lo.sets.insert(lo.sets.end(), win.sets.begin(), win.sets.end());
+  lo.calibration = o.calibration;
+  spec::Scenario s = config::load_scenario(o.scenario, lo);
+  s.sweep.clear();
+  s.name += " (zerosim recommend: " + win.label() + ")";
+  write_text(dir / "ds_config.json", config::deepspeed_json(s));
+  write_text(dir / "scenario.yaml", config::resolved_yaml(s, "ds_config.json"));
+  write_text(dir / "hf_trainer.py", hf_snippet(win, s));
+  out << "\nRecommended: " << win.label() << ": " << fixed(win.step_time_s, 3) << " s per step, "
+      << fixed(win.tokens_per_s, 1) << " tokens/s.\nWritten: " << (dir / "ds_config.json").string() << ", "
+      << (dir / "scenario.yaml").string() << " (zerosim run gives these figures), " << (dir / "hf_trainer.py").string()
+      << ", " << (dir / "candidates.csv").string() << "\n";
+  return 0;
+}
+
+} // namespace zerosim::sweep

@@ -1,0 +1,56 @@
+// `zerosim recommend` (docs/recommend.md): the procedure of the seed article "How to choose which ZeRO stage and
+// offloads to use" (shared/seeds/000_15c00bf5d061ac4a.txt) as a search. For the scenario's model, cluster and global
+// batch, every ZeRO stage, optimizer and parameter offload, activation checkpointing on or off, and split of the
+// global batch into micro-batch and accumulation (and, with --gpus, other cluster sizes) is simulated; the fastest
+// configuration that fits is written as a ds_config.json, a scenario naming it and a Hugging Face snippet.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace zerosim::sweep {
+
+/// One configuration tried, and what its simulation gave.
+struct Candidate {
+  int gpus = 0;
+  int stage = 0;
+  std::string offload; ///< "none", "optimizer cpu", "optimizer + params cpu", "optimizer + params nvme"
+  bool checkpointing = false;
+  int micro_batch = 1;
+  int grad_accum = 1;
+  std::vector<std::string> sets; ///< the --set overrides that make it from the scenario
+  std::string status;            ///< "done", or why it did not run
+  bool fits = false;
+  double step_time_s = 0, tokens_per_s = 0, tflops_model = 0;
+  double gpu_device_bytes = 0, capacity_bytes = 0, shortfall_bytes = 0;
+  std::optional<double> cost_per_million_tokens; ///< with price_per_gpu_hour
+  std::string label() const;                     ///< "stage 3, optimizer cpu, checkpointing, mb 2 x ga 8, 8 GPUs"
+};
+
+struct RecommendOptions {
+  std::string scenario;
+  std::vector<std::string> sets;
+  std::string calibration;
+  std::vector<int> gpus; ///< --gpus A,B,...: cluster sizes to try (empty: the scenario's)
+  std::string out_dir;   ///< "" : <scenario stem>.recommend
+  int jobs = 1;
+};
+
+/// The candidates of the search for `options` (not run). Throws core::InputError for a scenario that is not a
+/// DeepSpeed training run, a GPU count the node size does not divide, or a global batch no candidate can split.
+std::vector<Candidate> candidates(const RecommendOptions& options);
+
+/// Runs the search: prints how many candidates were searched, the ranked ones that fit (step time, tokens/s, TFLOPs
+/// per GPU, memory headroom), the pruned ones with their shortfall; writes DIR/ds_config.json, DIR/scenario.yaml,
+/// DIR/hf_trainer.py and DIR/candidates.csv. Returns 0, or 1 when no candidate fits (nothing is written then but
+/// candidates.csv).
+int recommend(const RecommendOptions& options, std::ostream& out, std::ostream& err);
+
+/// The ranking: those that fit, by cost per million tokens when priced, else by step time (the global batch is the
+/// same for every candidate), then by GPU memory used; ties by the order of the search.
+std::vector<const Candidate*> ranked(const std::vector<Candidate>& all);
+
+} // namespace zerosim::sweep

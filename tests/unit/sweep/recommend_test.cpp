@@ -1,0 +1,67 @@
+// `zerosim recommend` (sweep/recommend.hpp, docs/recommend.md): the candidates of the search and their ranking.
+#include "core/error.hpp"
+#include "sweep/recommend.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+using namespace zerosim;
+using namespace zerosim::sweep;
+
+namespace {
+const std::string SCENARIO = std::string(ZEROSIM_SOURCE_DIR) + "/scenarios/llama2-70b-8xa100-200gbps.yaml";
+}
+
+TEST_SUITE("sweep")
+{
+  TEST_CASE("recommend: the default scenario's search space, stage by offload by checkpointing by batch split")
+  {
+    RecommendOptions o;
+    o.scenario = SCENARIO;
+    const std::vector<Candidate> c = candidates(o);
+    // Global batch 128 over 8 data-parallel ranks: 16 sequences per GPU per step, micro-batch 1, 2, 4, 8 or 16 (the
+    // accumulation 16 / mb). Offloads per stage: 0 none; 1 and 2 none or optimizer on the CPU; 3 also optimizer and
+    // parameters on the CPU, and both on NVMe (the node has NVMe): 1 + 2 + 2 + 4 = 9. Checkpointing on or off.
+    CHECK(c.size() == 9 * 2 * 5);
+    for (const Candidate& k : c) {
+      CHECK(k.micro_batch * k.grad_accum == 16);
+      CHECK(k.gpus == 8);
+    }
+    // The scenario gives grad_accum, so each candidate keeps the global batch by setting the accumulation.
+    CHECK(std::find(c.front().sets.begin(), c.front().sets.end(), "training.grad_accum=16") != c.front().sets.end());
+    // Other cluster sizes: 16 GPUs halves the per-GPU batch (mb 1..8: 4 splits).
+    o.gpus = {16};
+    CHECK(candidates(o).size() == 9 * 2 * 4);
+    o.gpus = {6};
+    CHECK_THROWS_WITH_AS(candidates(o), doctest::Contains("not a whole number of 4-GPU nodes"), core::InputError);
+    o.gpus = {};
+    o.scenario = std::string(ZEROSIM_SOURCE_DIR) + "/scenarios/llama3-8b-fsdp-8xh100.yaml";
+    CHECK_THROWS_WITH_AS(candidates(o), doctest::Contains("recommend searches DeepSpeed"), core::InputError);
+  }
+
+  TEST_CASE("recommend: the ranking keeps only what fits, fastest first, less memory on a tie, cost first when priced")
+  {
+    std::vector<Candidate> c(4);
+    for (Candidate& k : c)
+      k.status = "done";
+    c[0].fits = true, c[0].step_time_s = 2.0, c[0].gpu_device_bytes = 10;
+    c[1].fits = false, c[1].step_time_s = 1.0; // faster, but does not fit
+    c[2].fits = true, c[2].step_time_s = 1.5, c[2].gpu_device_bytes = 30;
+    c[3].fits = true, c[3].step_time_s = 1.5, c[3].gpu_device_bytes = 20;
+    std::vector<const Candidate*> r = ranked(c);
+    REQUIRE(r.size() == 3);
+    CHECK(r[0] == &c[3]);
+    CHECK(r[1] == &c[2]);
+    CHECK(r[2] == &c[0]);
+    // Priced: the cheapest per million tokens first, whatever its speed.
+    c[0].cost_per_million_tokens = 1.0;
+    c[2].cost_per_million_tokens = 3.0;
+    c[3].cost_per_million_tokens = 2.0;
+    r = ranked(c);
+    CHECK(r[0] == &c[0]);
+    CHECK(r[1] == &c[3]);
+  }
+}
