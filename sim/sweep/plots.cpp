@@ -39,19 +39,6 @@ const std::vector<std::pair<std::string, std::string>> BREAKDOWN = {
     {"exposed_pcie", "exposed PCIe"}, {"exposed_nvme", "exposed NVMe"}, {"idle", "idle"},
 };
 
-std::optional<double> number_at(const Json& j, std::initializer_list<const char*> path)
-{
-  const Json* v = &j;
-  for (const char* k : path) {
-    if (!v->is_object() || !v->contains(k))
-      return std::nullopt;
-    v = &(*v)[k];
-  }
-  if (!v->is_number())
-    return std::nullopt;
-  return v->get<double>();
-}
-
 std::string quoted(const std::string& s)
 {
   std::string out = "\"";

@@ -65,17 +65,6 @@ std::vector<std::pair<std::string, std::vector<std::string>>> offloads(int stage
   return out;
 }
 
-std::optional<double> number_at(const Json& j, std::initializer_list<const char*> path)
-{
-  const Json* v = &j;
-  for (const char* k : path) {
-    if (!v->is_object() || !v->contains(k))
-      return std::nullopt;
-    v = &(*v)[k];
-  }
-  return v->is_number() ? std::optional<double>(v->get<double>()) : std::nullopt;
-}
-
 /// The Hugging Face Trainer / Accelerate settings of the winner, as Python to paste.
 std::string hf_snippet(const Candidate& c, const spec::Scenario& s)
 {

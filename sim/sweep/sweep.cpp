@@ -413,6 +413,17 @@ Plan Plan::from_json(const Json& j, const std::string& file)
   }
 }
 
+std::optional<double> number_at(const Json& result, std::initializer_list<const char*> path)
+{
+  const Json* v = &result;
+  for (const char* k : path) {
+    if (!v->is_object() || !v->contains(k))
+      return std::nullopt;
+    v = &(*v)[k];
+  }
+  return v->is_number() ? std::optional<double>(v->get<double>()) : std::nullopt;
+}
+
 std::vector<std::pair<std::string, std::string>> flatten(const Json& result)
 {
   std::vector<std::pair<std::string, std::string>> out;

@@ -11,6 +11,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -88,6 +90,10 @@ int merge_sweeps(const std::vector<std::string>& shard_dirs, const std::string& 
 /// The plan and the records of the sweep in `dir` (a torn last line dropped), in point order. Throws core::InputError
 /// for a DIR that holds no sweep.
 std::vector<Record> read_sweep(const std::string& dir, Plan& plan);
+
+/// The number at `path` in a result object (`{"tflops_per_gpu", "model"}`), or nothing when it is absent or not a
+/// number.
+std::optional<double> number_at(const nlohmann::ordered_json& result, std::initializer_list<const char*> path);
 
 /// The flattened result keys of a `zerosim run --json` object: nested objects joined with dots, arrays and scalars as
 /// cells (a string as itself, null empty, anything else its JSON text).
