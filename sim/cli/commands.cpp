@@ -3,6 +3,7 @@
 #include "calibration/calibrate_command.hpp"
 #include "calibration/validate_fit.hpp"
 
+#include "compare/compare.hpp"
 #include "config/scenario_loader.hpp"
 #include "core/error.hpp"
 #include "core/json.hpp"
@@ -90,6 +91,11 @@ const char* USAGE = R"(usage:
         optimizer / parameter offload, activation checkpointing and micro-batch x accumulation split (and each
         GPU count of --gpus) simulated, ranked, the pruned ones with their shortfall; writes DIR/ds_config.json,
         DIR/scenario.yaml (naming it), DIR/hf_trainer.py and DIR/candidates.csv (default DIR <stem>.recommend)
+  zerosim compare SCENARIO LOG... [--skip N] [--out DIR] | zerosim compare --runs CSV [-j N] [--out DIR]
+        the scenario's predictions beside what real runs measured, read from their logs (Megatron iteration
+        lines, DeepSpeed's throughput timer, a Hugging Face trainer_state.json or train metrics, torchtitan step
+        lines; the first N steps, default 2, skipped as warm-up) or from a measured-runs CSV; each figure in its
+        definition, 4 significant figures, the signed error; a scatter plot into DIR for two or more
   zerosim plot DIR
         redraws a sweep's plots (SVG and PNG with gnuplot, scripts and data beside them) from DIR's files:
         throughput and peak GPU memory against a swept batch key, the step time broken down per point
@@ -155,6 +161,7 @@ struct Args {
   bool merge = false;               ///< sweep --merge SHARD_DIR...
   bool mpi = false;                 ///< sweep --mpi (under mpirun)
   std::optional<std::string> gpus;  ///< recommend --gpus A,B,...
+  std::optional<std::string> skip;  ///< compare --skip N
 };
 
 Args parse_args(const std::vector<std::string>& args, size_t first)
@@ -209,6 +216,8 @@ Args parse_args(const std::vector<std::string>& args, size_t first)
       a.mpi = true;
     else if (arg == "--gpus")
       a.gpus = value(i);
+    else if (arg == "--skip")
+      a.skip = value(i);
     else if (arg == "--trace")
       a.trace = true;
     else if (arg == "--hierarchical")
@@ -572,6 +581,32 @@ int recommend_command(const Args& a, std::ostream& out, std::ostream& err)
   return sweep::recommend(o, out, err);
 }
 
+int compare_command(const Args& a, std::ostream& out, std::ostream& err)
+{
+  compare::CompareOptions o;
+  if (!a.runs.empty()) {
+    if (!a.positional.empty())
+      usage_error("compare: give SCENARIO LOG... or --runs CSV, not both");
+    o.runs = a.runs;
+  } else {
+    if (a.positional.size() < 2)
+      usage_error("compare: expected SCENARIO LOG... (one or more logs of real runs of the scenario) or --runs CSV");
+    o.scenario = a.positional.front();
+    o.logs.assign(a.positional.begin() + 1, a.positional.end());
+  }
+  o.sets = a.sets;
+  o.calibration = a.calibration.value_or("");
+  o.out_dir = a.out_dir.value_or("");
+  o.jobs = a.jobs ? static_cast<int>(parse_count("--jobs", *a.jobs)) : 1;
+  if (a.skip) {
+    if (*a.skip == "0")
+      o.skip = 0;
+    else
+      o.skip = static_cast<int>(parse_count("--skip", *a.skip));
+  }
+  return compare::compare(o, out, err);
+}
+
 } // namespace
 
 int run_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err)
@@ -611,9 +646,8 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
     if (cmd == "recommend")
       return recommend_command(a, out, err);
     if (cmd == "compare")
-      throw core::UnsupportedError("zerosim " + cmd +
-                                   ": not available in this version (a later issue adds it); 'zerosim run SCENARIO' "
-                                   "runs one scenario");
+      return compare_command(a, out, err);
+
     usage_error("unknown command '" + cmd + "'");
   } catch (const core::InputError& e) {
     err << e.what() << "\n";

@@ -299,6 +299,27 @@ PlotFiles breakdown_plot(const fs::path& dir, const Plan& plan, const std::vecto
 
 } // namespace
 
+std::string two_terminal_script(const std::string& name, const std::string& body)
+{
+  return two_terminals(name, body);
+}
+
+bool gnuplot_draw(const std::string& dir, const std::string& name, std::string& notice)
+{
+  const std::string gnuplot = find_gnuplot();
+  if (gnuplot.empty()) {
+    notice = "gnuplot not found: " + name + ".dat and " + name + ".gp are in " + dir + " (install gnuplot-nox)";
+    return false;
+  }
+  const fs::path log = fs::absolute(fs::path(dir) / (name + ".log"));
+  if (run_gnuplot(gnuplot, fs::path(dir), name + ".gp", log)) {
+    fs::remove(log);
+    return true;
+  }
+  notice = "gnuplot failed on " + name + " (" + log.string() + ")";
+  return false;
+}
+
 int batch_axis(const Plan& plan)
 {
   for (const auto& [key, label] : BATCH_KEYS)

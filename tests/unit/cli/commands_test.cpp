@@ -174,9 +174,15 @@ TEST_SUITE("cli")
     CHECK(merge.status == 2);
     CHECK(has(merge.err, "no/such/dir has no sweep-plan.json"));
 
-    Result recommend = run_zerosim({"recommend", DEFAULT_SCENARIO});
+    Result recommend = run_zerosim({"recommend", DEFAULT_SCENARIO, "--gpus", "6"});
     CHECK(recommend.status == 2);
-    CHECK(has(recommend.err, "not available in this version"));
+    CHECK(has(recommend.err, "--gpus: 6 is not a whole number of 4-GPU nodes"));
+    Result compare_alone = run_zerosim({"compare", DEFAULT_SCENARIO});
+    CHECK(compare_alone.status == 2);
+    CHECK(has(compare_alone.err, "compare: expected SCENARIO LOG..."));
+    Result compare_missing = run_zerosim({"compare", DEFAULT_SCENARIO, "no/such/log.txt"});
+    CHECK(compare_missing.status == 2);
+    CHECK(has(compare_missing.err, "no/such/log.txt: cannot read the log"));
 
     Result trace = run_zerosim({"run", DEFAULT_SCENARIO, "--trace"});
     CHECK(trace.status == 2);

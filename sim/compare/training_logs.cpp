@@ -1,0 +1,303 @@
+#include "compare/training_logs.hpp"
+
+#include "core/error.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+namespace zerosim::compare {
+
+namespace {
+
+constexpr double MIB = 1024.0 * 1024.0;
+constexpr double GIB = 1024.0 * MIB;
+
+/// The text without ANSI colour sequences (torchtitan colours its step lines).
+std::string strip_ansi(const std::string& s)
+{
+  static const std::regex ansi("\x1b\\[[0-9;]*m");
+  return std::regex_replace(s, ansi, "");
+}
+
+double number(const std::string& text)
+{
+  std::string t;
+  for (char c : text)
+    if (c != ',')
+      t += c;
+  return std::stod(t);
+}
+
+std::string trim(const std::string& s)
+{
+  const auto b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos)
+    return "";
+  return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
+}
+
+LogStep& step_entry(TrainingLog& log, long step)
+{
+  for (LogStep& s : log.steps)
+    if (s.step == step)
+      return s;
+  log.steps.push_back(LogStep{step, {}});
+  return log.steps.back();
+}
+
+/// Megatron-LM / Megatron-DeepSpeed: " iteration   10/  500 | ... | elapsed time per iteration (ms): 123.4 | ...",
+/// and the memory report "(after 10 iterations) memory (MB) | allocated: ... | max allocated: ... | reserved: ...".
+void parse_megatron(const std::string& text, TrainingLog& log)
+{
+  static const std::regex iteration(R"(iteration\s+(\d+)\s*/\s*\d+\s*\|)");
+  static const std::regex memory(R"(\(after (\d+) iterations\) memory \(MB\)(.*))");
+  std::istringstream in(text);
+  std::string line;
+  bool tflops_note = false;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (std::regex_search(line, m, iteration) && line.find("elapsed time per iteration (ms)") != std::string::npos) {
+      LogStep& s = step_entry(log, std::stol(m[1]));
+      std::stringstream fields(line.substr(static_cast<std::size_t>(m.position(0) + m.length(0))));
+      std::string field;
+      while (std::getline(fields, field, '|')) {
+        const auto colon = field.rfind(':');
+        if (colon == std::string::npos)
+          continue;
+        const std::string key = trim(field.substr(0, colon));
+        const std::string value = trim(field.substr(colon + 1));
+        try {
+          if (key == "elapsed time per iteration (ms)")
+            s.figures.emplace_back(LogFigure::STEP_TIME_S, number(value) / 1000.0);
+          else if (key == "samples per second")
+            s.figures.emplace_back(LogFigure::SAMPLES_PER_S, number(value));
+          else if (key == "TFLOPs") {
+            // Megatron-DeepSpeed's throughput_calculator counts 4 forward-equivalents under checkpointing, 3 without:
+            // the hardware count, which equals the model count without checkpointing.
+            s.figures.emplace_back(LogFigure::TFLOPS_HARDWARE, number(value));
+            tflops_note = true;
+          } else if (key == "throughput per GPU (TFLOP/s/GPU)")
+            s.figures.emplace_back(LogFigure::TFLOPS_MODEL, number(value));
+          else if (key == "global batch size")
+            log.global_batch = static_cast<long>(number(value));
+        } catch (const std::exception&) {
+          // A field whose value is no number ("nan") is left out.
+        }
+      }
+    } else if (std::regex_search(line, m, memory)) {
+      LogStep& s = step_entry(log, std::stol(m[1]));
+      static const std::regex max_alloc(R"(max allocated:\s*([0-9.]+))");
+      static const std::regex max_res(R"(max reserved:\s*([0-9.]+))");
+      const std::string rest = m[2];
+      std::smatch v;
+      if (std::regex_search(rest, v, max_alloc))
+        s.figures.emplace_back(LogFigure::PEAK_ALLOCATED_BYTES, number(v[1]) * MIB);
+      if (std::regex_search(rest, v, max_res))
+        s.figures.emplace_back(LogFigure::PEAK_RESERVED_BYTES, number(v[1]) * MIB);
+    }
+  }
+  log.notes.push_back("elapsed time per iteration: the optimizer step's wall time (ms)");
+  if (tflops_note)
+    log.notes.push_back("TFLOPs: Megatron-DeepSpeed's count, the recomputed forward included under checkpointing "
+                        "(hardware TFLOPs)");
+  log.notes.push_back("memory (MB): torch's max allocated and max reserved, MiB");
+}
+
+/// DeepSpeed's ThroughputTimer: "epoch=0/micro_step=20/global_step=20, RunningAvgSamplesPerSec=...,
+/// CurrSamplesPerSec=..., MemAllocated=...GB, MaxMemAllocated=...GB".
+void parse_deepspeed_timer(const std::string& text, TrainingLog& log)
+{
+  static const std::regex line_re(R"(global_step=(\d+),.*CurrSamplesPerSec=([0-9.eE+-]+))");
+  static const std::regex max_mem(R"(MaxMemAllocated=([0-9.]+)GB)");
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (!std::regex_search(line, m, line_re))
+      continue;
+    LogStep& s = step_entry(log, std::stol(m[1]));
+    s.figures.emplace_back(LogFigure::SAMPLES_PER_S, number(m[2]));
+    std::smatch v;
+    if (std::regex_search(line, v, max_mem))
+      s.figures.emplace_back(LogFigure::PEAK_ALLOCATED_BYTES, number(v[1]) * GIB);
+  }
+  log.notes.push_back("CurrSamplesPerSec: the train batch (all GPUs) over the step's time, per step");
+  log.notes.push_back("MaxMemAllocated: torch's max allocated, in DeepSpeed's GB of 2^30 bytes");
+}
+
+/// The Hugging Face Trainer: trainer_state.json's log_history, or the printed train metrics
+/// ("'train_samples_per_second': 5.6" or "train_samples_per_second = 5.6").
+void parse_hf(const std::string& text, TrainingLog& log)
+{
+  std::optional<double> samples, steps;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    if (j.contains("log_history"))
+      for (const auto& e : j["log_history"]) {
+        if (e.contains("train_samples_per_second") && e["train_samples_per_second"].is_number())
+          samples = e["train_samples_per_second"].get<double>();
+        if (e.contains("train_steps_per_second") && e["train_steps_per_second"].is_number())
+          steps = e["train_steps_per_second"].get<double>();
+      }
+  } catch (const nlohmann::json::exception&) {
+    static const std::regex s_re(R"(['"]?train_samples_per_second['"]?\s*[:=]\s*([0-9.]+))");
+    static const std::regex t_re(R"(['"]?train_steps_per_second['"]?\s*[:=]\s*([0-9.]+))");
+    std::smatch m;
+    if (std::regex_search(text, m, s_re))
+      samples = number(m[1]);
+    if (std::regex_search(text, m, t_re))
+      steps = number(m[1]);
+  }
+  LogStep s{0, {}};
+  if (samples)
+    s.figures.emplace_back(LogFigure::SAMPLES_PER_S, *samples);
+  if (steps && *steps > 0)
+    s.figures.emplace_back(LogFigure::STEP_TIME_S, 1.0 / *steps);
+  if (!s.figures.empty())
+    log.steps.push_back(s);
+  log.notes.push_back("train_samples_per_second / train_steps_per_second: averages over the whole run, its first "
+                      "steps and evaluation pauses included (no warm-up to skip)");
+}
+
+/// torchtitan: "step: 10  loss:  7.81  memory: 32.15GiB(40.62%)  tps: 4,123  tflops: 200.5  mfu: 20.30%" (older
+/// versions print wps for tps).
+void parse_torchtitan(const std::string& text, TrainingLog& log)
+{
+  static const std::regex step_re(R"(step:\s*(\d+)\s+loss:)");
+  static const std::regex mem_re(R"(memory:\s*([0-9.]+)GiB)");
+  static const std::regex tps_re(R"((?:tps|wps):\s*([0-9,]+))");
+  static const std::regex tflops_re(R"(tflops:\s*([0-9.,]+))");
+  static const std::regex mfu_re(R"(mfu:\s*([0-9.]+)%)");
+  std::istringstream in(strip_ansi(text));
+  std::string line;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (!std::regex_search(line, m, step_re))
+      continue;
+    LogStep& s = step_entry(log, std::stol(m[1]));
+    std::smatch v;
+    if (std::regex_search(line, v, mem_re))
+      s.figures.emplace_back(LogFigure::PEAK_RESERVED_BYTES, number(v[1]) * GIB);
+    if (std::regex_search(line, v, tps_re))
+      s.figures.emplace_back(LogFigure::TOKENS_PER_S_PER_GPU, number(v[1]));
+    if (std::regex_search(line, v, tflops_re))
+      s.figures.emplace_back(LogFigure::TFLOPS_MODEL, number(v[1]));
+    if (std::regex_search(line, v, mfu_re))
+      s.figures.emplace_back(LogFigure::MFU, number(v[1]) / 100.0);
+  }
+  log.notes.push_back("tps: tokens per second per GPU; tflops, mfu: torchtitan's count without the recomputed "
+                      "forward (model TFLOPs); memory: torch's max reserved, GiB");
+}
+
+} // namespace
+
+const char* to_string(LogFormat f)
+{
+  switch (f) {
+  case LogFormat::MEGATRON:
+    return "Megatron iteration lines";
+  case LogFormat::DEEPSPEED_TIMER:
+    return "DeepSpeed throughput timer";
+  case LogFormat::HF_TRAINER:
+    return "Hugging Face Trainer metrics";
+  case LogFormat::TORCHTITAN:
+    return "torchtitan step lines";
+  }
+  return "?";
+}
+
+const char* to_string(LogFigure f)
+{
+  switch (f) {
+  case LogFigure::STEP_TIME_S:
+    return "step time (s)";
+  case LogFigure::SAMPLES_PER_S:
+    return "samples/s";
+  case LogFigure::TOKENS_PER_S_PER_GPU:
+    return "tokens/s per GPU";
+  case LogFigure::TFLOPS_MODEL:
+    return "TFLOPs per GPU (model)";
+  case LogFigure::TFLOPS_HARDWARE:
+    return "TFLOPs per GPU (hardware)";
+  case LogFigure::MFU:
+    return "MFU";
+  case LogFigure::PEAK_ALLOCATED_BYTES:
+    return "peak GPU memory, allocated";
+  case LogFigure::PEAK_RESERVED_BYTES:
+    return "peak GPU memory, reserved";
+  }
+  return "?";
+}
+
+TrainingLog parse_training_log(const std::string& raw, const std::string& file)
+{
+  TrainingLog log;
+  log.file = file;
+  const std::string text = strip_ansi(raw);
+  if (text.find("elapsed time per iteration (ms)") != std::string::npos) {
+    log.format = LogFormat::MEGATRON;
+    parse_megatron(text, log);
+  } else if (text.find("CurrSamplesPerSec=") != std::string::npos) {
+    log.format = LogFormat::DEEPSPEED_TIMER;
+    parse_deepspeed_timer(text, log);
+  } else if (text.find("train_samples_per_second") != std::string::npos ||
+             text.find("train_steps_per_second") != std::string::npos) {
+    log.format = LogFormat::HF_TRAINER;
+    parse_hf(text, log);
+  } else if (std::regex_search(text, std::regex(R"(step:\s*\d+\s+loss:)"))) {
+    log.format = LogFormat::TORCHTITAN;
+    parse_torchtitan(text, log);
+  } else {
+    throw core::InputError(file + ": not a training log zerosim reads (expected Megatron iteration lines, DeepSpeed's "
+                                  "throughput-timer lines, a Hugging Face trainer_state.json or train metrics, or "
+                                  "torchtitan step lines; docs/compare.md)");
+  }
+  const bool any = std::any_of(log.steps.begin(), log.steps.end(), [](const LogStep& s) { return !s.figures.empty(); });
+  if (!any)
+    throw core::InputError(file + ": a " + std::string(to_string(log.format)) + " log with no step lines");
+  return log;
+}
+
+TrainingLog read_training_log(const std::string& file)
+{
+  std::ifstream in(file, std::ios::binary);
+  if (!in)
+    throw core::InputError(file + ": cannot read the log");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return parse_training_log(ss.str(), file);
+}
+
+std::optional<double> steady_value(const TrainingLog& log, LogFigure f, int skip, int* used)
+{
+  std::vector<double> values;
+  for (const LogStep& s : log.steps)
+    for (const auto& [k, v] : s.figures)
+      if (k == f)
+        values.push_back(v);
+  // Run totals have no warm-up to skip, and a peak is the largest of the run whenever it was printed.
+  const bool totals = log.steps.size() == 1 && log.steps.front().step == 0;
+  const bool peak = f == LogFigure::PEAK_ALLOCATED_BYTES || f == LogFigure::PEAK_RESERVED_BYTES;
+  if (!totals && !peak) {
+    if (static_cast<int>(values.size()) > skip)
+      values.erase(values.begin(), values.begin() + skip);
+    else
+      values.clear();
+  }
+  if (used)
+    *used = static_cast<int>(values.size());
+  if (values.empty())
+    return std::nullopt;
+  // Peaks are the largest seen; rates and times the median (a step's hiccup moves neither).
+  if (f == LogFigure::PEAK_ALLOCATED_BYTES || f == LogFigure::PEAK_RESERVED_BYTES)
+    return *std::max_element(values.begin(), values.end());
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+} // namespace zerosim::compare
