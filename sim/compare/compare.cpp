@@ -231,8 +231,12 @@ int compare(const CompareOptions& o, std::ostream& out, std::ostream& err)
           continue;
         const std::string figure = to_string(f);
         const bool totals = log.steps.size() == 1 && log.steps.front().step == 0;
+        const bool peak = f == LogFigure::PEAK_ALLOCATED_BYTES || f == LogFigure::PEAK_RESERVED_BYTES;
         rows.push_back(Comparison{log.file, o.scenario, figure, *m, *p, signed_error(figure, *p, *m),
-                                  totals ? "run average" : "median of " + std::to_string(used) + " steps"});
+                                  totals ? "run average"
+                                  : peak ? "largest of " + std::to_string(used) + " reports"
+                                         : "median of " + std::to_string(used) + " steps after " +
+                                               std::to_string(o.skip) + " skipped"});
       }
       for (const std::string& n : log.notes)
         err << "compare: " << log.file << " (" << to_string(log.format) << "): " << n << "\n";
@@ -249,7 +253,8 @@ int compare(const CompareOptions& o, std::ostream& out, std::ostream& err)
     out << line << c.what << (c.note.empty() ? "" : " (" + c.note + ")") << "\n";
   }
   if (rows.empty())
-    err << "compare: no figure of the logs has a prediction to compare\n";
+    err << "compare: no figure left to compare (each log's first " << o.skip
+        << " steps are skipped as warm-up: --skip N takes fewer)\n";
   if (rows.size() >= 2)
     scatter(rows, o.out_dir, out, err);
   return failed > 0 ? 1 : 0;

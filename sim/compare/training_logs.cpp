@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -49,41 +50,64 @@ LogStep& step_entry(TrainingLog& log, long step)
   return log.steps.back();
 }
 
-/// Megatron-LM / Megatron-DeepSpeed: " iteration   10/  500 | ... | elapsed time per iteration (ms): 123.4 | ...",
-/// and the memory report "(after 10 iterations) memory (MB) | allocated: ... | max allocated: ... | reserved: ...".
+/// A Megatron field's key, normalised: lower case, '_' as ' ', no parentheses ("elapsed_time_per_iteration_ms" and
+/// "elapsed time per iteration (ms)" are both "elapsed time per iteration ms").
+std::string megatron_key(const std::string& raw)
+{
+  std::string k;
+  for (char c : trim(raw)) {
+    if (c == '(' || c == ')')
+      continue;
+    k += c == '_' ? ' ' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return trim(k);
+}
+
+/// Megatron-LM / Megatron-DeepSpeed iteration lines, "iteration   10/  500 | key: value | ..." (elapsed time in ms
+/// or, in BigScience's fork, s), or the ALCF fork's "iteration=  10/  500 | key=value | ..."; and the memory report
+/// "(after 10 iterations) memory (MB) | allocated: ... | max allocated: ... | reserved: ... | max reserved: ...".
 void parse_megatron(const std::string& text, TrainingLog& log)
 {
-  static const std::regex iteration(R"(iteration\s+(\d+)\s*/\s*\d+\s*\|)");
+  static const std::regex iteration(R"(iteration=?\s+(\d+)\s*/\s*\d+\s*\|)");
   static const std::regex memory(R"(\(after (\d+) iterations\) memory \(MB\)(.*))");
   std::istringstream in(text);
   std::string line;
   bool tflops_note = false;
   while (std::getline(in, line)) {
     std::smatch m;
-    if (std::regex_search(line, m, iteration) && line.find("elapsed time per iteration (ms)") != std::string::npos) {
+    if (std::regex_search(line, m, iteration)) {
       LogStep& s = step_entry(log, std::stol(m[1]));
       std::stringstream fields(line.substr(static_cast<std::size_t>(m.position(0) + m.length(0))));
       std::string field;
       while (std::getline(fields, field, '|')) {
-        const auto colon = field.rfind(':');
-        if (colon == std::string::npos)
+        const auto sep = field.find_first_of(":=");
+        if (sep == std::string::npos)
           continue;
-        const std::string key = trim(field.substr(0, colon));
-        const std::string value = trim(field.substr(colon + 1));
+        // The key is what precedes the last separator ("throughput per GPU (TFLOP/s/GPU): 400"): keys have no '=',
+        // and a ':' only before the value.
+        const auto last = field.find_last_of(":=");
+        const std::string key = megatron_key(field.substr(0, last));
+        const std::string value = trim(field.substr(last + 1));
         try {
-          if (key == "elapsed time per iteration (ms)")
+          if (key == "elapsed time per iteration ms")
             s.figures.emplace_back(LogFigure::STEP_TIME_S, number(value) / 1000.0);
+          else if (key == "elapsed time per iteration s")
+            s.figures.emplace_back(LogFigure::STEP_TIME_S, number(value));
           else if (key == "samples per second")
             s.figures.emplace_back(LogFigure::SAMPLES_PER_S, number(value));
-          else if (key == "TFLOPs") {
+          else if (key == "tflops") {
             // Megatron-DeepSpeed's throughput_calculator counts 4 forward-equivalents under checkpointing, 3 without:
             // the hardware count, which equals the model count without checkpointing.
             s.figures.emplace_back(LogFigure::TFLOPS_HARDWARE, number(value));
             tflops_note = true;
-          } else if (key == "throughput per GPU (TFLOP/s/GPU)")
+          } else if (key == "throughput per gpu tflop/s/gpu")
             s.figures.emplace_back(LogFigure::TFLOPS_MODEL, number(value));
+          else if (key == "tokens per gpu per second tgs" || key == "tgs")
+            s.figures.emplace_back(LogFigure::TOKENS_PER_S_PER_GPU, number(value));
           else if (key == "global batch size")
             log.global_batch = static_cast<long>(number(value));
+          else if (key == "actual seqlen")
+            log.seq_len = static_cast<long>(number(value));
         } catch (const std::exception&) {
           // A field whose value is no number ("nan") is left out.
         }
@@ -100,7 +124,7 @@ void parse_megatron(const std::string& text, TrainingLog& log)
         s.figures.emplace_back(LogFigure::PEAK_RESERVED_BYTES, number(v[1]) * MIB);
     }
   }
-  log.notes.push_back("elapsed time per iteration: the optimizer step's wall time (ms)");
+  log.notes.push_back("elapsed time per iteration: the optimizer step's wall time");
   if (tflops_note)
     log.notes.push_back("TFLOPs: Megatron-DeepSpeed's count, the recomputed forward included under checkpointing "
                         "(hardware TFLOPs)");
@@ -111,7 +135,8 @@ void parse_megatron(const std::string& text, TrainingLog& log)
 /// CurrSamplesPerSec=..., MemAllocated=...GB, MaxMemAllocated=...GB".
 void parse_deepspeed_timer(const std::string& text, TrainingLog& log)
 {
-  static const std::regex line_re(R"(global_step=(\d+),.*CurrSamplesPerSec=([0-9.eE+-]+))");
+  // "epoch=0/micro_step=20/global_step=20, ..." (DeepSpeed 0.9 on) or "0/20, ..." (older: epoch/step).
+  static const std::regex line_re(R"((?:global_step=|\s\d+/)(\d+),.*CurrSamplesPerSec=([0-9.eE+-]+))");
   static const std::regex max_mem(R"(MaxMemAllocated=([0-9.]+)GB)");
   std::istringstream in(text);
   std::string line;
@@ -136,13 +161,19 @@ void parse_hf(const std::string& text, TrainingLog& log)
   std::optional<double> samples, steps;
   try {
     const nlohmann::json j = nlohmann::json::parse(text);
-    if (j.contains("log_history"))
-      for (const auto& e : j["log_history"]) {
-        if (e.contains("train_samples_per_second") && e["train_samples_per_second"].is_number())
-          samples = e["train_samples_per_second"].get<double>();
-        if (e.contains("train_steps_per_second") && e["train_steps_per_second"].is_number())
-          steps = e["train_steps_per_second"].get<double>();
-      }
+    // trainer_state.json: the last log_history entry that has them; train_results.json / all_results.json: at the top.
+    auto take = [&](const nlohmann::json& e) {
+      if (e.contains("train_samples_per_second") && e["train_samples_per_second"].is_number())
+        samples = e["train_samples_per_second"].get<double>();
+      if (e.contains("train_steps_per_second") && e["train_steps_per_second"].is_number())
+        steps = e["train_steps_per_second"].get<double>();
+    };
+    if (j.is_object())
+      take(j);
+    if (j.is_object() && j.contains("log_history") && j["log_history"].is_array())
+      for (const auto& e : j["log_history"])
+        if (e.is_object())
+          take(e);
   } catch (const nlohmann::json::exception&) {
     static const std::regex s_re(R"(['"]?train_samples_per_second['"]?\s*[:=]\s*([0-9.]+))");
     static const std::regex t_re(R"(['"]?train_steps_per_second['"]?\s*[:=]\s*([0-9.]+))");
@@ -238,7 +269,8 @@ TrainingLog parse_training_log(const std::string& raw, const std::string& file)
   TrainingLog log;
   log.file = file;
   const std::string text = strip_ansi(raw);
-  if (text.find("elapsed time per iteration (ms)") != std::string::npos) {
+  if (text.find("elapsed time per iteration (") != std::string::npos ||
+      text.find("elapsed_time_per_iteration_ms") != std::string::npos) {
     log.format = LogFormat::MEGATRON;
     parse_megatron(text, log);
   } else if (text.find("CurrSamplesPerSec=") != std::string::npos) {

@@ -121,6 +121,40 @@ bool has(const std::string& text, const std::string& part)
 
 TEST_SUITE("cli")
 {
+  TEST_CASE("compare: a published torchtitan log beside the Llama 3 8B FSDP scenario, each figure in its definition")
+  {
+    const fs::path base = fs::path(ZEROSIM_BINARY_DIR) / "tests-tmp" / "cli-compare";
+    fs::remove_all(base);
+    fs::create_directories(base);
+    const std::string logs = std::string(ZEROSIM_SOURCE_DIR) + "/tests/data/logs/";
+    // The log ran batch 1 per GPU on 8 H100s (tests/data/logs/README.md): the scenario set to match.
+    CHECK(wait_for(spawn({BINARY, "compare", std::string(ZEROSIM_SOURCE_DIR) + "/scenarios/llama3-8b-fsdp-8xh100.yaml",
+                          logs + "torchtitan-llama3-8b-bf16-h100x8-torchao-docs.log", "--set", "training.micro_batch=1",
+                          "--set", "training.global_batch=8", "--out", (base / "plot").string()},
+                         (base / "stderr").string(), (base / "stdout").string())) == 0);
+    const std::string printed = slurp(base / "stdout");
+    INFO(printed);
+    // The log's medians of steps 20-40 (4 significant figures): tps 6,300, tflops 364.9, mfu 36.89 %, and the
+    // largest memory, 30.89 GiB, which torchtitan reports as torch's max reserved.
+    CHECK(std::regex_search(printed, std::regex("tokens/s per GPU +6300 ")));
+    CHECK(std::regex_search(printed, std::regex("TFLOPs per GPU \\(model\\) +364.9 ")));
+    CHECK(std::regex_search(printed, std::regex("MFU +36.89 % ")));
+    CHECK(std::regex_search(printed, std::regex("peak GPU memory, reserved +30.89 GiB ")));
+    CHECK(has(printed, "(median of 3 steps after 2 skipped)"));
+    CHECK(fs::exists(base / "plot" / "compare.png"));
+    CHECK(has(slurp(base / "stderr"), "tps: tokens per second per GPU"));
+    // A log of another batch is named in a warning.
+    CHECK(
+        wait_for(spawn({BINARY, "compare", SCENARIO, logs + "megatron-deepspeed-ds-timer-alcf-keyed-polaris-a100x8.log",
+                        "--out", (base / "plot2").string()},
+                       (base / "stderr2").string())) == 0);
+    CHECK(has(slurp(base / "stderr2"), "global batch size 256 in the log, 128 in the scenario"));
+    // No step lines left after the warm-up: said so.
+    CHECK(wait_for(spawn({BINARY, "compare", SCENARIO, logs + "megatron-deepspeed-ds-timer-alcf-polaris.log"},
+                         (base / "stderr3").string())) == 0);
+    CHECK(has(slurp(base / "stderr3"), "no figure left to compare"));
+  }
+
   TEST_CASE("recommend: the default scenario's winner fits, its scenario.yaml gives the printed figures, and the "
             "ranking agrees with zerosim run")
   {
