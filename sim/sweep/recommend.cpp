@@ -65,6 +65,53 @@ std::vector<std::pair<std::string, std::vector<std::string>>> offloads(int stage
   return out;
 }
 
+/// The Trainer's `fsdp` option that matches the sharding ("full_shard", "shard_grad_op", ...; " offload" with
+/// CPUOffload).
+std::string hf_fsdp_option(const spec::Scenario& s)
+{
+  std::string o;
+  if (s.fsdp.reshard_after_forward)
+    o = *s.fsdp.reshard_after_forward ? "full_shard" : "shard_grad_op";
+  else
+    o = s.fsdp.sharding_strategy == spec::FsdpSharding::SHARD_GRAD_OP  ? "shard_grad_op"
+        : s.fsdp.sharding_strategy == spec::FsdpSharding::HYBRID_SHARD ? "hybrid_shard"
+        : s.fsdp.sharding_strategy == spec::FsdpSharding::NO_SHARD     ? "no_shard"
+                                                                       : "full_shard";
+  return s.fsdp.cpu_offload ? o + " offload" : o;
+}
+
+/// The FSDP settings of the winner, as Python to paste (PyTorch's FSDP / fully_shard and the Trainer's arguments).
+std::string fsdp_snippet(const Candidate& c, const spec::Scenario& s)
+{
+  const char* strategies[] = {"FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD", "NO_SHARD"};
+  const bool bf16 = s.training.precision == spec::Precision::BF16 || s.training.precision == spec::Precision::AMP_BF16;
+  std::ostringstream py;
+  py << "# The FSDP configuration zerosim recommend chose (" << c.label() << ").\n";
+  if (s.fsdp.reshard_after_forward) {
+    py << "# FSDP2: apply to each transformer block, then to the root module.\n"
+       << "from torch.distributed.fsdp import fully_shard, CPUOffloadPolicy, OffloadPolicy\n\n"
+       << "fsdp_kwargs = dict(\n"
+       << "    reshard_after_forward=" << (*s.fsdp.reshard_after_forward ? "True" : "False") << ",\n"
+       << "    offload_policy=" << (s.fsdp.cpu_offload ? "CPUOffloadPolicy()" : "OffloadPolicy()") << ",\n"
+       << ")\n";
+  } else {
+    py << "# FSDP1: torch.distributed.fsdp.FullyShardedDataParallel(model, **fsdp_kwargs), wrapping each block.\n"
+       << "from torch.distributed.fsdp import ShardingStrategy, CPUOffload\n\n"
+       << "fsdp_kwargs = dict(\n"
+       << "    sharding_strategy=ShardingStrategy." << strategies[static_cast<int>(s.fsdp.sharding_strategy)] << ",\n"
+       << "    cpu_offload=CPUOffload(offload_params=" << (s.fsdp.cpu_offload ? "True" : "False") << "),\n"
+       << "    limit_all_gathers=" << (s.fsdp.limit_all_gathers ? "True" : "False") << ",\n"
+       << ")\n";
+  }
+  py << "\n# Hugging Face Trainer: per_device_train_batch_size=" << c.micro_batch
+     << ", gradient_accumulation_steps=" << c.grad_accum
+     << ", gradient_checkpointing=" << (c.checkpointing ? "True" : "False") << ", bf16=" << (bf16 ? "True" : "False")
+     << ",\n# fsdp=\"" << hf_fsdp_option(s) << " auto_wrap\".\n"
+     << "# " << c.gpus << " GPUs (" << c.gpus / s.cluster.gpus_per_node << " nodes of " << s.cluster.gpus_per_node
+     << "): global batch " << s.training.global_batch << " sequences of " << s.training.seq_len << " tokens.\n";
+  return py.str();
+}
+
 /// The Hugging Face Trainer / Accelerate settings of the winner, as Python to paste.
 std::string hf_snippet(const Candidate& c, const spec::Scenario& s)
 {
@@ -91,9 +138,10 @@ std::string hf_snippet(const Candidate& c, const spec::Scenario& s)
 
 std::string Candidate::label() const
 {
-  return "stage " + std::to_string(stage) + ", " + (offload == "none" ? "no offload" : offload) + ", " +
-         (checkpointing ? "checkpointing" : "no checkpointing") + ", mb " + std::to_string(micro_batch) + " x ga " +
-         std::to_string(grad_accum) + ", " + std::to_string(gpus) + " GPUs";
+  return (sharding.empty() ? "stage " + std::to_string(stage) : sharding) + ", " +
+         (offload == "none" ? "no offload" : offload) + ", " + (checkpointing ? "checkpointing" : "no checkpointing") +
+         ", mb " + std::to_string(micro_batch) + " x ga " + std::to_string(grad_accum) + ", " + std::to_string(gpus) +
+         " GPUs";
 }
 
 std::vector<Candidate> candidates(const RecommendOptions& o)
@@ -102,9 +150,10 @@ std::vector<Candidate> candidates(const RecommendOptions& o)
   lo.sets = o.sets;
   lo.calibration = o.calibration;
   const spec::Scenario s = config::load_scenario(o.scenario, lo);
-  if (s.framework != spec::Framework::DEEPSPEED)
-    throw core::InputError("recommend: " + o.scenario + " runs " + spec::to_string(s.framework) +
-                           "; recommend searches DeepSpeed's ZeRO stages and offloads (FSDP settings: not yet)");
+  if (s.framework == spec::Framework::DDP)
+    throw core::InputError("recommend: " + o.scenario +
+                           " runs DDP, which has no sharding or offload to choose; "
+                           "recommend searches DeepSpeed's ZeRO stages and offloads, or FSDP's sharding and offload");
   if (s.training.mode != spec::Mode::TRAIN)
     throw core::InputError("recommend: " + o.scenario + " is an inference run; recommend searches training setups");
   const int gpn = s.cluster.gpus_per_node;
@@ -121,28 +170,54 @@ std::vector<Candidate> candidates(const RecommendOptions& o)
       throw core::InputError("recommend: the global batch " + std::to_string(global) + " does not split over " +
                              std::to_string(dp) + " data-parallel ranks (" + std::to_string(gpus) + " GPUs)");
     const std::int64_t per_gpu = global / dp;
+    auto add = [&](int stage, const std::string& sharding, const std::string& offload,
+                   const std::vector<std::string>& framework_sets) {
+      for (bool ckpt : {false, true})
+        for (std::int64_t mb = 1; mb <= per_gpu; mb *= 2) {
+          if (per_gpu % mb != 0)
+            continue;
+          Candidate c;
+          c.gpus = gpus;
+          c.stage = stage;
+          c.sharding = sharding;
+          c.offload = offload;
+          c.checkpointing = ckpt;
+          c.micro_batch = static_cast<int>(mb);
+          c.grad_accum = static_cast<int>(per_gpu / mb);
+          c.sets = {"cluster.nodes=" + std::to_string(gpus / gpn),
+                    std::string("training.activation_checkpointing=") + (ckpt ? "full" : "none"),
+                    "training.micro_batch=" + std::to_string(mb)};
+          c.sets.push_back(s.training.global_batch_given ? "training.global_batch=" + std::to_string(global)
+                                                         : "training.grad_accum=" + std::to_string(per_gpu / mb));
+          c.sets.insert(c.sets.end(), framework_sets.begin(), framework_sets.end());
+          out.push_back(std::move(c));
+        }
+    };
+    if (s.framework == spec::Framework::FSDP) {
+      // FSDP: the sharding (FSDP2's reshard_after_forward when the scenario uses FSDP2, else FSDP1's strategies,
+      // HYBRID_SHARD on more than one node) x CPUOffload; `stage` numbers them in the ZeRO stage they match.
+      for (bool offload : {false, true}) {
+        const std::string off = std::string("fsdp.cpu_offload=") + (offload ? "true" : "false");
+        const std::string what = offload ? "params cpu (CPUOffload)" : "none";
+        if (s.fsdp.reshard_after_forward) {
+          add(3, "FSDP2 reshard_after_forward", what, {"fsdp.reshard_after_forward=true", off});
+          add(2, "FSDP2 no reshard after forward", what, {"fsdp.reshard_after_forward=false", off});
+        } else {
+          add(3, "FSDP FULL_SHARD", what, {"fsdp.sharding_strategy=FULL_SHARD", off});
+          add(2, "FSDP SHARD_GRAD_OP", what, {"fsdp.sharding_strategy=SHARD_GRAD_OP", off});
+          if (gpus / gpn > 1)
+            add(3, "FSDP HYBRID_SHARD", what, {"fsdp.sharding_strategy=HYBRID_SHARD", off});
+          add(0, "FSDP NO_SHARD", what, {"fsdp.sharding_strategy=NO_SHARD", off});
+        }
+      }
+      continue;
+    }
     for (int stage = 0; stage <= 3; ++stage)
-      for (const auto& [offload, offload_sets] : offloads(stage, nvme))
-        for (bool ckpt : {false, true})
-          for (std::int64_t mb = 1; mb <= per_gpu; mb *= 2) {
-            if (per_gpu % mb != 0)
-              continue;
-            Candidate c;
-            c.gpus = gpus;
-            c.stage = stage;
-            c.offload = offload;
-            c.checkpointing = ckpt;
-            c.micro_batch = static_cast<int>(mb);
-            c.grad_accum = static_cast<int>(per_gpu / mb);
-            c.sets = {"cluster.nodes=" + std::to_string(gpus / gpn),
-                      "deepspeed.zero_optimization.stage=" + std::to_string(stage),
-                      std::string("training.activation_checkpointing=") + (ckpt ? "full" : "none"),
-                      "training.micro_batch=" + std::to_string(mb)};
-            c.sets.push_back(s.training.global_batch_given ? "training.global_batch=" + std::to_string(global)
-                                                           : "training.grad_accum=" + std::to_string(per_gpu / mb));
-            c.sets.insert(c.sets.end(), offload_sets.begin(), offload_sets.end());
-            out.push_back(std::move(c));
-          }
+      for (const auto& [offload, offload_sets] : offloads(stage, nvme)) {
+        std::vector<std::string> sets = {"deepspeed.zero_optimization.stage=" + std::to_string(stage)};
+        sets.insert(sets.end(), offload_sets.begin(), offload_sets.end());
+        add(stage, "", offload, sets);
+      }
   }
   return out;
 }
@@ -211,17 +286,17 @@ int recommend(const RecommendOptions& o, std::ostream& out, std::ostream& err)
     throw core::InputError("recommend: --out: cannot create " + dir.string() + ": " + ec.message());
   {
     std::ostringstream csv;
-    csv << "rank,gpus,stage,offload,activation_checkpointing,micro_batch,grad_accum,status,fits,step_time_s,"
+    csv << "rank,gpus,stage,sharding,offload,activation_checkpointing,micro_batch,grad_accum,status,fits,step_time_s,"
            "tokens_per_s,tflops_per_gpu_model,gpu_device_bytes,capacity_bytes,shortfall_bytes,cost_per_million_"
            "tokens\n";
     for (const Candidate& c : all) {
       const auto it = std::find(best.begin(), best.end(), &c);
       csv << (it == best.end() ? std::string() : std::to_string(it - best.begin() + 1)) << "," << c.gpus << ","
-          << c.stage << "," << csv_cell(c.offload) << "," << (c.checkpointing ? "full" : "none") << "," << c.micro_batch
-          << "," << c.grad_accum << "," << csv_cell(c.status) << "," << (c.fits ? "true" : "false") << ","
-          << Json(c.step_time_s).dump() << "," << Json(c.tokens_per_s).dump() << "," << Json(c.tflops_model).dump()
-          << "," << Json(c.gpu_device_bytes).dump() << "," << Json(c.capacity_bytes).dump() << ","
-          << Json(c.shortfall_bytes).dump() << ","
+          << c.stage << "," << csv_cell(c.sharding) << "," << csv_cell(c.offload) << ","
+          << (c.checkpointing ? "full" : "none") << "," << c.micro_batch << "," << c.grad_accum << ","
+          << csv_cell(c.status) << "," << (c.fits ? "true" : "false") << "," << Json(c.step_time_s).dump() << ","
+          << Json(c.tokens_per_s).dump() << "," << Json(c.tflops_model).dump() << "," << Json(c.gpu_device_bytes).dump()
+          << "," << Json(c.capacity_bytes).dump() << "," << Json(c.shortfall_bytes).dump() << ","
           << (c.cost_per_million_tokens ? Json(*c.cost_per_million_tokens).dump() : std::string()) << "\n";
     }
     write_text(dir / "candidates.csv", csv.str());
@@ -232,9 +307,11 @@ int recommend(const RecommendOptions& o, std::ostream& out, std::ostream& err)
     pruned += c.status == "done" && !c.fits ? 1 : 0;
     failed += c.status != "done" ? 1 : 0;
   }
-  out << "recommend: searched " << all.size() << " candidates of " << o.scenario << " (ZeRO stage 0-3 x offload x "
-      << "activation checkpointing x micro-batch, global batch fixed" << (o.gpus.empty() ? "" : ", x GPU count")
-      << "): " << best.size() << " fit, " << pruned << " do not fit, " << failed << " not simulated\n\n";
+  out << "recommend: searched " << all.size() << " candidates of " << o.scenario
+      << " (sharding: ZeRO stage or FSDP strategy x offload x activation checkpointing x micro-batch, global batch "
+         "fixed"
+      << (o.gpus.empty() ? "" : ", x GPU count") << "): " << best.size() << " fit, " << pruned << " do not fit, "
+      << failed << " not simulated\n\n";
   if (best.empty()) {
     out << "No candidate fits. The nearest, by shortfall:\n";
   } else {
@@ -278,13 +355,22 @@ int recommend(const RecommendOptions& o, std::ostream& out, std::ostream& err)
   spec::Scenario s = config::load_scenario(o.scenario, lo);
   s.sweep.clear();
   s.name += " (zerosim recommend: " + win.label() + ")";
-  write_text(dir / "ds_config.json", config::deepspeed_json(s));
-  write_text(dir / "scenario.yaml", config::resolved_yaml(s, "ds_config.json"));
-  write_text(dir / "hf_trainer.py", hf_snippet(win, s));
+  std::string written;
+  if (s.framework == spec::Framework::FSDP) {
+    write_text(dir / "scenario.yaml", config::resolved_yaml(s));
+    write_text(dir / "fsdp_settings.py", fsdp_snippet(win, s));
+    written =
+        (dir / "scenario.yaml").string() + " (zerosim run gives these figures), " + (dir / "fsdp_settings.py").string();
+  } else {
+    write_text(dir / "ds_config.json", config::deepspeed_json(s));
+    write_text(dir / "scenario.yaml", config::resolved_yaml(s, "ds_config.json"));
+    write_text(dir / "hf_trainer.py", hf_snippet(win, s));
+    written = (dir / "ds_config.json").string() + ", " + (dir / "scenario.yaml").string() +
+              " (zerosim run gives these figures), " + (dir / "hf_trainer.py").string();
+  }
   out << "\nRecommended: " << win.label() << ": " << fixed(win.step_time_s, 3) << " s per step, "
-      << fixed(win.tokens_per_s, 1) << " tokens/s.\nWritten: " << (dir / "ds_config.json").string() << ", "
-      << (dir / "scenario.yaml").string() << " (zerosim run gives these figures), " << (dir / "hf_trainer.py").string()
-      << ", " << (dir / "candidates.csv").string() << "\n";
+      << fixed(win.tokens_per_s, 1) << " tokens/s.\nWritten: " << written << ", " << (dir / "candidates.csv").string()
+      << "\n";
   return 0;
 }
 

@@ -16,8 +16,9 @@ namespace zerosim::sweep {
 /// One configuration tried, and what its simulation gave.
 struct Candidate {
   int gpus = 0;
-  int stage = 0;
-  std::string offload; ///< "none", "optimizer cpu", "optimizer + params cpu", "optimizer + params nvme"
+  int stage = 0;        ///< the ZeRO stage (for FSDP, the stage its sharding matches)
+  std::string sharding; ///< "" for DeepSpeed (the stage says it); for FSDP "FSDP FULL_SHARD", ...
+  std::string offload;  ///< "none", "optimizer cpu", "optimizer + params cpu", "optimizer + params nvme", "params cpu"
   bool checkpointing = false;
   int micro_batch = 1;
   int grad_accum = 1;

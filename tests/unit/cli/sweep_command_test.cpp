@@ -195,8 +195,8 @@ TEST_SUITE("cli")
     std::sort(top.begin(), top.end());
     std::vector<double> direct;
     for (const auto& [rank, c] : top) {
-      // gpus,stage,offload,activation_checkpointing,micro_batch,grad_accum at cells 1-6; step_time_s at 9.
-      const std::string offload = c[3];
+      // gpus,stage,sharding,offload,activation_checkpointing,micro_batch,grad_accum at cells 1-7; step_time_s at 10.
+      const std::string offload = c[4];
       const std::string opt = offload == "none" ? "none" : offload == "optimizer + params nvme" ? "nvme" : "cpu";
       const std::string par = offload == "optimizer + params cpu"    ? "cpu"
                               : offload == "optimizer + params nvme" ? "nvme"
@@ -205,14 +205,14 @@ TEST_SUITE("cli")
       CHECK(wait_for(spawn({BINARY, "run", SCENARIO, "--json", "--set", "deepspeed.zero_optimization.stage=" + c[2],
                             "--set", "deepspeed.zero_optimization.offload_optimizer.device=" + opt, "--set",
                             "deepspeed.zero_optimization.offload_param.device=" + par, "--set",
-                            "training.activation_checkpointing=" + c[4], "--set", "training.micro_batch=" + c[5],
-                            "--set", "training.grad_accum=" + c[6]},
+                            "training.activation_checkpointing=" + c[5], "--set", "training.micro_batch=" + c[6],
+                            "--set", "training.grad_accum=" + c[7]},
                            "/dev/null", json.string())) == 0);
       std::smatch t;
       const std::string text = slurp(json);
       REQUIRE(std::regex_search(text, t, std::regex("\"step_time_s\": *([0-9.eE+-]+)")));
       direct.push_back(std::stod(t[1]));
-      CHECK(direct.back() == doctest::Approx(std::stod(c[9])).epsilon(1e-12));
+      CHECK(direct.back() == doctest::Approx(std::stod(c[10])).epsilon(1e-12));
     }
     CHECK(direct[0] <= direct[1]);
   }

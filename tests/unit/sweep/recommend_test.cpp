@@ -38,8 +38,24 @@ TEST_SUITE("sweep")
     o.gpus = {6};
     CHECK_THROWS_WITH_AS(candidates(o), doctest::Contains("not a whole number of 4-GPU nodes"), core::InputError);
     o.gpus = {};
+    o.scenario = std::string(ZEROSIM_SOURCE_DIR) + "/scenarios/gpt2-xl-ddp-dgx-a100-80gb.yaml";
+    CHECK_THROWS_WITH_AS(candidates(o), doctest::Contains("runs DDP, which has no sharding or offload to choose"),
+                         core::InputError);
+  }
+
+  TEST_CASE("recommend: an FSDP2 scenario's search space, reshard after forward or not by CPUOffload or not")
+  {
+    RecommendOptions o;
     o.scenario = std::string(ZEROSIM_SOURCE_DIR) + "/scenarios/llama3-8b-fsdp-8xh100.yaml";
-    CHECK_THROWS_WITH_AS(candidates(o), doctest::Contains("recommend searches DeepSpeed"), core::InputError);
+    const std::vector<Candidate> c = candidates(o);
+    // Global batch 16 over 8 GPUs: 2 per GPU, micro-batch 1 or 2. FSDP2 (reshard_after_forward given): reshard or not
+    // x CPUOffload or not x checkpointing on or off: 2 x 2 x 2 x 2 = 16.
+    CHECK(c.size() == 16);
+    CHECK(c.front().sharding == "FSDP2 reshard_after_forward");
+    CHECK(std::find(c.front().sets.begin(), c.front().sets.end(), "fsdp.reshard_after_forward=true") !=
+          c.front().sets.end());
+    // The scenario gives global_batch: candidates keep it by setting it.
+    CHECK(std::find(c.front().sets.begin(), c.front().sets.end(), "training.global_batch=16") != c.front().sets.end());
   }
 
   TEST_CASE("recommend: the ranking keeps only what fits, fastest first, less memory on a tie, cost first when priced")
