@@ -105,8 +105,8 @@ std::string fsdp_snippet(const Candidate& c, const spec::Scenario& s)
   }
   py << "\n# Hugging Face Trainer: per_device_train_batch_size=" << c.micro_batch
      << ", gradient_accumulation_steps=" << c.grad_accum
-     << ", gradient_checkpointing=" << (c.checkpointing ? "True" : "False") << ", bf16=" << (bf16 ? "True" : "False")
-     << ",\n# fsdp=\"" << hf_fsdp_option(s) << " auto_wrap\".\n"
+     << ", gradient_checkpointing=" << (c.checkpointing != "none" ? "True" : "False")
+     << ", bf16=" << (bf16 ? "True" : "False") << ",\n# fsdp=\"" << hf_fsdp_option(s) << " auto_wrap\".\n"
      << "# " << c.gpus << " GPUs (" << c.gpus / s.cluster.gpus_per_node << " nodes of " << s.cluster.gpus_per_node
      << "): global batch " << s.training.global_batch << " sequences of " << s.training.seq_len << " tokens.\n";
   return py.str();
@@ -124,7 +124,7 @@ std::string hf_snippet(const Candidate& c, const spec::Scenario& s)
      << "    output_dir=\"out\",\n"
      << "    per_device_train_batch_size=" << c.micro_batch << ",\n"
      << "    gradient_accumulation_steps=" << c.grad_accum << ",\n"
-     << "    gradient_checkpointing=" << (c.checkpointing ? "True" : "False") << ",\n"
+     << "    gradient_checkpointing=" << (c.checkpointing != "none" ? "True" : "False") << ",\n"
      << "    bf16=" << (s.training.precision == spec::Precision::BF16 ? "True" : "False") << ",\n"
      << "    fp16=" << (s.training.precision == spec::Precision::FP16 ? "True" : "False") << ",\n"
      << "    deepspeed=\"ds_config.json\",\n"
@@ -139,9 +139,9 @@ std::string hf_snippet(const Candidate& c, const spec::Scenario& s)
 std::string Candidate::label() const
 {
   return (sharding.empty() ? "stage " + std::to_string(stage) : sharding) + ", " +
-         (offload == "none" ? "no offload" : offload) + ", " + (checkpointing ? "checkpointing" : "no checkpointing") +
-         ", mb " + std::to_string(micro_batch) + " x ga " + std::to_string(grad_accum) + ", " + std::to_string(gpus) +
-         " GPUs";
+         (offload == "none" ? "no offload" : offload) + ", " +
+         (checkpointing == "none" ? std::string("no checkpointing") : "checkpointing " + checkpointing) + ", mb " +
+         std::to_string(micro_batch) + " x ga " + std::to_string(grad_accum) + ", " + std::to_string(gpus) + " GPUs";
 }
 
 std::vector<Candidate> candidates(const RecommendOptions& o)
@@ -160,6 +160,11 @@ std::vector<Candidate> candidates(const RecommendOptions& o)
   std::vector<int> sizes = o.gpus.empty() ? std::vector<int>{s.cluster.total_gpus()} : o.gpus;
   const bool nvme = s.cluster.node.nvme.devices > 0;
   const std::int64_t global = s.training.global_batch;
+  // Off and full, and the scenario's own mode when it is a selective one (so that its setting is a candidate too).
+  std::vector<std::string> checkpointing_modes = {"none", "full"};
+  const std::string own = spec::to_string(s.training.activation_checkpointing);
+  if (std::find(checkpointing_modes.begin(), checkpointing_modes.end(), own) == checkpointing_modes.end())
+    checkpointing_modes.push_back(own);
   std::vector<Candidate> out;
   for (int gpus : sizes) {
     if (gpus <= 0 || gpus % gpn != 0)
@@ -172,7 +177,7 @@ std::vector<Candidate> candidates(const RecommendOptions& o)
     const std::int64_t per_gpu = global / dp;
     auto add = [&](int stage, const std::string& sharding, const std::string& offload,
                    const std::vector<std::string>& framework_sets) {
-      for (bool ckpt : {false, true})
+      for (const std::string& ckpt : checkpointing_modes)
         for (std::int64_t mb = 1; mb <= per_gpu; mb *= 2) {
           if (per_gpu % mb != 0)
             continue;
@@ -184,8 +189,7 @@ std::vector<Candidate> candidates(const RecommendOptions& o)
           c.checkpointing = ckpt;
           c.micro_batch = static_cast<int>(mb);
           c.grad_accum = static_cast<int>(per_gpu / mb);
-          c.sets = {"cluster.nodes=" + std::to_string(gpus / gpn),
-                    std::string("training.activation_checkpointing=") + (ckpt ? "full" : "none"),
+          c.sets = {"cluster.nodes=" + std::to_string(gpus / gpn), "training.activation_checkpointing=" + ckpt,
                     "training.micro_batch=" + std::to_string(mb)};
           c.sets.push_back(s.training.global_batch_given ? "training.global_batch=" + std::to_string(global)
                                                          : "training.grad_accum=" + std::to_string(per_gpu / mb));
@@ -292,11 +296,11 @@ int recommend(const RecommendOptions& o, std::ostream& out, std::ostream& err)
     for (const Candidate& c : all) {
       const auto it = std::find(best.begin(), best.end(), &c);
       csv << (it == best.end() ? std::string() : std::to_string(it - best.begin() + 1)) << "," << c.gpus << ","
-          << c.stage << "," << csv_cell(c.sharding) << "," << csv_cell(c.offload) << ","
-          << (c.checkpointing ? "full" : "none") << "," << c.micro_batch << "," << c.grad_accum << ","
-          << csv_cell(c.status) << "," << (c.fits ? "true" : "false") << "," << Json(c.step_time_s).dump() << ","
-          << Json(c.tokens_per_s).dump() << "," << Json(c.tflops_model).dump() << "," << Json(c.gpu_device_bytes).dump()
-          << "," << Json(c.capacity_bytes).dump() << "," << Json(c.shortfall_bytes).dump() << ","
+          << c.stage << "," << csv_cell(c.sharding) << "," << csv_cell(c.offload) << "," << c.checkpointing << ","
+          << c.micro_batch << "," << c.grad_accum << "," << csv_cell(c.status) << "," << (c.fits ? "true" : "false")
+          << "," << Json(c.step_time_s).dump() << "," << Json(c.tokens_per_s).dump() << ","
+          << Json(c.tflops_model).dump() << "," << Json(c.gpu_device_bytes).dump() << ","
+          << Json(c.capacity_bytes).dump() << "," << Json(c.shortfall_bytes).dump() << ","
           << (c.cost_per_million_tokens ? Json(*c.cost_per_million_tokens).dump() : std::string()) << "\n";
     }
     write_text(dir / "candidates.csv", csv.str());

@@ -1,6 +1,7 @@
 // `zerosim recommend` (docs/recommend.md): the procedure of the seed article "How to choose which ZeRO stage and
 // offloads to use" (shared/seeds/000_15c00bf5d061ac4a.txt) as a search. For the scenario's model, cluster and global
-// batch, every ZeRO stage, optimizer and parameter offload, activation checkpointing on or off, and split of the
+// batch, every ZeRO stage, optimizer and parameter offload, activation checkpointing (off, full, and the scenario's
+// own selective mode), and split of the
 // global batch into micro-batch and accumulation (and, with --gpus, other cluster sizes) is simulated; the fastest
 // configuration that fits is written as a ds_config.json, a scenario naming it and a Hugging Face snippet.
 #pragma once
@@ -19,7 +20,8 @@ struct Candidate {
   int stage = 0;        ///< the ZeRO stage (for FSDP, the stage its sharding matches)
   std::string sharding; ///< "" for DeepSpeed (the stage says it); for FSDP "FSDP FULL_SHARD", ...
   std::string offload;  ///< "none", "optimizer cpu", "optimizer + params cpu", "optimizer + params nvme", "params cpu"
-  bool checkpointing = false;
+  /// Activation checkpointing: "none", "full", or the scenario's own selective mode ("selective", "per_op").
+  std::string checkpointing = "none";
   int micro_batch = 1;
   int grad_accum = 1;
   std::vector<std::string> sets; ///< the --set overrides that make it from the scenario

@@ -1,4 +1,4 @@
-# The configuration zerosim recommend chose (stage 3, optimizer + params cpu, checkpointing, mb 8 x ga 2, 8 GPUs).
+# The configuration zerosim recommend chose (stage 3, optimizer + params cpu, checkpointing full, mb 8 x ga 2, 8 GPUs).
 # Hugging Face Trainer: pass these to TrainingArguments (the DeepSpeed config is ds_config.json beside this
 # file; with Accelerate, `accelerate launch --use_deepspeed --deepspeed_config_file ds_config.json ...`).
 from transformers import TrainingArguments

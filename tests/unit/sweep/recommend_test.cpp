@@ -49,8 +49,9 @@ TEST_SUITE("sweep")
     o.scenario = std::string(ZEROSIM_SOURCE_DIR) + "/scenarios/llama3-8b-fsdp-8xh100.yaml";
     const std::vector<Candidate> c = candidates(o);
     // Global batch 16 over 8 GPUs: 2 per GPU, micro-batch 1 or 2. FSDP2 (reshard_after_forward given): reshard or not
-    // x CPUOffload or not x checkpointing on or off: 2 x 2 x 2 x 2 = 16.
-    CHECK(c.size() == 16);
+    // x CPUOffload or not x checkpointing off, full or the scenario's own per_op: 2 x 2 x 3 x 2 = 24.
+    CHECK(c.size() == 24);
+    CHECK(std::count_if(c.begin(), c.end(), [](const Candidate& k) { return k.checkpointing == "per_op"; }) == 8);
     CHECK(c.front().sharding == "FSDP2 reshard_after_forward");
     CHECK(std::find(c.front().sets.begin(), c.front().sets.end(), "fsdp.reshard_after_forward=true") !=
           c.front().sets.end());
