@@ -320,7 +320,7 @@ int recommend(const RecommendOptions& o, std::ostream& out, std::ostream& err)
     out << "No candidate fits. The nearest, by shortfall:\n";
   } else {
     const bool priced = best.front()->cost_per_million_tokens.has_value();
-    out << "Ranked (fastest first" << (priced ? ", by cost per million tokens" : "") << "):\n"
+    out << "Ranked (" << (priced ? "cheapest per million tokens first" : "fastest first") << "):\n"
         << "  rank  step time      tokens/s  TFLOPs/GPU  GPU memory (headroom)     " << (priced ? "$/Mtok  " : "")
         << "configuration\n";
     for (std::size_t k = 0; k < best.size() && k < 10; ++k) {

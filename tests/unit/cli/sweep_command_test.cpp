@@ -215,6 +215,17 @@ TEST_SUITE("cli")
       CHECK(direct.back() == doctest::Approx(std::stod(c[10])).epsilon(1e-12));
     }
     CHECK(direct[0] <= direct[1]);
+
+    // Priced: ranked by cost per million tokens, the winner's from its step time: 8 GPUs x $2 per GPU-hour x the step's
+    // seconds / 3600, over the step's 128 x 4096 = 524,288 tokens.
+    CHECK(wait_for(spawn({BINARY, "recommend", SCENARIO, "-j", "2", "--set", "price_per_gpu_hour=2", "--out",
+                          (base / "priced").string()},
+                         "/dev/null", (base / "priced.txt").string())) == 0);
+    const std::string priced = slurp(base / "priced.txt");
+    CHECK(has(priced, "Ranked (cheapest per million tokens first):"));
+    std::smatch p;
+    REQUIRE(std::regex_search(priced, p, std::regex("\\n +1 +([0-9.]+) s .*GiB\\) +([0-9.]+) ")));
+    CHECK(std::stod(p[2]) == doctest::Approx(8 * 2.0 * std::stod(p[1]) / 3600 / 524288 * 1e6).epsilon(0.002));
   }
 
   TEST_CASE("sweep: under mpirun -np 2 (each rank forking 2 workers) and as two merged shards, the local run's files")
