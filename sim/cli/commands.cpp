@@ -29,6 +29,7 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <map>
 #include <optional>
 #include <sstream>
 
@@ -162,6 +163,7 @@ struct Args {
   bool mpi = false;                 ///< sweep --mpi (under mpirun)
   std::optional<std::string> gpus;  ///< recommend --gpus A,B,...
   std::optional<std::string> skip;  ///< compare --skip N
+  std::vector<std::string> options; ///< every option given, as its name ("--set" for --set=K=V), in order
 };
 
 Args parse_args(const std::vector<std::string>& args, size_t first)
@@ -174,6 +176,8 @@ Args parse_args(const std::vector<std::string>& args, size_t first)
   };
   for (size_t i = first; i < args.size(); ++i) {
     const std::string& arg = args[i];
+    if (arg.size() > 1 && arg[0] == '-')
+      a.options.push_back(arg.rfind("--set=", 0) == 0 ? std::string("--set") : arg);
     if (arg == "--json")
       a.json = true;
     else if (arg == "--set")
@@ -607,6 +611,42 @@ int compare_command(const Args& a, std::ostream& out, std::ostream& err)
   return compare::compare(o, out, err);
 }
 
+/// Each command's options; one given to a command that does not take it is bad input (it would do nothing).
+void check_options(const std::string& cmd, const Args& a)
+{
+  static const std::map<std::string, std::vector<std::string>> allowed = {
+      {"run",
+       {"--set", "--json", "--out", "--trace", "--replay", "--all-reduce", "--hierarchical", "--first-step",
+        "--every-micro-step", "--calibration", "--without", "--with"}},
+      {"memory",
+       {"--set", "--json", "--out", "--calibration", "--without", "--with", "--estimator", "--params",
+        "--largest-layer", "--gpus-per-node", "--nodes", "--offload-optimizer", "--offload-param", "--stage"}},
+      {"describe", {}},
+      {"validate",
+       {"--memory", "--run", "--no-loso", "--priors-only", "--out", "--jobs", "-j", "--without", "--with", "--ablation",
+        "--calibration"}},
+      {"calibrate",
+       {"--runs", "--scenario", "--nccl", "--gemm", "--node", "--fit-params", "--fold-by", "--no-loso", "--out",
+        "--json", "--jobs", "-j", "--synthetic", "--noise", "--seed", "--calibration"}},
+      {"sweep",
+       {"--sweep", "--jobs", "-j", "--set", "--calibration", "--out", "--resume", "--shard", "--mpi", "--merge"}},
+      {"plot", {}},
+      {"recommend", {"--gpus", "--out", "--jobs", "-j", "--set", "--calibration"}},
+      {"compare", {"--runs", "--skip", "--out", "--jobs", "-j", "--set", "--calibration"}},
+  };
+  const auto it = allowed.find(cmd);
+  if (it == allowed.end())
+    return; // an unknown command is reported by run_command
+  for (const std::string& o : a.options)
+    if (std::find(it->second.begin(), it->second.end(), o) == it->second.end()) {
+      std::string list;
+      for (const std::string& k : it->second)
+        list += (list.empty() ? "" : ", ") + k;
+      usage_error(cmd + ": " + o + " is not an option of " + cmd + " (" +
+                  (list.empty() ? std::string("it takes none") : "its options: " + list) + ")");
+    }
+}
+
 } // namespace
 
 int run_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err)
@@ -626,6 +666,7 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
       return 0;
     }
     Args a = parse_args(args, 1);
+    check_options(cmd, a);
     if (cmd == "memory")
       return memory_command(a, out);
     if (cmd == "describe")

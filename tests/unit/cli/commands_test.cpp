@@ -174,6 +174,14 @@ TEST_SUITE("cli")
     CHECK(merge.status == 2);
     CHECK(has(merge.err, "no/such/dir has no sweep-plan.json"));
 
+    // An option of another command does nothing here: refused, with this command's options.
+    Result foreign = run_zerosim({"run", DEFAULT_SCENARIO, "--gpus", "8"});
+    CHECK(foreign.status == 2);
+    CHECK(has(foreign.err, "run: --gpus is not an option of run (its options: --set, --json, --out, --trace,"));
+    Result none = run_zerosim({"describe", "model", "--json"});
+    CHECK(none.status == 2);
+    CHECK(has(none.err, "describe: --json is not an option of describe (it takes none)"));
+
     Result recommend = run_zerosim({"recommend", DEFAULT_SCENARIO, "--gpus", "6"});
     CHECK(recommend.status == 2);
     CHECK(has(recommend.err, "--gpus: 6 is not a whole number of 4-GPU nodes"));
