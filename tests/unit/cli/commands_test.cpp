@@ -178,9 +178,9 @@ TEST_SUITE("cli")
     Result foreign = run_zerosim({"run", DEFAULT_SCENARIO, "--gpus", "8"});
     CHECK(foreign.status == 2);
     CHECK(has(foreign.err, "run: --gpus is not an option of run (its options: --set, --json, --out, --trace,"));
-    Result none = run_zerosim({"describe", "model", "--json"});
-    CHECK(none.status == 2);
-    CHECK(has(none.err, "describe: --json is not an option of describe (it takes none)"));
+    Result takes_none = run_zerosim({"describe", "model", "--json"});
+    CHECK(takes_none.status == 2);
+    CHECK(has(takes_none.err, "describe: --json is not an option of describe (it takes none)"));
 
     Result recommend = run_zerosim({"recommend", DEFAULT_SCENARIO, "--gpus", "6"});
     CHECK(recommend.status == 2);
