@@ -1,6 +1,7 @@
 #include "compare/training_logs.hpp"
 
 #include "core/error.hpp"
+#include "core/text.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -13,6 +14,8 @@
 namespace zerosim::compare {
 
 namespace {
+
+using core::trim;
 
 constexpr double MIB = 1024.0 * 1024.0;
 constexpr double GIB = 1024.0 * MIB;
@@ -31,14 +34,6 @@ double number(const std::string& text)
     if (c != ',')
       t += c;
   return std::stod(t);
-}
-
-std::string trim(const std::string& s)
-{
-  const auto b = s.find_first_not_of(" \t\r");
-  if (b == std::string::npos)
-    return "";
-  return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
 }
 
 LogStep& step_entry(TrainingLog& log, long step)

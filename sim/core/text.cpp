@@ -63,4 +63,12 @@ std::string format_bytes(std::int64_t bytes)
   return buf;
 }
 
+std::string trim(std::string_view s)
+{
+  const auto b = s.find_first_not_of(" \t\r");
+  if (b == std::string_view::npos)
+    return "";
+  return std::string(s.substr(b, s.find_last_not_of(" \t\r") - b + 1));
+}
+
 } // namespace zerosim::core

@@ -1,4 +1,4 @@
-// Small text helpers shared by the layers: edit distance for did-you-mean, byte formatting.
+// Small text helpers shared by the layers: edit distance for did-you-mean, byte formatting, trimming.
 #pragma once
 
 #include <cstdint>
@@ -20,5 +20,8 @@ std::string format_bytes(std::int64_t bytes);
 
 /// "64.24 GiB" (binary units, two decimals; B, KiB, MiB, GiB, TiB).
 std::string format_gib(std::int64_t bytes);
+
+/// `s` without leading and trailing spaces, tabs and carriage returns.
+std::string trim(std::string_view s);
 
 } // namespace zerosim::core

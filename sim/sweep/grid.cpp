@@ -1,6 +1,7 @@
 #include "sweep/grid.hpp"
 
 #include "core/error.hpp"
+#include "core/text.hpp"
 
 #include <charconv>
 #include <cmath>
@@ -11,17 +12,10 @@ namespace zerosim::sweep {
 
 namespace {
 
+using core::trim;
+
 constexpr std::uint64_t MAX_POINTS = std::uint64_t{1} << 62;
 constexpr std::size_t MAX_VALUES = 1'000'000;
-
-std::string trim(const std::string& s)
-{
-  const auto b = s.find_first_not_of(" \t");
-  if (b == std::string::npos)
-    return "";
-  const auto e = s.find_last_not_of(" \t");
-  return s.substr(b, e - b + 1);
-}
 
 bool parse_number(const std::string& text, double& v)
 {

@@ -71,13 +71,6 @@ std::string num(double v)
   return buf;
 }
 
-void write_text(const fs::path& p, const std::string& text)
-{
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  if (!out || !(out << text))
-    throw core::InputError("sweep: cannot write " + p.string());
-}
-
 /// The gnuplot on PATH, or "" when there is none.
 std::string find_gnuplot()
 {
@@ -191,7 +184,7 @@ PlotFiles throughput_plot(const fs::path& dir, const Plan& plan, const std::vect
     dat << "\n\n";
     titles.push_back(label);
   }
-  write_text(dir / "throughput.dat", dat.str());
+  write_file(dir / "throughput.dat", dat.str());
   const std::string x_label =
       BATCH_KEYS[0].first == plan.axes[static_cast<std::size_t>(x_axis)].key   ? BATCH_KEYS[0].second
       : BATCH_KEYS[1].first == plan.axes[static_cast<std::size_t>(x_axis)].key ? BATCH_KEYS[1].second
@@ -209,7 +202,7 @@ PlotFiles throughput_plot(const fs::path& dir, const Plan& plan, const std::vect
     body << (i ? ", " : "") << "'throughput.dat' index " << i << " using 1:3 with linespoints title "
          << quoted(titles[i]);
   body << "\nunset multiplot\n";
-  write_text(dir / "throughput.gp", two_terminals("throughput", body.str()));
+  write_file(dir / "throughput.gp", two_terminals("throughput", body.str()));
   f.files = {"throughput.dat", "throughput.gp", "throughput.svg", "throughput.png"};
   return f;
 }
@@ -236,7 +229,7 @@ PlotFiles memory_plot(const fs::path& dir, const Plan& plan, const std::vector<R
     dat << "\n\n";
     titles.push_back(label);
   }
-  write_text(dir / "memory.dat", dat.str());
+  write_file(dir / "memory.dat", dat.str());
   std::ostringstream body;
   body << "set title " << quoted("Peak GPU memory against batch size: " + scenario_name(plan)) << "\n"
        << "set grid\nset key outside right top\nset logscale x 2\n"
@@ -253,7 +246,7 @@ PlotFiles memory_plot(const fs::path& dir, const Plan& plan, const std::vector<R
     body << ", 'memory.dat' index " << i << " using 1:($3 == 0 ? $2 : 1/0) with points pt 2 ps 2 lc rgb 'red' "
          << (i == 0 ? "title 'does not fit'" : "notitle");
   body << ", capacity with lines dashtype 2 lw 2 lc rgb 'red' title 'GPU capacity'\n";
-  write_text(dir / "memory.gp", two_terminals("memory", body.str()));
+  write_file(dir / "memory.gp", two_terminals("memory", body.str()));
   f.files = {"memory.dat", "memory.gp", "memory.svg", "memory.png"};
   return f;
 }
@@ -278,7 +271,7 @@ PlotFiles breakdown_plot(const fs::path& dir, const Plan& plan, const std::vecto
       dat << " " << num(number_at(r.result, {"time_breakdown_s", k.c_str()}).value_or(0));
     dat << "\n";
   }
-  write_text(dir / "breakdown.dat", dat.str());
+  write_file(dir / "breakdown.dat", dat.str());
   std::string axes_text;
   for (const Axis& a : plan.axes)
     axes_text += (axes_text.empty() ? "" : ", ") + short_key(a.key);
@@ -292,7 +285,7 @@ PlotFiles breakdown_plot(const fs::path& dir, const Plan& plan, const std::vecto
     body << (i ? ", " : "") << "'breakdown.dat' using " << i + 2 << (i == 0 ? ":xtic(1)" : "") << " title "
          << quoted(BREAKDOWN[i].second);
   body << "\n";
-  write_text(dir / "breakdown.gp", two_terminals("breakdown", body.str()));
+  write_file(dir / "breakdown.gp", two_terminals("breakdown", body.str()));
   f.files = {"breakdown.dat", "breakdown.gp", "breakdown.svg", "breakdown.png"};
   return f;
 }

@@ -5,6 +5,8 @@
 #include "core/worker_pool.hpp"
 #include "spec/names.hpp"
 #include "sweep/sweep.hpp"
+#include "validation/csv.hpp"
+#include "validation/report_text.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -21,31 +23,9 @@ using Json = nlohmann::ordered_json;
 
 namespace {
 
+using validation::text::fixed;
+
 constexpr double GIB = 1024.0 * 1024.0 * 1024.0;
-
-std::string fixed(double v, int decimals)
-{
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
-
-std::string csv_cell(const std::string& s)
-{
-  if (s.find_first_of(",\"\n") == std::string::npos)
-    return s;
-  std::string out = "\"";
-  for (char c : s)
-    out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
-
-void write_text(const fs::path& p, const std::string& text)
-{
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  if (!out || !(out << text))
-    throw core::InputError("recommend: cannot write " + p.string());
-}
 
 /// The offload settings a stage allows, in the seed article's order (faster first): none; the optimizer on the CPU
 /// (stage 1-3, ZeRO-Offload); stage 3 also the parameters on the CPU, and both on NVMe when the node has NVMe
@@ -296,14 +276,14 @@ int recommend(const RecommendOptions& o, std::ostream& out, std::ostream& err)
     for (const Candidate& c : all) {
       const auto it = std::find(best.begin(), best.end(), &c);
       csv << (it == best.end() ? std::string() : std::to_string(it - best.begin() + 1)) << "," << c.gpus << ","
-          << c.stage << "," << csv_cell(c.sharding) << "," << csv_cell(c.offload) << "," << c.checkpointing << ","
-          << c.micro_batch << "," << c.grad_accum << "," << csv_cell(c.status) << "," << (c.fits ? "true" : "false")
-          << "," << Json(c.step_time_s).dump() << "," << Json(c.tokens_per_s).dump() << ","
-          << Json(c.tflops_model).dump() << "," << Json(c.gpu_device_bytes).dump() << ","
-          << Json(c.capacity_bytes).dump() << "," << Json(c.shortfall_bytes).dump() << ","
+          << c.stage << "," << validation::csv_field(c.sharding) << "," << validation::csv_field(c.offload) << ","
+          << c.checkpointing << "," << c.micro_batch << "," << c.grad_accum << "," << validation::csv_field(c.status)
+          << "," << (c.fits ? "true" : "false") << "," << Json(c.step_time_s).dump() << ","
+          << Json(c.tokens_per_s).dump() << "," << Json(c.tflops_model).dump() << "," << Json(c.gpu_device_bytes).dump()
+          << "," << Json(c.capacity_bytes).dump() << "," << Json(c.shortfall_bytes).dump() << ","
           << (c.cost_per_million_tokens ? Json(*c.cost_per_million_tokens).dump() : std::string()) << "\n";
     }
-    write_text(dir / "candidates.csv", csv.str());
+    write_file(dir / "candidates.csv", csv.str());
   }
 
   int pruned = 0, failed = 0;
@@ -361,14 +341,14 @@ int recommend(const RecommendOptions& o, std::ostream& out, std::ostream& err)
   s.name += " (zerosim recommend: " + win.label() + ")";
   std::string written;
   if (s.framework == spec::Framework::FSDP) {
-    write_text(dir / "scenario.yaml", config::resolved_yaml(s));
-    write_text(dir / "fsdp_settings.py", fsdp_snippet(win, s));
+    write_file(dir / "scenario.yaml", config::resolved_yaml(s));
+    write_file(dir / "fsdp_settings.py", fsdp_snippet(win, s));
     written =
         (dir / "scenario.yaml").string() + " (zerosim run gives these figures), " + (dir / "fsdp_settings.py").string();
   } else {
-    write_text(dir / "ds_config.json", config::deepspeed_json(s));
-    write_text(dir / "scenario.yaml", config::resolved_yaml(s, "ds_config.json"));
-    write_text(dir / "hf_trainer.py", hf_snippet(win, s));
+    write_file(dir / "ds_config.json", config::deepspeed_json(s));
+    write_file(dir / "scenario.yaml", config::resolved_yaml(s, "ds_config.json"));
+    write_file(dir / "hf_trainer.py", hf_snippet(win, s));
     written = (dir / "ds_config.json").string() + ", " + (dir / "scenario.yaml").string() +
               " (zerosim run gives these figures), " + (dir / "hf_trainer.py").string();
   }

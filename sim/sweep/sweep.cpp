@@ -9,6 +9,7 @@
 #include "metrics/run_metrics.hpp"
 #include "report/run_report.hpp"
 #include "spec/calibration_spec.hpp"
+#include "validation/csv.hpp"
 #include "workload/transformer.hpp"
 
 #include <algorithm>
@@ -43,24 +44,6 @@ std::string read_file(const fs::path& p, const std::string& what)
   return ss.str();
 }
 
-/// Writes `text` to `p` through a temporary file and a rename, so a reader never sees half of it.
-void write_whole(const fs::path& p, const std::string& text)
-{
-  const fs::path tmp = p.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      throw core::InputError("sweep: cannot write " + tmp.string());
-    out << text;
-    if (!out.flush())
-      throw core::InputError("sweep: cannot write " + tmp.string());
-  }
-  std::error_code ec;
-  fs::rename(tmp, p, ec);
-  if (ec)
-    throw core::InputError("sweep: cannot write " + p.string() + ": " + ec.message());
-}
-
 std::string status_text(core::WorkStatus s)
 {
   switch (s) {
@@ -76,21 +59,6 @@ std::string status_text(core::WorkStatus s)
     return "timed out";
   }
   return "failed";
-}
-
-std::string csv_cell(const std::string& s)
-{
-  const bool quote =
-      s.find_first_of(",\"\n\r") != std::string::npos || (!s.empty() && (s.front() == ' ' || s.back() == ' '));
-  if (!quote)
-    return s;
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"')
-      out += '"';
-    out += c;
-  }
-  return out + "\"";
 }
 
 std::string number(double v)
@@ -114,45 +82,32 @@ std::vector<std::string> result_columns(const std::vector<Record>& records)
 
 std::string csv_header(const Plan& plan, const std::vector<std::string>& cols)
 {
-  std::string line = "point";
-  for (const Axis& a : plan.axes) {
-    line += ',';
-    line += csv_cell(a.key);
-  }
-  line += ",status,message";
-  for (const std::string& c : cols) {
-    line += ',';
-    line += csv_cell(c);
-  }
-  line += ",wall_s\n";
-  return line;
+  std::vector<std::string> fields = {"point"};
+  for (const Axis& a : plan.axes)
+    fields.push_back(a.key);
+  fields.push_back("status");
+  fields.push_back("message");
+  fields.insert(fields.end(), cols.begin(), cols.end());
+  fields.push_back("wall_s");
+  return validation::csv_record(fields);
 }
 
 std::string csv_row(const Record& r, const std::vector<std::string>& cols)
 {
-  std::string line = std::to_string(r.point);
-  for (const std::string& value : r.values) {
-    line += ',';
-    line += csv_cell(value);
-  }
-  line += ',';
-  line += csv_cell(r.status);
-  line += ',';
-  line += csv_cell(r.message);
+  std::vector<std::string> fields = {std::to_string(r.point)};
+  fields.insert(fields.end(), r.values.begin(), r.values.end());
+  fields.push_back(r.status);
+  fields.push_back(r.message);
   std::map<std::string, std::string> cells;
   if (r.done())
     for (auto& [k, v] : flatten(r.result))
       cells.emplace(k, v);
   for (const std::string& c : cols) {
     const auto it = cells.find(c);
-    line += ',';
-    if (it != cells.end())
-      line += csv_cell(it->second);
+    fields.push_back(it == cells.end() ? std::string() : it->second);
   }
-  line += ',';
-  line += number(r.wall_s);
-  line += '\n';
-  return line;
+  fields.push_back(number(r.wall_s));
+  return validation::csv_record(fields);
 }
 
 /// A record from one line of a sweep.jsonl, or nothing when the line is not one.
@@ -362,6 +317,23 @@ std::string duration_text(double s)
 
 } // namespace
 
+void write_file(const fs::path& p, const std::string& text)
+{
+  const fs::path tmp = p.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out)
+      throw core::InputError("cannot write " + tmp.string());
+    out << text;
+    if (!out.flush())
+      throw core::InputError("cannot write " + tmp.string());
+  }
+  std::error_code ec;
+  fs::rename(tmp, p, ec);
+  if (ec)
+    throw core::InputError("cannot write " + p.string() + ": " + ec.message());
+}
+
 std::vector<Record> read_sweep(const std::string& dir, Plan& plan)
 {
   plan = read_plan(dir, "sweep");
@@ -527,9 +499,9 @@ int run_sweep(const Plan& plan, const SweepOptions& options, std::ostream& out, 
   } else {
     create_dir(dir);
     check_fresh(dir, "sweep");
-    write_whole(dir / JSONL_FILE, "");
+    write_file(dir / JSONL_FILE, "");
   }
-  write_whole(dir / PLAN_FILE, plan.to_json().dump(2) + "\n");
+  write_file(dir / PLAN_FILE, plan.to_json().dump(2) + "\n");
   // The files in point order, the torn line gone; the csv's columns so far.
   std::vector<std::string> columns;
   refs = rewrite_in_order(dir, plan, refs, columns);
@@ -563,7 +535,7 @@ int run_sweep(const Plan& plan, const SweepOptions& options, std::ostream& out, 
   if (!header && !refs.empty()) {
     // Only points that did not run so far: the csv has a header without result columns; start it again later.
     csv.close();
-    write_whole(dir / CSV_FILE, "");
+    write_file(dir / CSV_FILE, "");
     csv.open(dir / CSV_FILE, std::ios::binary | std::ios::app);
     Plan p = plan;
     for (Record& r : read_sweep(dir.string(), p))
@@ -722,7 +694,7 @@ int merge_sweeps(const std::vector<std::string>& shard_dirs, const std::string& 
     if (!joined)
       throw core::InputError("sweep --merge: cannot write " + (dir / JSONL_FILE).string());
   }
-  write_whole(dir / PLAN_FILE, whole.to_json().dump(2) + "\n");
+  write_file(dir / PLAN_FILE, whole.to_json().dump(2) + "\n");
   bool torn = false;
   std::vector<std::string> columns;
   const std::vector<LineRef> refs = rewrite_in_order(dir, whole, scan_records(dir / JSONL_FILE, whole, torn), columns);

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <initializer_list>
 #include <optional>
@@ -86,6 +87,10 @@ Plan make_plan(const std::string& scenario, const std::vector<std::string>& sets
 /// into DIR as the whole run would have written it. Throws core::InputError (exit 2) for a missing, duplicated or
 /// foreign share, or a share with points missing. Returns 0, or 1 when some point failed.
 int merge_sweeps(const std::vector<std::string>& shard_dirs, const std::string& out_dir, std::ostream& out);
+
+/// Writes `text` to `p` through a temporary file and a rename, so that a reader never sees half of it. Throws
+/// core::InputError naming the file when it cannot be written.
+void write_file(const std::filesystem::path& p, const std::string& text);
 
 /// The plan and the records of the sweep in `dir` (a torn last line dropped), in point order. Throws core::InputError
 /// for a DIR that holds no sweep.

@@ -149,6 +149,20 @@ TEST_SUITE("cli")
                         "--out", (base / "plot2").string()},
                        (base / "stderr2").string())) == 0);
     CHECK(has(slurp(base / "stderr2"), "global batch size 256 in the log, 128 in the scenario"));
+    // A measured-runs CSV (tests/data/calibration/runs.csv, the format calibrate reads): each row in its definition,
+    // and the signed error of a time as (measured - predicted) / measured, from the printed prediction (4 figures).
+    CHECK(wait_for(
+              spawn({BINARY, "compare", "--runs", std::string(ZEROSIM_SOURCE_DIR) + "/tests/data/calibration/runs.csv",
+                     "--out", (base / "plot3").string()},
+                    "/dev/null", (base / "runs.txt").string())) == 0);
+    const std::string runs = slurp(base / "runs.txt");
+    INFO(runs);
+    std::smatch st;
+    REQUIRE(std::regex_search(runs, st, std::regex("step time \\(s\\) +12.5 s +([0-9.]+) s +([-+0-9.]+) %")));
+    CHECK(std::stod(st[2]) == doctest::Approx((12.5 - std::stod(st[1])) / 12.5 * 100).epsilon(0.005));
+    CHECK(std::regex_search(runs, std::regex("TFLOPs per GPU \\(model\\) +145 ")));
+    // 6.4e10 bytes reserved = 59.6 GiB.
+    CHECK(std::regex_search(runs, std::regex("peak GPU memory, reserved +59.6 GiB ")));
     // No step lines left after the warm-up: said so.
     CHECK(wait_for(spawn({BINARY, "compare", SCENARIO, logs + "megatron-deepspeed-ds-timer-alcf-polaris.log"},
                          (base / "stderr3").string())) == 0);

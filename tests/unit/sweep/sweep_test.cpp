@@ -33,9 +33,7 @@ std::string slurp(const fs::path& p)
 std::string without_wall(const std::string& text)
 {
   static const std::regex json_wall("\"wall_s\":[^,}]*");
-  static const std::regex csv_wall(",[^,\n]*\n");
-  std::string t = std::regex_replace(text, json_wall, "\"wall_s\":W");
-  return t;
+  return std::regex_replace(text, json_wall, "\"wall_s\":W");
 }
 
 std::string csv_without_wall(const std::string& text)
