@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 what="${1:-run}"
 case "$what" in run|test|build|bench|sanitize) ;; *) echo "usage: tools/dev.sh run|test|build|bench|sanitize" >&2; exit 2 ;; esac
 
-packages=(cmake make g++ pkg-config libsimgrid-dev libboost-dev libeigen3-dev libyaml-cpp-dev doctest-dev libbenchmark-dev nlohmann-json3-dev gnuplot-nox openmpi-bin libopenmpi-dev)
+packages=(cmake make g++ pkg-config libsimgrid-dev libboost-dev libeigen3-dev libyaml-cpp-dev doctest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev gnuplot-nox openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

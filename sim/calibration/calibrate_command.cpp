@@ -486,7 +486,7 @@ int calibrate_command(const CalibrateArgs& a, std::ostream& out, std::ostream& p
   if (a.runs.empty() && a.scenarios.empty() && a.nccl.empty() && a.gemm.empty())
     throw core::InputError(
         "zerosim calibrate: give measured runs (--runs CSV), scenarios with a measured: block "
-        "(--scenario FILE), nccl-tests tables (--nccl FILE) or GEMM timings (--gemm CSV) (see 'zerosim --help')");
+        "(--scenario FILE), nccl-tests tables (--nccl FILE) or GEMM timings (--gemm CSV) (see 'zerosim calibrate --help')");
   const std::optional<SyntheticOptions> synthetic = synthetic_options(a);
   const std::vector<NcclResult> nccl = fit_nccl(a);
   std::map<std::string, std::vector<double>> by_param;

@@ -1,5 +1,7 @@
 #include "cli/commands.hpp"
 
+#include "cli/command_line.hpp"
+
 #include "calibration/calibrate_command.hpp"
 #include "calibration/validate_fit.hpp"
 
@@ -29,7 +31,6 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
-#include <map>
 #include <optional>
 #include <sstream>
 
@@ -38,84 +39,6 @@
 namespace zerosim::cli {
 
 namespace {
-
-const char* USAGE = R"(usage:
-  zerosim run SCENARIO [--set K=V]... [--json] [--out DIR] [--trace] [--replay full|symmetric]
-        [--all-reduce auto|ring|tree] [--hierarchical] [--first-step] [--every-micro-step]
-        one optimizer step replayed on the modelled cluster: step time, tokens/s, TFLOPs per GPU,
-        MFU, peak memory at simulated times, the time breakdown; --out DIR writes summary.json,
-        scenario.resolved.yaml and, with --trace, trace.json (Chrome trace events, opens in Perfetto);
-        --every-micro-step simulates every micro-step of gradient accumulation instead of three and
-        the measured period of the repeated ones, and for inference every decode pass instead of a
-        sample of them (slower, the same answer to about 1e-3)
-  zerosim memory SCENARIO [--set K=V]... [--json] [--out DIR]
-        peak memory per GPU, host and NVMe from the schedule's allocation events (issue order),
-        the fit verdict per tier and, when it does not fit, the ladder's answer
-  zerosim memory --estimator --params N [--largest-layer N] --gpus-per-node G --nodes M
-        [--offload-optimizer] [--offload-param] [--stage 2|3] [--json]
-        DeepSpeed's estimate_zero{2,3}_model_states_mem_needs, to the letter (model states only)
-  zerosim describe [model|node|scenario]
-        the schema of each file kind, with units and defaults
-  zerosim validate [--memory] [--run [--no-loso | --priors-only]] [CSV] [--out DIR] [--jobs N] [--without NAME]...
-        predicted beside measured for every row of the validation data it can express (default CSV
-        results/validation/published.csv; output to DIR, default the CSV's folder): --memory peak
-        memory (memory.md, memory.csv), --run step time and throughput, one scenario per worker
-        process, N at once, default 2 (report.md, report.csv), judged leave-one-source-out,
-        in-sample and on the priors (the fit and its folds take about 40 minutes on 2 cores; --no-loso fits
-        without the folds, --priors-only skips the fit); neither flag: both
-  zerosim validate --ablation [CSV] [--out DIR] [--jobs N]
-        the throughput validation with the default mechanisms, then with each switched from its
-        default in turn: ablation.md, the change in median error on the rows each mechanism acts on
-  zerosim calibrate [--runs CSV]... [--scenario FILE]... [--nccl FILE[:COLLECTIVE]]... [--gemm CSV] [--node NODE]
-        [--fit-params A,B,...] [--fold-by source] [--no-loso] [--out PROFILE] [--json] [--jobs N]
-        [--synthetic TRUE_PROFILE [--noise SD] [--seed N]]
-        fits the named multipliers of the model's priors (docs/calibration.md) to measured runs (a
-        measured-runs CSV, docs/calibration-inputs.md, or a validation CSV such as
-        results/validation/published.csv) and to scenarios with a measured: block; prints the
-        parameters and the in-sample and leave-one-source-out errors; --out writes the profile;
-        --nccl fits each nccl-tests table's bus bandwidth and latency, and the transport's busbw
-        multiplier on NODE (the node the tables ran on); --gemm fits NODE's GPU kind's GEMM fraction;
-        --synthetic replaces the runs' measured values by the simulator's prediction at TRUE_PROFILE's
-        multipliers times exp(SD z) (default SD 0.03, seed 1) and reports how well the fit recovers them
-  zerosim sweep SCENARIO [--sweep KEY=V1,V2,...]... [-j N | --jobs N] [--set K=V]... [--calibration FILE|none]
-        [--out DIR] [--resume] [--shard I/N] [--mpi]
-        the scenario at every point of the grid of its sweep: block and the --sweep keys (dotted keys as --set
-        takes them; values as a list, or ranges A..B, A..B:+S, A..B:xF; docs/sweep.md), N worker processes at
-        once (default 1): DIR/sweep.csv and DIR/sweep.jsonl (one row per point, in point order at the end;
-        default DIR <scenario stem>.sweep), progress on standard error; --resume runs the points an interrupted
-        sweep did not finish; --shard I/N runs the points p with p mod N = I-1 (a job array's share);
-        under mpirun, --mpi deals the points to the ranks (rank 0 writes the files; N workers per rank)
-  zerosim sweep --merge SHARD_DIR... --out DIR
-        joins the finished shares of one sweep into DIR, as the whole sweep would have written it
-  zerosim recommend SCENARIO [--gpus A,B,...] [--out DIR] [-j N] [--set K=V]... [--calibration FILE|none]
-        the fastest configuration that fits for the scenario's model, cluster and global batch: every ZeRO stage,
-        optimizer / parameter offload, activation checkpointing and micro-batch x accumulation split (and each
-        GPU count of --gpus) simulated, ranked, the pruned ones with their shortfall; writes DIR/ds_config.json,
-        DIR/scenario.yaml (naming it), DIR/hf_trainer.py and DIR/candidates.csv (default DIR <stem>.recommend)
-  zerosim compare SCENARIO LOG... [--skip N] [--out DIR] | zerosim compare --runs CSV [-j N] [--out DIR]
-        the scenario's predictions beside what real runs measured, read from their logs (Megatron iteration
-        lines, DeepSpeed's throughput timer, a Hugging Face trainer_state.json or train metrics, torchtitan step
-        lines; the first N steps, default 2, skipped as warm-up) or from a measured-runs CSV; each figure in its
-        definition, 4 significant figures, the signed error; a scatter plot into DIR for two or more
-  zerosim plot DIR
-        redraws a sweep's plots (SVG and PNG with gnuplot, scripts and data beside them) from DIR's files:
-        throughput and peak GPU memory against a swept batch key, the step time broken down per point
-  --calibration FILE|none (run, memory, calibrate, sweep): the calibration profile, above the scenario's and the
-        node file's `calibration:`; none runs on the priors alone
-  --without NAME / --with NAME (run, memory, validate): switch one mechanism of the model off / on,
-        for ablation: stack, protocols, busbw, leaf_fetch (off by default), host, clock, interference,
-        communicator, copies, allocator
-  zerosim --version | --help
-
-Exit status: 0 done (a scenario that does not fit is a result), 1 partly failed,
-2 bad input, 3 internal error.
-)";
-
-/// Command-line problems are bad input too (exit 2).
-[[noreturn]] void usage_error(const std::string& what)
-{
-  throw core::InputError("zerosim: " + what + " (see 'zerosim --help')");
-}
 
 std::int64_t parse_count(const std::string& flag, const std::string& text)
 {
@@ -126,152 +49,6 @@ std::int64_t parse_count(const std::string& flag, const std::string& text)
       v != static_cast<double>(static_cast<std::int64_t>(v)))
     usage_error(flag + ": expected a positive whole number (e.g. 7e9), found \"" + text + "\"");
   return static_cast<std::int64_t>(v);
-}
-
-struct Args {
-  std::vector<std::string> positional;
-  std::vector<std::string> sets;
-  bool json = false;
-  bool estimator = false;
-  bool memory = false;
-  std::optional<std::string> out_dir;
-  std::optional<std::string> params, largest_layer, gpus_per_node, nodes, stage;
-  bool offload_optimizer = false, offload_param = false;
-  bool trace = false, hierarchical = false, first_step = false, run = false, every_micro_step = false;
-  std::optional<std::string> jobs;
-  std::optional<std::string> replay, all_reduce;
-  std::optional<std::string> calibration;  ///< --calibration FILE|none
-  std::vector<std::string> runs;           ///< calibrate --runs CSV
-  std::vector<std::string> scenario_files; ///< calibrate --scenario FILE
-  std::optional<std::string> fit_params;   ///< calibrate --params A,B
-  std::optional<std::string> fold_by;      ///< calibrate --fold-by source
-  bool no_loso = false;                    ///< calibrate and validate --run: --no-loso
-  bool priors_only = false;                ///< validate --run --priors-only
-  std::vector<std::string> nccl;           ///< calibrate --nccl FILE[:COLLECTIVE]
-  std::optional<std::string> node;         ///< calibrate --node NAME|PATH
-  std::optional<std::string> gemm;         ///< calibrate --gemm CSV
-  std::optional<std::string> synthetic;    ///< calibrate --synthetic TRUE_PROFILE
-  std::optional<std::string> noise;        ///< calibrate --noise SD
-  std::optional<std::string> seed;         ///< calibrate --seed N
-  std::vector<std::string> without;        ///< --without NAME: mechanisms switched off (ablation)
-  std::vector<std::string> with;           ///< --with NAME: mechanisms off by default switched on
-  bool ablation = false;
-  std::vector<std::string> sweeps;  ///< sweep --sweep KEY=V1,V2,...
-  bool resume = false;              ///< sweep --resume
-  std::optional<std::string> shard; ///< sweep --shard I/N
-  bool merge = false;               ///< sweep --merge SHARD_DIR...
-  bool mpi = false;                 ///< sweep --mpi (under mpirun)
-  std::optional<std::string> gpus;  ///< recommend --gpus A,B,...
-  std::optional<std::string> skip;  ///< compare --skip N
-  std::vector<std::string> options; ///< every option given, as its name ("--set" for --set=K=V), in order
-};
-
-Args parse_args(const std::vector<std::string>& args, size_t first)
-{
-  Args a;
-  auto value = [&](size_t& i) -> std::string {
-    if (i + 1 >= args.size())
-      usage_error(args[i] + ": a value is expected after it");
-    return args[++i];
-  };
-  for (size_t i = first; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg.size() > 1 && arg[0] == '-')
-      a.options.push_back(arg.rfind("--set=", 0) == 0 ? std::string("--set") : arg);
-    if (arg == "--json")
-      a.json = true;
-    else if (arg == "--set")
-      a.sets.push_back(value(i));
-    else if (arg.rfind("--set=", 0) == 0)
-      a.sets.push_back(arg.substr(6));
-    else if (arg == "--out")
-      a.out_dir = value(i);
-    else if (arg == "--estimator")
-      a.estimator = true;
-    else if (arg == "--memory")
-      a.memory = true;
-    else if (arg == "--params")
-      a.params = value(i);
-    else if (arg == "--largest-layer")
-      a.largest_layer = value(i);
-    else if (arg == "--gpus-per-node")
-      a.gpus_per_node = value(i);
-    else if (arg == "--nodes")
-      a.nodes = value(i);
-    else if (arg == "--stage")
-      a.stage = value(i);
-    else if (arg == "--offload-optimizer")
-      a.offload_optimizer = true;
-    else if (arg == "--offload-param")
-      a.offload_param = true;
-    else if (arg == "--run")
-      a.run = true;
-    else if (arg == "--jobs" || arg == "-j")
-      a.jobs = value(i);
-    else if (arg == "--sweep")
-      a.sweeps.push_back(value(i));
-    else if (arg == "--resume")
-      a.resume = true;
-    else if (arg == "--shard")
-      a.shard = value(i);
-    else if (arg == "--merge")
-      a.merge = true;
-    else if (arg == "--mpi")
-      a.mpi = true;
-    else if (arg == "--gpus")
-      a.gpus = value(i);
-    else if (arg == "--skip")
-      a.skip = value(i);
-    else if (arg == "--trace")
-      a.trace = true;
-    else if (arg == "--hierarchical")
-      a.hierarchical = true;
-    else if (arg == "--first-step")
-      a.first_step = true;
-    else if (arg == "--every-micro-step")
-      a.every_micro_step = true;
-    else if (arg == "--replay")
-      a.replay = value(i);
-    else if (arg == "--all-reduce")
-      a.all_reduce = value(i);
-    else if (arg == "--without")
-      a.without.push_back(value(i));
-    else if (arg == "--with")
-      a.with.push_back(value(i));
-    else if (arg == "--ablation")
-      a.ablation = true;
-    else if (arg == "--calibration")
-      a.calibration = value(i);
-    else if (arg == "--runs")
-      a.runs.push_back(value(i));
-    else if (arg == "--scenario")
-      a.scenario_files.push_back(value(i));
-    else if (arg == "--fit-params")
-      a.fit_params = value(i);
-    else if (arg == "--fold-by")
-      a.fold_by = value(i);
-    else if (arg == "--no-loso")
-      a.no_loso = true;
-    else if (arg == "--priors-only")
-      a.priors_only = true;
-    else if (arg == "--nccl")
-      a.nccl.push_back(value(i));
-    else if (arg == "--node")
-      a.node = value(i);
-    else if (arg == "--gemm")
-      a.gemm = value(i);
-    else if (arg == "--synthetic")
-      a.synthetic = value(i);
-    else if (arg == "--noise")
-      a.noise = value(i);
-    else if (arg == "--seed")
-      a.seed = value(i);
-    else if (arg.size() > 1 && arg[0] == '-')
-      usage_error("unknown option '" + arg + "'");
-    else
-      a.positional.push_back(arg);
-  }
-  return a;
 }
 
 /// The defaults with `--with NAME` switched on and `--without NAME` switched off.
@@ -611,85 +388,50 @@ int compare_command(const Args& a, std::ostream& out, std::ostream& err)
   return compare::compare(o, out, err);
 }
 
-/// Each command's options; one given to a command that does not take it is bad input (it would do nothing).
-void check_options(const std::string& cmd, const Args& a)
-{
-  static const std::map<std::string, std::vector<std::string>> allowed = {
-      {"run",
-       {"--set", "--json", "--out", "--trace", "--replay", "--all-reduce", "--hierarchical", "--first-step",
-        "--every-micro-step", "--calibration", "--without", "--with"}},
-      {"memory",
-       {"--set", "--json", "--out", "--calibration", "--without", "--with", "--estimator", "--params",
-        "--largest-layer", "--gpus-per-node", "--nodes", "--offload-optimizer", "--offload-param", "--stage"}},
-      {"describe", {}},
-      {"validate",
-       {"--memory", "--run", "--no-loso", "--priors-only", "--out", "--jobs", "-j", "--without", "--with", "--ablation",
-        "--calibration"}},
-      {"calibrate",
-       {"--runs", "--scenario", "--nccl", "--gemm", "--node", "--fit-params", "--fold-by", "--no-loso", "--out",
-        "--json", "--jobs", "-j", "--synthetic", "--noise", "--seed", "--calibration"}},
-      {"sweep",
-       {"--sweep", "--jobs", "-j", "--set", "--calibration", "--out", "--resume", "--shard", "--mpi", "--merge"}},
-      {"plot", {}},
-      {"recommend", {"--gpus", "--out", "--jobs", "-j", "--set", "--calibration"}},
-      {"compare", {"--runs", "--skip", "--out", "--jobs", "-j", "--set", "--calibration"}},
-  };
-  const auto it = allowed.find(cmd);
-  if (it == allowed.end())
-    return; // an unknown command is reported by run_command
-  for (const std::string& o : a.options)
-    if (std::find(it->second.begin(), it->second.end(), o) == it->second.end()) {
-      std::string list;
-      for (const std::string& k : it->second)
-        list += (list.empty() ? "" : ", ") + k;
-      usage_error(cmd + ": " + o + " is not an option of " + cmd + " (" +
-                  (list.empty() ? std::string("it takes none") : "its options: " + list) + ")");
-    }
-}
-
 } // namespace
 
 int run_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err)
 {
+  std::string cmd;
   try {
     if (args.empty()) {
-      err << USAGE;
+      err << usage();
       return 2;
     }
-    const std::string& cmd = args.front();
-    if (cmd == "--help" || cmd == "-h" || cmd == "help") {
-      out << USAGE;
+    if (is_command(args.front()))
+      cmd = args.front(); // where a usage error's message points for help
+    const CommandLine line = parse_command_line(args);
+    if (line.print) {
+      out << *line.print;
       return 0;
     }
-    if (cmd == "--version") {
-      out << "zerosim " << ZEROSIM_VERSION << "\n";
-      return 0;
-    }
-    Args a = parse_args(args, 1);
-    check_options(cmd, a);
-    if (cmd == "memory")
+    const Args& a = line.args;
+    if (a.command == "memory")
       return memory_command(a, out);
-    if (cmd == "describe")
+    if (a.command == "describe")
       return describe_command(a, out);
-    if (cmd == "validate")
+    if (a.command == "validate")
       return validate_command(a, out);
-    if (cmd == "run")
+    if (a.command == "run")
       return run_scenario_command(a, out);
-    if (cmd == "calibrate")
+    if (a.command == "calibrate")
       return calibrate_cli(a, args, out, err);
-    if (cmd == "sweep")
+    if (a.command == "sweep")
       return sweep_command(a, out, err);
-    if (cmd == "plot") {
+    if (a.command == "plot") {
       if (a.positional.size() != 1)
         usage_error("plot: expected one DIR (the --out folder of a sweep)");
       return sweep::plot_command(a.positional.front(), out, err);
     }
-    if (cmd == "recommend")
+    if (a.command == "recommend")
       return recommend_command(a, out, err);
-    if (cmd == "compare")
+    if (a.command == "compare")
       return compare_command(a, out, err);
 
-    usage_error("unknown command '" + cmd + "'");
+    throw core::InternalError("command '" + a.command + "' is parsed but has no dispatch");
+  } catch (const UsageError& e) {
+    err << e.what() << " (see 'zerosim " << (cmd.empty() ? "" : cmd + " ") << "--help')\n";
+    return 2;
   } catch (const core::InputError& e) {
     err << e.what() << "\n";
     return 2;

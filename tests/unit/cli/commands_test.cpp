@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -142,12 +143,13 @@ TEST_SUITE("cli")
 
     Result option = run_zerosim({"memory", DEFAULT_SCENARIO, "--jsn"});
     CHECK(option.status == 2);
-    CHECK(option.err == "zerosim: unknown option '--jsn' (see 'zerosim --help')\n");
+    CHECK(option.err == "zerosim: unknown option '--jsn' (see 'zerosim memory --help')\n");
 
     Result params = run_zerosim({"memory", "--estimator", "--params", "-5", "--gpus-per-node", "8", "--nodes", "1"});
     CHECK(params.status == 2);
-    CHECK(params.err ==
-          "zerosim: --params: expected a positive whole number (e.g. 7e9), found \"-5\" (see 'zerosim --help')\n");
+    CHECK(
+        params.err ==
+        "zerosim: --params: expected a positive whole number (e.g. 7e9), found \"-5\" (see 'zerosim memory --help')\n");
 
     Result stage = run_zerosim(
         {"memory", "--estimator", "--params", "7e9", "--gpus-per-node", "8", "--nodes", "1", "--stage", "1"});
@@ -181,6 +183,20 @@ TEST_SUITE("cli")
     Result takes_none = run_zerosim({"describe", "model", "--json"});
     CHECK(takes_none.status == 2);
     CHECK(has(takes_none.err, "describe: --json is not an option of describe (it takes none)"));
+
+    // CLI11's own parse errors, in zerosim's words: a missing value, an option or an argument given twice.
+    Result no_value = run_zerosim({"run", DEFAULT_SCENARIO, "--out"});
+    CHECK(no_value.status == 2);
+    CHECK(no_value.err == "zerosim: --out: a value is expected after it (see 'zerosim run --help')\n");
+    Result twice = run_zerosim({"sweep", DEFAULT_SCENARIO, "-j", "1", "--jobs", "2"});
+    CHECK(twice.status == 2);
+    CHECK(twice.err == "zerosim: --jobs: given more than once; give it once (see 'zerosim sweep --help')\n");
+    Result two = run_zerosim({"run", DEFAULT_SCENARIO, DEFAULT_SCENARIO});
+    CHECK(two.status == 2);
+    CHECK(two.err == "zerosim: run: expected one SCENARIO, found more than one (see 'zerosim run --help')\n");
+    Result help_unknown = run_zerosim({"help", "memroy"});
+    CHECK(help_unknown.status == 2);
+    CHECK(help_unknown.err == "zerosim: unknown command 'memroy' (see 'zerosim --help')\n");
 
     Result recommend = run_zerosim({"recommend", DEFAULT_SCENARIO, "--gpus", "6"});
     CHECK(recommend.status == 2);
@@ -254,6 +270,34 @@ TEST_SUITE("cli")
 
   // Malformed copies of the default scenario, as a user's typo makes them: exit 2 with FILE:LINE:COL, never the
   // internal error (exit 3) that a mutation test of the shipped scenarios found for the first.
+  // Each command's help is CLI11's, under the command's entry of `zerosim --help`. Every option that entry names
+  // is one the command takes (the entry and the parser are written apart; this ties them).
+  TEST_CASE("cli: every command's help lists the options its usage entry names")
+  {
+    const std::string overview = run_zerosim({"--help"}).out;
+    for (const char* cmd :
+         {"run", "memory", "describe", "validate", "calibrate", "sweep", "plot", "recommend", "compare"}) {
+      CAPTURE(cmd);
+      const Result help = run_zerosim({cmd, "--help"});
+      CHECK(help.status == 0);
+      CHECK(help.err.empty());
+      CHECK(run_zerosim({"help", cmd}).out == help.out);
+      const std::size_t usage_at = help.out.find(std::string("Usage: zerosim ") + cmd + " [OPTIONS]");
+      REQUIRE(usage_at != std::string::npos);
+      const std::string entry = help.out.substr(0, usage_at);
+      CHECK(has(overview, entry.substr(0, entry.find('\n'))));
+      const std::string options = help.out.substr(usage_at);
+      for (std::size_t at = entry.find("--"); at != std::string::npos; at = entry.find("--", at + 2)) {
+        std::size_t end = at + 2;
+        while (end < entry.size() && (std::isalnum(static_cast<unsigned char>(entry[end])) || entry[end] == '-'))
+          ++end;
+        const std::string option = entry.substr(at, end - at);
+        CAPTURE(option);
+        CHECK(has(options, "  " + option + " ") + has(options, "," + option + " ") == 1);
+      }
+    }
+  }
+
   TEST_CASE("cli: malformed YAML structure exits with status 2 naming file and line")
   {
     const std::string text = read_file(DEFAULT_SCENARIO);
