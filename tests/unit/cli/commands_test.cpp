@@ -208,6 +208,11 @@ TEST_SUITE("cli")
     CHECK(compare_missing.status == 2);
     CHECK(has(compare_missing.err, "no/such/log.txt: cannot read the log"));
 
+    const std::string no_steps = write_temp("no-steps.log", "elapsed time per iteration (ms) appears in a sentence\n");
+    Result compare_empty = run_zerosim({"compare", DEFAULT_SCENARIO, no_steps});
+    CHECK(compare_empty.status == 2);
+    CHECK(compare_empty.err == no_steps + ": a Megatron iteration lines log with no step lines\n");
+
     Result trace = run_zerosim({"run", DEFAULT_SCENARIO, "--trace"});
     CHECK(trace.status == 2);
     CHECK(has(trace.err, "--trace writes trace.json into the --out DIR"));

@@ -191,7 +191,8 @@ TEST_SUITE("cli")
     CHECK(wait_for(spawn({BINARY, "run", (dir / "scenario.yaml").string(), "--json"}, "/dev/null",
                          (base / "run.json").string())) == 0);
     CHECK(std::regex_search(slurp(base / "run.json"), std::regex("\"fits\": *true")));
-    // Ranks 1 and 2 of candidates.csv, each run through zerosim run with its settings: the same step times, in order.
+    // Every ranked candidate of candidates.csv (12 on the default scenario), each run through zerosim run with its
+    // settings: the same step times, in the same order.
     std::istringstream csv(slurp(dir / "candidates.csv"));
     std::string line;
     std::getline(csv, line);
@@ -202,10 +203,10 @@ TEST_SUITE("cli")
       std::string cell;
       while (std::getline(ls, cell, ','))
         cells.push_back(cell);
-      if (!cells[0].empty() && std::stoi(cells[0]) <= 2)
+      if (!cells[0].empty())
         top.emplace_back(std::stoi(cells[0]), cells);
     }
-    REQUIRE(top.size() == 2);
+    REQUIRE(top.size() >= 2);
     std::sort(top.begin(), top.end());
     std::vector<double> direct;
     for (const auto& [rank, c] : top) {
@@ -228,7 +229,7 @@ TEST_SUITE("cli")
       direct.push_back(std::stod(t[1]));
       CHECK(direct.back() == doctest::Approx(std::stod(c[10])).epsilon(1e-12));
     }
-    CHECK(direct[0] <= direct[1]);
+    CHECK(std::is_sorted(direct.begin(), direct.end()));
 
     // Priced: ranked by cost per million tokens, the winner's from its step time: 8 GPUs x $2 per GPU-hour x the step's
     // seconds / 3600, over the step's 128 x 4096 = 524,288 tokens.
