@@ -9,6 +9,7 @@
 #include "engine/engine.hpp"
 #include "metrics/run_metrics.hpp"
 #include "report/run_report.hpp"
+#include "run/run_scenario.hpp"
 #include "sweep/sweep.hpp"
 #include "workload/transformer.hpp"
 
@@ -44,18 +45,15 @@ std::string source_path(const std::string& relative)
   return std::string(ZEROSIM_SOURCE_DIR) + "/" + relative;
 }
 
-/// `zerosim run PATH --set S... --json` without the printing: the sequence of run_scenario_command
-/// (cli/commands.cpp), which has no function of its own for "scenario file -> result".
+/// `zerosim run PATH --set S... --json` without the printing: the scenario loaded, run::run_scenario, the JSON.
 RunOutcome run_end_to_end(const std::string& path, const std::vector<std::string>& sets)
 {
   config::LoadOptions opts;
   opts.sets = sets;
   const spec::Scenario s = config::load_scenario(path, opts);
-  const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
-  const engine::Timeline t = engine::simulate(s, w, engine::EngineOptions{});
-  const metrics::RunMetrics m = metrics::compute_metrics(s, w, t);
-  const std::string json = report::run_json(s, w, m, t).dump();
-  return RunOutcome{m.step_time_s, t.flows, t.reuse.simulated_micro_steps, json.size()};
+  const run::RunResult r = run::run_scenario(s);
+  const std::string json = report::run_json(s, r).dump();
+  return RunOutcome{r.metrics.step_time_s, r.timeline.flows, r.timeline.reuse.simulated_micro_steps, json.size()};
 }
 
 /// Peak resident set of this process in MiB: getrusage's ru_maxrss, kilobytes on Linux (getrusage(2)).

@@ -134,7 +134,7 @@ namespace {
 
 /// The planner's model of one table: its plan of a size with the multiplier m on the table's transport.
 struct PlannedModel {
-  schedule::CollectiveKind kind = schedule::CollectiveKind::ALL_REDUCE;
+  spec::CollectiveKind kind = spec::CollectiveKind::ALL_REDUCE;
   collectives::Fabric fabric;
   std::string param;
 
@@ -154,15 +154,15 @@ struct PlannedModel {
   double time_us(std::int64_t bytes, double m) const { return plan(bytes, m).predicted_s * 1e6; }
 };
 
-schedule::CollectiveKind planner_kind(NcclCollective c)
+spec::CollectiveKind planner_kind(NcclCollective c)
 {
   switch (c) {
   case NcclCollective::ALL_GATHER:
-    return schedule::CollectiveKind::ALL_GATHER;
+    return spec::CollectiveKind::ALL_GATHER;
   case NcclCollective::REDUCE_SCATTER:
-    return schedule::CollectiveKind::REDUCE_SCATTER;
+    return spec::CollectiveKind::REDUCE_SCATTER;
   default:
-    return schedule::CollectiveKind::ALL_REDUCE;
+    return spec::CollectiveKind::ALL_REDUCE;
   }
 }
 

@@ -16,6 +16,7 @@
 #include "report/estimator_report.hpp"
 #include "report/memory_report.hpp"
 #include "report/run_report.hpp"
+#include "run/run_scenario.hpp"
 #include "spec/names.hpp"
 #include "sweep/mpi_sweep.hpp"
 #include "sweep/plots.hpp"
@@ -190,14 +191,12 @@ int run_scenario_command(const Args& a, std::ostream& out)
   opts.calibration = a.calibration.value_or("");
   spec::Scenario s = config::load_scenario(a.positional.front(), opts);
   s.mechanisms = mechanisms_of(a);
-  const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
-  const engine::Timeline t = engine::simulate(s, w, o);
-  const metrics::RunMetrics m = metrics::compute_metrics(s, w, t);
-  const core::Json j = report::run_json(s, w, m, t);
+  const run::RunResult result = run::run_scenario(s, o);
+  const core::Json j = report::run_json(s, result);
   if (a.json)
     out << j.dump() << "\n";
   else
-    report::write_run_summary(out, s, w, m, t);
+    report::write_run_summary(out, s, result);
   if (a.out_dir) {
     std::filesystem::path dir(*a.out_dir);
     std::error_code ec;
@@ -208,7 +207,7 @@ int run_scenario_command(const Args& a, std::ostream& out)
     write_file(dir / "scenario.resolved.yaml", config::resolved_yaml(s));
     if (a.trace) {
       std::ostringstream trace;
-      report::write_trace(trace, s, t);
+      report::write_trace(trace, s, result.timeline);
       write_file(dir / "trace.json", trace.str());
     }
   }

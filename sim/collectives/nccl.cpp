@@ -17,7 +17,7 @@
 namespace zerosim::collectives {
 namespace {
 
-using schedule::CollectiveKind;
+using spec::CollectiveKind;
 
 constexpr double US = 1e-6;
 
@@ -404,8 +404,8 @@ std::vector<Flow> tree_flows(const Fabric& f, const Options& o, double s)
     const int e = nodes == 1 ? 0 : channel_entry(c, f);
     const auto chain = [&](int n) {
       for (int k = 0; k + 1 < g; ++k) {
-        const Gpu upper{n, (e + k) % g};
-        const Gpu lower{n, (e + k + 1) % g};
+        const spec::Gpu upper{n, (e + k) % g};
+        const spec::Gpu lower{n, (e + k + 1) % g};
         out.push_back(Flow{lower, upper, chain_bytes, c});
         out.push_back(Flow{upper, lower, chain_bytes, c});
       }
@@ -502,7 +502,7 @@ PlanPhase intra_phase(CollectiveKind k, double s, const Fabric& f, const Options
   return ph;
 }
 
-/// G rings between nodes, ring l over the GPUs of local index l (through NIC nic_of(l)), each on a
+/// G rings between nodes, ring l over the GPUs of local index l (through NIC spec::nic_of(l)), each on a
 /// buffer of s_ring bytes.
 PlanPhase inter_phase(CollectiveKind k, double s_ring, const Fabric& f, const Options& o, double& predicted)
 {
@@ -524,7 +524,7 @@ PlanPhase inter_phase(CollectiveKind k, double s_ring, const Fabric& f, const Op
   std::vector<int> rings_per_nic(static_cast<std::size_t>(f.nics_per_node), 0);
   int busiest = 0;
   for (int l = 0; l < g; ++l)
-    busiest = std::max(busiest, ++rings_per_nic[static_cast<std::size_t>(nic_of(l, g, f.nics_per_node))]);
+    busiest = std::max(busiest, ++rings_per_nic[static_cast<std::size_t>(spec::nic_of(l, g, f.nics_per_node))]);
   // A ring of `nodes` ranks, one GPU per node, its own NCCL call: its own protocol choice.
   const double edge_Bps = achieved_fraction(f, true, o) * f.inter_Bps / busiest;
   const Estimate est = best_protocol(
@@ -657,29 +657,19 @@ double achieved_fraction(const Fabric& f, bool crosses_nodes, const Options& o)
   return std::min(1.0, NET_BUSBW_FRACTION * o.busbw_factor_net) / (1.0 + NET_BUSBW_FALLOFF_PER_DOUBLING * doublings);
 }
 
-int nic_of(int local, int gpus_per_node, int nics_per_node)
-{
-  if (gpus_per_node < 1 || local < 0 || local >= gpus_per_node)
-    throw core::InternalError("collectives: GPU " + std::to_string(local) + " outside a node of " +
-                              std::to_string(gpus_per_node));
-  if (nics_per_node < 1)
-    return -1;
-  return static_cast<int>(static_cast<std::int64_t>(local) * nics_per_node / gpus_per_node);
-}
-
-int nccl_ctas(const Fabric& f, schedule::CommGroup g, int one_node_ctas)
+int nccl_ctas(const Fabric& f, spec::CommGroup g, int one_node_ctas)
 {
   // NCCL 2.8-2.24: MAXCHANNELS 32 (src/include/device.h); connect.cc doubles the search's channels.
   constexpr int NCCL_MAX_CHANNELS = 32;
   constexpr int CHANNELS_PER_SEARCH_CHANNEL = 2;
-  const bool one_node = f.nodes <= 1 || g == schedule::CommGroup::INTRA_NODE || g == schedule::CommGroup::TENSOR;
+  const bool one_node = f.nodes <= 1 || g == spec::CommGroup::INTRA_NODE || g == spec::CommGroup::TENSOR;
   if (one_node)
     return one_node_ctas;
   const int t = std::max(1, f.tensor_parallel);
   int gpus = f.gpus_per_node; // the group's GPUs on one node
-  if (g == schedule::CommGroup::INTER_NODE)
+  if (g == spec::CommGroup::INTER_NODE)
     gpus = 1;
-  else if (g == schedule::CommGroup::DATA_PARALLEL)
+  else if (g == spec::CommGroup::DATA_PARALLEL)
     gpus = std::max(1, f.gpus_per_node / t);
   const int search = std::max(1, std::min(f.nics_per_node, gpus));
   return std::min(NCCL_MAX_CHANNELS, CHANNELS_PER_SEARCH_CHANNEL * search);
@@ -817,9 +807,9 @@ template <class Place> Plan replicate(const Plan& p, int groups, const Options& 
 
 } // namespace
 
-Plan plan(CollectiveKind kind, std::int64_t bytes, const Fabric& f, const Options& o, schedule::CommGroup g)
+Plan plan(CollectiveKind kind, std::int64_t bytes, const Fabric& f, const Options& o, spec::CommGroup g)
 {
-  if (g == schedule::CommGroup::WORLD || (g == schedule::CommGroup::DATA_PARALLEL && f.tensor_parallel == 1))
+  if (g == spec::CommGroup::WORLD || (g == spec::CommGroup::DATA_PARALLEL && f.tensor_parallel == 1))
     return plan(kind, bytes, f, o);
   check_fabric(f);
   check_options(f, o);
@@ -830,7 +820,7 @@ Plan plan(CollectiveKind kind, std::int64_t bytes, const Fabric& f, const Option
   if (one_group.all_reduce == Algorithm::HIERARCHICAL)
     one_group.all_reduce = Algorithm::AUTO;
   const int t = f.tensor_parallel;
-  if (g == schedule::CommGroup::TENSOR) {
+  if (g == spec::CommGroup::TENSOR) {
     Fabric group = f;
     group.nodes = 1;
     group.gpus_per_node = t;
@@ -838,12 +828,12 @@ Plan plan(CollectiveKind kind, std::int64_t bytes, const Fabric& f, const Option
     const int per_node = f.gpus_per_node / t;
     return replicate(plan(kind, bytes, group, one_group), f.nodes * per_node, o, [&](Flow fl, int grp) {
       const int node = grp / per_node, first = grp % per_node * t;
-      fl.src = Gpu{node, first + fl.src.local};
-      fl.dst = Gpu{node, first + fl.dst.local};
+      fl.src = spec::Gpu{node, first + fl.src.local};
+      fl.dst = spec::Gpu{node, first + fl.dst.local};
       return fl;
     });
   }
-  if (g == schedule::CommGroup::DATA_PARALLEL) {
+  if (g == spec::CommGroup::DATA_PARALLEL) {
     Options dp_o = o; // a data-parallel group spanning nodes keeps the caller's algorithm choice
     dp_o.focus_node = -1;
     return replicate(plan(kind, bytes, data_parallel_group_fabric(f), dp_o), t, o, [&](Flow fl, int c) {
@@ -852,7 +842,7 @@ Plan plan(CollectiveKind kind, std::int64_t bytes, const Fabric& f, const Option
       return fl;
     });
   }
-  if (g == schedule::CommGroup::INTRA_NODE) {
+  if (g == spec::CommGroup::INTRA_NODE) {
     Fabric node = f;
     node.nodes = 1;
     return replicate(plan(kind, bytes, node, one_group), f.nodes, o, [](Flow fl, int n) {
@@ -870,11 +860,11 @@ Plan plan(CollectiveKind kind, std::int64_t bytes, const Fabric& f, const Option
                    });
 }
 
-std::vector<std::pair<Gpu, Gpu>> inter_node_pairs(const Fabric& f, const Options& o)
+std::vector<std::pair<spec::Gpu, spec::Gpu>> inter_node_pairs(const Fabric& f, const Options& o)
 {
   check_fabric(f);
   check_options(f, o);
-  std::vector<std::pair<Gpu, Gpu>> out;
+  std::vector<std::pair<spec::Gpu, spec::Gpu>> out;
   if (f.nodes < 2)
     return out;
   std::vector<Flow> flows = ring_flows(f, o, 0);
@@ -904,7 +894,7 @@ std::vector<std::pair<Gpu, Gpu>> inter_node_pairs(const Fabric& f, const Options
     group_o.focus_node = -1;
     for (auto [a, b] : inter_node_pairs(data_parallel_group_fabric(f), group_o))
       for (int c = 0; c < f.tensor_parallel; ++c) {
-        const Gpu src{a.node, a.local * f.tensor_parallel + c}, dst{b.node, b.local * f.tensor_parallel + c};
+        const spec::Gpu src{a.node, a.local * f.tensor_parallel + c}, dst{b.node, b.local * f.tensor_parallel + c};
         if (o.focus_node < 0 || src.node == o.focus_node || dst.node == o.focus_node)
           out.emplace_back(src, dst);
       }

@@ -10,7 +10,8 @@
 // src/graph/{tuning,trees,connect}.cc, topo.h) or measurement of every constant.
 #pragma once
 
-#include "schedule/task_graph.hpp"
+#include "spec/placement.hpp"
+#include "spec/task_graph.hpp"
 
 #include <array>
 #include <cstdint>
@@ -19,14 +20,6 @@
 #include <vector>
 
 namespace zerosim::collectives {
-
-/// A GPU of the cluster.
-struct Gpu {
-  int node = 0;
-  int local = 0; ///< index inside the node, 0..gpus_per_node-1
-  bool operator==(const Gpu&) const = default;
-  auto operator<=>(const Gpu&) const = default;
-};
 
 /// What the planner needs to know of the cluster (filled from spec::ClusterSpec by the engine).
 /// The two latencies are what one flow of that kind pays on the platform's route (GPU to GPU): the
@@ -46,10 +39,6 @@ struct Fabric {
   /// DATA_PARALLEL groups the GPUs with the same local index modulo t on every node. 1: no tensor parallelism.
   int tensor_parallel = 1;
 };
-
-/// The NIC GPU `local` uses: NICs hang off the PCIe switches in order, GPU g uses NIC g * nics / gpus
-/// (integer division); -1 when the node has no NIC.
-int nic_of(int local, int gpus_per_node, int nics_per_node);
 
 enum class Algorithm { AUTO, RING, TREE, HIERARCHICAL };
 
@@ -91,8 +80,8 @@ struct Options {
 };
 
 struct Flow {
-  Gpu src;
-  Gpu dst;
+  spec::Gpu src;
+  spec::Gpu dst;
   double bytes = 0;
   /// The ring or tree channel (0..channels-1); in a hierarchical plan the local index of the
   /// inter-node ring, 0 in the intra-node phases; with Options::merge_channels the lowest merged one.
@@ -130,9 +119,9 @@ struct Plan {
 /// `bytes` is the full buffer S (TaskGraph's convention: all-gather output, reduce-scatter input,
 /// all-reduce buffer). Throws core::InputError for a fabric that cannot carry it (no NIC between nodes,
 /// no bandwidth), core::InternalError for a negative size or a focus node outside the cluster.
-Plan plan(schedule::CollectiveKind kind, std::int64_t bytes, const Fabric& f, const Options& o = {});
+Plan plan(spec::CollectiveKind kind, std::int64_t bytes, const Fabric& f, const Options& o = {});
 
-/// The plan of one collective on every group of kind `g` at once (schedule::CommGroup): WORLD is plan()
+/// The plan of one collective on every group of kind `g` at once (spec::CommGroup): WORLD is plan()
 /// above; INTRA_NODE is the one-node plan of `f` repeated on every node; INTER_NODE is the plan of a
 /// cluster of `f.nodes` nodes with one GPU and one NIC each, repeated for every local index (the groups
 /// share each node's NICs on the platform). TENSOR is the plan of a node of t GPUs repeated on every group of
@@ -140,14 +129,14 @@ Plan plan(schedule::CollectiveKind kind, std::int64_t bytes, const Fabric& f, co
 /// per node, its GPU v being local index v x t + c, repeated for every c < t (docs/tensor-parallel.md §4). Latency
 /// terms are those of one group (the groups run side by side). Honours o.focus_node (only the flows with an end on that
 /// node).
-Plan plan(schedule::CollectiveKind kind, std::int64_t bytes, const Fabric& f, const Options& o, schedule::CommGroup g);
+Plan plan(spec::CollectiveKind kind, std::int64_t bytes, const Fabric& f, const Options& o, spec::CommGroup g);
 
 /// Every ordered GPU pair (src, dst) on different nodes that some plan of `f` may use (ring channels,
 /// tree edges in both directions, hierarchical rings, the INTER_NODE groups' rings and trees, with tensor
 /// parallelism the DATA_PARALLEL groups' pairs), sorted,
 /// without duplicates: the platform needs a route for each. Honours o.focus_node (only pairs with an end
 /// on that node).
-std::vector<std::pair<Gpu, Gpu>> inter_node_pairs(const Fabric& f, const Options& o = {});
+std::vector<std::pair<spec::Gpu, spec::Gpu>> inter_node_pairs(const Fabric& f, const Options& o = {});
 
 /// The CTAs (thread blocks, one per NCCL channel, each resident on an SM for the whole collective) of one collective
 /// kernel on a group of kind `g` (docs/engine.md "Interference"; docs/research/nccl-ctas.md). A group inside one node
@@ -155,7 +144,7 @@ std::vector<std::pair<Gpu, Gpu>> inter_node_pairs(const Fabric& f, const Options
 /// search over the node's NVLinks, doubled). A group across nodes runs NCCL's inter-node ring: one search channel per
 /// NIC its GPUs of a node use (min(NICs, the group's GPUs per node)), doubled by ncclTopoPostset (src/graph/connect.cc
 /// `nChannels*2`), at most MAXCHANNELS (32). Large messages: NCCL drops channels below about 768 KiB (not modelled).
-int nccl_ctas(const Fabric& f, schedule::CommGroup g, int one_node_ctas);
+int nccl_ctas(const Fabric& f, spec::CommGroup g, int one_node_ctas);
 
 // ---- The layout, exposed for the engine's diagnostics and for tests ----
 

@@ -272,22 +272,22 @@ namespace {
 /// Bytes a layer task carries beyond its ops' own traffic: the schedule's copies attached to it (DDP's and
 /// FSDP's autocast weight casts, docs/ddp.md "Autocast"). Summed in the order Builder::layer_compute sums them,
 /// so a task without copies gives exactly 0.
-double extra_task_bytes(const schedule::Task& t, const workload::Layer& layer)
+double extra_task_bytes(const spec::Task& t, const workload::Layer& layer)
 {
   double base = 0;
-  if (t.phase != schedule::Phase::RECOMPUTE)
+  if (t.phase != spec::Phase::RECOMPUTE)
     for (const workload::Op& op : layer.ops)
-      base += t.phase == schedule::Phase::FORWARD ? op.fwd_bytes : op.bwd_bytes;
+      base += t.phase == spec::Phase::FORWARD ? op.fwd_bytes : op.bwd_bytes;
   return t.mem_bytes > base ? t.mem_bytes - base : 0;
 }
 
-bool is_layer_phase(schedule::Phase ph)
+bool is_layer_phase(spec::Phase ph)
 {
-  return ph == schedule::Phase::FORWARD || ph == schedule::Phase::BACKWARD || ph == schedule::Phase::RECOMPUTE;
+  return ph == spec::Phase::FORWARD || ph == spec::Phase::BACKWARD || ph == spec::Phase::RECOMPUTE;
 }
 
 /// The layer a layer task names. Throws core::InternalError (prefixed with `who`) for an index outside the workload.
-const workload::Layer& task_layer(const schedule::Task& t, const workload::Workload& w, const char* who)
+const workload::Layer& task_layer(const spec::Task& t, const workload::Workload& w, const char* who)
 {
   if (t.layer < 0 || t.layer >= static_cast<int>(w.layers.size()))
     throw core::InternalError(std::string(who) + ": task " + t.name + " names layer " + std::to_string(t.layer) +
@@ -296,14 +296,14 @@ const workload::Layer& task_layer(const schedule::Task& t, const workload::Workl
 }
 
 /// The ops [begin, end) of `layer` a task covers: the whole layer, or a part of it (ZeRO-3's per-module compute,
-/// schedule::Task::op_begin / op_end; op_end -1: to the layer's end).
+/// spec::Task::op_begin / op_end; op_end -1: to the layer's end).
 struct OpRange {
   std::size_t begin = 0, end = 0;
   bool whole_layer = false; ///< [0, every op of the layer)
 };
 
 /// Throws core::InternalError (prefixed with `who`) for a range outside the layer or reversed.
-OpRange task_ops(const schedule::Task& t, const workload::Layer& layer, const char* who)
+OpRange task_ops(const spec::Task& t, const workload::Layer& layer, const char* who)
 {
   const auto n_ops = static_cast<int>(layer.ops.size());
   const int op_end = t.op_end < 0 ? n_ops : t.op_end;
@@ -316,23 +316,23 @@ OpRange task_ops(const schedule::Task& t, const workload::Layer& layer, const ch
 
 } // namespace
 
-double compute_task_time(const schedule::Task& t, const workload::Workload& w, const spec::Scenario& s)
+double compute_task_time(const spec::Task& t, const workload::Workload& w, const spec::Scenario& s)
 {
-  if (t.kind != schedule::TaskKind::COMPUTE)
+  if (t.kind != spec::TaskKind::COMPUTE)
     throw core::InternalError("compute_task_time: task " + t.name + " is not a COMPUTE task");
   return compute_task_time(t, w, s, ScenarioPricing(s));
 }
 
-double compute_task_time(const schedule::Task& t, const workload::Workload& w, const spec::Scenario& s,
+double compute_task_time(const spec::Task& t, const workload::Workload& w, const spec::Scenario& s,
                          const ScenarioPricing& pricing)
 {
   return compute_task_times(t, w, s, pricing).seconds;
 }
 
-TaskTime compute_task_times(const schedule::Task& t, const workload::Workload& w, const spec::Scenario& s,
+TaskTime compute_task_times(const spec::Task& t, const workload::Workload& w, const spec::Scenario& s,
                             const ScenarioPricing& pricing)
 {
-  if (t.kind != schedule::TaskKind::COMPUTE)
+  if (t.kind != spec::TaskKind::COMPUTE)
     throw core::InternalError("compute_task_time: task " + t.name + " is not a COMPUTE task");
   const spec::GpuSpec& gpu = s.cluster.node.gpu;
   const spec::Precision p = s.training.precision;
@@ -357,15 +357,15 @@ TaskTime compute_task_times(const schedule::Task& t, const workload::Workload& w
     sm += o.sm_seconds;
   };
   switch (t.phase) {
-  case schedule::Phase::FORWARD:
+  case spec::Phase::FORWARD:
     for (const workload::Op& op : ops)
       add(op, false);
     break;
-  case schedule::Phase::BACKWARD:
+  case spec::Phase::BACKWARD:
     for (const workload::Op& op : ops)
       add(op, true);
     break;
-  case schedule::Phase::RECOMPUTE: {
+  case spec::Phase::RECOMPUTE: {
     const spec::Checkpointing c = s.training.activation_checkpointing;
     if (c == spec::Checkpointing::NONE)
       throw core::InternalError("compute_task_time: recompute task " + t.name + " without activation checkpointing");
@@ -419,18 +419,18 @@ double sustained_clock(const spec::GpuSpec& gpu, const spec::KernelTable& table)
   return std::pow(gpu.power_limit_W / gpu.tdp_W, table.clock_power_exponent.value);
 }
 
-double host_task_time(const schedule::Task& t, const workload::Workload& w, const spec::Scenario& s)
+double host_task_time(const spec::Task& t, const workload::Workload& w, const spec::Scenario& s)
 {
-  if (t.kind != schedule::TaskKind::COMPUTE || !is_layer_phase(t.phase) || s.kernels.host.empty())
+  if (t.kind != spec::TaskKind::COMPUTE || !is_layer_phase(t.phase) || s.kernels.host.empty())
     return 0;
   return host_task_time(t, w, s, ScenarioPricing(s));
 }
 
-double host_task_time(const schedule::Task& t, const workload::Workload& w, const spec::Scenario& s,
+double host_task_time(const spec::Task& t, const workload::Workload& w, const spec::Scenario& s,
                       const ScenarioPricing& pricing)
 {
-  using schedule::Phase;
-  if (t.kind != schedule::TaskKind::COMPUTE || !is_layer_phase(t.phase) || pricing.host == nullptr)
+  using spec::Phase;
+  if (t.kind != spec::TaskKind::COMPUTE || !is_layer_phase(t.phase) || pricing.host == nullptr)
     return 0;
   const workload::Layer& layer = task_layer(t, w, "host_task_time");
   const OpRange range = task_ops(t, layer, "host_task_time");
@@ -485,9 +485,9 @@ double cpu_core_flops(const spec::CpuSpec& /*cpu*/)
   return CPU_ADAM_CORE_FLOPS;
 }
 
-CpuWork cpu_task_work(const schedule::Task& t, const spec::CpuSpec& cpu, int ranks_per_node)
+CpuWork cpu_task_work(const spec::Task& t, const spec::CpuSpec& cpu, int ranks_per_node)
 {
-  if (t.kind != schedule::TaskKind::CPU_COMPUTE)
+  if (t.kind != spec::TaskKind::CPU_COMPUTE)
     throw core::InternalError("cpu_task_work: task " + t.name + " is not a CPU_COMPUTE task");
   if (ranks_per_node <= 0)
     throw core::InternalError("cpu_task_work: " + std::to_string(ranks_per_node) + " ranks per node");

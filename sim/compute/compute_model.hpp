@@ -4,9 +4,9 @@
 // and by DRAM bandwidth. Every figure is data with its source (docs/compute.md).
 #pragma once
 
-#include "schedule/task_graph.hpp"
 #include "spec/node_spec.hpp"
 #include "spec/scenario_spec.hpp"
+#include "spec/task_graph.hpp"
 #include "workload/transformer.hpp"
 
 #include <cstdint>
@@ -76,9 +76,9 @@ double op_time(const workload::Op& op, bool backward, const spec::GpuSpec& gpu, 
 /// any other COMPUTE task (GPU optimizer step, gradient accumulation, casts): memory-bound over
 /// task.mem_bytes, with task.flops against the fp32 (non-tensor-core) peak as the other roof.
 /// Throws core::InternalError for a task that is not COMPUTE or names no valid layer or op range.
-double compute_task_time(const schedule::Task& t, const workload::Workload& w, const spec::Scenario& s);
+double compute_task_time(const spec::Task& t, const workload::Workload& w, const spec::Scenario& s);
 /// The same with the scenario's pricing worked out once by the caller (`p` built from `s`).
-double compute_task_time(const schedule::Task& t, const workload::Workload& w, const spec::Scenario& s,
+double compute_task_time(const spec::Task& t, const workload::Workload& w, const spec::Scenario& s,
                          const ScenarioPricing& p);
 
 /// A COMPUTE task's seconds and the part of them the SMs bound (docs/engine.md "Interference").
@@ -91,7 +91,7 @@ struct TaskTime {
 };
 
 /// compute_task_time with its SM-bound part.
-TaskTime compute_task_times(const schedule::Task& t, const workload::Workload& w, const spec::Scenario& s,
+TaskTime compute_task_times(const spec::Task& t, const workload::Workload& w, const spec::Scenario& s,
                             const ScenarioPricing& p);
 
 /// Kernels one operation launches in its forward (backward = false) or backward: 0 when it does no work in that
@@ -109,9 +109,9 @@ double sustained_clock(const spec::GpuSpec& gpu, const spec::KernelTable& table)
 /// forward and backward, DeepSpeed ZeRO-1/2 gradient hooks, DDP's reducer hook). 0 for other tasks or without
 /// host data. A layer's task takes at least this long when the host bounds it. Throws core::InternalError for a
 /// layer task that names no valid layer or op range.
-double host_task_time(const schedule::Task& t, const workload::Workload& w, const spec::Scenario& s);
+double host_task_time(const spec::Task& t, const workload::Workload& w, const spec::Scenario& s);
 /// The same with the scenario's pricing worked out once by the caller (`p` built from `s`).
-double host_task_time(const schedule::Task& t, const workload::Workload& w, const spec::Scenario& s,
+double host_task_time(const spec::Task& t, const workload::Workload& w, const spec::Scenario& s,
                       const ScenarioPricing& p);
 
 /// The host CPU: what a CPU_COMPUTE task costs, as two resources the engine shares between the
@@ -129,7 +129,7 @@ double cpu_core_flops(const spec::CpuSpec& cpu);
 
 /// The CPU work of a CPU_COMPUTE task run by one of `ranks_per_node` ranks of a node:
 /// {task.flops, max(1, cores / ranks_per_node), task.mem_bytes}.
-CpuWork cpu_task_work(const schedule::Task& t, const spec::CpuSpec& cpu, int ranks_per_node);
+CpuWork cpu_task_work(const spec::Task& t, const spec::CpuSpec& cpu, int ranks_per_node);
 
 /// Uncontended seconds of `work` on `cpu` when the rank has the DRAM to itself:
 /// max(flops / (threads x core rate), dram_bytes / memory_bandwidth).

@@ -24,9 +24,9 @@
 namespace zerosim::engine {
 
 namespace sg4 = simgrid::s4u;
-using schedule::Task;
-using schedule::TaskId;
-using schedule::TaskKind;
+using spec::Task;
+using spec::TaskId;
+using spec::TaskKind;
 
 std::string network_model_description()
 {
@@ -122,7 +122,7 @@ class StepReplay {
 public:
   /// `given`: the graphs of the simulated ranks (node-major), or empty to build them from the schedule.
   StepReplay(const spec::Scenario& s, const workload::Workload& w, const EngineOptions& o,
-             std::vector<schedule::TaskGraph> given = {})
+             std::vector<spec::TaskGraph> given = {})
       : s_(s), o_(o)
   {
     const spec::ClusterSpec& c = s.cluster;
@@ -199,11 +199,11 @@ public:
     coll_of_.resize(R);
     const int ranks_per_node = G_;
     std::size_t collectives = 0;
-    std::vector<std::pair<schedule::CollectiveKind, schedule::CommGroup>> call_of; // rank 0's k-th collective
+    std::vector<std::pair<spec::CollectiveKind, spec::CommGroup>> call_of; // rank 0's k-th collective
     // Every rank (and every micro-step) runs the same layers: a compute task's time depends only on its
     // phase, layer and own work, so it is computed once; what depends on the scenario alone (the GPU kind's
     // figures, the stack's generations) once per replay, at the first COMPUTE task.
-    std::map<std::tuple<schedule::Phase, int, int, int, double, double>, compute::TaskTime> compute_time;
+    std::map<std::tuple<spec::Phase, int, int, int, double, double>, compute::TaskTime> compute_time;
     std::optional<compute::ScenarioPricing> pricing;
     for (std::size_t ri = 0; ri < R; ++ri) {
       const auto& tasks = timeline_.ranks[ri].graph.tasks;
@@ -214,8 +214,8 @@ public:
       done_[ri].assign(tasks.size(), 0);
       succ_[ri].resize(tasks.size());
       coll_of_[ri].assign(tasks.size(), -1);
-      std::map<schedule::Stream, TaskId> last_on_stream;
-      std::map<schedule::CommGroup, TaskId> last_on_group;
+      std::map<spec::Stream, TaskId> last_on_stream;
+      std::map<spec::CommGroup, TaskId> last_on_group;
       std::size_t n_coll = 0;
       for (TaskId t = 0; t < static_cast<TaskId>(tasks.size()); ++t) {
         const Task& k = tasks[static_cast<std::size_t>(t)];
@@ -298,6 +298,7 @@ public:
     t0_ = sg4::Engine::get_clock(); // the clock is not reset between engines of one process (simgrid-notes.md §4)
 
     platform::PlatformOptions po;
+    po.cpu_core_flops = compute::cpu_core_flops(s_.cluster.node.cpu);
     po.symmetric = symmetric_;
     if (!symmetric_ && s_.cluster.nodes > 1)
       po.inter_node_pairs = collectives::inter_node_pairs(fabric_, copts_);
@@ -627,7 +628,7 @@ private:
     const Job& jb = jobs_[static_cast<std::size_t>(j)];
     const RankTimeline& rk = timeline_.ranks[static_cast<std::size_t>(jb.rank)];
     const Task& k = rk.graph.tasks[static_cast<std::size_t>(jb.task)];
-    const bool h2d = k.direction == schedule::CopyDirection::H2D;
+    const bool h2d = k.direction == spec::CopyDirection::H2D;
     const int tr = track(proc(rk), "PCIe gpu" + std::to_string(rk.local) + (h2d ? " H2D" : " D2H"));
     auto* g = platform_->gpu(rk.node, rk.local);
     auto* c = platform_->cpu(rk.node);
@@ -672,8 +673,8 @@ private:
   {
     Collective& cl = colls_[static_cast<std::size_t>(idx)];
     std::int64_t bytes = 0;
-    schedule::CollectiveKind kind = schedule::CollectiveKind::ALL_REDUCE;
-    schedule::CommGroup group = schedule::CommGroup::WORLD;
+    spec::CollectiveKind kind = spec::CollectiveKind::ALL_REDUCE;
+    spec::CommGroup group = spec::CommGroup::WORLD;
     for (std::size_t r = 0; r < timeline_.ranks.size(); ++r) {
       const Task& k = timeline_.ranks[r].graph.tasks[static_cast<std::size_t>(cl.task_of_rank[r])];
       bytes = std::max(bytes, k.bytes);
@@ -748,15 +749,15 @@ private:
       if (crosses && o_.record_tracks) {
         if (src_here)
           ta = track("node" + std::to_string(f.src.node),
-                     "NIC" + std::to_string(collectives::nic_of(f.src.local, G_, nics)) + " tx");
+                     "NIC" + std::to_string(spec::nic_of(f.src.local, G_, nics)) + " tx");
         if (dst_here)
           tb = track("node" + std::to_string(f.dst.node),
-                     "NIC" + std::to_string(collectives::nic_of(f.dst.local, G_, nics)) + " rx");
+                     "NIC" + std::to_string(spec::nic_of(f.dst.local, G_, nics)) + " rx");
       }
-      sg4::Host* src = src_here ? platform_->gpu(f.src.node, f.src.local)
-                                : platform_->remote(collectives::nic_of(f.dst.local, G_, nics));
-      sg4::Host* dst = dst_here ? platform_->gpu(f.dst.node, f.dst.local)
-                                : platform_->remote(collectives::nic_of(f.src.local, G_, nics));
+      sg4::Host* src =
+          src_here ? platform_->gpu(f.src.node, f.src.local) : platform_->remote(spec::nic_of(f.dst.local, G_, nics));
+      sg4::Host* dst =
+          dst_here ? platform_->gpu(f.dst.node, f.dst.local) : platform_->remote(spec::nic_of(f.src.local, G_, nics));
       edges.push_back(Edge{src, dst, f.wire_bytes(), ta, tb}); // bytes at the flow's achieved efficiency
     }
     cl.flows_left = static_cast<int>(edges.size());
@@ -843,6 +844,23 @@ private:
   bool draining_ = false;
 };
 
+/// The ranks schedule::memory_ranks names that the replay did not simulate, each with its graph built as the
+/// replay built its own, and the request's passes: what the memory replay and the metrics read besides the
+/// simulated ranks.
+void add_memory_only_ranks(const spec::Scenario& s, const workload::Workload& w, const schedule::StepOptions& step,
+                           Timeline& t)
+{
+  if (s.training.mode == spec::Mode::INFERENCE)
+    t.request_passes = schedule::inference_passes(s);
+  std::vector<bool> simulated(static_cast<std::size_t>(s.world()), false);
+  for (const RankTimeline& r : t.ranks)
+    if (r.rank >= 0 && r.rank < s.world())
+      simulated[static_cast<std::size_t>(r.rank)] = true;
+  for (int rank : schedule::memory_ranks(s))
+    if (!simulated[static_cast<std::size_t>(rank)])
+      t.memory_only_ranks.push_back(RankGraph{rank, schedule::build_step_graph(s, w, rank, step)});
+}
+
 } // namespace
 
 Timeline simulate(const spec::Scenario& s, const workload::Workload& w, const EngineOptions& o)
@@ -853,7 +871,7 @@ Timeline simulate(const spec::Scenario& s, const workload::Workload& w, const En
   opts.step.simulated_micro_steps = o.reuse_accumulation && g > k ? k : 0;
   StepReplay r(s, w, opts);
   Timeline t = r.run();
-  t.step = opts.step;
+  add_memory_only_ranks(s, w, opts.step, t);
   if (opts.step.simulated_micro_steps == 0) {
     t.reuse = AccumulationReuse{g, g, 0, 0, t.step_time_s};
     return t;
@@ -882,11 +900,13 @@ Timeline simulate(const spec::Scenario& s, const workload::Workload& w, const En
   return t;
 }
 
-Timeline simulate_graphs(const spec::Scenario& s, const workload::Workload& w, std::vector<schedule::TaskGraph> graphs,
+Timeline simulate_graphs(const spec::Scenario& s, const workload::Workload& w, std::vector<spec::TaskGraph> graphs,
                          const EngineOptions& o)
 {
   StepReplay r(s, w, o, std::move(graphs));
   Timeline t = r.run();
+  if (s.training.mode == spec::Mode::INFERENCE)
+    t.request_passes = schedule::inference_passes(s);
   const int g = t.ranks.empty() ? 1 : t.ranks.front().graph.micro_steps;
   t.reuse = AccumulationReuse{g, g, 0, 0, t.step_time_s};
   return t;

@@ -52,7 +52,7 @@ Timeline simulate(const spec::Scenario& s, const workload::Workload& w, const En
 
 /// Replays the given graphs, one per simulated rank in node-major order (every rank of the cluster in the
 /// full replay, node 0's in the symmetric one): hand-made graphs for tests and tools.
-Timeline simulate_graphs(const spec::Scenario& s, const workload::Workload& w, std::vector<schedule::TaskGraph> graphs,
+Timeline simulate_graphs(const spec::Scenario& s, const workload::Workload& w, std::vector<spec::TaskGraph> graphs,
                          const EngineOptions& o = {});
 
 /// SimGrid's network-model settings this engine uses (recorded in every result's meta).

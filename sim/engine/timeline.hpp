@@ -3,8 +3,7 @@
 // no SimGrid: metrics and report read it.
 #pragma once
 
-#include "schedule/task_graph.hpp"
-#include "schedule/zero_schedule.hpp"
+#include "spec/task_graph.hpp"
 
 #include <optional>
 #include <string>
@@ -25,7 +24,7 @@ struct RankTimeline {
   int rank = 0; ///< global rank
   int node = 0;
   int local = 0; ///< GPU index inside the node
-  schedule::TaskGraph graph;
+  spec::TaskGraph graph;
   std::vector<TaskTime> times;
 };
 
@@ -62,6 +61,12 @@ struct AccumulationReuse {
   }
 };
 
+/// A rank the replay did not simulate, with the graph the schedule builds for it.
+struct RankGraph {
+  int rank = 0;
+  spec::TaskGraph graph;
+};
+
 struct Timeline {
   std::vector<RankTimeline> ranks; ///< the simulated ranks (all of them, or one node's in the symmetric replay)
   std::vector<Track> tracks;
@@ -69,9 +74,12 @@ struct Timeline {
   /// The step: the simulated timeline's last end, plus one period per micro-step not simulated (`reuse`).
   double step_time_s = 0;
   AccumulationReuse reuse;
-  /// How the schedule built the simulated ranks' graphs (so that metrics can build another rank's the same
-  /// way); empty when the graphs were given (engine::simulate_graphs).
-  std::optional<schedule::StepOptions> step;
+  /// The ranks not simulated (symmetric replay) whose allocations may differ from the simulated ones'
+  /// (schedule::memory_ranks), each with its graph built as the replay built its own: the memory replay reads them.
+  /// Empty when the graphs were given (engine::simulate_graphs).
+  std::vector<RankGraph> memory_only_ranks;
+  /// Inference: the forward passes of one generate() request (schedule::inference_passes); 0 in training.
+  int request_passes = 0;
   std::string replay;        ///< "full" or "symmetric" (meta)
   std::string network_model; ///< SimGrid's network-model settings, as recorded in meta
   long flows = 0;            ///< SimGrid communications the replay created

@@ -26,25 +26,25 @@ std::int64_t round_up(std::int64_t bytes, std::int64_t unit)
 struct LiveSums {
   std::int64_t gpu = 0;
   std::int64_t gpu_rounded = 0;
-  std::array<std::int64_t, schedule::MEM_CATEGORY_COUNT> gpu_by_category{};
+  std::array<std::int64_t, spec::MEM_CATEGORY_COUNT> gpu_by_category{};
   std::int64_t host = 0;
   std::int64_t pinned = 0;
   std::int64_t nvme = 0;
 
-  void apply(const schedule::Buffer& b, std::int64_t sign)
+  void apply(const spec::Buffer& b, std::int64_t sign)
   {
     switch (b.device) {
-    case schedule::Device::GPU:
+    case spec::Device::GPU:
       gpu += sign * b.bytes;
       gpu_rounded += sign * allocator_block_bytes(b.bytes);
       gpu_by_category[static_cast<size_t>(b.category)] += sign * b.bytes;
       break;
-    case schedule::Device::HOST:
+    case spec::Device::HOST:
       host += sign * b.bytes;
       if (b.pinned)
         pinned += sign * b.bytes;
       break;
-    case schedule::Device::NVME:
+    case spec::Device::NVME:
       nvme += sign * b.bytes;
       break;
     }
@@ -53,19 +53,19 @@ struct LiveSums {
 
 /// The stream a buffer is allocated on: the allocating task's; the resident set (allocated before the step) and the
 /// host-side tasks (the Python thread's current stream) use the default stream.
-int allocator_stream(const schedule::TaskGraph& g, schedule::TaskId task)
+int allocator_stream(const spec::TaskGraph& g, spec::TaskId task)
 {
   if (task < 0)
-    return static_cast<int>(schedule::Stream::COMPUTE);
-  const schedule::Stream st = g.tasks[static_cast<size_t>(task)].stream;
-  if (st == schedule::Stream::HOST || st == schedule::Stream::NVME)
-    return static_cast<int>(schedule::Stream::COMPUTE);
+    return static_cast<int>(spec::Stream::COMPUTE);
+  const spec::Stream st = g.tasks[static_cast<size_t>(task)].stream;
+  if (st == spec::Stream::HOST || st == spec::Stream::NVME)
+    return static_cast<int>(spec::Stream::COMPUTE);
   return static_cast<int>(st);
 }
 
 /// The caching allocator's requests for one buffer: one per tensor it stands for (Buffer::tensors), sized in
 /// proportion so that they sum to the buffer's bytes (the last takes the rounding); one request without a list.
-std::vector<std::int64_t> allocator_requests(const schedule::Buffer& b)
+std::vector<std::int64_t> allocator_requests(const spec::Buffer& b)
 {
   std::int64_t listed = 0;
   for (std::int64_t t : b.tensors)
@@ -104,7 +104,7 @@ std::int64_t nccl_buffer_bytes(int dp)
   return NCCL_BUFFSIZE_BYTES * NCCL_CHANNELS * NCCL_RING_CONNECTIONS;
 }
 
-std::vector<ReplayEvent> issue_order_events(const schedule::TaskGraph& g)
+std::vector<ReplayEvent> issue_order_events(const spec::TaskGraph& g)
 {
   using Kind = ReplayEvent::Kind;
   std::vector<ReplayEvent> events;
@@ -114,7 +114,7 @@ std::vector<ReplayEvent> issue_order_events(const schedule::TaskGraph& g)
     events.push_back({Kind::ALLOC, id, -1});
   events.push_back({Kind::SAMPLE, -1, -1});
   for (size_t i = 0; i < g.tasks.size(); ++i) {
-    const auto task = static_cast<schedule::TaskId>(i);
+    const auto task = static_cast<spec::TaskId>(i);
     for (auto id : g.tasks[i].allocs)
       events.push_back({Kind::ALLOC, id, task});
     events.push_back({Kind::SAMPLE, -1, task});
@@ -124,7 +124,7 @@ std::vector<ReplayEvent> issue_order_events(const schedule::TaskGraph& g)
   return events;
 }
 
-void settle_gpu_terms(const spec::Scenario& s, const schedule::TaskGraph& g, const std::vector<ReplayEvent>& events,
+void settle_gpu_terms(const spec::Scenario& s, const spec::TaskGraph& g, const std::vector<ReplayEvent>& events,
                       MemoryReport& r)
 {
   // GPU: allocated -> reserved -> device (docs/memory.md §2). The CUDA context and the NCCL buffers are outside the
@@ -179,21 +179,20 @@ void settle_gpu_terms(const spec::Scenario& s, const schedule::TaskGraph& g, con
                                 r.nvme_per_node - r.nvme_capacity});
 }
 
-MemoryReport replay_events(const spec::Scenario& s, const schedule::TaskGraph& g,
-                           const std::vector<ReplayEvent>& events)
+MemoryReport replay_events(const spec::Scenario& s, const spec::TaskGraph& g, const std::vector<ReplayEvent>& events)
 {
-  const auto buffer_count = static_cast<schedule::BufferId>(g.buffers.size());
-  const auto task_count = static_cast<schedule::TaskId>(g.tasks.size());
+  const auto buffer_count = static_cast<spec::BufferId>(g.buffers.size());
+  const auto task_count = static_cast<spec::TaskId>(g.tasks.size());
   std::vector<bool> live(g.buffers.size(), false);
   LiveSums now;
 
   // Names the event's owner in a message; built only when a message is.
-  auto who = [&](schedule::TaskId task) -> std::string {
+  auto who = [&](spec::TaskId task) -> std::string {
     if (task < 0)
       return "the resident set";
     return "task '" + g.tasks[static_cast<size_t>(task)].name + "'";
   };
-  auto check_ids = [&](schedule::BufferId id, schedule::TaskId task) {
+  auto check_ids = [&](spec::BufferId id, spec::TaskId task) {
     if (task >= task_count)
       throw core::InternalError("memory replay: an event names task " + std::to_string(task) + ", but the graph has " +
                                 std::to_string(task_count) + " tasks");
@@ -204,7 +203,7 @@ MemoryReport replay_events(const spec::Scenario& s, const schedule::TaskGraph& g
       throw core::InternalError("memory replay: buffer '" + g.buffers[static_cast<size_t>(id)].name +
                                 "' has negative size");
   };
-  auto alloc = [&](schedule::BufferId id, schedule::TaskId task) {
+  auto alloc = [&](spec::BufferId id, spec::TaskId task) {
     check_ids(id, task);
     const auto& b = g.buffers[static_cast<size_t>(id)];
     if (live[static_cast<size_t>(id)])
@@ -213,7 +212,7 @@ MemoryReport replay_events(const spec::Scenario& s, const schedule::TaskGraph& g
     live[static_cast<size_t>(id)] = true;
     now.apply(b, +1);
   };
-  auto release = [&](schedule::BufferId id, schedule::TaskId task) {
+  auto release = [&](spec::BufferId id, spec::TaskId task) {
     check_ids(id, task);
     const auto& b = g.buffers[static_cast<size_t>(id)];
     if (!live[static_cast<size_t>(id)])
@@ -224,7 +223,7 @@ MemoryReport replay_events(const spec::Scenario& s, const schedule::TaskGraph& g
 
   MemoryReport r;
   bool first = true;
-  auto record = [&](schedule::TaskId task) {
+  auto record = [&](spec::TaskId task) {
     if (first || now.gpu > r.gpu) { // the first instant reaching the maximum names the peak
       r.gpu = now.gpu;
       r.breakdown = now.gpu_by_category;
@@ -263,17 +262,17 @@ MemoryReport replay_events(const spec::Scenario& s, const schedule::TaskGraph& g
   return r;
 }
 
-AllocatorReplay replay_allocator(const schedule::TaskGraph& g, const std::vector<ReplayEvent>& events,
+AllocatorReplay replay_allocator(const spec::TaskGraph& g, const std::vector<ReplayEvent>& events,
                                  std::int64_t device_limit_bytes)
 {
-  auto stream_of = [&](schedule::TaskId task) { return allocator_stream(g, task); };
+  auto stream_of = [&](spec::TaskId task) { return allocator_stream(g, task); };
   CachingAllocator a(device_limit_bytes);
   // Per buffer, one block per tensor it stands for (Buffer::tensors): their handles while allocated, their tokens
   // while freed with `deferred` and awaiting their RELEASE.
   std::vector<std::vector<int>> handles(g.buffers.size());
   std::vector<std::vector<int>> tokens(g.buffers.size());
   std::vector<std::vector<std::int64_t>> requests(g.buffers.size()); // allocator_requests, computed once
-  auto malloc_all = [&](size_t id, schedule::TaskId task) {
+  auto malloc_all = [&](size_t id, spec::TaskId task) {
     if (requests[id].empty())
       requests[id] = allocator_requests(g.buffers[id]);
     for (std::int64_t bytes : requests[id])
@@ -292,10 +291,10 @@ AllocatorReplay replay_allocator(const schedule::TaskGraph& g, const std::vector
   };
   // torch.optim's lazily created state (Buffer::lazy): allocated in the first step, before the first event of its
   // optimizer (the first OPTIMIZER task in issue order), or at the step's end when no event follows.
-  schedule::TaskId first_optimizer = static_cast<schedule::TaskId>(g.tasks.size());
+  spec::TaskId first_optimizer = static_cast<spec::TaskId>(g.tasks.size());
   for (size_t i = 0; i < g.tasks.size(); ++i)
-    if (g.tasks[i].phase == schedule::Phase::OPTIMIZER) {
-      first_optimizer = static_cast<schedule::TaskId>(i);
+    if (g.tasks[i].phase == spec::Phase::OPTIMIZER) {
+      first_optimizer = static_cast<spec::TaskId>(i);
       break;
     }
   bool lazy_done = false;
@@ -304,8 +303,8 @@ AllocatorReplay replay_allocator(const schedule::TaskGraph& g, const std::vector
       return;
     lazy_done = true;
     for (auto id : g.resident) {
-      const schedule::Buffer& b = g.buffers[static_cast<size_t>(id)];
-      if (b.lazy && b.device == schedule::Device::GPU && b.bytes > 0)
+      const spec::Buffer& b = g.buffers[static_cast<size_t>(id)];
+      if (b.lazy && b.device == spec::Device::GPU && b.bytes > 0)
         malloc_all(static_cast<size_t>(id), -1);
     }
   };
@@ -316,8 +315,8 @@ AllocatorReplay replay_allocator(const schedule::TaskGraph& g, const std::vector
       if (e.kind == ReplayEvent::Kind::SAMPLE)
         continue;
       const auto id = static_cast<size_t>(e.buffer);
-      const schedule::Buffer& b = g.buffers[id];
-      if (b.device != schedule::Device::GPU || b.bytes <= 0)
+      const spec::Buffer& b = g.buffers[id];
+      if (b.device != spec::Device::GPU || b.bytes <= 0)
         continue; // torch hands out no block for an empty tensor
       switch (e.kind) {
       case ReplayEvent::Kind::ALLOC:
@@ -357,7 +356,7 @@ AllocatorReplay replay_allocator(const schedule::TaskGraph& g, const std::vector
   return out;
 }
 
-std::vector<ReplayEvent> deferred_free_events(const schedule::TaskGraph& g, const std::vector<TaskClock>& clock)
+std::vector<ReplayEvent> deferred_free_events(const spec::TaskGraph& g, const std::vector<TaskClock>& clock)
 {
   using Kind = ReplayEvent::Kind;
   if (clock.size() != g.tasks.size())
@@ -368,12 +367,12 @@ std::vector<ReplayEvent> deferred_free_events(const schedule::TaskGraph& g, cons
   for (size_t i = 0; i < g.tasks.size(); ++i)
     for (auto id : g.tasks[i].allocs)
       if (id >= 0 && static_cast<size_t>(id) < born_on.size())
-        born_on[static_cast<size_t>(id)] = allocator_stream(g, static_cast<schedule::TaskId>(i));
+        born_on[static_cast<size_t>(id)] = allocator_stream(g, static_cast<spec::TaskId>(i));
 
   struct Pending {
-    double at;              // the freeing task's end
-    schedule::TaskId order; // the freeing task (ties)
-    schedule::BufferId buffer;
+    double at;          // the freeing task's end
+    spec::TaskId order; // the freeing task (ties)
+    spec::BufferId buffer;
     bool operator>(const Pending& o) const { return std::tie(at, order, buffer) > std::tie(o.at, o.order, o.buffer); }
   };
   std::priority_queue<Pending, std::vector<Pending>, std::greater<>> pending;
@@ -383,7 +382,7 @@ std::vector<ReplayEvent> deferred_free_events(const schedule::TaskGraph& g, cons
   events.push_back({Kind::SAMPLE, -1, -1});
   double last_issue = 0;
   for (size_t i = 0; i < g.tasks.size(); ++i) {
-    const auto task = static_cast<schedule::TaskId>(i);
+    const auto task = static_cast<spec::TaskId>(i);
     // The host reaches the tasks in issue order: a clock that says otherwise (a hand-made timeline) is read as the
     // running latest.
     const double issue = std::max(clock[i].issue, last_issue);
@@ -414,12 +413,12 @@ std::vector<ReplayEvent> deferred_free_events(const schedule::TaskGraph& g, cons
   return events;
 }
 
-bool has_record_stream(const schedule::TaskGraph& g)
+bool has_record_stream(const spec::TaskGraph& g)
 {
-  return std::any_of(g.buffers.begin(), g.buffers.end(), [](const schedule::Buffer& b) { return b.record_stream; });
+  return std::any_of(g.buffers.begin(), g.buffers.end(), [](const spec::Buffer& b) { return b.record_stream; });
 }
 
-MemoryReport replay_memory(const spec::Scenario& s, const schedule::TaskGraph& g)
+MemoryReport replay_memory(const spec::Scenario& s, const spec::TaskGraph& g)
 {
   return replay_events(s, g, issue_order_events(g));
 }
@@ -428,7 +427,7 @@ MemoryReport analyze_memory(const spec::Scenario& s)
 {
   const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
   // Rank 0 stands for every rank: ZeRO partitions evenly and every rank runs the same program.
-  const schedule::TaskGraph g = schedule::build_step_graph(s, w, 0);
+  const spec::TaskGraph g = schedule::build_step_graph(s, w, 0);
   return replay_memory(s, g);
 }
 

@@ -3,8 +3,8 @@
 #pragma once
 
 #include "memory/caching_allocator.hpp"
-#include "schedule/task_graph.hpp"
 #include "spec/scenario_spec.hpp"
+#include "spec/task_graph.hpp"
 
 #include <array>
 #include <cstdint>
@@ -52,8 +52,8 @@ struct MemoryReport {
   std::int64_t cpu_per_node = 0; ///< all ranks of the node
   std::int64_t cpu_pinned_per_node = 0;
   std::int64_t nvme_per_node = 0;
-  /// memory_breakdown_bytes at the GPU peak, indexed by schedule::MemCategory; sums to `gpu`.
-  std::array<std::int64_t, schedule::MEM_CATEGORY_COUNT> breakdown{};
+  /// memory_breakdown_bytes at the GPU peak, indexed by spec::MemCategory; sums to `gpu`.
+  std::array<std::int64_t, spec::MEM_CATEGORY_COUNT> breakdown{};
   std::string peak_task; ///< the task at which the GPU peak occurs
   // per rank (one process; the node figures above are gpus_per_node times these)
   std::int64_t cpu_per_rank = 0;        ///< max over the step of the rank's live host bytes (pinned included)
@@ -95,8 +95,8 @@ struct ReplayEvent {
     RELEASE,
   };
   Kind kind = Kind::SAMPLE;
-  schedule::BufferId buffer = -1; ///< ALLOC, FREE, RELEASE
-  schedule::TaskId task = -1;     ///< the task the event belongs to; -1: the resident set (before the step)
+  spec::BufferId buffer = -1; ///< ALLOC, FREE, RELEASE
+  spec::TaskId task = -1;     ///< the task the event belongs to; -1: the resident set (before the step)
   /// FREE only: the buffer was used on a stream other than the one it was allocated on (record_stream), so its
   /// block awaits a RELEASE before the allocator can reuse it. The live sums drop at the FREE all the same.
   bool deferred = false;
@@ -111,14 +111,13 @@ struct TaskClock {
 
 /// The issue-order sequence of `g` (what replay_memory replays): the resident set, a sample, then per task
 /// in issue order its allocations, a sample, its frees (a task's allocations are live while it runs).
-std::vector<ReplayEvent> issue_order_events(const schedule::TaskGraph& g);
+std::vector<ReplayEvent> issue_order_events(const spec::TaskGraph& g);
 
 /// Replay `events` on `g`'s buffers in the order given: the peaks at the samples (the first sample reaching
 /// the GPU maximum names it), then the allocator, CUDA context and NCCL terms, the per-node sums and the
 /// verdict. Throws core::InternalError when an event names an unknown buffer, allocates a live one or frees
 /// one that is not live. The order is the caller's: issue order here, simulated times in metrics/.
-MemoryReport replay_events(const spec::Scenario& s, const schedule::TaskGraph& g,
-                           const std::vector<ReplayEvent>& events);
+MemoryReport replay_events(const spec::Scenario& s, const spec::TaskGraph& g, const std::vector<ReplayEvent>& events);
 
 /// The caching allocator replayed over `events` (their GPU buffers of positive size; the stream of a buffer is that of
 /// the task allocating it, the default stream for the resident set and host-side tasks), step after step until a
@@ -133,7 +132,7 @@ struct AllocatorReplay {
   int steps = 0;
   std::int64_t peak_pending = 0; ///< the most bytes freed at once but awaiting another stream's event
 };
-AllocatorReplay replay_allocator(const schedule::TaskGraph& g, const std::vector<ReplayEvent>& events,
+AllocatorReplay replay_allocator(const spec::TaskGraph& g, const std::vector<ReplayEvent>& events,
                                  std::int64_t device_limit_bytes);
 
 /// The caching allocator's events at simulated times (design.md "Memory": `zerosim run` replays at simulated times):
@@ -142,20 +141,20 @@ AllocatorReplay replay_allocator(const schedule::TaskGraph& g, const std::vector
 /// one that allocated it freed `deferred`, and its RELEASE
 /// placed before the first task the host issues at or after the freeing task's end (process_events runs at the start
 /// of every malloc). `clock` has one entry per task of `g`.
-std::vector<ReplayEvent> deferred_free_events(const schedule::TaskGraph& g, const std::vector<TaskClock>& clock);
+std::vector<ReplayEvent> deferred_free_events(const spec::TaskGraph& g, const std::vector<TaskClock>& clock);
 
 /// Whether some buffer of `g` is freed with record_stream (Buffer::record_stream: FSDP1's). Only then does the caching
 /// allocator at simulated times (deferred_free_events) differ from the replay in issue order.
-bool has_record_stream(const schedule::TaskGraph& g);
+bool has_record_stream(const spec::TaskGraph& g);
 
 /// Re-derives `r`'s reserved, device and verdict terms from the caching allocator replayed over `events` (the
 /// live sums in `r` stay): what `zerosim run` does with deferred_free_events. Without spec::Mechanisms::allocator
 /// the old fraction applies and `events` are not used.
-void settle_gpu_terms(const spec::Scenario& s, const schedule::TaskGraph& g, const std::vector<ReplayEvent>& events,
+void settle_gpu_terms(const spec::Scenario& s, const spec::TaskGraph& g, const std::vector<ReplayEvent>& events,
                       MemoryReport& r);
 
 /// Replay `g`'s allocation events in issue order (replay_events over issue_order_events).
-MemoryReport replay_memory(const spec::Scenario& s, const schedule::TaskGraph& g);
+MemoryReport replay_memory(const spec::Scenario& s, const spec::TaskGraph& g);
 
 /// Workload, schedule and replay for `s`.
 MemoryReport analyze_memory(const spec::Scenario& s);

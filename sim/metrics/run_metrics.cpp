@@ -4,7 +4,6 @@
 #include "core/error.hpp"
 #include "core/json.hpp"
 #include "core/text.hpp"
-#include "schedule/zero_schedule.hpp"
 #include "spec/names.hpp"
 
 #include <algorithm>
@@ -18,7 +17,7 @@ namespace zerosim::metrics {
 
 namespace {
 
-using schedule::TaskKind;
+using spec::TaskKind;
 
 void check_timeline(const engine::RankTimeline& r)
 {
@@ -93,11 +92,11 @@ double TimeBreakdown::at(BreakdownKey k) const
   return const_cast<TimeBreakdown&>(*this).at(k);
 }
 
-std::optional<BreakdownKey> breakdown_key(const schedule::Task& t)
+std::optional<BreakdownKey> breakdown_key(const spec::Task& t)
 {
   switch (t.kind) {
   case TaskKind::COMPUTE:
-    return t.phase == schedule::Phase::OPTIMIZER ? BreakdownKey::OPTIMIZER : BreakdownKey::COMPUTE;
+    return t.phase == spec::Phase::OPTIMIZER ? BreakdownKey::OPTIMIZER : BreakdownKey::COMPUTE;
   case TaskKind::CPU_COMPUTE:
     return BreakdownKey::OPTIMIZER;
   case TaskKind::COLLECTIVE:
@@ -212,9 +211,11 @@ struct PassWindows {
   std::vector<double> time; ///< per pass of the request, 0 .. passes - 1
 };
 
-PassWindows pass_windows(const spec::Scenario& s, const engine::Timeline& t)
+PassWindows pass_windows(const engine::Timeline& t)
 {
-  const int total = schedule::inference_passes(s);
+  const int total = t.request_passes;
+  if (total < 1)
+    throw core::InternalError("metrics: an inference timeline without its request's passes");
   std::vector<double> first(static_cast<size_t>(total), std::numeric_limits<double>::infinity());
   for (const auto& r : t.ranks)
     for (size_t i = 0; i < r.graph.tasks.size(); ++i) {
@@ -278,9 +279,9 @@ InferenceMetrics inference_metrics(const spec::Scenario& s, const engine::Timeli
 {
   if (t.ranks.empty())
     throw core::InternalError("metrics: the timeline has no simulated rank");
-  const PassWindows w = pass_windows(s, t);
+  const PassWindows w = pass_windows(t);
   InferenceMetrics im;
-  im.passes = schedule::inference_passes(s);
+  im.passes = t.request_passes;
   im.simulated_passes = static_cast<int>(w.passes.size());
   im.pass_time_s = w.time;
   for (double d : w.time)
@@ -300,9 +301,9 @@ InferenceMetrics inference_metrics(const spec::Scenario& s, const engine::Timeli
       continue;
     if (task.kind == TaskKind::NVME_READ)
       im.nvme_read_bytes_per_pass += task.bytes;
-    else if (task.kind == TaskKind::COPY && task.direction == schedule::CopyDirection::H2D)
+    else if (task.kind == TaskKind::COPY && task.direction == spec::CopyDirection::H2D)
       im.h2d_bytes_per_pass += task.bytes;
-    else if (task.kind == TaskKind::COLLECTIVE && task.phase == schedule::Phase::PARAM_GATHER)
+    else if (task.kind == TaskKind::COLLECTIVE && task.phase == spec::Phase::PARAM_GATHER)
       im.gather_bytes_per_pass += task.bytes;
   }
   for (const auto& buf : g0.buffers)
@@ -347,16 +348,16 @@ std::vector<memory::ReplayEvent> timed_events(const engine::RankTimeline& r)
   struct Timed {
     double time;
     int cls;
-    schedule::TaskId order;
+    spec::TaskId order;
     int pos;
     memory::ReplayEvent e;
   };
   std::vector<Timed> timed;
-  std::vector<schedule::TaskId> allocated_by(g.buffers.size(), -1); // the pairing is that of issue order
+  std::vector<spec::TaskId> allocated_by(g.buffers.size(), -1); // the pairing is that of issue order
   std::vector<int> zero_length_count(g.tasks.size(), 0);
   for (size_t i = 0; i < g.tasks.size(); ++i) {
     const auto& t = g.tasks[i];
-    const auto id = static_cast<schedule::TaskId>(i);
+    const auto id = static_cast<spec::TaskId>(i);
     const double start = r.times[i].start;
     const double end = r.times[i].end;
     const int n = static_cast<int>(t.allocs.size());
@@ -370,7 +371,7 @@ std::vector<memory::ReplayEvent> timed_events(const engine::RankTimeline& r)
       timed.push_back({start, 1, id, n, {Kind::SAMPLE, -1, id}});
     for (size_t k = 0; k < t.frees.size(); ++k) {
       const auto b = t.frees[k];
-      const schedule::TaskId by =
+      const spec::TaskId by =
           b >= 0 && static_cast<size_t>(b) < allocated_by.size() ? allocated_by[static_cast<size_t>(b)] : -1;
       if (by >= 0) {
         const double born = r.times[static_cast<size_t>(by)].start;
@@ -433,7 +434,7 @@ RunMetrics compute_metrics(const spec::Scenario& s, const workload::Workload& w,
   } else {
     // One generate() request (docs/inference.md): the step is the request; throughput counts generated tokens and
     // completed sequences of every GPU; TFLOPs the forward FLOPs of every pass (nothing is recomputed).
-    windows = pass_windows(s, t);
+    windows = pass_windows(t);
     m.inference = inference_metrics(s, t);
     m.step_time_s = m.inference->request_time_s;
     check_step_time(m.step_time_s);
@@ -459,7 +460,7 @@ RunMetrics compute_metrics(const spec::Scenario& s, const workload::Workload& w,
   // rank on ties). Beside it, the device-time view: each buffer live from its allocating task's start to its
   // freeing task's end, what the GPU really holds at once when streams overlap (a diagnostic, not the contract).
   // The ranks not simulated (symmetric replay) whose allocations may differ are replayed in issue order from
-  // their own graphs, built as the replay built its own (schedule::memory_ranks).
+  // their own graphs, which the engine built as it built its own (Timeline::memory_only_ranks).
   auto take = [&](memory::MemoryReport r, int rank) {
     if (r.gpu > m.memory.gpu || (r.gpu == m.memory.gpu && rank < m.rank) || m.memory.peak_task.empty()) {
       m.memory = std::move(r);
@@ -468,7 +469,6 @@ RunMetrics compute_metrics(const spec::Scenario& s, const workload::Workload& w,
   };
   size_t worst = 0; // the simulated rank with the largest peak: its breakdown and device-time view are reported
   std::int64_t worst_gpu = -1;
-  std::vector<bool> simulated(static_cast<size_t>(s.world()), false);
   for (size_t i = 0; i < t.ranks.size(); ++i) {
     check_timeline(t.ranks[i]);
     memory::MemoryReport r = memory::replay_memory(s, t.ranks[i].graph);
@@ -476,14 +476,10 @@ RunMetrics compute_metrics(const spec::Scenario& s, const workload::Workload& w,
       worst_gpu = r.gpu;
       worst = i;
     }
-    if (t.ranks[i].rank >= 0 && t.ranks[i].rank < s.world())
-      simulated[static_cast<size_t>(t.ranks[i].rank)] = true;
     take(std::move(r), t.ranks[i].rank);
   }
-  if (t.step) // graphs the schedule built (not hand-made ones): the other ranks' are built the same way
-    for (int rank : schedule::memory_ranks(s))
-      if (!simulated[static_cast<size_t>(rank)])
-        take(memory::replay_memory(s, schedule::build_step_graph(s, w, rank, *t.step)), rank);
+  for (const engine::RankGraph& other : t.memory_only_ranks)
+    take(memory::replay_memory(s, other.graph), other.rank);
   const engine::RankTimeline& rt = t.ranks[worst];
   m.timeline_rank = rt.rank;
   m.memory_device_time = replay_memory_timed(s, rt);
@@ -507,11 +503,6 @@ RunMetrics compute_metrics(const spec::Scenario& s, const workload::Workload& w,
       break;
     }
   m.breakdown = windows ? inference_breakdown(rt, *windows, m.step_time_s) : time_breakdown(rt, t.reuse, step);
-
-  // The ladder when it does not fit; its rungs are judged in issue order, as `zerosim memory` judges them
-  // (no new simulation).
-  if (!m.memory.fits)
-    m.ladder = memory::climb_ladder_rungs(s);
 
   // Time to train and cost (optional inputs).
   if (s.training.total_tokens && !inference)

@@ -26,7 +26,7 @@ const char* to_string(BreakdownKey k);
 /// GPU kernel but the optimizer's), COMPUTE with phase OPTIMIZER and every CPU_COMPUTE -> optimizer,
 /// COLLECTIVE -> exposed_comm, COPY -> exposed_pcie, NVME_READ / NVME_WRITE -> exposed_nvme; SYNC (a host
 /// wait, no work) -> none.
-std::optional<BreakdownKey> breakdown_key(const schedule::Task& t);
+std::optional<BreakdownKey> breakdown_key(const spec::Task& t);
 
 /// time_breakdown_s: every instant of the step attributed to exactly one key, by priority
 /// compute > optimizer > exposed_comm > exposed_pcie > exposed_nvme > idle. Sums to the step time.
@@ -116,9 +116,6 @@ struct RunMetrics {
   /// Device-time view (replay_memory_timed): each buffer from its allocating task's start to its freeing task's
   /// end. What the GPU holds at once when streams overlap; a diagnostic beside `memory`.
   memory::MemoryReport memory_device_time;
-  /// The seed's ladder when it does not fit (scenario-format.md "Command line"); each rung is
-  /// judged by the issue-order replay (`zerosim memory`), without a new simulation. Empty when it fits.
-  std::vector<memory::LadderStep> ladder;
   std::optional<double> time_to_train_s;
   std::optional<double> cost_per_step;
   std::optional<double> cost_to_train;

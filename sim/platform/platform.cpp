@@ -1,6 +1,5 @@
 #include "platform/platform.hpp"
 
-#include "compute/compute_model.hpp"
 #include "core/error.hpp"
 
 #include <simgrid/s4u.hpp>
@@ -87,6 +86,8 @@ Platform::Platform(const spec::ClusterSpec& c, const PlatformOptions& o)
   const int switches = std::max(1, (nd.gpus + nd.pcie.gpus_per_switch - 1) / std::max(1, nd.pcie.gpus_per_switch));
   const int nics = c.network.nics_per_node;
   const int nodes_built = o.symmetric ? 1 : c.nodes;
+  if (!(o.cpu_core_flops > 0))
+    throw core::InternalError("platform: the CPU core rate (PlatformOptions::cpu_core_flops) is not set");
 
   sg4::NetZone* zone = sg4::create_full_zone("cluster");
   std::vector<NodeParts> parts(static_cast<std::size_t>(nodes_built));
@@ -94,11 +95,9 @@ Platform::Platform(const spec::ClusterSpec& c, const PlatformOptions& o)
   for (int n = 0; n < nodes_built; ++n) {
     NodeParts& p = parts[static_cast<std::size_t>(n)];
     const std::string pre = nid(n) + ".";
-    // Host CPU: its cores at the rate CPU work is counted in (compute::cpu_core_flops), and DRAM as a SHARED
+    // Host CPU: its cores at the rate CPU work is counted in (PlatformOptions::cpu_core_flops), and DRAM as a SHARED
     // link (one capacity for reads and writes together) that CPU work and every DMA into host memory cross.
-    p.cpu = zone->create_host(pre + "cpu", compute::cpu_core_flops(nd.cpu))
-                ->set_core_count(std::max(1, nd.cpu.cores))
-                ->seal();
+    p.cpu = zone->create_host(pre + "cpu", o.cpu_core_flops)->set_core_count(std::max(1, nd.cpu.cores))->seal();
     p.dram = zone->create_host(pre + "dram", WORK_UNITS_PER_SECOND)->seal();
     p.dram_link = zone->create_link(pre + "dram", nd.cpu.memory_bandwidth_Bps)
                       ->set_sharing_policy(sg4::Link::SharingPolicy::SHARED)
@@ -225,8 +224,8 @@ Platform::Platform(const spec::ClusterSpec& c, const PlatformOptions& o)
       for (const auto& [a, b] : o.inter_node_pairs) {
         const NodeParts& pa = parts[static_cast<std::size_t>(a.node)];
         const NodeParts& pb = parts[static_cast<std::size_t>(b.node)];
-        std::vector<sg4::LinkInRoute> r = to_nic(pa, a.local, collectives::nic_of(a.local, G, nics));
-        for (const auto& l : from_nic(pb, b.local, collectives::nic_of(b.local, G, nics)))
+        std::vector<sg4::LinkInRoute> r = to_nic(pa, a.local, spec::nic_of(a.local, G, nics));
+        for (const auto& l : from_nic(pb, b.local, spec::nic_of(b.local, G, nics)))
           r.push_back(l);
         zone->add_route(pa.gpus[static_cast<std::size_t>(a.local)]->get_netpoint(),
                         pb.gpus[static_cast<std::size_t>(b.local)]->get_netpoint(), nullptr, nullptr, r, false);

@@ -8,8 +8,8 @@
 // docs/engine.md.
 #pragma once
 
-#include "collectives/nccl.hpp"
 #include "spec/node_spec.hpp"
+#include "spec/placement.hpp"
 
 #include <map>
 #include <memory>
@@ -39,8 +39,10 @@ std::string network_model_description();
 struct PlatformOptions {
   /// Build only node 0; the other nodes stand behind its NICs as `remote` hosts (symmetric replay).
   bool symmetric = false;
-  /// Full replay: the inter-node GPU pairs that need a route (collectives::inter_node_pairs).
-  std::vector<std::pair<collectives::Gpu, collectives::Gpu>> inter_node_pairs;
+  /// The speed of one host CPU core, in the units CPU work is counted in (the compute model's cpu_core_flops).
+  double cpu_core_flops = 0;
+  /// Full replay: the inter-node GPU pairs that need a route (the collective planner's inter_node_pairs).
+  std::vector<std::pair<spec::Gpu, spec::Gpu>> inter_node_pairs;
 };
 
 /// One built platform. Build it after the Engine exists; the root zone is sealed by the constructor.

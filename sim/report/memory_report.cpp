@@ -12,8 +12,8 @@ namespace {
 
 const char* category_key(int c)
 {
-  static const char* keys[schedule::MEM_CATEGORY_COUNT] = {"params",      "grads",   "optimizer",
-                                                           "activations", "buffers", "other"};
+  static const char* keys[spec::MEM_CATEGORY_COUNT] = {"params",      "grads",   "optimizer",
+                                                       "activations", "buffers", "other"};
   return keys[c];
 }
 
@@ -56,7 +56,7 @@ core::Json memory_json(const spec::Scenario& s, std::int64_t params, const memor
                        const std::vector<memory::LadderStep>& ladder)
 {
   core::Json breakdown = core::Json::object();
-  for (int c = 0; c < schedule::MEM_CATEGORY_COUNT; ++c)
+  for (int c = 0; c < spec::MEM_CATEGORY_COUNT; ++c)
     breakdown.set(category_key(c), r.breakdown[static_cast<size_t>(c)]);
 
   core::Json warnings = core::Json::array();
@@ -196,7 +196,7 @@ std::string memory_table(const spec::Scenario& s, std::int64_t params, const mem
   out << "Peak memory\n" << memory_tier_rows(r);
 
   out << "\nGPU memory at the peak (" << r.peak_task << ")\n";
-  for (int c = 0; c < schedule::MEM_CATEGORY_COUNT; ++c)
+  for (int c = 0; c < spec::MEM_CATEGORY_COUNT; ++c)
     out << memory_tier_row(category_key(c), r.breakdown[static_cast<size_t>(c)], 0, true);
 
   out << "\nStated terms: fragmentation " << core::format_gib(r.fragmentation_bytes)

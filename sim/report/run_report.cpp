@@ -49,11 +49,13 @@ std::string format_seconds(double v)
 
 } // namespace
 
-core::Json run_json(const spec::Scenario& s, const workload::Workload& w, const metrics::RunMetrics& m,
-                    const engine::Timeline& t)
+core::Json run_json(const spec::Scenario& s, const run::RunResult& result)
 {
+  const workload::Workload& w = result.workload;
+  const metrics::RunMetrics& m = result.metrics;
+  const engine::Timeline& t = result.timeline;
   // The memory keys come from the memory report, so `zerosim memory` and `zerosim run` spell them alike.
-  const core::Json mem = memory_json(s, w.params, m.memory, m.ladder);
+  const core::Json mem = memory_json(s, w.params, m.memory, result.ladder);
   const core::Json mem_device = memory_json(s, w.params, m.memory_device_time, {});
 
   core::Json breakdown = core::Json::object();
@@ -146,9 +148,11 @@ core::Json run_json(const spec::Scenario& s, const workload::Workload& w, const 
   return j;
 }
 
-void write_run_summary(std::ostream& out, const spec::Scenario& s, const workload::Workload& w,
-                       const metrics::RunMetrics& m, const engine::Timeline& t)
+void write_run_summary(std::ostream& out, const spec::Scenario& s, const run::RunResult& result)
 {
+  const workload::Workload& w = result.workload;
+  const metrics::RunMetrics& m = result.metrics;
+  const engine::Timeline& t = result.timeline;
   const memory::MemoryReport& r = m.memory;
   char line[512];
 
@@ -173,7 +177,7 @@ void write_run_summary(std::ostream& out, const spec::Scenario& s, const workloa
   out << line;
 
   if (!r.fits) {
-    out << "To make it fit (the ladder, applied in order):\n" << ladder_lines(m.ladder) << "\n";
+    out << "To make it fit (the ladder, applied in order):\n" << ladder_lines(result.ladder) << "\n";
   }
 
   if (m.inference) {
@@ -303,22 +307,22 @@ void write_run_summary(std::ostream& out, const spec::Scenario& s, const workloa
   }
 }
 
-const char* stream_name(schedule::Stream st)
+const char* stream_name(spec::Stream st)
 {
   switch (st) {
-  case schedule::Stream::COMPUTE:
+  case spec::Stream::COMPUTE:
     return "compute stream";
-  case schedule::Stream::REDUCTION:
+  case spec::Stream::REDUCTION:
     return "reduction_stream";
-  case schedule::Stream::ALLGATHER:
+  case spec::Stream::ALLGATHER:
     return "allgather stream";
-  case schedule::Stream::REDUCE_PARTITION:
+  case spec::Stream::REDUCE_PARTITION:
     return "reduce_and_partition_stream";
-  case schedule::Stream::HOST:
+  case spec::Stream::HOST:
     return "host (Python thread)";
-  case schedule::Stream::NVME:
+  case spec::Stream::NVME:
     return "aio (NVMe)";
-  case schedule::Stream::ACTIVATION_OFFLOAD:
+  case spec::Stream::ACTIVATION_OFFLOAD:
     return "activation offload stream";
   }
   return "?";
@@ -326,43 +330,43 @@ const char* stream_name(schedule::Stream st)
 
 namespace {
 
-const char* kind_name(schedule::TaskKind k)
+const char* kind_name(spec::TaskKind k)
 {
   switch (k) {
-  case schedule::TaskKind::COMPUTE:
+  case spec::TaskKind::COMPUTE:
     return "compute";
-  case schedule::TaskKind::COLLECTIVE:
+  case spec::TaskKind::COLLECTIVE:
     return "collective";
-  case schedule::TaskKind::COPY:
+  case spec::TaskKind::COPY:
     return "copy";
-  case schedule::TaskKind::NVME_READ:
+  case spec::TaskKind::NVME_READ:
     return "nvme_read";
-  case schedule::TaskKind::NVME_WRITE:
+  case spec::TaskKind::NVME_WRITE:
     return "nvme_write";
-  case schedule::TaskKind::CPU_COMPUTE:
+  case spec::TaskKind::CPU_COMPUTE:
     return "cpu_compute";
-  case schedule::TaskKind::SYNC:
+  case spec::TaskKind::SYNC:
     return "sync";
   }
   return "?";
 }
 
-const char* phase_name(schedule::Phase p)
+const char* phase_name(spec::Phase p)
 {
   switch (p) {
-  case schedule::Phase::FORWARD:
+  case spec::Phase::FORWARD:
     return "forward";
-  case schedule::Phase::BACKWARD:
+  case spec::Phase::BACKWARD:
     return "backward";
-  case schedule::Phase::RECOMPUTE:
+  case spec::Phase::RECOMPUTE:
     return "recompute";
-  case schedule::Phase::GRAD_REDUCE:
+  case spec::Phase::GRAD_REDUCE:
     return "grad_reduce";
-  case schedule::Phase::OPTIMIZER:
+  case spec::Phase::OPTIMIZER:
     return "optimizer";
-  case schedule::Phase::PARAM_GATHER:
+  case spec::Phase::PARAM_GATHER:
     return "param_gather";
-  case schedule::Phase::OTHER:
+  case spec::Phase::OTHER:
     return "other";
   }
   return "?";
@@ -484,7 +488,7 @@ void write_trace(std::ostream& out, const spec::Scenario& s, const engine::Timel
   TraceWriter trace(out);
 
   // A process per simulated rank, a thread per stream it uses, its tasks in issue order.
-  constexpr int STREAMS = schedule::STREAM_COUNT;
+  constexpr int STREAMS = spec::STREAM_COUNT;
   for (const auto& r : t.ranks) {
     if (r.times.size() != r.graph.tasks.size())
       throw core::InternalError("trace: rank " + std::to_string(r.rank) + " has " + std::to_string(r.times.size()) +
@@ -496,8 +500,8 @@ void write_trace(std::ostream& out, const spec::Scenario& s, const engine::Timel
       args.set("kind", kind_name(task.kind)).set("phase", phase_name(task.phase));
       if (task.micro_step >= 0)
         args.set("micro_step", task.micro_step);
-      if (task.kind == schedule::TaskKind::COLLECTIVE)
-        args.set("bytes", task.bytes).set("group", schedule::to_string(task.group)).set("group_size", task.group_size);
+      if (task.kind == spec::TaskKind::COLLECTIVE)
+        args.set("bytes", task.bytes).set("group", spec::to_string(task.group)).set("group_size", task.group_size);
       else if (task.bytes > 0)
         args.set("bytes", task.bytes);
       if (task.flops > 0)
@@ -511,8 +515,7 @@ void write_trace(std::ostream& out, const spec::Scenario& s, const engine::Timel
                                       std::to_string(r.local) + ")");
     for (int st = 0; st < STREAMS; ++st)
       if (!by_stream[static_cast<size_t>(st)].empty())
-        trace.thread(pid, stream_name(static_cast<schedule::Stream>(st)),
-                     std::move(by_stream[static_cast<size_t>(st)]));
+        trace.thread(pid, stream_name(static_cast<spec::Stream>(st)), std::move(by_stream[static_cast<size_t>(st)]));
   }
 
   // A process per Track::process (in order of first appearance), a thread per track, its intervals.

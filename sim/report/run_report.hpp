@@ -5,7 +5,7 @@
 
 #include "core/json.hpp"
 #include "engine/timeline.hpp"
-#include "metrics/run_metrics.hpp"
+#include "run/run_scenario.hpp"
 #include "spec/scenario_spec.hpp"
 #include "workload/transformer.hpp"
 
@@ -17,18 +17,16 @@ namespace zerosim::report {
 /// rank, peak_task, peak_time_s, peak_memory_issue_order_bytes, peak_task_issue_order, capacity_bytes,
 /// memory_model_bytes, peak_flops_per_gpu, to_fit (when it does not fit), simulation. `meta` carries
 /// "replay" after the contract's keys.
-core::Json run_json(const spec::Scenario& s, const workload::Workload& w, const metrics::RunMetrics& m,
-                    const engine::Timeline& t);
+core::Json run_json(const spec::Scenario& s, const run::RunResult& result);
 
 /// The summary for people: the verdict and the ladder first when it does not fit, then step time, tokens/s,
 /// TFLOPs (model and hardware), MFU, HFU, peak memory and capacities, the time breakdown, the replay, time to
 /// train and cost, warnings.
-void write_run_summary(std::ostream& out, const spec::Scenario& s, const workload::Workload& w,
-                       const metrics::RunMetrics& m, const engine::Timeline& t);
+void write_run_summary(std::ostream& out, const spec::Scenario& s, const run::RunResult& result);
 
 /// The trace's name of a stream: "compute stream", "reduction_stream", "allgather stream",
 /// "reduce_and_partition_stream", "host (Python thread)", "aio (NVMe)".
-const char* stream_name(schedule::Stream st);
+const char* stream_name(spec::Stream st);
 
 /// Chrome trace-event JSON object {"traceEvents": [...], "displayTimeUnit": "ms", "otherData": {...}},
 /// deterministic: a process per simulated rank (a thread per stream it uses) and per Track::process (a

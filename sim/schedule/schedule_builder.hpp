@@ -3,8 +3,8 @@
 // zero-schedule.md is cited as "§n"; docs/schedule.md describes the resulting graphs.
 #pragma once
 
-#include "schedule/task_graph.hpp"
 #include "spec/scenario_spec.hpp"
+#include "spec/task_graph.hpp"
 #include "workload/transformer.hpp"
 
 #include <array>
@@ -13,6 +13,29 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+namespace zerosim::schedule {
+
+// The task vocabulary is spec/'s (shared with compute, collectives, memory and the engine); the builders speak it
+// unqualified.
+using spec::Buffer;
+using spec::BufferId;
+using spec::CollectiveKind;
+using spec::CommGroup;
+using spec::CopyDirection;
+using spec::Device;
+using spec::MEM_CATEGORY_COUNT;
+using spec::MemCategory;
+using spec::Phase;
+using spec::shift_micro_steps;
+using spec::Stream;
+using spec::STREAM_COUNT;
+using spec::Task;
+using spec::TaskGraph;
+using spec::TaskId;
+using spec::TaskKind;
+
+} // namespace zerosim::schedule
 
 namespace zerosim::schedule::detail {
 

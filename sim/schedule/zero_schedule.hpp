@@ -2,8 +2,8 @@
 // optimizer step (zero-schedule.md §1-§10, §12). Every rule that is not obvious cites its section.
 #pragma once
 
-#include "schedule/task_graph.hpp"
 #include "spec/scenario_spec.hpp"
+#include "spec/task_graph.hpp"
 #include "workload/transformer.hpp"
 
 #include <vector>
@@ -25,7 +25,7 @@ struct StepOptions {
   bool first_step = false;
   /// Accumulation reuse (engine::simulate): when > 0 and below training.grad_accum, the graph holds only
   /// this many micro-steps (at least 3): the first ones keep their indices, the last is labelled as the
-  /// step's last (schedule::shift_micro_steps). 0: every micro-step.
+  /// step's last (spec::shift_micro_steps). 0: every micro-step.
   int simulated_micro_steps = 0;
   /// Inference (training.mode inference, docs/inference.md): when the request has more decode passes than this,
   /// the graph holds the prompt's pass and this many decode passes, evenly spaced from the first to the last
@@ -43,8 +43,8 @@ std::vector<int> memory_ranks(const spec::Scenario& s);
 /// `training.mode: inference` the forward passes of one generate() request (docs/inference.md): Task::micro_step
 /// is the pass (0 the prompt's, t >= 1 the t-th decode pass) and TaskGraph::micro_steps the request's passes.
 /// Throws core::UnsupportedError for configurations not modelled yet (DeepSpeed options listed in its checks).
-TaskGraph build_step_graph(const spec::Scenario& s, const workload::Workload& w, int rank = 0,
-                           const StepOptions& opt = {});
+spec::TaskGraph build_step_graph(const spec::Scenario& s, const workload::Workload& w, int rank = 0,
+                                 const StepOptions& opt = {});
 
 /// The forward passes of an inference request of `s`: the prompt's (prefill), which yields the first token, and
 /// generate_tokens - 1 decode passes (Hugging Face generate); max(1, generate_tokens) in all.

@@ -8,6 +8,7 @@
 #include "engine/engine.hpp"
 #include "metrics/run_metrics.hpp"
 #include "report/run_report.hpp"
+#include "run/run_scenario.hpp"
 #include "spec/calibration_spec.hpp"
 #include "validation/csv.hpp"
 #include "workload/transformer.hpp"
@@ -447,10 +448,7 @@ std::string simulate_point(const Plan& plan, const std::vector<std::string>& poi
   opts.sets.insert(opts.sets.end(), point_sets.begin(), point_sets.end());
   opts.calibration = plan.calibration;
   const spec::Scenario s = config::load_scenario(plan.scenario, opts);
-  const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
-  const engine::Timeline t = engine::simulate(s, w, engine::EngineOptions{});
-  const metrics::RunMetrics m = metrics::compute_metrics(s, w, t);
-  return report::run_json(s, w, m, t).dump(-1);
+  return report::run_json(s, run::run_scenario(s)).dump(-1);
 }
 
 Plan make_plan(const std::string& scenario, const std::vector<std::string>& sets, const std::string& calibration,

@@ -6,6 +6,7 @@
 #include "core/worker_pool.hpp"
 #include "engine/engine.hpp"
 #include "metrics/run_metrics.hpp"
+#include "run/run_scenario.hpp"
 #include "spec/names.hpp"
 #include "workload/transformer.hpp"
 
@@ -328,9 +329,9 @@ double signed_error_pct(TimeMetric m, double predicted, double measured)
 PredictedFigures predict_case(const ThroughputCase& c)
 {
   const spec::Scenario& s = c.scenario;
-  workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
-  engine::Timeline t = engine::simulate(s, w, engine::EngineOptions{});
-  metrics::RunMetrics m = metrics::compute_metrics(s, w, t);
+  const run::RunResult result = run::run_scenario(s);
+  const metrics::RunMetrics& m = result.metrics;
+  const engine::Timeline& t = result.timeline;
   PredictedFigures p;
   p.step_time_s = m.step_time_s;
   p.samples_per_s = m.samples_per_s;
@@ -349,15 +350,15 @@ PredictedFigures predict_case(const ThroughputCase& c)
   if (r0 != t.ranks.end()) {
     double bw_start = std::numeric_limits<double>::infinity(), bw_end = 0;
     for (std::size_t i = 0; i < r0->graph.tasks.size(); ++i) {
-      const schedule::Task& k = r0->graph.tasks[i];
+      const spec::Task& k = r0->graph.tasks[i];
       const engine::TaskTime& tt = r0->times[i];
-      if (k.kind == schedule::TaskKind::CPU_COMPUTE && k.phase == schedule::Phase::OPTIMIZER && k.flops > 0)
+      if (k.kind == spec::TaskKind::CPU_COMPUTE && k.phase == spec::Phase::OPTIMIZER && k.flops > 0)
         p.cpu_adam_s += tt.end - tt.start;
-      if (k.phase == schedule::Phase::BACKWARD || k.phase == schedule::Phase::RECOMPUTE) {
+      if (k.phase == spec::Phase::BACKWARD || k.phase == spec::Phase::RECOMPUTE) {
         bw_start = std::min(bw_start, tt.start);
         bw_end = std::max(bw_end, tt.end);
       }
-      if (k.phase == schedule::Phase::GRAD_REDUCE)
+      if (k.phase == spec::Phase::GRAD_REDUCE)
         bw_end = std::max(bw_end, tt.end);
     }
     p.backward_s = std::isfinite(bw_start) ? bw_end - bw_start : 0;

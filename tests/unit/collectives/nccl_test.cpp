@@ -19,10 +19,10 @@ using namespace zerosim;
 using collectives::Algorithm;
 using collectives::Fabric;
 using collectives::Flow;
-using collectives::Gpu;
 using collectives::Options;
 using collectives::Plan;
-using schedule::CollectiveKind;
+using spec::CollectiveKind;
+using spec::Gpu;
 
 namespace {
 
@@ -150,13 +150,13 @@ TEST_CASE("nic_of: GPU g uses NIC g * nics / gpus")
 {
   // 8 GPUs, 8 NICs (DGX A100): one each. 8 GPUs, 4 NICs: pairs. 4 GPUs, 8 NICs: every other NIC.
   for (int g = 0; g < 8; ++g) {
-    CHECK(collectives::nic_of(g, 8, 8) == g);
-    CHECK(collectives::nic_of(g, 8, 4) == g / 2);
+    CHECK(spec::nic_of(g, 8, 8) == g);
+    CHECK(spec::nic_of(g, 8, 4) == g / 2);
   }
   for (int g = 0; g < 4; ++g)
-    CHECK(collectives::nic_of(g, 4, 8) == 2 * g);
-  CHECK(collectives::nic_of(3, 4, 0) == -1);
-  CHECK_THROWS_AS(collectives::nic_of(8, 8, 8), core::InternalError);
+    CHECK(spec::nic_of(g, 4, 8) == 2 * g);
+  CHECK(spec::nic_of(3, 4, 0) == -1);
+  CHECK_THROWS_AS(spec::nic_of(8, 8, 8), core::InternalError);
 }
 
 TEST_CASE("a group of one GPU is local: no phases, no flows")
@@ -259,8 +259,8 @@ TEST_CASE("ring channels balance the NICs: each used NIC of each node sends once
     for (const Flow& fl : p.phases.at(0).flows) {
       if (fl.src.node == fl.dst.node)
         continue;
-      ++sent[{fl.src.node, collectives::nic_of(fl.src.local, g, nics)}];
-      ++received[{fl.dst.node, collectives::nic_of(fl.dst.local, g, nics)}];
+      ++sent[{fl.src.node, spec::nic_of(fl.src.local, g, nics)}];
+      ++received[{fl.dst.node, spec::nic_of(fl.dst.local, g, nics)}];
     }
     const int c = collectives::channels(f);
     CHECK(c == std::max(1, std::min(nics, g)));
@@ -641,7 +641,7 @@ TEST_CASE("inter_node_pairs covers every inter-node flow of ring, tree and hiera
     hier.hierarchical = true;
     for (Options o : {forced(Algorithm::RING), forced(Algorithm::TREE), hier})
       for (CollectiveKind k : {CollectiveKind::ALL_REDUCE, CollectiveKind::ALL_GATHER, CollectiveKind::REDUCE_SCATTER})
-        for (schedule::CommGroup grp : {schedule::CommGroup::WORLD, schedule::CommGroup::INTER_NODE})
+        for (spec::CommGroup grp : {spec::CommGroup::WORLD, spec::CommGroup::INTER_NODE})
           for (const auto& ph : collectives::plan(k, 1 << 24, f, o, grp).phases)
             for (const Flow& fl : ph.flows)
               if (fl.src.node != fl.dst.node)
@@ -670,7 +670,7 @@ TEST_CASE("group plans: INTRA_NODE is the one-node plan on every node, INTER_NOD
   Fabric one = f;
   one.nodes = 1;
   const Plan node_plan = collectives::plan(CollectiveKind::REDUCE_SCATTER, S, one);
-  const Plan intra = collectives::plan(CollectiveKind::REDUCE_SCATTER, S, f, {}, schedule::CommGroup::INTRA_NODE);
+  const Plan intra = collectives::plan(CollectiveKind::REDUCE_SCATTER, S, f, {}, spec::CommGroup::INTRA_NODE);
   REQUIRE(intra.phases.size() == node_plan.phases.size());
   for (std::size_t i = 0; i < intra.phases.size(); ++i) {
     CHECK(intra.phases[i].flows.size() == 4 * node_plan.phases[i].flows.size());
@@ -681,7 +681,7 @@ TEST_CASE("group plans: INTRA_NODE is the one-node plan on every node, INTER_NOD
   // INTER_NODE all-gather (ring over 4 nodes, one GPU each): each of the 8 local indices has a ring of 4
   // edges, each carrying (N-1)/N S = 3/4 S (ring all-gather per-edge volume, docs/collectives.md).
   const Plan inter =
-      collectives::plan(CollectiveKind::ALL_GATHER, S, f, forced(Algorithm::RING), schedule::CommGroup::INTER_NODE);
+      collectives::plan(CollectiveKind::ALL_GATHER, S, f, forced(Algorithm::RING), spec::CommGroup::INTER_NODE);
   std::map<int, int> edges_per_local;
   for (const auto& ph : inter.phases)
     for (const Flow& fl : ph.flows) {
@@ -697,8 +697,7 @@ TEST_CASE("group plans: INTRA_NODE is the one-node plan on every node, INTER_NOD
   Options focus = forced(Algorithm::RING);
   focus.focus_node = 1;
   std::size_t focused = 0;
-  for (const auto& ph :
-       collectives::plan(CollectiveKind::ALL_GATHER, S, f, focus, schedule::CommGroup::INTER_NODE).phases)
+  for (const auto& ph : collectives::plan(CollectiveKind::ALL_GATHER, S, f, focus, spec::CommGroup::INTER_NODE).phases)
     for (const Flow& fl : ph.flows) {
       CHECK((fl.src.node == 1 || fl.dst.node == 1));
       ++focused;
@@ -773,13 +772,13 @@ void check_dp_nic_balance(int nodes, int g, int nics, int t)
   const int flows = t * collectives::channels(dp_group_fabric(f));
   const int c_used = std::min(nics, flows);
   REQUIRE(flows % c_used == 0);
-  const Plan p = collectives::plan(CollectiveKind::ALL_GATHER, 1 << 30, f, {}, schedule::CommGroup::DATA_PARALLEL);
+  const Plan p = collectives::plan(CollectiveKind::ALL_GATHER, 1 << 30, f, {}, spec::CommGroup::DATA_PARALLEL);
   std::map<std::pair<int, int>, int> sent, received;
   for (const Flow& fl : p.phases.at(0).flows) {
     if (fl.src.node == fl.dst.node)
       continue;
-    ++sent[{fl.src.node, collectives::nic_of(fl.src.local, g, nics)}];
-    ++received[{fl.dst.node, collectives::nic_of(fl.dst.local, g, nics)}];
+    ++sent[{fl.src.node, spec::nic_of(fl.src.local, g, nics)}];
+    ++received[{fl.dst.node, spec::nic_of(fl.dst.local, g, nics)}];
   }
   CHECK(static_cast<int>(sent.size()) == nodes * c_used);
   CHECK(static_cast<int>(received.size()) == nodes * c_used);
@@ -801,7 +800,7 @@ TEST_SUITE("collectives: tensor parallelism")
     const double S = 1 << 26;
     for (CollectiveKind k : KINDS) {
       CAPTURE(static_cast<int>(k));
-      const Plan p = collectives::plan(k, static_cast<std::int64_t>(S), f, {}, schedule::CommGroup::TENSOR);
+      const Plan p = collectives::plan(k, static_cast<std::int64_t>(S), f, {}, spec::CommGroup::TENSOR);
       const Plan one = collectives::plan(k, static_cast<std::int64_t>(S), node_of_t);
       // The groups run side by side: the plan's latency and estimate are one group's.
       CHECK(p.algorithm == "ring");
@@ -835,13 +834,13 @@ TEST_SUITE("collectives: tensor parallelism")
     // The all-reduce's estimate, written out (docs/collectives.md, NCCL tuning.cc): one NVLink direction per GPU,
     // 2(t-1)/t S / B_nvlink, plus the ring's base latency and 2(t-1) NVLink steps; the flows pay one route latency.
     const Plan ar = collectives::plan(CollectiveKind::ALL_REDUCE, static_cast<std::int64_t>(S), f, simple_line_rate(),
-                                      schedule::CommGroup::TENSOR);
+                                      spec::CommGroup::TENSOR);
     const double latency = RING_BASE + 2 * (t - 1) * (INTRA_LAT + RING_NVLINK_OVERHEAD);
     CHECK(ar.predicted_s == doctest::Approx(2.0 * (t - 1) / t * S / INTRA_BPS + latency));
     CHECK(ar.phases.at(0).latency_s == doctest::Approx(latency - INTRA_LAT));
     // The other groups are unaffected by t: WORLD is the flat plan of the whole cluster.
     const Plan world =
-        collectives::plan(CollectiveKind::ALL_REDUCE, static_cast<std::int64_t>(S), f, {}, schedule::CommGroup::WORLD);
+        collectives::plan(CollectiveKind::ALL_REDUCE, static_cast<std::int64_t>(S), f, {}, spec::CommGroup::WORLD);
     CHECK(world.predicted_s ==
           collectives::plan(CollectiveKind::ALL_REDUCE, static_cast<std::int64_t>(S), fabric(2, 8, 8)).predicted_s);
   }
@@ -849,15 +848,15 @@ TEST_SUITE("collectives: tensor parallelism")
   TEST_CASE("TENSOR with t = 1 is local (no flows); with t = G one group per node")
   {
     const Plan local = collectives::plan(CollectiveKind::ALL_REDUCE, 1 << 20, with_tp(fabric(2, 8, 8), 1), {},
-                                         schedule::CommGroup::TENSOR);
+                                         spec::CommGroup::TENSOR);
     CHECK(local.algorithm == "local");
     CHECK(local.phases.empty());
     CHECK(local.predicted_s == 0);
     // t = G = 8 on 3 nodes: the INTRA_NODE plan (the node's own ring on every node).
     const Fabric f = with_tp(fabric(3, 8, 8), 8);
-    const Plan tensor = collectives::plan(CollectiveKind::ALL_GATHER, 1 << 24, f, {}, schedule::CommGroup::TENSOR);
+    const Plan tensor = collectives::plan(CollectiveKind::ALL_GATHER, 1 << 24, f, {}, spec::CommGroup::TENSOR);
     const Plan intra =
-        collectives::plan(CollectiveKind::ALL_GATHER, 1 << 24, fabric(3, 8, 8), {}, schedule::CommGroup::INTRA_NODE);
+        collectives::plan(CollectiveKind::ALL_GATHER, 1 << 24, fabric(3, 8, 8), {}, spec::CommGroup::INTRA_NODE);
     CHECK(tensor.predicted_s == intra.predicted_s);
     REQUIRE(tensor.phases.size() == intra.phases.size());
     for (std::size_t i = 0; i < tensor.phases.size(); ++i) {
@@ -883,7 +882,7 @@ TEST_SUITE("collectives: tensor parallelism")
           CAPTURE(static_cast<int>(o.all_reduce));
           CAPTURE(o.hierarchical);
           const std::int64_t S = 123'456'789;
-          const Plan p = collectives::plan(k, S, f, o, schedule::CommGroup::DATA_PARALLEL);
+          const Plan p = collectives::plan(k, S, f, o, spec::CommGroup::DATA_PARALLEL);
           const Plan q = collectives::plan(k, S, group, o);
           CHECK(p.algorithm == q.algorithm);
           CHECK(p.channels == q.channels);
@@ -921,7 +920,7 @@ TEST_SUITE("collectives: tensor parallelism")
     const Fabric f = with_tp(fabric(2, 8, 8), 4);
     const double S = 1e9, N = 4, C = 2;
     const Plan p = collectives::plan(CollectiveKind::ALL_REDUCE, static_cast<std::int64_t>(S), f,
-                                     forced(Algorithm::RING, simple_line_rate()), schedule::CommGroup::DATA_PARALLEL);
+                                     forced(Algorithm::RING, simple_line_rate()), spec::CommGroup::DATA_PARALLEL);
     const double latency =
         RING_BASE + (6 - 4) * (INTRA_LAT + RING_NVLINK_OVERHEAD) + 4 * (INTER_LAT + RING_NET_OVERHEAD);
     CHECK(p.predicted_s == doctest::Approx(2 * (N - 1) / N * S / (C * std::min(INTER_BPS, INTRA_BPS)) + latency));
@@ -934,7 +933,7 @@ TEST_SUITE("collectives: tensor parallelism")
     // network step (inter steps clamped to nsteps = 2(n-1)).
     const Fabric g = with_tp(fabric(2, 8, 8), 8);
     const Plan q = collectives::plan(CollectiveKind::ALL_REDUCE, static_cast<std::int64_t>(S), g,
-                                     forced(Algorithm::RING, simple_line_rate()), schedule::CommGroup::DATA_PARALLEL);
+                                     forced(Algorithm::RING, simple_line_rate()), spec::CommGroup::DATA_PARALLEL);
     CHECK(q.predicted_s ==
           doctest::Approx(2.0 * 1 / 2 * S / INTER_BPS + RING_BASE + 2 * (INTER_LAT + RING_NET_OVERHEAD)));
     for (const Flow& fl : q.phases.at(0).flows) {
@@ -947,7 +946,7 @@ TEST_SUITE("collectives: tensor parallelism")
   {
     const Fabric f = fabric(2, 8, 8);
     for (CollectiveKind k : KINDS) {
-      const Plan p = collectives::plan(k, 1 << 26, f, {}, schedule::CommGroup::DATA_PARALLEL);
+      const Plan p = collectives::plan(k, 1 << 26, f, {}, spec::CommGroup::DATA_PARALLEL);
       const Plan w = collectives::plan(k, 1 << 26, f);
       CHECK(p.predicted_s == w.predicted_s);
       REQUIRE(p.phases.size() == w.phases.size());
@@ -961,7 +960,7 @@ TEST_SUITE("collectives: tensor parallelism")
     for (const auto& [nodes, g, nics, t] :
          std::vector<std::tuple<int, int, int, int>>{{2, 8, 8, 4}, {3, 8, 4, 2}, {4, 4, 2, 4}}) {
       const Fabric f = with_tp(fabric(nodes, g, nics), t);
-      for (schedule::CommGroup grp : {schedule::CommGroup::TENSOR, schedule::CommGroup::DATA_PARALLEL})
+      for (spec::CommGroup grp : {spec::CommGroup::TENSOR, spec::CommGroup::DATA_PARALLEL})
         for (const Options& o : all_options())
           for (CollectiveKind k : KINDS) {
             const Plan full = collectives::plan(k, 98'765'432, f, o, grp);
@@ -1000,14 +999,14 @@ TEST_SUITE("collectives: tensor parallelism")
       for (const Options& o : all_options())
         for (CollectiveKind k : KINDS)
           for (std::int64_t S : {std::int64_t{1} << 10, std::int64_t{1} << 24, std::int64_t{1} << 34})
-            for (schedule::CommGroup grp : {schedule::CommGroup::WORLD, schedule::CommGroup::INTER_NODE,
-                                            schedule::CommGroup::DATA_PARALLEL, schedule::CommGroup::TENSOR})
+            for (spec::CommGroup grp : {spec::CommGroup::WORLD, spec::CommGroup::INTER_NODE,
+                                        spec::CommGroup::DATA_PARALLEL, spec::CommGroup::TENSOR})
               for (const auto& ph : collectives::plan(k, S, f, o, grp).phases)
                 for (const Flow& fl : ph.flows)
                   if (fl.src.node != fl.dst.node) {
-                    CHECK(grp != schedule::CommGroup::TENSOR); // a TENSOR group never leaves its node
+                    CHECK(grp != spec::CommGroup::TENSOR); // a TENSOR group never leaves its node
                     used.insert({fl.src, fl.dst});
-                    if (grp == schedule::CommGroup::DATA_PARALLEL)
+                    if (grp == spec::CommGroup::DATA_PARALLEL)
                       used_dp.insert({fl.src, fl.dst});
                   }
       // Every DATA_PARALLEL pair has a route ...
@@ -1048,9 +1047,9 @@ TEST_SUITE("collectives: tensor parallelism")
     for (int t : {3, 5, 16, 0, -2}) {
       CAPTURE(t);
       const Fabric f = with_tp(fabric(2, 8, 8), t);
-      CHECK_THROWS_AS(collectives::plan(CollectiveKind::ALL_REDUCE, 1024, f, {}, schedule::CommGroup::TENSOR),
+      CHECK_THROWS_AS(collectives::plan(CollectiveKind::ALL_REDUCE, 1024, f, {}, spec::CommGroup::TENSOR),
                       core::InputError);
-      CHECK_THROWS_AS(collectives::plan(CollectiveKind::ALL_GATHER, 1024, f, {}, schedule::CommGroup::DATA_PARALLEL),
+      CHECK_THROWS_AS(collectives::plan(CollectiveKind::ALL_GATHER, 1024, f, {}, spec::CommGroup::DATA_PARALLEL),
                       core::InputError);
       if (t > 1)
         CHECK_THROWS_AS(collectives::inter_node_pairs(f), core::InputError);
@@ -1329,20 +1328,20 @@ TEST_CASE("nccl_ctas: the kind's figure inside a node, two per NIC across nodes,
   f.nodes = 4;
   f.gpus_per_node = 8;
   f.nics_per_node = 8;
-  CHECK(collectives::nccl_ctas(f, schedule::CommGroup::WORLD, 24) == 16);
-  CHECK(collectives::nccl_ctas(f, schedule::CommGroup::DATA_PARALLEL, 24) == 16);
-  CHECK(collectives::nccl_ctas(f, schedule::CommGroup::INTRA_NODE, 24) == 24);
-  CHECK(collectives::nccl_ctas(f, schedule::CommGroup::TENSOR, 24) == 24);
-  CHECK(collectives::nccl_ctas(f, schedule::CommGroup::INTER_NODE, 24) == 2); // one GPU of a node: one NIC
-  f.nics_per_node = 4;                                                        // DGX-1V with 4 EDR NICs: 8
-  CHECK(collectives::nccl_ctas(f, schedule::CommGroup::WORLD, 12) == 8);
+  CHECK(collectives::nccl_ctas(f, spec::CommGroup::WORLD, 24) == 16);
+  CHECK(collectives::nccl_ctas(f, spec::CommGroup::DATA_PARALLEL, 24) == 16);
+  CHECK(collectives::nccl_ctas(f, spec::CommGroup::INTRA_NODE, 24) == 24);
+  CHECK(collectives::nccl_ctas(f, spec::CommGroup::TENSOR, 24) == 24);
+  CHECK(collectives::nccl_ctas(f, spec::CommGroup::INTER_NODE, 24) == 2); // one GPU of a node: one NIC
+  f.nics_per_node = 4;                                                    // DGX-1V with 4 EDR NICs: 8
+  CHECK(collectives::nccl_ctas(f, spec::CommGroup::WORLD, 12) == 8);
   f.gpus_per_node = 16; // DGX-2, 8 NICs: 16, though one node's collective runs 12
   f.nics_per_node = 8;
-  CHECK(collectives::nccl_ctas(f, schedule::CommGroup::WORLD, 12) == 16);
+  CHECK(collectives::nccl_ctas(f, spec::CommGroup::WORLD, 12) == 16);
   f.nics_per_node = 20; // more NICs than GPUs: the GPUs bound it, and MAXCHANNELS
-  CHECK(collectives::nccl_ctas(f, schedule::CommGroup::WORLD, 24) == 32);
+  CHECK(collectives::nccl_ctas(f, spec::CommGroup::WORLD, 24) == 32);
   f.tensor_parallel = 4; // data-parallel groups of 4 GPUs per node: 4 search channels
-  CHECK(collectives::nccl_ctas(f, schedule::CommGroup::DATA_PARALLEL, 24) == 8);
+  CHECK(collectives::nccl_ctas(f, spec::CommGroup::DATA_PARALLEL, 24) == 8);
   f.nodes = 1; // one node: every group is inside it
-  CHECK(collectives::nccl_ctas(f, schedule::CommGroup::WORLD, 24) == 24);
+  CHECK(collectives::nccl_ctas(f, spec::CommGroup::WORLD, 24) == 24);
 }

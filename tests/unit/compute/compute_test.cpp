@@ -356,8 +356,9 @@ TEST_CASE("gpu_efficiency: the stack selects the GEMM generation and the attenti
 TEST_CASE("scenario: a kernel that does not run on the GPU is named in warnings")
 {
   // dgx-2 is V100: FlashAttention-2 (the default stack) needs Ampere.
-  const spec::Scenario s = config::load_scenario(SRC + "/scenarios/zero-offload-13b-1xv100.yaml",
-                                                 {{"software.attention=flash2", "training.flash_attention=true"}, "", ""});
+  const spec::Scenario s =
+      config::load_scenario(SRC + "/scenarios/zero-offload-13b-1xv100.yaml",
+                            {{"software.attention=flash2", "training.flash_attention=true"}, "", ""});
   bool warned = false;
   for (const std::string& w : s.warnings)
     warned = warned || w.find("software.attention: flash2 does not run on V100") == 0;
@@ -370,14 +371,14 @@ TEST_CASE("compute_task_time: recompute equals the forward under full checkpoint
   spec::Scenario s = config::load_scenario(SRC + "/scenarios/llama2-7b-dgx-a100-80gb-zero2.yaml");
   REQUIRE(s.training.activation_checkpointing == spec::Checkpointing::FULL);
   workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
-  schedule::TaskGraph g = schedule::build_step_graph(s, w);
+  spec::TaskGraph g = schedule::build_step_graph(s, w);
   std::map<std::pair<int, int>, double> forward; // (micro-step, layer) -> seconds
-  for (const schedule::Task& t : g.tasks)
-    if (t.kind == schedule::TaskKind::COMPUTE && t.phase == schedule::Phase::FORWARD)
+  for (const spec::Task& t : g.tasks)
+    if (t.kind == spec::TaskKind::COMPUTE && t.phase == spec::Phase::FORWARD)
       forward[{t.micro_step, t.layer}] = compute::compute_task_time(t, w, s);
   int recomputes = 0;
-  for (const schedule::Task& t : g.tasks)
-    if (t.kind == schedule::TaskKind::COMPUTE && t.phase == schedule::Phase::RECOMPUTE) {
+  for (const spec::Task& t : g.tasks)
+    if (t.kind == spec::TaskKind::COMPUTE && t.phase == spec::Phase::RECOMPUTE) {
       CAPTURE(t.name);
       CHECK(compute::compute_task_time(t, w, s) == forward.at({t.micro_step, t.layer}));
       ++recomputes;
@@ -388,9 +389,9 @@ TEST_CASE("compute_task_time: recompute equals the forward under full checkpoint
   s.training.activation_checkpointing = spec::Checkpointing::SELECTIVE;
   w = workload::build_workload(s.model, workload::workload_options(s));
   g = schedule::build_step_graph(s, w);
-  const schedule::Task* r = nullptr;
-  for (const schedule::Task& t : g.tasks)
-    if (t.kind == schedule::TaskKind::COMPUTE && t.phase == schedule::Phase::RECOMPUTE && r == nullptr)
+  const spec::Task* r = nullptr;
+  for (const spec::Task& t : g.tasks)
+    if (t.kind == spec::TaskKind::COMPUTE && t.phase == spec::Phase::RECOMPUTE && r == nullptr)
       r = &t;
   REQUIRE(r != nullptr);
   double core = 0;
@@ -405,12 +406,12 @@ TEST_CASE("compute_task_time: GPU optimizer step and other kernels are a rooflin
 {
   const spec::Scenario s = config::load_scenario(SRC + "/scenarios/llama2-7b-dgx-a100-80gb-zero2.yaml");
   const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
-  const schedule::TaskGraph g = schedule::build_step_graph(s, w);
+  const spec::TaskGraph g = schedule::build_step_graph(s, w);
   const spec::GpuSpec& gpu = s.cluster.node.gpu;
   const GpuEfficiency e = eff(gpu);
   int optimizer = 0;
-  for (const schedule::Task& t : g.tasks)
-    if (t.kind == schedule::TaskKind::COMPUTE && t.phase == schedule::Phase::OPTIMIZER) {
+  for (const spec::Task& t : g.tasks)
+    if (t.kind == spec::TaskKind::COMPUTE && t.phase == spec::Phase::OPTIMIZER) {
       // max(flops / fp32 peak 19.5 TFLOP/s, bytes / (2039 GB/s x hbm)) + one launch.
       const double expected = std::max(t.flops / 19.5e12, t.mem_bytes / (gpu.memory_bandwidth_Bps * e.hbm)) + OVERHEAD;
       CHECK(compute::compute_task_time(t, w, s) == doctest::Approx(expected).epsilon(1e-12));
@@ -418,13 +419,13 @@ TEST_CASE("compute_task_time: GPU optimizer step and other kernels are a rooflin
     }
   CHECK(optimizer >= 1);
 
-  schedule::Task copy;
-  copy.kind = schedule::TaskKind::COPY;
+  spec::Task copy;
+  copy.kind = spec::TaskKind::COPY;
   copy.name = "not compute";
   CHECK_THROWS_AS(compute::compute_task_time(copy, w, s), core::InternalError);
-  schedule::Task lost;
-  lost.kind = schedule::TaskKind::COMPUTE;
-  lost.phase = schedule::Phase::FORWARD;
+  spec::Task lost;
+  lost.kind = spec::TaskKind::COMPUTE;
+  lost.phase = spec::Phase::FORWARD;
   lost.name = "no layer";
   lost.layer = static_cast<int>(w.layers.size());
   CHECK_THROWS_AS(compute::compute_task_time(lost, w, s), core::InternalError);
@@ -433,8 +434,8 @@ TEST_CASE("compute_task_time: GPU optimizer step and other kernels are a rooflin
 TEST_CASE("cpu_task_work: the task's FLOPs and DRAM bytes on cores / ranks-per-node threads")
 {
   const spec::CpuSpec cpu = node("dgx-2").cpu; // 2 x Xeon Platinum 8168: 48 cores
-  schedule::Task t;
-  t.kind = schedule::TaskKind::CPU_COMPUTE;
+  spec::Task t;
+  t.kind = spec::TaskKind::CPU_COMPUTE;
   t.name = "step.cpu_adam";
   t.elements = 1'000'000'000;
   t.flops = 14e9;
@@ -482,8 +483,8 @@ TEST_CASE("CPU Adam: the committed core rate is the least-squares fit to ZeRO-Of
 
   std::vector<double> errors;
   for (std::size_t i = 0; i < 4; ++i) {
-    schedule::Task t;
-    t.kind = schedule::TaskKind::CPU_COMPUTE;
+    spec::Task t;
+    t.kind = spec::TaskKind::CPU_COMPUTE;
     t.name = "cpu_adam";
     t.elements = static_cast<std::int64_t>(params[i]);
     t.flops = flops_per_elem * params[i];
@@ -508,10 +509,10 @@ TEST_CASE("the ZeRO-Offload 13B scenario: CPU Adam on all 48 cores of the DGX-2 
 {
   const spec::Scenario s = config::load_scenario(SRC + "/scenarios/zero-offload-13b-1xv100.yaml");
   const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
-  const schedule::TaskGraph g = schedule::build_step_graph(s, w);
+  const spec::TaskGraph g = schedule::build_step_graph(s, w);
   int adam = 0;
-  for (const schedule::Task& t : g.tasks)
-    if (t.kind == schedule::TaskKind::CPU_COMPUTE && t.name == "step.cpu_adam") {
+  for (const spec::Task& t : g.tasks)
+    if (t.kind == spec::TaskKind::CPU_COMPUTE && t.name == "step.cpu_adam") {
       const compute::CpuWork work = compute::cpu_task_work(t, s.cluster.node.cpu, s.cluster.gpus_per_node);
       CHECK(work.threads == 48);
       // 14 FLOPs per element on 48 cores at the fitted rate (compute-bound, as in Table 4).
@@ -543,9 +544,9 @@ TEST_CASE("calibration: the gemm, hbm and attention multipliers scale the GPU ki
   CHECK(compute::gpu_efficiency(s).hbm == doctest::Approx(std::min(1.0, 1.3 * prior.hbm)));
   // A layer's forward takes longer with a GEMM multiplier below 1 (compute-bound GEMMs dominate it).
   const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
-  schedule::Task t;
-  t.kind = schedule::TaskKind::COMPUTE;
-  t.phase = schedule::Phase::FORWARD;
+  spec::Task t;
+  t.kind = spec::TaskKind::COMPUTE;
+  t.phase = spec::Phase::FORWARD;
   t.layer = 1;
   s.calibration.factors = {};
   const double base = compute::compute_task_time(t, w, s);

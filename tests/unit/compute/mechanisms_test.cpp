@@ -46,10 +46,10 @@ workload::Workload one_layer(std::vector<Op> ops)
   return w;
 }
 
-schedule::Task layer_task(schedule::Phase ph)
+spec::Task layer_task(spec::Phase ph)
 {
-  schedule::Task t;
-  t.kind = schedule::TaskKind::COMPUTE;
+  spec::Task t;
+  t.kind = spec::TaskKind::COMPUTE;
   t.phase = ph;
   t.layer = 0;
   t.name = "probe";
@@ -57,11 +57,11 @@ schedule::Task layer_task(schedule::Phase ph)
 }
 
 /// The first COMPUTE task of `phase` for layer `name` in rank 0's step graph.
-const schedule::Task& find_task(const schedule::TaskGraph& g, const workload::Workload& w, schedule::Phase phase,
-                                const std::string& name)
+const spec::Task& find_task(const spec::TaskGraph& g, const workload::Workload& w, spec::Phase phase,
+                            const std::string& name)
 {
-  for (const schedule::Task& t : g.tasks)
-    if (t.kind == schedule::TaskKind::COMPUTE && t.phase == phase && t.layer >= 0 &&
+  for (const spec::Task& t : g.tasks)
+    if (t.kind == spec::TaskKind::COMPUTE && t.phase == phase && t.layer >= 0 &&
         w.layers[static_cast<std::size_t>(t.layer)].name == name)
       return t;
   FAIL("no task for layer " << name);
@@ -79,11 +79,11 @@ TEST_CASE("host dispatch: a small GEMM from eager PyTorch takes the published ho
   s.software.compile = false;
   const workload::Workload w = one_layer({gemm(512, 512, 512)});
   const double measured = 8.4e-6 + 1.8e-6;
-  const double t = compute::compute_task_time(layer_task(schedule::Phase::FORWARD), w, s);
+  const double t = compute::compute_task_time(layer_task(spec::Phase::FORWARD), w, s);
   CHECK(t == doctest::Approx(measured).epsilon(0.05));
   // Without the host the GEMM is priced as the GPU runs it: several times faster than any eager loop.
   s.mechanisms.host_dispatch = false;
-  const double gpu_only = compute::compute_task_time(layer_task(schedule::Phase::FORWARD), w, s);
+  const double gpu_only = compute::compute_task_time(layer_task(spec::Phase::FORWARD), w, s);
   CHECK(gpu_only < measured / 2);
 }
 
@@ -91,7 +91,7 @@ TEST_CASE("host dispatch: an op range outside the layer is an error for the GPU 
 {
   const spec::Scenario s = config::load_scenario(SRC + "/scenarios/llama3-8b-fsdp-8xh100.yaml");
   const workload::Workload w = one_layer({gemm(512, 512, 512), gemm(512, 512, 512)});
-  schedule::Task t = layer_task(schedule::Phase::FORWARD);
+  spec::Task t = layer_task(spec::Phase::FORWARD);
   for (const auto& [begin, end] : {std::pair{0, 3}, std::pair{2, 1}, std::pair{-1, 1}}) {
     CAPTURE(begin);
     CAPTURE(end);
@@ -114,9 +114,9 @@ TEST_CASE("host dispatch: a compute-bound block is unchanged, the switch restore
   // dispatch (docs/compute.md §4).
   spec::Scenario s = config::load_scenario(SRC + "/scenarios/llama2-7b-dgx-a100-80gb-zero2.yaml");
   const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
-  const schedule::TaskGraph g = schedule::build_step_graph(s, w);
-  for (const schedule::Phase ph : {schedule::Phase::FORWARD, schedule::Phase::BACKWARD}) {
-    const schedule::Task& t = find_task(g, w, ph, "block.0");
+  const spec::TaskGraph g = schedule::build_step_graph(s, w);
+  for (const spec::Phase ph : {spec::Phase::FORWARD, spec::Phase::BACKWARD}) {
+    const spec::Task& t = find_task(g, w, ph, "block.0");
     const double on = compute::compute_task_time(t, w, s);
     CHECK(compute::host_task_time(t, w, s) < on / 20);
     s.mechanisms.host_dispatch = false;
@@ -134,8 +134,8 @@ TEST_CASE("host dispatch: with few tokens the block is host-bound, and torch.com
   lo.sets = {"training.seq_len=32", "training.micro_batch=1"};
   spec::Scenario s = config::load_scenario(SRC + "/scenarios/gpt2-xl-ddp-dgx-a100-80gb.yaml", lo);
   const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
-  const schedule::TaskGraph g = schedule::build_step_graph(s, w);
-  const schedule::Task& fwd = find_task(g, w, schedule::Phase::FORWARD, "block.0");
+  const spec::TaskGraph g = schedule::build_step_graph(s, w);
+  const spec::Task& fwd = find_task(g, w, spec::Phase::FORWARD, "block.0");
   s.software.compile = false;
   s.mechanisms.copies = false; // autocast's casts (another 184 MB a block) are GPU work the host hides
   const double eager = compute::host_task_time(fwd, w, s);
@@ -211,8 +211,8 @@ TEST_CASE("copies: DDP's autocast casts a GPT-2 XL block's linear weights every 
   spec::Scenario s = config::load_scenario(SRC + "/scenarios/gpt2-xl-ddp-dgx-a100-80gb.yaml");
   REQUIRE(s.training.precision == spec::Precision::AMP_BF16);
   const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
-  const schedule::TaskGraph g = schedule::build_step_graph(s, w);
-  const schedule::Task& fwd = find_task(g, w, schedule::Phase::FORWARD, "block.0");
+  const spec::TaskGraph g = schedule::build_step_graph(s, w);
+  const spec::Task& fwd = find_task(g, w, spec::Phase::FORWARD, "block.0");
   s.mechanisms.host_dispatch = false;
   const double with = compute::compute_task_time(fwd, w, s);
   s.mechanisms.copies = false;

@@ -11,7 +11,7 @@
 #include <string>
 
 using namespace zerosim;
-using schedule::CollectiveKind;
+using spec::CollectiveKind;
 
 namespace {
 
@@ -34,7 +34,7 @@ struct Wire {
 Wire wire_bytes(const spec::Scenario& s)
 {
   const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
-  const schedule::TaskGraph g = schedule::build_step_graph(s, w, 0);
+  const spec::TaskGraph g = schedule::build_step_graph(s, w, 0);
   collectives::Fabric f;
   f.nodes = s.cluster.nodes;
   f.gpus_per_node = s.cluster.gpus_per_node;
@@ -46,13 +46,13 @@ Wire wire_bytes(const spec::Scenario& s)
   collectives::Options ring;
   ring.all_reduce = collectives::Algorithm::RING;
   Wire out;
-  for (const schedule::Task& t : g.tasks) {
-    if (t.kind != schedule::TaskKind::COLLECTIVE)
+  for (const spec::Task& t : g.tasks) {
+    if (t.kind != spec::TaskKind::COLLECTIVE)
       continue;
     double sent = 0;
     for (const auto& ph : collectives::plan(t.collective, t.bytes, f, ring, t.group).phases)
       for (const auto& fl : ph.flows)
-        if (fl.src == collectives::Gpu{0, 0})
+        if (fl.src == spec::Gpu{0, 0})
           sent += fl.bytes;
     switch (t.collective) {
     case CollectiveKind::ALL_REDUCE:

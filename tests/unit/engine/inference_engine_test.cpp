@@ -5,6 +5,7 @@
 #include "engine/engine.hpp"
 #include "metrics/run_metrics.hpp"
 #include "report/run_report.hpp"
+#include "run/run_scenario.hpp"
 #include "workload/transformer.hpp"
 
 #include <doctest/doctest.h>
@@ -36,7 +37,7 @@ struct Run {
   metrics::RunMetrics m;
 };
 
-Run run(const spec::Scenario& s, int sampled = schedule::INFERENCE_SAMPLED_DECODE_PASSES)
+Run simulate_request(const spec::Scenario& s, int sampled = schedule::INFERENCE_SAMPLED_DECODE_PASSES)
 {
   Run r;
   r.w = workload::build_workload(s.model, workload::workload_options(s));
@@ -64,7 +65,7 @@ TEST_SUITE("engine")
       // 25 GB/s host-to-GPU (dgx-a100-80gb.yaml pcie.bandwidth) is below 8 x 7.0 GB/s of the drives: PCIe bounds.
       // Upper bound 1.05 x: the last layer's forward and the first fetch of a pass are not overlapped (the per-pass
       // host sync of generate), a few tenths of a second of a 14 s pass.
-      const Run r = run(bloom({"inference.generate_tokens=3"}));
+      const Run r = simulate_request(bloom({"inference.generate_tokens=3"}));
       const double bound = std::max(h2d_bytes / 25e9, nvme_bytes / (8 * 7.0e9));
       REQUIRE(r.m.inference);
       const double tpot = r.m.inference->time_per_output_token_s.value();
@@ -78,7 +79,7 @@ TEST_SUITE("engine")
     {
       // nvme_bytes / 7 GB/s = 51 s per token; upper bound 1.15 x: the aio request latency (92 us per 8 MiB wave of
       // block_size x queue_depth, docs/engine.md: 92e-6 / (8 MiB / 7 GB/s) = 7.7 %) and the unoverlapped ends.
-      const Run r = run(bloom({"inference.generate_tokens=3", "cluster.overrides.nvme.devices=1"}));
+      const Run r = simulate_request(bloom({"inference.generate_tokens=3", "cluster.overrides.nvme.devices=1"}));
       const double bound = std::max(nvme_bytes / 7.0e9, h2d_bytes / 25e9);
       const double tpot = r.m.inference->time_per_output_token_s.value();
       CHECK(tpot >= bound);
@@ -87,8 +88,9 @@ TEST_SUITE("engine")
 
     SUBCASE("offload_param cpu (pinned): PCIe-bound")
     {
-      const Run r = run(bloom({"inference.generate_tokens=3",
-                               "deepspeed.zero_optimization.offload_param={device: cpu, pin_memory: true}"}));
+      const Run r =
+          simulate_request(bloom({"inference.generate_tokens=3",
+                                  "deepspeed.zero_optimization.offload_param={device: cpu, pin_memory: true}"}));
       const double bound = h2d_bytes / 25e9;
       const double tpot = r.m.inference->time_per_output_token_s.value();
       CHECK(tpot >= bound);
@@ -145,7 +147,7 @@ TEST_SUITE("engine")
     // CPU offload keeps the replay small; 6 passes (the prompt's and 5 decode), 4 of them simulated (K = 3).
     const spec::Scenario s = bloom(
         {"inference.generate_tokens=6", "deepspeed.zero_optimization.offload_param={device: cpu, pin_memory: true}"});
-    const Run r = run(s, 3);
+    const Run r = simulate_request(s, 3);
     REQUIRE(r.m.inference);
     const metrics::InferenceMetrics& im = *r.m.inference;
     CHECK(im.passes == 6);
@@ -175,7 +177,7 @@ TEST_SUITE("engine")
     CHECK(!r.m.time_to_train_s);
     CHECK(im.kv_cache_bytes == static_cast<std::int64_t>(2 * L * H * (512 + 6) * 8 * 2));
 
-    const core::Json j = report::run_json(s, r.w, r.m, r.t);
+    const core::Json j = report::run_json(s, zerosim::run::RunResult{r.w, r.t, r.m, {}});
     const core::Json* inf = j.find("inference");
     REQUIRE(inf != nullptr);
     CHECK(inf->find("prefill_time_s") != nullptr);
@@ -183,7 +185,7 @@ TEST_SUITE("engine")
     CHECK(inf->find("tokens_per_s") != nullptr);
     CHECK(inf->find("prompt_tokens_per_s") != nullptr);
     std::ostringstream out;
-    report::write_run_summary(out, s, r.w, r.m, r.t);
+    report::write_run_summary(out, s, zerosim::run::RunResult{r.w, r.t, r.m, {}});
     CHECK(out.str().find("time per output token") != std::string::npos);
     CHECK(out.str().find("4 of 6 forward passes simulated") != std::string::npos);
   }

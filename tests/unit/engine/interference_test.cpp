@@ -10,9 +10,9 @@
 
 using namespace zerosim;
 using namespace zerosim::physics_test;
-using schedule::Task;
-using schedule::TaskGraph;
-using schedule::TaskKind;
+using spec::Task;
+using spec::TaskGraph;
+using spec::TaskKind;
 
 namespace {
 
@@ -41,16 +41,16 @@ TaskGraph overlapped(double mem, std::int64_t bytes, int ranks, double flops = 0
 {
   Task c;
   c.kind = TaskKind::COMPUTE;
-  c.phase = schedule::Phase::OPTIMIZER;
-  c.stream = schedule::Stream::COMPUTE;
+  c.phase = spec::Phase::OPTIMIZER;
+  c.stream = spec::Stream::COMPUTE;
   c.name = "kernel";
   c.mem_bytes = mem;
   c.flops = flops;
   Task ag;
   ag.kind = TaskKind::COLLECTIVE;
-  ag.stream = schedule::Stream::ALLGATHER;
+  ag.stream = spec::Stream::ALLGATHER;
   ag.name = "allgather";
-  ag.collective = schedule::CollectiveKind::ALL_GATHER;
+  ag.collective = spec::CollectiveKind::ALL_GATHER;
   ag.bytes = bytes;
   ag.group_size = ranks;
   return graph_of({c, ag});
@@ -151,15 +151,15 @@ namespace {
 
 /// Rank graph: two all-gathers of `bytes` issued one after the other on two streams (FSDP's or DeepSpeed's
 /// all-gather and reduce-scatter streams), the first on group `first`, the second on group `second`.
-TaskGraph two_collectives(std::int64_t bytes, int ranks, schedule::CommGroup first, schedule::CommGroup second)
+TaskGraph two_collectives(std::int64_t bytes, int ranks, spec::CommGroup first, spec::CommGroup second)
 {
   std::vector<Task> tasks;
   for (int i = 0; i < 2; ++i) {
     Task ag;
     ag.kind = TaskKind::COLLECTIVE;
-    ag.stream = i == 0 ? schedule::Stream::ALLGATHER : schedule::Stream::REDUCE_PARTITION;
+    ag.stream = i == 0 ? spec::Stream::ALLGATHER : spec::Stream::REDUCE_PARTITION;
     ag.name = "allgather" + std::to_string(i);
-    ag.collective = schedule::CollectiveKind::ALL_GATHER;
+    ag.collective = spec::CollectiveKind::ALL_GATHER;
     ag.bytes = bytes;
     ag.group = i == 0 ? first : second;
     ag.group_size = ranks;
@@ -180,8 +180,8 @@ TEST_CASE("communicator: a group's collectives run one at a time in issue order,
   const std::int64_t bytes = 4'000'000'000;
   std::vector<TaskGraph> same, apart;
   for (int r = 0; r < N; ++r) {
-    same.push_back(two_collectives(bytes, N, schedule::CommGroup::WORLD, schedule::CommGroup::WORLD));
-    apart.push_back(two_collectives(bytes, N, schedule::CommGroup::WORLD, schedule::CommGroup::INTRA_NODE));
+    same.push_back(two_collectives(bytes, N, spec::CommGroup::WORLD, spec::CommGroup::WORLD));
+    apart.push_back(two_collectives(bytes, N, spec::CommGroup::WORLD, spec::CommGroup::INTRA_NODE));
   }
   const engine::Timeline one = engine::simulate_graphs(s, EMPTY, same);
   const double t0 = task_time(one, 0, 0);

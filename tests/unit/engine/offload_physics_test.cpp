@@ -4,7 +4,7 @@
 #include "config/scenario_loader.hpp"
 #include "core/error.hpp"
 #include "engine/engine.hpp"
-#include "schedule/task_graph.hpp"
+#include "spec/task_graph.hpp"
 #include "workload/transformer.hpp"
 
 #include "physics_test_util.hpp"
@@ -17,9 +17,9 @@
 #include <vector>
 
 using namespace zerosim;
-using schedule::Task;
-using schedule::TaskGraph;
-using schedule::TaskKind;
+using spec::Task;
+using spec::TaskGraph;
+using spec::TaskKind;
 using namespace zerosim::physics_test;
 
 namespace {
@@ -55,19 +55,19 @@ Task nvme_task(const std::string& name, std::int64_t bytes, bool write)
 {
   Task t;
   t.kind = write ? TaskKind::NVME_WRITE : TaskKind::NVME_READ;
-  t.stream = schedule::Stream::NVME;
+  t.stream = spec::Stream::NVME;
   t.name = name;
   t.bytes = bytes;
   return t;
 }
 
-Task all_gather_task(std::int64_t bytes, int group_size, schedule::CommGroup group = schedule::CommGroup::WORLD)
+Task all_gather_task(std::int64_t bytes, int group_size, spec::CommGroup group = spec::CommGroup::WORLD)
 {
   Task t;
   t.kind = TaskKind::COLLECTIVE;
-  t.stream = schedule::Stream::COMPUTE;
+  t.stream = spec::Stream::COMPUTE;
   t.name = "allgather";
-  t.collective = schedule::CollectiveKind::ALL_GATHER;
+  t.collective = spec::CollectiveKind::ALL_GATHER;
   t.bytes = bytes;
   t.group = group;
   t.group_size = group_size;
@@ -91,7 +91,7 @@ TEST_CASE("two GPUs behind one PCIe switch share its uplink; GPUs on different s
   const double B = s.cluster.node.pcie.bandwidth_Bps, U = s.cluster.node.pcie.switch_uplink_Bps;
   REQUIRE(U < 2 * B);
   const std::int64_t S = GB;
-  const auto h2d = schedule::CopyDirection::H2D;
+  const auto h2d = spec::CopyDirection::H2D;
 
   const engine::Timeline same = engine::simulate_graphs(
       s, EMPTY,
@@ -124,7 +124,7 @@ TEST_CASE("inter-node traffic into a GPU slows a parameter fetch into it by the 
   const double B = s.cluster.node.pcie.bandwidth_Bps, U = s.cluster.node.pcie.switch_uplink_Bps;
   const double N = s.cluster.network.nic_bandwidth_Bps;
   const std::int64_t S = GB;
-  const auto h2d = schedule::CopyDirection::H2D;
+  const auto h2d = spec::CopyDirection::H2D;
 
   const engine::Timeline alone = engine::simulate_graphs(s, EMPTY, {graph_of({copy_task("fetch", S, h2d)})});
   const double t_alone = PCIE_LATENCY_S + static_cast<double>(S) / std::min(B, U);
@@ -160,10 +160,10 @@ TEST_CASE("traffic from a NIC on another switch climbs the NIC's uplink and desc
   const double B = s.cluster.node.pcie.bandwidth_Bps, U = s.cluster.node.pcie.switch_uplink_Bps;
   const double N = s.cluster.network.nic_bandwidth_Bps;
   const std::int64_t S = GB;
-  const auto inter = schedule::CommGroup::INTER_NODE;
+  const auto inter = spec::CommGroup::INTER_NODE;
   const engine::Timeline tl = engine::simulate_graphs(
       s, EMPTY,
-      {graph_of({all_gather_task(20 * GB, 2, inter), copy_task("fetch", S, schedule::CopyDirection::H2D)}),
+      {graph_of({all_gather_task(20 * GB, 2, inter), copy_task("fetch", S, spec::CopyDirection::H2D)}),
        graph_of({all_gather_task(20 * GB, 2, inter)})});
   REQUIRE(tl.ranks[0].times[0].end > tl.ranks[0].times[1].end);
   const double r = N / 2;
@@ -298,7 +298,7 @@ TEST_CASE("a pinned copy is never slower than a pageable one, and faster when DR
   // Pageable = the same DMA flow plus the driver's staging memcpy, 2S of DRAM traffic at the same time
   // (docs/engine.md "COPY"); the task ends when both end.
   const std::int64_t S = GB;
-  const auto h2d = schedule::CopyDirection::H2D;
+  const auto h2d = spec::CopyDirection::H2D;
   {
     // Alone on a 300 GB/s DRAM: the staging flow (2S) runs beside the DMA (25 GB/s) at 275 GB/s and ends
     // first, so both take latency + S/B.
@@ -326,7 +326,7 @@ TEST_CASE("a pinned copy is never slower than a pageable one, and faster when DR
     // The copy runs on the compute stream so that it starts beside the CPU task (host stream) at time 0.
     auto copy_beside = [&](bool is_pinned) {
       Task c = copy_task("c", S, h2d, is_pinned);
-      c.stream = schedule::Stream::COMPUTE;
+      c.stream = spec::Stream::COMPUTE;
       const engine::Timeline tl = engine::simulate_graphs(s, EMPTY, {graph_of({cpu_adam_task(1'000'000'000), c})});
       REQUIRE(tl.ranks[0].times[0].end > tl.ranks[0].times[1].end); // the DRAM traffic outlasts the copy
       return task_time(tl, 0, 1);

@@ -5,7 +5,7 @@
 #include "config/scenario_loader.hpp"
 #include "engine/engine.hpp"
 #include "metrics/run_metrics.hpp"
-#include "schedule/task_graph.hpp"
+#include "spec/task_graph.hpp"
 #include "workload/transformer.hpp"
 
 #include "physics_test_util.hpp"
@@ -18,9 +18,9 @@
 #include <vector>
 
 using namespace zerosim;
-using schedule::Task;
-using schedule::TaskGraph;
-using schedule::TaskKind;
+using spec::Task;
+using spec::TaskGraph;
+using spec::TaskKind;
 using namespace zerosim::physics_test;
 
 namespace {
@@ -47,7 +47,7 @@ TEST_CASE("one transfer takes latency + size / bandwidth")
   // GPU 0 -> host memory: the GPU's PCIe link (25 GB/s, 1 us), its switch uplink (25 GB/s), DRAM (300 GB/s):
   // the bottleneck is 25 GB/s, the latency the GPU link's 1 us. 1 GB: 1e-6 + 1e9 / 25e9 = 0.040001 s.
   const spec::Scenario s = load(node_yaml() + "  nodes: 1\n  gpus_per_node: 1\n", TRAIN);
-  std::vector<TaskGraph> g{graph_of({copy_task("d2h", 1'000'000'000, schedule::CopyDirection::D2H)})};
+  std::vector<TaskGraph> g{graph_of({copy_task("d2h", 1'000'000'000, spec::CopyDirection::D2H)})};
   const engine::Timeline tl = engine::simulate_graphs(s, EMPTY, g);
   CHECK(task_time(tl, 0, 0) == doctest::Approx(1e-6 + 1e9 / 25e9).epsilon(1e-6));
 }
@@ -56,14 +56,14 @@ TEST_CASE("two transfers sharing a link take twice as long")
 {
   // GPUs 0 and 1 share one switch uplink of 25 GB/s: each gets 12.5 GB/s, so 1 GB takes 1e-6 + 1e9 / 12.5e9.
   const spec::Scenario s = load(node_yaml() + "  nodes: 1\n  gpus_per_node: 2\n", TRAIN);
-  std::vector<TaskGraph> g{graph_of({copy_task("d2h.0", 1'000'000'000, schedule::CopyDirection::D2H)}),
-                           graph_of({copy_task("d2h.1", 1'000'000'000, schedule::CopyDirection::D2H)})};
+  std::vector<TaskGraph> g{graph_of({copy_task("d2h.0", 1'000'000'000, spec::CopyDirection::D2H)}),
+                           graph_of({copy_task("d2h.1", 1'000'000'000, spec::CopyDirection::D2H)})};
   const engine::Timeline tl = engine::simulate_graphs(s, EMPTY, g);
   CHECK(task_time(tl, 0, 0) == doctest::Approx(1e-6 + 1e9 / 12.5e9).epsilon(1e-6));
   CHECK(task_time(tl, 1, 0) == doctest::Approx(1e-6 + 1e9 / 12.5e9).epsilon(1e-6));
   // Opposite directions do not share a split-duplex PCIe link: H2D beside D2H keeps 25 GB/s each.
-  std::vector<TaskGraph> g2{graph_of({copy_task("d2h.0", 1'000'000'000, schedule::CopyDirection::D2H)}),
-                            graph_of({copy_task("h2d.1", 1'000'000'000, schedule::CopyDirection::H2D)})};
+  std::vector<TaskGraph> g2{graph_of({copy_task("d2h.0", 1'000'000'000, spec::CopyDirection::D2H)}),
+                            graph_of({copy_task("h2d.1", 1'000'000'000, spec::CopyDirection::H2D)})};
   const engine::Timeline tl2 = engine::simulate_graphs(s, EMPTY, g2);
   CHECK(task_time(tl2, 0, 0) == doctest::Approx(1e-6 + 1e9 / 25e9).epsilon(1e-6));
 }
@@ -80,9 +80,9 @@ TEST_CASE("a ring all-reduce of S bytes over N ranks at bandwidth B takes 2(N-1)
   for (int r = 0; r < N; ++r) {
     Task t;
     t.kind = TaskKind::COLLECTIVE;
-    t.stream = schedule::Stream::COMPUTE;
+    t.stream = spec::Stream::COMPUTE;
     t.name = "allreduce";
-    t.collective = schedule::CollectiveKind::ALL_REDUCE;
+    t.collective = spec::CollectiveKind::ALL_REDUCE;
     t.bytes = S;
     t.group_size = N;
     g.push_back(graph_of({t}));
@@ -95,7 +95,7 @@ TEST_CASE("a ring all-reduce of S bytes over N ranks at bandwidth B takes 2(N-1)
   f.intra_latency_s = 2e-6;
   f.inter_Bps = 25e9;
   f.inter_latency_s = 5e-6;
-  const collectives::Plan p = collectives::plan(schedule::CollectiveKind::ALL_REDUCE, S, f);
+  const collectives::Plan p = collectives::plan(spec::CollectiveKind::ALL_REDUCE, S, f);
   REQUIRE(p.phases.size() == 1);
   // The flows run at NCCL's achieved NVLink bus bandwidth, not line rate (docs/collectives.md "Achieved bus
   // bandwidth"; a 4 GB all-reduce takes the Simple protocol, factor 1).
@@ -136,7 +136,7 @@ TEST_CASE("CPU Adam grows with parameters per node, shrinks with DRAM bandwidth,
   const engine::Timeline dma =
       engine::simulate_graphs(s2, EMPTY,
                               {graph_of({cpu_adam_task(1'000'000'000)}),
-                               graph_of({copy_task("d2h", 10'000'000'000, schedule::CopyDirection::D2H)})});
+                               graph_of({copy_task("d2h", 10'000'000'000, spec::CopyDirection::D2H)})});
   CHECK(task_time(dma, 0, 0) > t_1g * 1.05);
 }
 

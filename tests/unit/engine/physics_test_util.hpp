@@ -4,7 +4,7 @@
 
 #include "config/scenario_loader.hpp"
 #include "engine/engine.hpp"
-#include "schedule/task_graph.hpp"
+#include "spec/task_graph.hpp"
 #include "workload/transformer.hpp"
 
 #include <cstdint>
@@ -27,12 +27,11 @@ inline spec::Scenario load(const std::string& cluster_yaml, const std::string& b
 inline const std::string TRAIN = "training: {seq_len: 1024, micro_batch: 1, grad_accum: 1, precision: bf16}\n"
                                  "deepspeed: {zero_optimization: {stage: 0}}\n";
 
-inline schedule::Task copy_task(const std::string& name, std::int64_t bytes, schedule::CopyDirection dir,
-                                bool pinned = true)
+inline spec::Task copy_task(const std::string& name, std::int64_t bytes, spec::CopyDirection dir, bool pinned = true)
 {
-  schedule::Task t;
-  t.kind = schedule::TaskKind::COPY;
-  t.stream = schedule::Stream::HOST;
+  spec::Task t;
+  t.kind = spec::TaskKind::COPY;
+  t.stream = spec::Stream::HOST;
   t.name = name;
   t.bytes = bytes;
   t.direction = dir;
@@ -41,12 +40,12 @@ inline schedule::Task copy_task(const std::string& name, std::int64_t bytes, sch
 }
 
 /// DeepSpeedCPUAdam over `elements`: 28 B of DRAM traffic per element (zero-schedule.md §9.1), 14 FLOPs.
-inline schedule::Task cpu_adam_task(std::int64_t elements)
+inline spec::Task cpu_adam_task(std::int64_t elements)
 {
-  schedule::Task t;
-  t.kind = schedule::TaskKind::CPU_COMPUTE;
-  t.phase = schedule::Phase::OPTIMIZER;
-  t.stream = schedule::Stream::HOST;
+  spec::Task t;
+  t.kind = spec::TaskKind::CPU_COMPUTE;
+  t.phase = spec::Phase::OPTIMIZER;
+  t.stream = spec::Stream::HOST;
   t.name = "cpu_adam";
   t.elements = elements;
   t.mem_bytes = 28.0 * static_cast<double>(elements);
@@ -54,9 +53,9 @@ inline schedule::Task cpu_adam_task(std::int64_t elements)
   return t;
 }
 
-inline schedule::TaskGraph graph_of(std::vector<schedule::Task> tasks)
+inline spec::TaskGraph graph_of(std::vector<spec::Task> tasks)
 {
-  schedule::TaskGraph g;
+  spec::TaskGraph g;
   for (auto& t : tasks)
     g.add_task(std::move(t));
   return g;

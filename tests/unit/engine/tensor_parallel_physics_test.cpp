@@ -6,7 +6,7 @@
 #include "collectives/nccl.hpp"
 #include "config/scenario_loader.hpp"
 #include "engine/engine.hpp"
-#include "schedule/task_graph.hpp"
+#include "spec/task_graph.hpp"
 #include "workload/transformer.hpp"
 
 #include "physics_test_util.hpp"
@@ -18,10 +18,10 @@
 #include <vector>
 
 using namespace zerosim;
-using schedule::CommGroup;
-using schedule::Task;
-using schedule::TaskGraph;
-using schedule::TaskKind;
+using spec::CommGroup;
+using spec::Task;
+using spec::TaskGraph;
+using spec::TaskKind;
 using namespace zerosim::physics_test;
 
 namespace {
@@ -56,9 +56,9 @@ Task all_reduce(std::int64_t bytes, CommGroup group, int group_size)
 {
   Task t;
   t.kind = TaskKind::COLLECTIVE;
-  t.stream = schedule::Stream::COMPUTE;
+  t.stream = spec::Stream::COMPUTE;
   t.name = "allreduce";
-  t.collective = schedule::CollectiveKind::ALL_REDUCE;
+  t.collective = spec::CollectiveKind::ALL_REDUCE;
   t.bytes = bytes;
   t.group = group;
   t.group_size = group_size;
@@ -127,7 +127,7 @@ TEST_SUITE("engine: tensor parallelism")
       // One group alone is the ring of a node of t GPUs: its flows pay the NVLink route latency 2 x 1 us, its
       // phase the rest of NCCL's ring latency (base + 2(t-1) steps).
       const collectives::Plan p =
-          collectives::plan(schedule::CollectiveKind::ALL_REDUCE, S, fabric_of(s, 1, t, 8), collectives::Options{});
+          collectives::plan(spec::CollectiveKind::ALL_REDUCE, S, fabric_of(s, 1, t, 8), collectives::Options{});
       REQUIRE(p.algorithm == "ring");
       REQUIRE(p.phases.size() == 1);
       const double route = 2 * s.cluster.node.nvlink.latency_s;
@@ -150,7 +150,7 @@ TEST_SUITE("engine: tensor parallelism")
     const engine::Timeline b = engine::simulate_graphs(two, EMPTY, one_each(8, S, CommGroup::TENSOR, t));
     const double alone = task_time(a, 0, 0);
     const collectives::Plan p =
-        collectives::plan(schedule::CollectiveKind::ALL_REDUCE, S, fabric_of(one, 1, t, 4), collectives::Options{});
+        collectives::plan(spec::CollectiveKind::ALL_REDUCE, S, fabric_of(one, 1, t, 4), collectives::Options{});
     REQUIRE(p.phases.size() == 1);
     CHECK(alone == doctest::Approx(2.0 * (t - 1) / t * static_cast<double>(S) / (efficiency_of(p, false) * 100e9) +
                                    2 * one.cluster.node.nvlink.latency_s + p.phases[0].latency_s)
@@ -177,7 +177,7 @@ TEST_SUITE("engine: tensor parallelism")
     REQUIRE(B_nic == doctest::Approx(12.5e9));
     REQUIRE(B_nic < s.cluster.node.pcie.bandwidth_Bps);
     const collectives::Fabric group = fabric_of(s, 2, 1, 1);
-    const collectives::Plan p = collectives::plan(schedule::CollectiveKind::ALL_REDUCE, S, group);
+    const collectives::Plan p = collectives::plan(spec::CollectiveKind::ALL_REDUCE, S, group);
     REQUIRE(p.algorithm == "ring");
     REQUIRE(p.phases.size() == 1);
     const double route = s.cluster.node.pcie.latency_s + s.cluster.network.latency_s + s.cluster.node.pcie.latency_s;
@@ -206,7 +206,7 @@ TEST_SUITE("engine: tensor parallelism")
     const spec::Scenario s =
         load(node_yaml(8, 4, 2) + "  nodes: 2\n  gpus_per_node: 8\n  network: {latency: 5 us}\n", train(2));
     const double B_nic = s.cluster.network.nic_bandwidth_Bps;
-    const collectives::Plan p = collectives::plan(schedule::CollectiveKind::ALL_REDUCE, S, fabric_of(s, 2, 4, 2));
+    const collectives::Plan p = collectives::plan(spec::CollectiveKind::ALL_REDUCE, S, fabric_of(s, 2, 4, 2));
     REQUIRE(p.algorithm == "ring");
     REQUIRE(p.channels == 2);
     const double N = 8, C = 2;
@@ -231,7 +231,7 @@ TEST_SUITE("engine: tensor parallelism")
     const engine::Timeline tl = engine::simulate(s, w);
     const std::int64_t H = std::int64_t{1} * 1024 * s.model.hidden * 2;
     const collectives::Plan p =
-        collectives::plan(schedule::CollectiveKind::ALL_REDUCE, H, fabric_of(s, 1, t, 4), collectives::Options{});
+        collectives::plan(spec::CollectiveKind::ALL_REDUCE, H, fabric_of(s, 1, t, 4), collectives::Options{});
     REQUIRE(p.phases.size() == 1);
     const double expected =
         2.0 * (t - 1) / t * static_cast<double>(H) / (efficiency_of(p, false) * s.cluster.node.nvlink.bandwidth_Bps) +

@@ -7,8 +7,8 @@
 // freed only when cudaMalloc would fail). Not a restatement of the code: the segment arithmetic is worked by hand.
 #include "memory/caching_allocator.hpp"
 #include "memory/memory_model.hpp"
-#include "schedule/task_graph.hpp"
 #include "spec/scenario_spec.hpp"
+#include "spec/task_graph.hpp"
 
 #include <doctest/doctest.h>
 
@@ -16,13 +16,13 @@
 #include <cstdint>
 
 using namespace zerosim;
-using schedule::Buffer;
-using schedule::BufferId;
-using schedule::Device;
-using schedule::MemCategory;
-using schedule::Stream;
-using schedule::Task;
-using schedule::TaskGraph;
+using spec::Buffer;
+using spec::BufferId;
+using spec::Device;
+using spec::MemCategory;
+using spec::Stream;
+using spec::Task;
+using spec::TaskGraph;
 
 namespace {
 
@@ -323,7 +323,7 @@ TEST_SUITE("memory.allocator")
       task(g, "fwd", Stream::COMPUTE, {act}, {act});
       Task opt;
       opt.name = "step.optimizer";
-      opt.phase = schedule::Phase::OPTIMIZER;
+      opt.phase = spec::Phase::OPTIMIZER;
       g.add_task(opt);
       return memory::replay_allocator(g, memory::issue_order_events(g), UNLIMITED).peak_reserved;
     };

@@ -9,11 +9,11 @@
 #include <numeric>
 
 using namespace zerosim;
-using schedule::Buffer;
-using schedule::Device;
-using schedule::MemCategory;
-using schedule::Task;
-using schedule::TaskGraph;
+using spec::Buffer;
+using spec::Device;
+using spec::MemCategory;
+using spec::Task;
+using spec::TaskGraph;
 
 namespace {
 
@@ -36,7 +36,7 @@ spec::Scenario scenario(int gpus_per_node, int nodes, std::int64_t gpu_memory, s
   return s;
 }
 
-schedule::BufferId gpu_buffer(TaskGraph& g, const std::string& name, MemCategory c, std::int64_t bytes)
+spec::BufferId gpu_buffer(TaskGraph& g, const std::string& name, MemCategory c, std::int64_t bytes)
 {
   Buffer b;
   b.name = name;
@@ -46,8 +46,8 @@ schedule::BufferId gpu_buffer(TaskGraph& g, const std::string& name, MemCategory
   return g.add_buffer(b);
 }
 
-schedule::BufferId host_buffer(TaskGraph& g, const std::string& name, bool pinned, std::int64_t bytes,
-                               Device d = Device::HOST)
+spec::BufferId host_buffer(TaskGraph& g, const std::string& name, bool pinned, std::int64_t bytes,
+                           Device d = Device::HOST)
 {
   Buffer b;
   b.name = name;
@@ -58,8 +58,7 @@ schedule::BufferId host_buffer(TaskGraph& g, const std::string& name, bool pinne
   return g.add_buffer(b);
 }
 
-void task(TaskGraph& g, const std::string& name, std::vector<schedule::BufferId> allocs,
-          std::vector<schedule::BufferId> frees)
+void task(TaskGraph& g, const std::string& name, std::vector<spec::BufferId> allocs, std::vector<spec::BufferId> frees)
 {
   Task t;
   t.name = name;

@@ -1,6 +1,7 @@
 // metrics/: the figures of a replayed step on hand-built timelines, each expected value worked out beside it
 // from the formulas of scenario-format.md "Results" (docs/outputs.md).
 #include "metrics/run_metrics.hpp"
+#include "run/run_scenario.hpp"
 
 #include "core/error.hpp"
 #include "schedule/zero_schedule.hpp"
@@ -13,10 +14,10 @@
 #include <numeric>
 
 using namespace zerosim;
-using schedule::MemCategory;
-using schedule::Phase;
-using schedule::Stream;
-using schedule::TaskKind;
+using spec::MemCategory;
+using spec::Phase;
+using spec::Stream;
+using spec::TaskKind;
 
 namespace {
 
@@ -207,7 +208,7 @@ TEST_SUITE("metrics")
 
   TEST_CASE("breakdown: the key of every task kind and phase")
   {
-    schedule::Task t;
+    spec::Task t;
     auto key = [&](TaskKind k, Phase p) {
       t.kind = k;
       t.phase = p;
@@ -272,7 +273,7 @@ TEST_SUITE("metrics")
       const int len = static_cast<int>(next(12)); // 0 to 11 cells; 0 is an instant
       const int b = std::min(CELLS, a + len);
       add(r, numbered("t", i), kind, phase, Stream::COMPUTE, a * CELL, b * CELL);
-      schedule::Task probe;
+      spec::Task probe;
       probe.kind = kind;
       probe.phase = phase;
       if (const auto k = metrics::breakdown_key(probe))
@@ -533,7 +534,7 @@ TEST_SUITE("metrics")
     CHECK(m.breakdown.sum() == 2.0);
   }
 
-  TEST_CASE("ladder: a step that does not fit at simulated times carries the ladder, judged in issue order")
+  TEST_CASE("ladder: a step that does not fit at simulated times gets the ladder, judged in issue order")
   {
     // One byte less than what cannot be released (the rounded live blocks, the CUDA context and the NCCL
     // buffers): it does not fit, by 1 byte (as tests/unit/memory/analyze_test.cpp); the ladder is the one
@@ -550,14 +551,15 @@ TEST_SUITE("metrics")
     CHECK_FALSE(m.memory.fits);
     CHECK(m.memory.shortfall_bytes == 1);
     const auto expected = memory::climb_ladder(s);
-    REQUIRE(m.ladder.size() == expected.size());
+    const auto ladder = run::ladder_if_unfit(s, m);
+    REQUIRE(ladder.size() == expected.size());
     for (size_t i = 0; i < expected.size(); ++i) {
-      CHECK(m.ladder[i].change == expected[i].change);
-      CHECK(m.ladder[i].report.gpu_device == expected[i].report.gpu_device);
+      CHECK(ladder[i].change == expected[i].change);
+      CHECK(ladder[i].report.gpu_device == expected[i].report.gpu_device);
     }
     // and none when it fits
-    CHECK(metrics::compute_metrics(small_gpt(80 * GiB, 0), w, sequential_timeline(small_gpt(80 * GiB, 0), w))
-              .ladder.empty());
+    const auto roomy_s = small_gpt(80 * GiB, 0);
+    CHECK(run::ladder_if_unfit(roomy_s, metrics::compute_metrics(roomy_s, w, sequential_timeline(roomy_s, w))).empty());
   }
 
   TEST_CASE("errors: an empty timeline or a step time that is not positive")

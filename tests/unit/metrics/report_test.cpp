@@ -1,6 +1,7 @@
 // report/run_report: the result JSON against the contract of scenario-format.md "Results" (every key, in
 // order), the summary for people, and the Chrome trace (valid JSON, one thread per stream and per track).
 #include "report/run_report.hpp"
+#include "run/run_scenario.hpp"
 
 #include "core/error.hpp"
 #include "schedule/zero_schedule.hpp"
@@ -18,10 +19,10 @@
 #include <vector>
 
 using namespace zerosim;
-using schedule::MemCategory;
-using schedule::Phase;
-using schedule::Stream;
-using schedule::TaskKind;
+using spec::MemCategory;
+using spec::Phase;
+using spec::Stream;
+using spec::TaskKind;
 
 namespace {
 
@@ -276,7 +277,7 @@ engine::RankTimeline rank_timeline(int rank)
   engine::RankTimeline r;
   r.rank = rank;
   r.local = rank;
-  schedule::Buffer p;
+  spec::Buffer p;
   p.name = "params";
   p.category = MemCategory::PARAMS;
   p.bytes = 1000;
@@ -363,6 +364,14 @@ spec::Scenario small_gpt(std::int64_t gpu_memory)
   return s;
 }
 
+/// What run::run_scenario returns, for a hand-made timeline: its metrics and, when it does not fit, the ladder.
+run::RunResult assemble(const spec::Scenario& s, const workload::Workload& w, const engine::Timeline& t)
+{
+  run::RunResult r{w, t, metrics::compute_metrics(s, w, t), {}};
+  r.ladder = run::ladder_if_unfit(s, r.metrics);
+  return r;
+}
+
 } // namespace
 
 TEST_SUITE("report")
@@ -372,7 +381,7 @@ TEST_SUITE("report")
     const auto s = two_gpus();
     const auto t = timeline();
     const auto m = metrics::compute_metrics(s, flops_only(), t);
-    const Value j = parse(report::run_json(s, flops_only(), m, t).dump());
+    const Value j = parse(report::run_json(s, assemble(s, flops_only(), t)).dump());
     const auto keys = j.keys();
     REQUIRE(keys.size() > CONTRACT_KEYS.size());
     CHECK(std::vector<std::string>(keys.begin(), keys.begin() + static_cast<long>(CONTRACT_KEYS.size())) ==
@@ -405,7 +414,7 @@ TEST_SUITE("report")
     const auto s = two_gpus();
     const auto t = timeline();
     const auto m = metrics::compute_metrics(s, flops_only(), t);
-    const Value j = parse(report::run_json(s, flops_only(), m, t).dump());
+    const Value j = parse(report::run_json(s, assemble(s, flops_only(), t)).dump());
     CHECK(j["scenario"].text == "hand-built \"quoted\"");
     CHECK(j["gpus"].number == 2);
     CHECK(j["dp"].number == 2);
@@ -450,7 +459,7 @@ TEST_SUITE("report")
     const auto t = timeline();
     const auto m = metrics::compute_metrics(s, flops_only(), t);
     std::ostringstream out;
-    report::write_run_summary(out, s, flops_only(), m, t);
+    report::write_run_summary(out, s, assemble(s, flops_only(), t));
     const std::string text = out.str();
     CAPTURE(text);
     CHECK(text.rfind(s.name, 0) == 0); // it fits: the name comes first
@@ -488,13 +497,13 @@ TEST_SUITE("report")
     const auto m = metrics::compute_metrics(s, w, t);
     REQUIRE_FALSE(m.memory.fits);
     std::ostringstream out;
-    report::write_run_summary(out, s, w, m, t);
+    report::write_run_summary(out, s, assemble(s, w, t));
     const std::string text = out.str();
     CAPTURE(text);
     CHECK(text.rfind("DOES NOT FIT (GPU): short by 1 B", 0) == 0);
     CHECK(text.find("+ training.micro_batch: 1") != std::string::npos);
     CHECK(text.find("Answer: training.micro_batch: 1") != std::string::npos);
-    const Value j = parse(report::run_json(s, w, m, t).dump());
+    const Value j = parse(report::run_json(s, assemble(s, w, t)).dump());
     CHECK_FALSE(j["fits"].b);
     CHECK_FALSE(j["fit_by_tier"]["gpu"].b);
     CHECK(j["shortfall_bytes"].number == 1);
@@ -594,7 +603,8 @@ TEST_SUITE("report")
     report::write_trace(b, s, t);
     CHECK(a.str() == b.str());
     const auto m = metrics::compute_metrics(s, flops_only(), t);
-    CHECK(report::run_json(s, flops_only(), m, t).dump() == report::run_json(s, flops_only(), m, t).dump());
+    CHECK(report::run_json(s, assemble(s, flops_only(), t)).dump() ==
+          report::run_json(s, assemble(s, flops_only(), t)).dump());
   }
 
   TEST_CASE("the JSON reader of these tests refuses what is not JSON")

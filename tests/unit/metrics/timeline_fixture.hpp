@@ -24,10 +24,9 @@ inline engine::TaskTime span(double start, double end)
   return t;
 }
 
-inline schedule::BufferId buffer(schedule::TaskGraph& g, const std::string& name, schedule::MemCategory c,
-                                 std::int64_t bytes)
+inline spec::BufferId buffer(spec::TaskGraph& g, const std::string& name, spec::MemCategory c, std::int64_t bytes)
 {
-  schedule::Buffer b;
+  spec::Buffer b;
   b.name = name;
   b.category = c;
   b.bytes = bytes;
@@ -35,11 +34,11 @@ inline schedule::BufferId buffer(schedule::TaskGraph& g, const std::string& name
 }
 
 /// Appends a task and its [start, end] to `r`.
-inline schedule::TaskId add(engine::RankTimeline& r, const std::string& name, schedule::TaskKind kind,
-                            schedule::Phase phase, schedule::Stream stream, double start, double end,
-                            std::vector<schedule::BufferId> allocs = {}, std::vector<schedule::BufferId> frees = {})
+inline spec::TaskId add(engine::RankTimeline& r, const std::string& name, spec::TaskKind kind, spec::Phase phase,
+                        spec::Stream stream, double start, double end, std::vector<spec::BufferId> allocs = {},
+                        std::vector<spec::BufferId> frees = {})
 {
-  schedule::Task t;
+  spec::Task t;
   t.name = name;
   t.kind = kind;
   t.phase = phase;

@@ -2,9 +2,9 @@
 // the workload component), and readers of the task graph.
 #pragma once
 
-#include "schedule/task_graph.hpp"
 #include "schedule/zero_schedule.hpp"
 #include "spec/scenario_spec.hpp"
+#include "spec/task_graph.hpp"
 #include "workload/transformer.hpp"
 
 #include <doctest/doctest.h>
@@ -16,6 +16,21 @@
 #include <vector>
 
 namespace zerosim::schedule::test {
+
+// The task vocabulary (spec/task_graph.hpp), unqualified as the builders use it.
+using spec::Buffer;
+using spec::BufferId;
+using spec::CollectiveKind;
+using spec::CommGroup;
+using spec::CopyDirection;
+using spec::Device;
+using spec::MemCategory;
+using spec::Phase;
+using spec::Stream;
+using spec::Task;
+using spec::TaskGraph;
+using spec::TaskId;
+using spec::TaskKind;
 
 /// A DeepSpeed bf16 Adam scenario on `gpus` GPUs of one node, `g` micro-steps, stage `stage`,
 /// overlap_comm resolved as DeepSpeed does (True for stage 3, False otherwise, §11).

@@ -1,9 +1,9 @@
-#include "schedule/task_graph.hpp"
+#include "spec/task_graph.hpp"
 
 #include <cctype>
 #include <string>
 
-namespace zerosim::schedule {
+namespace zerosim::spec {
 
 namespace {
 
@@ -64,4 +64,4 @@ TaskId TaskGraph::add_task(Task t)
   return static_cast<TaskId>(tasks.size() - 1);
 }
 
-} // namespace zerosim::schedule
+} // namespace zerosim::spec

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace zerosim::schedule {
+namespace zerosim::spec {
 
 using TaskId = std::int32_t;
 using BufferId = std::int32_t;
@@ -141,4 +141,4 @@ struct TaskGraph {
 /// step's last one (engine::simulate, design.md "Speed and scale"); micro_steps grows by `shift`.
 void shift_micro_steps(TaskGraph& g, int first, int shift);
 
-} // namespace zerosim::schedule
+} // namespace zerosim::spec
