@@ -15,40 +15,6 @@ using namespace detail;
 
 namespace {
 
-/// A shape the source paper publishes for a model size named only by its size in a max-model row.
-struct PaperShape {
-  const char* source_id;
-  const char* size; ///< as the max_model_fit column writes it, e.g. "13B"
-  int layers;
-  int hidden;
-  int heads;
-  int micro_batch;     ///< 0: take the row's
-  int tensor_parallel; ///< the paper's model-parallel degree for this size (Megatron tensor parallelism); 1: none
-  const char* citation;
-};
-
-// ZeRO-Infinity (S04) Table 4, as quoted in the notes of published.csv rows 101-107; ZeRO-Offload (S03)
-// Table 3, as in published.csv rows 59 and 70-73 (micro-batch: the largest that fits; MP: "MP setting in
-// ZeRO-Offload", Table 3).
-constexpr PaperShape PAPER_SHAPES[] = {
-    {"S04", "1.4B", 40, 1536, 16, 0, 1,
-     "ZeRO-Infinity Table 4 (published.csv row 101 notes): 40 layers x 1536, 16 heads"},
-    {"S04", "10B", 50, 4096, 16, 0, 1,
-     "ZeRO-Infinity Table 4 (published.csv row 102 notes): 50 layers x 4096, 16 heads"},
-    {"S04", "20B", 98, 4096, 32, 0, 1,
-     "ZeRO-Infinity Table 4 (published.csv row 105 notes): 98 layers x 4096, 32 heads"},
-    {"S03", "13B", 65, 4096, 32, 4, 1,
-     "ZeRO-Offload Table 3 (published.csv row 59): 65 layers x 4096, micro-batch 4 on one GPU; heads not stated, "
-     "32 = hidden/128 assumed (as models/zero-offload-13b.yaml)"},
-    {"S03", "30B", 38, 8192, 64, 8, 2,
-     "ZeRO-Offload Table 3 has no 30B row: its 20B, 40B and 60B are 25, 50 and 75 layers x 8192 with MP 2 and "
-     "micro-batch 8 (published.csv rows 70-72); 30B on that ladder is 38 layers x 8192 (30.8B); heads not stated, "
-     "64 = hidden/128 assumed (as models/zero-offload-60b.yaml)"},
-    {"S03", "70B", 69, 9216, 72, 8, 8,
-     "ZeRO-Offload Table 3 (published.csv row 73): 69 layers x 9216, micro-batch 8, MP 8; heads not stated, "
-     "72 = hidden/128 assumed (as models/zero-offload-70b.yaml)"},
-};
-
 void map_estimator_row(const PublishedRow& row, RowMapping& into)
 {
   RowInfo info = info_of(row);
@@ -118,7 +84,8 @@ std::optional<MemMetric> metric_of(const std::string& metric_text)
   return std::nullopt;
 }
 
-void map_memory_row(const PublishedRow& row, const NodeLoader& load_node, RowMapping& into)
+void map_memory_row(const PublishedRow& row, const NodeLoader& load_node, RowMapping& into,
+                    const spec::SourceRules& sources)
 {
   RowInfo info = info_of(row);
   auto figure = plain_number(field(row, "peak_mem_GB"));
@@ -144,7 +111,7 @@ void map_memory_row(const PublishedRow& row, const NodeLoader& load_node, RowMap
   }
   info.assumptions = shape_notes;
   MemoryCase c;
-  c.scenario = row_scenario(row, load_node, *shape, info);
+  c.scenario = row_scenario(row, load_node, *shape, info, sources);
   c.metric = *metric;
   c.metric_text = field(row, "mem_metric");
   double unit = figure_unit_bytes(row);
@@ -181,7 +148,8 @@ bool claims_oom(const std::string& claim)
   return lower(trim(claim)).rfind("oom", 0) == 0;
 }
 
-void map_fit_row(const PublishedRow& row, const NodeLoader& load_node, RowMapping& into)
+void map_fit_row(const PublishedRow& row, const NodeLoader& load_node, RowMapping& into,
+                 const spec::SourceRules& sources)
 {
   RowInfo info = info_of(row);
   const std::string& claim = field(row, "max_model_fit");
@@ -189,7 +157,8 @@ void map_fit_row(const PublishedRow& row, const NodeLoader& load_node, RowMappin
   bool max_batch = contains(claim, "max bs");
   std::string kind = size ? "max-model" : "fit";
   // exclusions() lets through only rows with one DeepSpeed stage or a stated FSDP strategy.
-  const int stage = *equivalent_stage(row);
+  const spec::SourceRule* src = rule_of(row, sources);
+  const int stage = *equivalent_stage(row, src);
   std::string why;
   if (node_name_for(field(row, "gpu"), field(row, "gpu_mem_GB"), field(row, "inter_node_network")).empty())
     why = "no node file for GPU '" + field(row, "gpu") + "'";
@@ -201,10 +170,13 @@ void map_fit_row(const PublishedRow& row, const NodeLoader& load_node, RowMappin
   if (layers && hidden && heads) {
     shape = {*layers, *hidden, static_cast<int>(*heads), 0};
   } else if (size) {
-    for (const auto& p : PAPER_SHAPES) {
-      if (field(row, "source_id") == p.source_id && *size == p.size) {
-        shape = {p.layers, p.hidden, p.heads, p.micro_batch, p.tensor_parallel};
-        shape_note = p.citation;
+    // The shape the source's table gives that size (its model_sizes data).
+    if (src) {
+      for (const spec::SourceModelSize& p : src->model_sizes) {
+        if (*size == p.size) {
+          shape = {p.layers, p.hidden, p.heads, p.micro_batch, p.tensor_parallel};
+          shape_note = p.citation;
+        }
       }
     }
     // At stage 0-2 every GPU holds its tensor-parallel shard of all 16-bit parameters: a size whose shard alone
@@ -237,7 +209,7 @@ void map_fit_row(const PublishedRow& row, const NodeLoader& load_node, RowMappin
     add_note(info.assumptions, "micro-batch 1 assumed (not stated)");
   }
   FitCase f;
-  f.ran = row_scenario(row, load_node, shape, info);
+  f.ran = row_scenario(row, load_node, shape, info, sources);
   f.info = info;
   f.claim = claim;
   f.expect_fit = !claims_oom(claim);
@@ -268,7 +240,7 @@ void map_fit_row(const PublishedRow& row, const NodeLoader& load_node, RowMappin
 
 } // namespace
 
-void map_row(const PublishedRow& row, const NodeLoader& load_node, RowMapping& into)
+void map_row(const PublishedRow& row, const NodeLoader& load_node, RowMapping& into, const spec::SourceRules& sources)
 {
   bool has_mem = !trim(field(row, "peak_mem_GB")).empty();
   bool has_fit = !trim(field(row, "max_model_fit")).empty();
@@ -280,7 +252,7 @@ void map_row(const PublishedRow& row, const NodeLoader& load_node, RowMapping& i
     map_estimator_row(row, into);
     return;
   }
-  auto why = exclusions(row);
+  auto why = exclusions(row, rule_of(row, sources));
   if (!why.empty()) {
     std::string reason = joined(why);
     std::string kind = has_mem ? "memory" : claimed_size(field(row, "max_model_fit")) ? "max-model" : "fit";
@@ -289,16 +261,17 @@ void map_row(const PublishedRow& row, const NodeLoader& load_node, RowMapping& i
     return;
   }
   if (has_mem)
-    map_memory_row(row, load_node, into);
+    map_memory_row(row, load_node, into, sources);
   if (has_fit)
-    map_fit_row(row, load_node, into);
+    map_fit_row(row, load_node, into, sources);
 }
 
-RowMapping map_rows(const std::vector<PublishedRow>& rows, const NodeLoader& load_node)
+RowMapping map_rows(const std::vector<PublishedRow>& rows, const NodeLoader& load_node,
+                    const spec::SourceRules& sources)
 {
   RowMapping m;
   for (const auto& r : rows)
-    map_row(r, load_node, m);
+    map_row(r, load_node, m, sources);
   return m;
 }
 

@@ -35,6 +35,15 @@ NodeLoader node_loader_near(const std::string& csv)
                          std::string(ZEROSIM_DATA_DIR));
 }
 
+spec::SourceRules source_rules_near(const std::string& csv)
+{
+  const std::filesystem::path dir = std::filesystem::absolute(std::filesystem::path(csv)).parent_path() / "sources";
+  std::error_code ec;
+  if (std::filesystem::is_directory(dir, ec))
+    return config::load_source_rules(dir.string());
+  return config::shipped_source_rules();
+}
+
 namespace {
 
 std::string read_text_file(const std::string& path)
@@ -162,14 +171,15 @@ std::map<std::string, RowCause> read_row_causes(const std::string& csv, const st
   return out;
 }
 
-spec::SoftwareSpec software_of(const PublishedRow& row)
+spec::SoftwareSpec software_of(const PublishedRow& row, const spec::SourceRules& sources)
 {
   spec::SoftwareSpec sw;
   auto it = row.find("stack.attention");
   if (it == row.end()) {
     // Not in stacks.csv: today's stack, unstated; V100 and Turing GPUs have no FlashAttention kernels and the
     // PyTorch runs that used one say so (flash_attention_of).
-    sw.attention = flash_attention_of(row) ? spec::AttentionKernel::FLASH2 : spec::AttentionKernel::EAGER;
+    sw.attention =
+        flash_attention_of(row, rule_of(row, sources)) ? spec::AttentionKernel::FLASH2 : spec::AttentionKernel::EAGER;
     return sw;
   }
   const std::optional<spec::AttentionKernel> kernel = spec::attention_kernel(it->second);

@@ -133,6 +133,35 @@ std::optional<int> dimension_of(const std::string& text)
   return std::nullopt;
 }
 
+bool matches(const spec::RowMatch& when, const PublishedRow& row, std::optional<int> stage)
+{
+  const std::pair<const std::string*, const char*> texts[] = {
+      {&when.locator_contains, "locator"},
+      {&when.framework_contains, "framework"},
+      {&when.model_contains, "model"},
+      {&when.precision_contains, "precision"},
+      {&when.checkpointing_contains, "activation_checkpointing"}};
+  for (const auto& [text, column] : texts)
+    if (!text->empty() && !contains(field(row, column), *text))
+      return false;
+  if (when.stage && when.stage != stage)
+    return false;
+  if (when.offload_any.empty())
+    return true;
+  for (const std::string& o : when.offload_any) {
+    const std::size_t blank = o.find(' ');
+    const std::string column = o.substr(0, blank) == "optimizer" ? "offload_optimizer" : "offload_param";
+    if (parse_offload(field(row, column)) == parse_offload(o.substr(blank + 1)))
+      return true;
+  }
+  return false;
+}
+
+const spec::SourceRule* rule_of(const PublishedRow& row, const spec::SourceRules& sources)
+{
+  return sources.find(field(row, "source_id"));
+}
+
 } // namespace detail
 
 using namespace detail;

@@ -4,6 +4,7 @@
 // "Per-source data").
 #pragma once
 
+#include "spec/source_rules.hpp"
 #include "validation/published_rows.hpp"
 
 #include <optional>
@@ -35,6 +36,11 @@ std::string number_text(double v);
 /// A model dimension: a whole number, or one followed by a remark in parentheses ("96 (assumed)": the FSDP
 /// paper's minGPT 175B, whose GPT-3 shape the data file assumes); nullopt otherwise.
 std::optional<int> dimension_of(const std::string& text);
+/// Whether `row` is one that a per-source entry's `when` selects (every condition given holds); `stage` is the
+/// row's DeepSpeed stage where the entry may name one.
+bool matches(const spec::RowMatch& when, const PublishedRow& row, std::optional<int> stage = std::nullopt);
+/// The per-source data of the row's source (results/validation/sources/), nullptr when it has none.
+const spec::SourceRule* rule_of(const PublishedRow& row, const spec::SourceRules& sources);
 
 // The groups rows not covered are counted in (the throughput report groups by them; the memory report lists
 // the reason texts alone).
@@ -45,7 +51,6 @@ inline constexpr const char* CAT_TP_PP = "tensor / pipeline parallelism (README 
 inline constexpr const char* CAT_FP8 = "FP8 / context parallelism / ZeRO++ (README trap 4)";
 inline constexpr const char* CAT_ENCODER = "encoder-decoder or encoder-only model (README trap 8)";
 inline constexpr const char* CAT_TILING = "memory-centric tiling";
-inline constexpr const char* CAT_TRAP5 = "BLOOM ZeRO-0/1 table: time and TFLOPs columns swapped (README trap 5)";
 inline constexpr const char* CAT_STAGE = "not one ZeRO stage";
 inline constexpr const char* CAT_C = "completeness C: inputs missing";
 inline constexpr const char* CAT_INPUTS = "inputs missing";
@@ -67,14 +72,14 @@ struct ShardingRead {
   spec::FsdpSharding strategy = spec::FsdpSharding::FULL_SHARD;
   std::string note; ///< set when the strategy is not written in the row's fsdp_sharding column
 };
-std::optional<ShardingRead> fsdp_sharding_of(const PublishedRow& row);
+std::optional<ShardingRead> fsdp_sharding_of(const PublishedRow& row, const spec::SourceRule* src);
 const char* sharding_name(spec::FsdpSharding s);
 /// Reasons why a row cannot be expressed yet (empty: it can). Trap numbers refer to shared/validation/README.md.
-std::vector<Exclusion> exclusions(const PublishedRow& row);
+std::vector<Exclusion> exclusions(const PublishedRow& row, const spec::SourceRule* src);
 std::string joined(const std::vector<Exclusion>& why);
 /// The ZeRO stage a row's run is equivalent to in what every GPU holds: the DeepSpeed stage; for FSDP, 3 for
 /// FULL_SHARD and HYBRID_SHARD (parameters sharded), 2 for SHARD_GRAD_OP, 0 for NO_SHARD; 0 for DDP.
-std::optional<int> equivalent_stage(const PublishedRow& row);
+std::optional<int> equivalent_stage(const PublishedRow& row, const spec::SourceRule* src);
 
 struct Shape {
   int layers = 0;
@@ -89,13 +94,14 @@ struct Shape {
 /// given ("<=16 (MP within node ...)").
 int tensor_parallel_of(const PublishedRow& row);
 /// FlashAttention in the run's code, for a row stacks.csv does not list.
-bool flash_attention_of(const PublishedRow& row);
+bool flash_attention_of(const PublishedRow& row, const spec::SourceRule* src);
 RowInfo info_of(const PublishedRow& row);
 /// The model shape and micro-batch a row states, or nullopt when one of them is missing: layers and hidden as whole
 /// numbers or with a remark ("96 (assumed)"), heads and micro-batch by their leading number ("32 (8 KV)"). Every
 /// cell read from more than a plain number is noted in `notes`.
 std::optional<Shape> shape_of(const PublishedRow& row, std::string& notes);
 /// The scenario of a row, for every mapping (memory figures, fit statements, time and throughput figures).
-spec::Scenario row_scenario(const PublishedRow& row, const NodeLoader& load_node, const Shape& shape, RowInfo& info);
+spec::Scenario row_scenario(const PublishedRow& row, const NodeLoader& load_node, const Shape& shape, RowInfo& info,
+                            const spec::SourceRules& sources);
 
 } // namespace zerosim::validation::detail

@@ -37,7 +37,7 @@ spec::Framework framework_of(const PublishedRow& row)
   return spec::Framework::DEEPSPEED;
 }
 
-/// The model size of a fms-fsdp row ("Llama 2 7B arch" -> "7"), "" when none is named.
+/// The model size in billions of a row ("Llama 2 7B arch" -> "7"), "" when none is named.
 std::string size_in_billions(const std::string& model)
 {
   static const std::regex re(R"((\d+)B\b)");
@@ -45,28 +45,18 @@ std::string size_in_billions(const std::string& model)
   return std::regex_search(model, m, re) ? m.str(1) : "";
 }
 
-/// The FSDP sharding strategy of an FSDP row: the fsdp_sharding column ("FULL_SHARD", "FSDP2 fully_shard",
-/// "SHARD_GRAD_OP", ...), else the zero_stage column ("3-equivalent" = FULL_SHARD, "2-equivalent" =
-/// SHARD_GRAD_OP: README "Columns"); nullopt when neither says.
-std::optional<ShardingRead> fsdp_sharding_of(const PublishedRow& row)
+/// The FSDP sharding strategy of an FSDP row: the source's launch scripts by model size where its data lists them
+/// (sharding_by_size: a size not listed is not stated), else the fsdp_sharding column ("FULL_SHARD", "FSDP2
+/// fully_shard", "SHARD_GRAD_OP", ...), else the zero_stage column ("3-equivalent" = FULL_SHARD, "2-equivalent" =
+/// SHARD_GRAD_OP: README "Columns"); nullopt when none says.
+std::optional<ShardingRead> fsdp_sharding_of(const PublishedRow& row, const spec::SourceRule* src)
 {
   ShardingRead r;
-  if (contains(field(row, "framework"), "fms-fsdp")) {
-    // The IBM/PyTorch blog's table does not state the strategy. fms-fsdp's launch scripts do, per model size:
-    // scripts/7b.sh and scripts/13b.sh pass --sharding_strategy=hsdp (HYBRID_SHARD: shard within a node,
-    // replicate across nodes), scripts/34b.sh and scripts/70b.sh --sharding_strategy=fsdp (FULL_SHARD); their
-    // activation checkpointing (off for 7b, on for 34b/70b) matches the table's rows.
+  if (src && !src->sharding_by_size.empty()) {
     const std::string size = size_in_billions(field(row, "model"));
-    if (size == "7" || size == "13") {
-      r.strategy = spec::FsdpSharding::HYBRID_SHARD;
-      r.note = "HYBRID_SHARD: fms-fsdp scripts/" + size + "b.sh --sharding_strategy=hsdp (not in the table)";
-      return r;
-    }
-    if (size == "34" || size == "70") {
-      r.strategy = spec::FsdpSharding::FULL_SHARD;
-      r.note = "FULL_SHARD: fms-fsdp scripts/" + size + "b.sh --sharding_strategy=fsdp (not in the table)";
-      return r;
-    }
+    for (const spec::SourceSharding& sh : src->sharding_by_size)
+      if (sh.size == size)
+        return ShardingRead{sh.strategy, sh.note};
     return std::nullopt;
   }
   const std::string sharding = lower(field(row, "fsdp_sharding"));
@@ -126,31 +116,18 @@ bool torch_selective_ac(const PublishedRow& row)
   return ac.rfind("selective", 0) == 0 || ac.find("(selective") != std::string::npos;
 }
 
-/// What a PyTorch row's selective activation checkpointing is, from its framework's code.
-std::string selective_ac_text(const PublishedRow& row)
+/// What a PyTorch row's selective activation checkpointing is, from its source's code (selective_checkpointing).
+std::string selective_ac_text(const PublishedRow& row, const spec::SourceRule* src)
 {
-  const std::string ac = lower(field(row, "activation_checkpointing"));
-  if (contains(field(row, "framework"), "torchtitan")) {
-    // torchtitan torchtitan/models/llama/parallelize_llama.py apply_ac: selective_ac_option "op" saves the
-    // outputs of the ops in _save_list (mm, SDPA, ...) but recomputes every second mm and everything else; an
-    // integer option N checkpoints every N-th block whole (the config's default is "2"; the llama3 tomls set
-    // "op").
-    if (ac.find("layer") != std::string::npos)
-      return "torchtitan's per-layer selective checkpointing (every 2nd block recomputed whole, the rest kept)";
-    if (ac.find("op") != std::string::npos)
-      return "torchtitan's per-op selective checkpointing (matmul and attention outputs kept except every second "
-             "matmul's, the other ops recomputed)";
-    return "torchtitan's selective checkpointing (per-op in the llama3 tomls: every second matmul and the "
-           "non-matmul ops recomputed)";
-  }
-  if (contains(field(row, "framework"), "fms-fsdp"))
-    // fms-fsdp fms_fsdp/policies/ac_handler.py: selective_checkpointing p checkpoints a fraction p of the blocks.
-    return "fms-fsdp's selective checkpointing (a fraction of the blocks recomputed whole)";
+  if (src)
+    for (const spec::SourceSelectiveAc& a : src->selective_checkpointing)
+      if (matches(a.when, row))
+        return a.text;
   return "selective checkpointing of " + field(row, "framework");
 }
 
 /// Reasons why a row cannot be expressed yet (empty: it can). Trap numbers refer to shared/validation/README.md.
-std::vector<Exclusion> exclusions(const PublishedRow& row)
+std::vector<Exclusion> exclusions(const PublishedRow& row, const spec::SourceRule* src)
 {
   std::vector<Exclusion> why;
   const std::string& model = field(row, "model");
@@ -189,10 +166,10 @@ std::vector<Exclusion> exclusions(const PublishedRow& row)
                    "largest contiguous allocation); the memory model has neither tiling nor a fragmentation limit"});
   if (fw != spec::Framework::DEEPSPEED && torch_selective_ac(row))
     why.push_back({CAT_AC, "activation checkpointing '" + trim(field(row, "activation_checkpointing")) +
-                               "': " + selective_ac_text(row) +
+                               "': " + selective_ac_text(row, src) +
                                ", neither full recompute nor Megatron's selective recompute of the attention core "
                                "(the two modes modelled)"});
-  if (fw == spec::Framework::FSDP && why.empty() && !fsdp_sharding_of(row))
+  if (fw == spec::Framework::FSDP && why.empty() && !fsdp_sharding_of(row, src))
     why.push_back({CAT_INPUTS, "FSDP sharding strategy not stated (fsdp_sharding '" + field(row, "fsdp_sharding") +
                                    "', zero_stage '" + stage + "')"});
   if (why.empty() && fw == spec::Framework::DEEPSPEED) {
@@ -213,7 +190,7 @@ std::string joined(const std::vector<Exclusion>& why)
 
 /// The ZeRO stage a row's run is equivalent to in what every GPU holds: the DeepSpeed stage; for FSDP, 3 for
 /// FULL_SHARD and HYBRID_SHARD (parameters sharded), 2 for SHARD_GRAD_OP, 0 for NO_SHARD; 0 for DDP.
-std::optional<int> equivalent_stage(const PublishedRow& row)
+std::optional<int> equivalent_stage(const PublishedRow& row, const spec::SourceRule* src)
 {
   switch (framework_of(row)) {
   case spec::Framework::DEEPSPEED:
@@ -223,7 +200,7 @@ std::optional<int> equivalent_stage(const PublishedRow& row)
   case spec::Framework::FSDP:
     break;
   }
-  auto sh = fsdp_sharding_of(row);
+  auto sh = fsdp_sharding_of(row, src);
   if (!sh)
     return std::nullopt;
   return sh->strategy == spec::FsdpSharding::SHARD_GRAD_OP ? 2 : sh->strategy == spec::FsdpSharding::NO_SHARD ? 0 : 3;

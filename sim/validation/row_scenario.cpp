@@ -186,94 +186,38 @@ spec::NetworkSpec network_for(const PublishedRow& row, const spec::NodeSpec& nod
   return net;
 }
 
-/// A ZeRO-Infinity paper (S04) run of ZeRO-3 with NVMe or parameter offload (Table 1's single-DGX-2 rows 96-99).
-/// The paper's code is Megatron-LM-v1.1.5-ZeRO3 (DeepSpeedExamples); its authors published the ds_config and the
-/// launch options of their SC21 artifact (jeffra/DeepSpeedExamples, Megatron-LM-v1.1.5-ZeRO3/examples/
-/// ds_zero3_sc21.json and run_sc21.sh: the 50B model, 62 x 8192, optimizer on NVMe, parameters on the CPU).
-bool infinity_paper_offload_run(const PublishedRow& row, int stage)
-{
-  const auto opt = parse_offload(field(row, "offload_optimizer"));
-  const auto par = parse_offload(field(row, "offload_param"));
-  return field(row, "source_id") == "S04" && stage == 3 &&
-         (opt == spec::OffloadDevice::NVME || par != spec::OffloadDevice::NONE);
-}
-
-/// A run of DeepSpeedExamples' Megatron-LM-v1.1.5-ZeRO3 example (DeepSpeed issues #1776 and #2159, rows 117-119).
-bool zero3_example_run(const PublishedRow& row)
-{
-  return contains(field(row, "framework"), "Megatron-LM-v1.1.5-ZeRO3");
-}
-
 /// The DeepSpeed zero_optimization block of a row: DeepSpeed 0.19's defaults as the config layer resolves them
-/// (zero-schedule.md §11: overlap_comm = stage 3 unless given; pin_memory true), then the keys the source's
-/// published ds_config sets (DeepSpeed tutorials docs/_tutorials/zero.md, zero-offload.md, zeropp.md).
-spec::ZeroSpec zero_for(const PublishedRow& row, int stage, std::string& notes)
+/// (zero-schedule.md §11: overlap_comm = stage 3 unless given; pin_memory true), then the keys of the first entry of
+/// the source's `deepspeed` data that selects the row (the source's published ds_config).
+spec::ZeroSpec zero_for(const PublishedRow& row, int stage, std::string& notes, const spec::SourceRule* src)
 {
   spec::ZeroSpec z;
   z.stage = stage;
   z.overlap_comm = stage == 3;
   z.offload_optimizer.device = parse_offload(field(row, "offload_optimizer"));
   z.offload_param.device = parse_offload(field(row, "offload_param"));
-  const std::string& locator = field(row, "locator");
-  if (contains(locator, "_tutorials/zero.md") && stage == 1) {
-    z.reduce_bucket_size = 500'000'000; // ds_zero_stage_1.config: {"stage": 1, "reduce_bucket_size": 5e8}
-    add_note(notes, "ds_config of docs/_tutorials/zero.md (stage 1, reduce_bucket_size 5e8)");
-  } else if (contains(locator, "_tutorials/zero.md") && stage == 2) {
-    // ds_zero_stage_2.config: contiguous_gradients, overlap_comm, reduce_scatter true; both buckets 5e8
-    z.contiguous_gradients = true;
-    z.overlap_comm = true;
-    z.reduce_scatter = true;
-    z.reduce_bucket_size = 500'000'000;
-    z.allgather_bucket_size = 500'000'000;
-    add_note(notes, "ds_config of docs/_tutorials/zero.md (stage 2, overlap_comm, buckets 5e8)");
-  } else if (contains(locator, "zero-offload.md")) {
-    // ds_zero_offload.config: {"stage": 2, "cpu_offload": true, "contiguous_gradients": true, "overlap_comm": true}
-    z.offload_optimizer.device = spec::OffloadDevice::CPU;
-    z.contiguous_gradients = true;
-    z.overlap_comm = true;
-    add_note(notes, "ds_config of docs/_tutorials/zero-offload.md (cpu_offload, overlap_comm)");
-  } else if (contains(locator, "zeropp.md")) {
-    // ZeRO++ tutorial snippet without its three ZeRO++ keys (the row is the ZeRO baseline run)
-    z.reduce_bucket_size = 10'000'000;
-    z.reduce_scatter = false;
-    z.contiguous_gradients = true;
-    z.overlap_comm = true;
-    add_note(notes, "ds_config of docs/_tutorials/zeropp.md without ZeRO++ keys (reduce_bucket_size 1e7)");
-  } else if (infinity_paper_offload_run(row, stage)) {
-    // The ZeRO-Infinity authors' SC21 artifact ds_config (ds_zero3_sc21.json, zero_optimization and the legacy
-    // swap_tensor block): reduce_bucket_size 1e8, stage3_max_reuse_distance 1e8, sub_group_size 4e8,
-    // stage3_max_live_parameters 1e9 and stage3_prefetch_bucket_size 5e7 (the defaults), optimizer_buffer_count 4
-    // (the default), pinned memory, and fp16_params_buffer_size 1e9 (offload_param.buffer_size). Its
-    // "stage3_param_persitance_threshold" is misspelled, so DeepSpeed keeps the default 1e5.
-    z.reduce_bucket_size = 100'000'000;
-    z.stage3_max_reuse_distance = 100'000'000;
-    z.sub_group_size = 400'000'000;
-    z.offload_param.buffer_size = 1'000'000'000;
-    add_note(notes, "ds_config of the ZeRO-Infinity authors' SC21 artifact (jeffra/DeepSpeedExamples "
-                    "Megatron-LM-v1.1.5-ZeRO3/examples/ds_zero3_sc21.json: reduce_bucket_size 1e8, "
-                    "stage3_max_reuse_distance 1e8, sub_group_size 4e8, parameter swap buffers of 1e9 elements; "
-                    "written for the 50B run, applied to every Table 1 offload run)");
-  } else if (zero3_example_run(row) && z.offload_param.device == spec::OffloadDevice::NVME) {
-    // The example's NVMe config, Megatron-LM-v1.1.5-ZeRO3/examples/ds_zero_stage_infinity_config.json (the launch
-    // script names it for "offloads to NVMe"): reduce_bucket_size 9e7, sub_group_size 1e8,
-    // stage3_max_reuse_distance 1e8, offload_optimizer buffer_count 4, offload_param max_in_cpu 1.
-    z.reduce_bucket_size = 90'000'000;
-    z.sub_group_size = 100'000'000;
-    z.stage3_max_reuse_distance = 100'000'000;
-    z.offload_param.max_in_cpu = 1;
-    // That config sets no offload_param.buffer_size, and DeepSpeed's default (1e8 elements) refuses any NVMe
-    // parameter partition that does not fit one swap buffer (partitioned_param_swapper.py get_buffer: "More
-    // elements ... than buffer size"; zero-schedule.md §8). The run trained, so its config set a larger one, not
-    // published; 1e9 is the ZeRO-Infinity authors' own (ds_zero3_sc21.json fp16_params_buffer_size). The swap
-    // buffers are pinned host memory: the GPU figures do not depend on the choice.
-    z.offload_param.buffer_size = 1'000'000'000;
-    add_note(notes, "ds_config of the example's ds_zero_stage_infinity_config.json (reduce_bucket_size 9e7, "
-                    "sub_group_size 1e8, max_in_cpu 1); offload_param.buffer_size 1e9 assumed (not set there, and "
-                    "DeepSpeed's default 1e8 refuses this model's NVMe partitions; 1e9 as the ZeRO-Infinity authors' "
-                    "ds_zero3_sc21.json; pinned host buffers, no effect on GPU memory)");
-  } else {
+  const spec::SourceDeepSpeed* found = nullptr;
+  if (src)
+    for (const spec::SourceDeepSpeed& d : src->deepspeed)
+      if (!found && d.zero && matches(d.when, row, stage))
+        found = &d;
+  if (!found) {
     add_note(notes, "zero_optimization keys other than stage/offload not published: DeepSpeed 0.19 defaults");
+    return z;
   }
+  const spec::SourceZeroKeys& k = *found->zero;
+  z.reduce_bucket_size = k.reduce_bucket_size.value_or(z.reduce_bucket_size);
+  z.allgather_bucket_size = k.allgather_bucket_size.value_or(z.allgather_bucket_size);
+  z.contiguous_gradients = k.contiguous_gradients.value_or(z.contiguous_gradients);
+  z.overlap_comm = k.overlap_comm.value_or(z.overlap_comm);
+  z.reduce_scatter = k.reduce_scatter.value_or(z.reduce_scatter);
+  z.sub_group_size = k.sub_group_size.value_or(z.sub_group_size);
+  z.stage3_max_reuse_distance = k.stage3_max_reuse_distance.value_or(z.stage3_max_reuse_distance);
+  z.offload_optimizer.device = k.offload_optimizer_device.value_or(z.offload_optimizer.device);
+  z.offload_param.buffer_size = k.offload_param_buffer_size.value_or(z.offload_param.buffer_size);
+  if (k.offload_param_max_in_cpu)
+    z.offload_param.max_in_cpu = *k.offload_param_max_in_cpu;
+  add_note(notes, found->zero_note);
   return z;
 }
 
@@ -301,13 +245,33 @@ spec::Checkpointing parse_checkpointing(const std::string& text, std::string& no
   return spec::Checkpointing::NONE;
 }
 
+/// The MixedPrecision dtypes of the source's code for a row (the first `mixed_precision` entry of the source's data
+/// that selects it and is, or is not, autocast); false when there is none.
+bool source_mixed_precision(const PublishedRow& row, const spec::SourceRule* src, bool autocast, spec::FsdpSpec& fsdp,
+                            std::string& notes)
+{
+  if (!src)
+    return false;
+  for (const spec::SourceMixedPrecision& m : src->mixed_precision) {
+    if (m.autocast != autocast || !matches(m.when, row))
+      continue;
+    if (m.param_dtype)
+      fsdp.param_dtype = m.param_dtype;
+    if (m.reduce_dtype)
+      fsdp.reduce_dtype = m.reduce_dtype;
+    add_note(notes, m.note);
+    return true;
+  }
+  return false;
+}
+
 /// The training precision of a PyTorch row, and for FSDP the MixedPrecision dtypes of the run's code. zerosim's
 /// precisions (scenario-format.md): bf16/fp16 = FSDP MixedPrecision(param_dtype = reduce_dtype = the 16-bit type)
 /// over fp32 sharded parameters; amp_bf16/amp_fp16 = torch.autocast over fp32 parameters; fp32.
-spec::Precision torch_precision(const PublishedRow& row, spec::Framework fw, spec::FsdpSpec& fsdp, std::string& notes)
+spec::Precision torch_precision(const PublishedRow& row, spec::Framework fw, spec::FsdpSpec& fsdp, std::string& notes,
+                                const spec::SourceRule* src)
 {
   const std::string t = lower(trim(field(row, "precision")));
-  const std::string& framework = field(row, "framework");
   if (t.rfind("fp32", 0) == 0 || (t.rfind("not stated", 0) == 0 && t.find("fp32") != std::string::npos)) {
     if (t.rfind("fp32", 0) != 0)
       add_note(notes, "precision '" + field(row, "precision") + "' read as fp32");
@@ -321,39 +285,14 @@ spec::Precision torch_precision(const PublishedRow& row, spec::Framework fw, spe
     return bf16 ? spec::Precision::AMP_BF16 : spec::Precision::AMP_FP16;
   }
   if (t.rfind("amp_bf16", 0) == 0) {
-    if (t.find("default") != std::string::npos) {
-      // Composer 2023, which the llm-foundry tables ran on (prepare_fsdp_module in composer/trainer/
-      // dist_strategy.py, and the get_mixed_precision helper that added amp_fp8): mixed_precision 'DEFAULT' =
-      // MixedPrecision(param_dtype fp32 / None: the fp32 parameters are gathered as they are, reduce_dtype = the
-      // autocast dtype, buffer_dtype = fp32), under autocast. Later Composer swapped DEFAULT to bf16 parameters
-      // and fp32 reduction.
-      fsdp.param_dtype = spec::Dtype::FP32;
-      fsdp.reduce_dtype = spec::Dtype::BF16;
-      add_note(notes, "Composer MP mode DEFAULT: autocast bf16, fp32 parameter all-gather, bf16 gradient reduction");
-    }
+    // Autocast over fp32 parameters; the FSDP dtypes where the source's code sets them (its mixed_precision data).
+    source_mixed_precision(row, src, true, fsdp, notes);
     return spec::Precision::AMP_BF16;
   }
   if (bf16) {
-    if (t.find("pure") != std::string::npos) {
-      // Composer 'PURE' = MixedPrecision(param_dtype = reduce_dtype = buffer_dtype = the autocast dtype).
-      fsdp.param_dtype = spec::Dtype::BF16;
-      fsdp.reduce_dtype = spec::Dtype::BF16;
-      add_note(notes, "Composer MP mode PURE: bf16 parameter all-gather and gradient reduction");
-    } else if (contains(framework, "torchtitan")) {
-      // torchtitan's job config defaults: mixed_precision_param "bfloat16", mixed_precision_reduce "float32"
-      // (torchtitan/config_manager.py), applied by fully_shard's MixedPrecisionPolicy.
-      fsdp.param_dtype = spec::Dtype::BF16;
-      fsdp.reduce_dtype = spec::Dtype::FP32;
-      add_note(notes, "torchtitan defaults: bf16 parameters, fp32 gradient reduction");
-    } else if (contains(framework, "fms-fsdp")) {
-      // fms-fsdp fms_fsdp/policies/mixed_precision.py bfSixteen: param_dtype = reduce_dtype = bfloat16.
-      fsdp.param_dtype = spec::Dtype::BF16;
-      fsdp.reduce_dtype = spec::Dtype::BF16;
-      add_note(notes, "fms-fsdp bfSixteen policy: bf16 parameters and gradient reduction");
-    } else {
+    if (!source_mixed_precision(row, src, false, fsdp, notes))
       add_note(notes, "bf16 mixed precision: MixedPrecision(param_dtype = reduce_dtype = bf16) over fp32 parameters "
                       "(the reduce dtype is not stated)");
-    }
     return spec::Precision::BF16;
   }
   if (t.find("fp16") != std::string::npos)
@@ -363,15 +302,14 @@ spec::Precision torch_precision(const PublishedRow& row, spec::Framework fw, spe
 }
 
 /// FlashAttention in the run's code: the row names it (the llm-foundry tables: "MPT models, FlashAttention";
-/// fms-fsdp: "SDPA FlashAttention-2"; the Llama 2 70B FSDP blog: "flash-attn v2"), or torchtitan, whose Llama
-/// attention calls F.scaled_dot_product_attention (torchtitan/models/llama/model.py), which runs the
-/// FlashAttention-2 kernel for causal bf16 attention on A100 and H100.
-bool flash_attention_of(const PublishedRow& row)
+/// fms-fsdp: "SDPA FlashAttention-2"; the Llama 2 70B FSDP blog: "flash-attn v2"), or its source's attention is
+/// SDPA, which runs the FlashAttention-2 kernel for causal bf16 attention on A100 and H100 (sdpa_flash: torchtitan).
+bool flash_attention_of(const PublishedRow& row, const spec::SourceRule* src)
 {
   for (const char* k : {"framework", "activation_checkpointing", "other_parallel", "notes"})
     if (contains(field(row, k), "flash"))
       return true;
-  return contains(field(row, "framework"), "torchtitan");
+  return src && src->sdpa_flash;
 }
 
 /// Total GPUs: the leading number, unless the field says the figure's screenshot shows another count.
@@ -453,61 +391,63 @@ struct BuildInputs {
   int stage = 0;
 };
 
-/// The aio block and DeepSpeed activation checkpointing of the ZeRO-Infinity code's runs (Megatron-LM-v1.1.5-ZeRO3,
-/// rows 96-99 and 117-119): the options their scripts pass. Megatron's --partition-activations and --checkpoint-in-cpu
-/// set deepspeed.checkpointing's partition_activations and checkpoint_in_cpu (megatron/initialize.py,
-/// _configure_deepspeed_checkpointing); with one model-parallel rank, partitioning splits over that one rank.
-void infinity_code_settings(const PublishedRow& row, const BuildInputs& in, spec::Scenario& s, std::string& notes)
+/// Checkpoints on the CPU where needed (cpu_checkpoints where_needed): where the row asks for it and the 16-bit
+/// checkpoints of a micro-batch (one per layer, micro-batch x seq x hidden x 2 B each) exceed the GPU, or the run is
+/// one the source's scripts put there (known_runs).
+void checkpoints_where_needed(const PublishedRow& row, const BuildInputs& in, const spec::SourceDeepSpeed& d,
+                              spec::Scenario& s, std::string& notes)
 {
-  auto& ac = s.deepspeed.activation_checkpointing;
-  const bool paper = infinity_paper_offload_run(row, in.stage);
-  const bool example = zero3_example_run(row);
-  if (!paper && !example)
-    return;
-  if (paper || s.deepspeed.zero.offload_param.device == spec::OffloadDevice::NVME) {
-    // aio of ds_zero3_sc21.json and of ds_zero_stage_infinity_config.json alike: block_size 1 MiB, queue_depth 16,
-    // single_submit false, overlap_events true, thread_count 2 (intra_op_parallelism's former name).
-    s.deepspeed.aio.block_size = 1'048'576;
-    s.deepspeed.aio.queue_depth = 16;
-    s.deepspeed.aio.intra_op_parallelism = 2;
-    add_note(notes, "aio queue_depth 16, thread_count 2 (the same config)");
-  }
-  if (example) {
-    // Megatron-LM-v1.1.5-ZeRO3/examples/ds_pretrain_gpt2-zero3.sh: PA=true, PA_CPU=true (--partition-activations
-    // --checkpoint-in-cpu).
-    ac.partition_activations = true;
-    ac.cpu_checkpointing = true;
-    add_note(notes, "DeepSpeed activation checkpointing with partition_activations and cpu_checkpointing (the "
-                    "example's ds_pretrain_gpt2-zero3.sh: PA=true, PA_CPU=true)");
-    return;
-  }
-  // The paper offloads activation checkpoints to CPU memory "where needed" (the row). Needed: the 16-bit checkpoints
-  // of a micro-batch (one per layer, micro-batch x seq x hidden x 2 B each) exceed the GPU. The artifact's 50B run
-  // (62 x 8192, the configuration of row 96) passes --checkpoint-in-cpu and --partition-activations (run_sc21.sh).
   const double ckpt_bytes =
       static_cast<double>(in.shape.layers) * in.shape.micro_batch * in.seq_len * in.shape.hidden * 2.0;
   const double gpu_bytes = static_cast<double>(s.cluster.node.gpu.memory_bytes);
-  const bool artifact_shape = in.shape.layers == 62 && in.shape.hidden == 8192;
-  const bool where_needed = contains(field(row, "activation_checkpointing"), "offload to cpu");
+  const spec::KnownCheckpointRun* known = nullptr;
+  for (const spec::KnownCheckpointRun& k : d.known_runs)
+    if (k.layers == in.shape.layers && k.hidden == in.shape.hidden)
+      known = &k;
+  const bool where_needed = contains(field(row, "activation_checkpointing"), d.where_needed_text);
   std::ostringstream os;
   os.precision(3);
   os << "checkpoints " << ckpt_bytes / GIB << " GiB (layers x micro-batch x seq x hidden x 2 B) against the GPU's "
      << gpu_bytes / GIB << " GiB";
-  if (where_needed && (artifact_shape || ckpt_bytes > gpu_bytes)) {
-    ac.partition_activations = true;
-    ac.cpu_checkpointing = true;
-    add_note(notes, "DeepSpeed cpu_checkpointing and partition_activations on: the paper offloads checkpoints to the "
-                    "CPU where needed; " +
-                        std::string(artifact_shape ? "the authors' SC21 artifact passes --checkpoint-in-cpu "
-                                                     "--partition-activations for this 62 x 8192 run (run_sc21.sh)"
-                                                   : "needed here: " + os.str()));
+  if (where_needed && (known || ckpt_bytes > gpu_bytes)) {
+    s.deepspeed.activation_checkpointing.partition_activations = true;
+    s.deepspeed.activation_checkpointing.cpu_checkpointing = true;
+    add_note(notes, d.checkpoint_note + "; " + (known ? known->citation : "needed here: " + os.str()));
   } else {
     add_note(notes, "activation checkpoints kept on the GPU (" + os.str() + ")");
   }
 }
 
+/// The aio block and DeepSpeed activation checkpointing of the source's code for a row: every entry of the source's
+/// `deepspeed` data that selects it, aio first, then where the checkpoints go.
+void source_code_settings(const PublishedRow& row, const BuildInputs& in, spec::Scenario& s, std::string& notes,
+                          const spec::SourceRule* src)
+{
+  if (!src)
+    return;
+  for (const spec::SourceDeepSpeed& d : src->deepspeed) {
+    if (!d.aio || !matches(d.when, row, in.stage))
+      continue;
+    s.deepspeed.aio.block_size = d.aio->block_size;
+    s.deepspeed.aio.queue_depth = d.aio->queue_depth;
+    s.deepspeed.aio.intra_op_parallelism = d.aio->thread_count;
+    add_note(notes, d.aio_note);
+  }
+  for (const spec::SourceDeepSpeed& d : src->deepspeed) {
+    if (d.cpu_checkpoints == spec::CpuCheckpoints::NEVER || !matches(d.when, row, in.stage))
+      continue;
+    if (d.cpu_checkpoints == spec::CpuCheckpoints::WHERE_NEEDED) {
+      checkpoints_where_needed(row, in, d, s, notes);
+      continue;
+    }
+    s.deepspeed.activation_checkpointing.partition_activations = true;
+    s.deepspeed.activation_checkpointing.cpu_checkpointing = true;
+    add_note(notes, d.checkpoint_note);
+  }
+}
+
 spec::Scenario build_scenario(const PublishedRow& row, const NodeLoader& load_node, const BuildInputs& in,
-                              RowInfo& info)
+                              RowInfo& info, const spec::SourceRules& sources)
 {
   spec::Scenario s;
   s.name = "published.csv row " + field(row, "row_id");
@@ -523,6 +463,7 @@ spec::Scenario build_scenario(const PublishedRow& row, const NodeLoader& load_no
   s.cluster.network = network_for(row, node, s.cluster.nodes, info.assumptions);
 
   const spec::Framework fw = framework_of(row);
+  const spec::SourceRule* src = rule_of(row, sources);
   s.training.seq_len = in.seq_len;
   s.training.micro_batch = in.shape.micro_batch;
   s.training.tensor_parallel = fw != spec::Framework::DEEPSPEED ? 1
@@ -532,10 +473,10 @@ spec::Scenario build_scenario(const PublishedRow& row, const NodeLoader& load_no
   s.training.grad_accum = ga ? *ga : 1;
   s.training.global_batch = static_cast<std::int64_t>(s.training.micro_batch) * s.training.grad_accum * s.dp();
   s.training.precision = fw == spec::Framework::DEEPSPEED ? parse_precision(field(row, "precision"), info.assumptions)
-                                                          : torch_precision(row, fw, s.fsdp, info.assumptions);
+                                                          : torch_precision(row, fw, s.fsdp, info.assumptions, src);
   s.training.activation_checkpointing = parse_checkpointing(field(row, "activation_checkpointing"), info.assumptions);
   // The stack each run used (stacks.csv, quoted or inferred from the source; docs/validation.md).
-  s.software = software_of(row);
+  s.software = software_of(row, sources);
   s.training.flash_attention = spec::is_fused(s.software.attention);
   s.kernels = config::shipped_kernel_table();
   // DeepSpeed's Megatron examples use Adam (FusedAdam / DeepSpeedCPUAdam); the PyTorch runs' code uses AdamW
@@ -548,8 +489,8 @@ spec::Scenario build_scenario(const PublishedRow& row, const NodeLoader& load_no
   std::ostringstream cfg;
   info.framework = framework_label(row);
   if (fw == spec::Framework::DEEPSPEED) {
-    s.deepspeed.zero = zero_for(row, in.stage, info.assumptions);
-    infinity_code_settings(row, in, s, info.assumptions);
+    s.deepspeed.zero = zero_for(row, in.stage, info.assumptions, src);
+    source_code_settings(row, in, s, info.assumptions, src);
     s.deepspeed.communication_data_type = model_dtype(s.training.precision); // §1.3: model dtype unless given
     s.deepspeed.grad_accum_dtype = model_dtype(s.training.precision);
     info.stage = in.stage;
@@ -565,7 +506,7 @@ spec::Scenario build_scenario(const PublishedRow& row, const NodeLoader& load_no
       cfg << " (" << info.offload << ")";
   } else if (fw == spec::Framework::FSDP) {
     // exclusions() lets no FSDP row without a strategy through.
-    ShardingRead sh = *fsdp_sharding_of(row);
+    ShardingRead sh = *fsdp_sharding_of(row, src);
     if (!sh.note.empty())
       add_note(info.assumptions, sh.note);
     spec::FsdpSpec& f = s.fsdp;
@@ -579,12 +520,11 @@ spec::Scenario build_scenario(const PublishedRow& row, const NodeLoader& load_no
       add_note(info.assumptions,
                "FSDP2 fully_shard, reshard_after_forward " + std::string(*f.reshard_after_forward ? "True" : "False"));
     }
-    if (contains(framework, "composer")) {
-      // Composer 2023 (composer/trainer/dist_strategy.py, prepare_fsdp_module): fsdp_config backward_prefetch
-      // defaults to BACKWARD_POST; llm-foundry's submit_benchmarks.py sets limit_all_gathers true.
-      f.backward_prefetch = spec::BackwardPrefetch::BACKWARD_POST;
-      f.limit_all_gathers = true;
-      add_note(info.assumptions, "Composer FSDP defaults: backward_prefetch BACKWARD_POST, limit_all_gathers true");
+    if (src && src->fsdp) {
+      // The FSDP defaults of the source's code (its fsdp data: Composer's backward_prefetch, limit_all_gathers).
+      f.backward_prefetch = src->fsdp->backward_prefetch.value_or(f.backward_prefetch);
+      f.limit_all_gathers = src->fsdp->limit_all_gathers.value_or(f.limit_all_gathers);
+      add_note(info.assumptions, src->fsdp->note);
     }
     f.cpu_offload = parse_offload(field(row, "offload_param")) == spec::OffloadDevice::CPU;
     // One FSDP unit per transformer block: Composer's MPT fsdp_wrap_fn, torchtitan's per-block fully_shard,
@@ -672,7 +612,8 @@ std::optional<Shape> shape_of(const PublishedRow& row, std::string& notes)
 /// precision, checkpointing and batch the row gives (build_scenario), then the gradient-accumulation steps
 /// (grad_accum_of) and the global batch they imply. Every input assumed goes to `info.assumptions`, the short
 /// description to `info.config`. Rules: docs/validation.md, "Building the scenario from a row".
-spec::Scenario row_scenario(const PublishedRow& row, const NodeLoader& load_node, const Shape& shape, RowInfo& info)
+spec::Scenario row_scenario(const PublishedRow& row, const NodeLoader& load_node, const Shape& shape, RowInfo& info,
+                            const spec::SourceRules& sources)
 {
   BuildInputs in;
   in.shape = shape;
@@ -681,7 +622,7 @@ spec::Scenario row_scenario(const PublishedRow& row, const NodeLoader& load_node
   // A PyTorch row has no DeepSpeed stage; build_scenario sets the one its strategy is equivalent to. exclusions()
   // lets no DeepSpeed row without one stage through.
   in.stage = framework_of(row) == spec::Framework::DEEPSPEED ? *stage_of(field(row, "zero_stage")) : 0;
-  spec::Scenario s = build_scenario(row, load_node, in, info);
+  spec::Scenario s = build_scenario(row, load_node, in, info, sources);
   spec::TrainingSpec& t = s.training;
   t.grad_accum = grad_accum_of(row, t.micro_batch, s.dp(), info.assumptions);
   t.global_batch = static_cast<std::int64_t>(t.micro_batch) * t.grad_accum * s.dp();

@@ -17,21 +17,6 @@ using namespace detail;
 
 namespace {
 
-/// Attention heads of the ZeRO-Infinity configurations (S04 Table 1 does not give them) by hidden size: the heads
-/// the same paper's Table 4 gives its models of that hidden size, and the authors' SC21 artifact scripts.
-struct InfinityHeads {
-  int hidden;
-  int heads;
-  const char* citation;
-};
-constexpr InfinityHeads INFINITY_HEADS[] = {
-    {8192, 32,
-     "ZeRO-Infinity Table 4, 70B = 125 x 8192 with 32 heads (published.csv row 101 notes); the authors' SC21 artifact "
-     "runs 62 x 8192 with --num-attention-heads 32 (DeepSpeedExamples fork jeffra/DeepSpeedExamples, "
-     "Megatron-LM-v1.1.5-ZeRO3/examples/run_sc21.sh)"},
-    {25600, 256, "ZeRO-Infinity Table 4, 1000B = 128 x 25600 with 256 heads (published.csv row 101 notes)"},
-};
-
 /// The figure columns of a row, in the priority order of the primary figure (docs/validation.md): figures of
 /// time first (they do not depend on a FLOP-counting convention), then rates, then TFLOPs and utilisation
 /// (README trap 1), and the file's derived step time only when no measured figure can be compared.
@@ -48,7 +33,7 @@ bool is_figure_column_empty(const PublishedRow& row)
 }
 
 /// Which TFLOPs a tflops_per_gpu figure is (README trap 1), and the note saying how that was decided.
-TimeMetric tflops_metric(const PublishedRow& row, std::string& note)
+TimeMetric tflops_metric(const PublishedRow& row, std::string& note, const spec::SourceRule* src)
 {
   std::string inc = lower(trim(field(row, "tflops_includes_recompute")));
   // "not stated" is no answer (it begins with "no", which is one).
@@ -69,19 +54,21 @@ TimeMetric tflops_metric(const PublishedRow& row, std::string& note)
     note = "definition not stated: recompute counted, the DeepSpeed/Megatron convention (README trap 1)";
     return TimeMetric::TFLOPS_HARDWARE;
   }
-  // The PyTorch FSDP paper (S13) states no formula; its authors' minGPT benchmark (mrshenli/ptd_benchmark
-  // trainer.py calc_flop) uses Megatron's 96·B·s·l·h²(1 + s/6h + V/16lh), which counts the recomputed forward
-  // (docs/research/validation-stacks.md, doubt (a); inferred).
-  if (field(row, "source_id") == "S13" && contains(lower(field(row, "model")), "mingpt")) {
-    note = "definition not stated: recompute counted, as the paper's authors' minGPT benchmark counts it "
-           "(ptd_benchmark calc_flop; inferred, docs/research/validation-stacks.md)";
-    return TimeMetric::TFLOPS_HARDWARE;
+  // The source's own convention where its data states it (tflops: the PyTorch FSDP paper's minGPT benchmark).
+  if (src) {
+    for (const spec::SourceTflops& t : src->tflops) {
+      if (matches(t.when, row)) {
+        note = t.note;
+        return t.recompute_counted ? TimeMetric::TFLOPS_HARDWARE : TimeMetric::TFLOPS_MODEL;
+      }
+    }
   }
   note = "definition not stated: model FLOPs assumed";
   return TimeMetric::TFLOPS_MODEL;
 }
 
-TimeMetric metric_of_column(const std::string& column, const PublishedRow& row, std::string& note)
+TimeMetric metric_of_column(const std::string& column, const PublishedRow& row, std::string& note,
+                            const spec::SourceRule* src)
 {
   if (column == "step_time_s")
     return TimeMetric::STEP_TIME;
@@ -92,7 +79,7 @@ TimeMetric metric_of_column(const std::string& column, const PublishedRow& row, 
   if (column == "tokens_per_s_per_gpu")
     return TimeMetric::TOKENS_PER_S_PER_GPU;
   if (column == "tflops_per_gpu")
-    return tflops_metric(row, note);
+    return tflops_metric(row, note, src);
   if (column == "mfu")
     return TimeMetric::MFU;
   if (column == "hfu")
@@ -100,10 +87,11 @@ TimeMetric metric_of_column(const std::string& column, const PublishedRow& row, 
   return TimeMetric::DERIVED_STEP_TIME;
 }
 
-/// A ZeRO-Offload Table 4 row: the optimizer step alone, for a model named by its size.
-bool is_cpu_adam_row(const PublishedRow& row)
+/// A row that times the CPU-Adam optimizer step alone, for a model named by its size (the source's cpu_adam data:
+/// ZeRO-Offload Table 4); nullptr for every other row.
+const spec::SourceCpuAdam* cpu_adam_of(const PublishedRow& row, const spec::SourceRule* src)
 {
-  return contains(field(row, "model"), "optimizer step only");
+  return src && src->cpu_adam && matches(src->cpu_adam->when, row) ? &*src->cpu_adam : nullptr;
 }
 
 /// Another row of the same source that gives the shape (layers, hidden) of a model of the same size on one GPU.
@@ -123,15 +111,16 @@ const PublishedRow* same_size_shape(const PublishedRow& row, const std::vector<P
   return nullptr;
 }
 
-/// The ZeRO-Infinity paper (S04) row whose configuration a "paper config" row of another source reruns: the same
-/// layers, hidden size, GPU count and offload devices, with a micro-batch (DeepSpeed issue #1776, rows 117-118,
-/// reruns Table 1's 50B and 100B runs, rows 96-97); nullptr when the row is not such a rerun.
-const PublishedRow* paper_config_twin(const PublishedRow& row, const std::vector<PublishedRow>& all)
+/// The row of another source whose configuration a row reruns (the row's source's rerun data: DeepSpeed issue #1776,
+/// rows 117-118, reruns ZeRO-Infinity Table 1's 50B and 100B runs, rows 96-97): the same layers, hidden size, GPU
+/// count and offload devices, with a micro-batch; nullptr when the row is not such a rerun.
+const PublishedRow* rerun_twin(const PublishedRow& row, const std::vector<PublishedRow>& all,
+                               const spec::SourceRule* src)
 {
-  if (!contains(field(row, "model"), "paper config") || field(row, "source_id") == "S04")
+  if (!src || !src->rerun || !matches(src->rerun->when, row))
     return nullptr;
   for (const auto& r : all) {
-    if (field(r, "source_id") != "S04" || !leading_number(field(r, "micro_batch")))
+    if (field(r, "source_id") != src->rerun->source_id || !leading_number(field(r, "micro_batch")))
       continue;
     bool same = true;
     for (const char* k : {"layers", "hidden", "total_gpus"})
@@ -170,14 +159,23 @@ std::string joined_list(const std::vector<std::string>& items)
   return out;
 }
 
-/// The row with inputs filled in from the source's other rows or stated conventions, each recorded in `notes`.
-PublishedRow completed_row(const PublishedRow& row, const std::vector<PublishedRow>& all, std::string& notes)
+/// `text` with "{row}" replaced by `row_id`.
+std::string with_row(std::string text, const std::string& row_id)
+{
+  const std::size_t at = text.find("{row}");
+  if (at != std::string::npos)
+    text.replace(at, 5, row_id);
+  return text;
+}
+
+/// The row with inputs filled in from the source's other rows or its data, each recorded in `notes`.
+PublishedRow completed_row(const PublishedRow& row, const std::vector<PublishedRow>& all, std::string& notes,
+                           const spec::SourceRules& sources)
 {
   PublishedRow r = row;
-  if (is_cpu_adam_row(row)) {
-    // ZeRO-Offload Table 4 times DeepSpeed's CPU-Adam on the optimizer step of a model of each size, on the
-    // DGX-2's 2 x Xeon Platinum 8168 host. The model of that size is the one of the paper's Figure 8 (other rows
-    // of the file); the run is ZeRO-2 with the optimizer on the CPU (the framework column), one GPU.
+  const spec::SourceRule* src = rule_of(row, sources);
+  if (const spec::SourceCpuAdam* adam = cpu_adam_of(row, src)) {
+    // The model of that size is the one another row of the same source gives; the cells are the source's data.
     if (const PublishedRow* twin = same_size_shape(row, all)) {
       r["layers"] = field(*twin, "layers");
       r["hidden"] = field(*twin, "hidden");
@@ -185,31 +183,28 @@ PublishedRow completed_row(const PublishedRow& row, const std::vector<PublishedR
                           field(row, "params_B") + "B model of the same paper (published.csv row " +
                           field(*twin, "row_id") + ")");
     }
-    r["zero_stage"] = "2";
-    r["offload_optimizer"] = "cpu";
-    r["micro_batch"] = "1";
-    r["grad_accum"] = "1";
-    add_note(notes, "ZeRO-2 with CPU optimizer offload on one GPU, micro-batch 1 (the optimizer step does not depend "
-                    "on the batch)");
+    for (const auto& [column, value] : adam->cells)
+      r[column] = value;
+    add_note(notes, adam->note);
   }
-  if (const PublishedRow* paper = paper_config_twin(row, all)) {
-    // DeepSpeed issue #1776 (rows 117-118) reruns the ZeRO-Infinity paper's 50B and 100B configurations on one
-    // DGX-2 ("paper config"); its scripts are in an attachment the data file does not hold. The batch is the
-    // paper's for the same model, offload and GPUs (Table 1).
+  const PublishedRow* paper = rerun_twin(row, all, src);
+  if (paper) {
+    // The batch is the rerun configuration's, where the row does not state it.
     for (const char* k : {"micro_batch", "global_batch"})
       if (trim(field(r, k)).empty())
         r[k] = field(*paper, k);
     add_note(notes, "micro-batch " + field(*paper, "micro_batch") + ", global batch " + field(*paper, "global_batch") +
-                        " of the paper's configuration (published.csv row " + field(*paper, "row_id") +
-                        ", ZeRO-Infinity Table 1): the issue reruns it ('paper config')");
+                        " of " + with_row(src->rerun->note, field(*paper, "row_id")));
   }
   auto hidden = plain_int(field(r, "hidden"));
-  const bool infinity_config = field(row, "source_id") == "S04" || paper_config_twin(row, all) != nullptr;
-  if (hidden && !leading_number(field(r, "heads")) && infinity_config) {
-    for (const auto& t : INFINITY_HEADS) {
+  // The heads the source (or the source of the rerun configuration) gives a hidden size (heads_by_hidden).
+  const spec::SourceRule* heads_src = paper ? sources.find(src->rerun->source_id) : src;
+  if (hidden && !leading_number(field(r, "heads")) && heads_src) {
+    for (const spec::SourceHeads& t : heads_src->heads_by_hidden) {
       if (t.hidden == *hidden) {
         r["heads"] = std::to_string(t.heads);
-        add_note(notes, "heads not in Table 1: " + std::to_string(t.heads) + " (" + t.citation + ")");
+        add_note(notes, "heads not in " + heads_src->heads_missing_from + ": " + std::to_string(t.heads) + " (" +
+                            t.citation + ")");
       }
     }
   }
@@ -225,7 +220,7 @@ PublishedRow completed_row(const PublishedRow& row, const std::vector<PublishedR
 }
 
 /// The figures of a row, primary first; `not_compared` collects the cells that cannot be compared, with why.
-std::vector<TimeFigure> figures_of(const PublishedRow& row, std::string& not_compared)
+std::vector<TimeFigure> figures_of(const PublishedRow& row, std::string& not_compared, const spec::SourceRule* src)
 {
   std::vector<TimeFigure> measured;
   std::optional<TimeFigure> derived;
@@ -245,13 +240,12 @@ std::vector<TimeFigure> figures_of(const PublishedRow& row, std::string& not_com
     f.value = *p.value;
     f.note = p.note;
     std::string def_note;
-    f.metric = metric_of_column(column, row, def_note);
+    f.metric = metric_of_column(column, row, def_note, src);
     if (p.part == "backward")
       f.metric = TimeMetric::BACKWARD_TIME;
-    if (is_cpu_adam_row(row) && f.metric == TimeMetric::STEP_TIME) {
+    if (const spec::SourceCpuAdam* adam = cpu_adam_of(row, src); adam && f.metric == TimeMetric::STEP_TIME) {
       f.metric = TimeMetric::CPU_ADAM_TIME;
-      add_note(f.note, "DeepSpeed CPU-Adam latency of the optimizer step (Table 4; its PyTorch CPU and GPU Adam "
-                       "figures, in the notes, time other implementations)");
+      add_note(f.note, adam->figure_note);
     }
     if (!def_note.empty())
       add_note(f.note, def_note);
@@ -305,7 +299,7 @@ std::vector<TimeFigure> figures_of(const PublishedRow& row, std::string& not_com
 } // namespace
 
 void map_throughput_row(const PublishedRow& row, const std::vector<PublishedRow>& all, const NodeLoader& load_node,
-                        ThroughputMapping& into)
+                        ThroughputMapping& into, const spec::SourceRules& sources)
 {
   RowInfo info = info_of(row);
   auto not_covered = [&](const std::string& category, const std::string& reason) {
@@ -320,11 +314,14 @@ void map_throughput_row(const PublishedRow& row, const std::vector<PublishedRow>
     return;
   }
   std::string notes;
-  const PublishedRow r = completed_row(row, all, notes);
-  std::vector<Exclusion> why = exclusions(r);
-  if (field(r, "source_id") == "S12" && contains(field(r, "locator"), "ZERO_STAGE=0/1"))
-    why.push_back({CAT_TRAP5, "the BLOOM 'Trying with ZeRO_STAGE=0/1' table's time and TFLOPs columns look swapped; "
-                              "only its memory values are used (README trap 5)"});
+  const PublishedRow r = completed_row(row, all, notes, sources);
+  const spec::SourceRule* src = rule_of(r, sources);
+  std::vector<Exclusion> why = exclusions(r, src);
+  // Rows whose figures the source's data says not to compare (not_compared: README trap 5's BLOOM table).
+  if (src)
+    for (const spec::SourceNotCompared& n : src->not_compared)
+      if (matches(n.when, r))
+        why.push_back({n.category, n.reason});
   if (!why.empty()) {
     not_covered(why.front().category, joined(why));
     return;
@@ -339,7 +336,7 @@ void map_throughput_row(const PublishedRow& row, const std::vector<PublishedRow>
                 (field(r, "notes").size() > 240 ? field(r, "notes").substr(0, 240) + "..." : field(r, "notes"));
     // A figure that could not be compared anyway is named too (row 633: a time per epoch).
     std::string not_compared;
-    if (figures_of(r, not_compared).empty() && !not_compared.empty())
+    if (figures_of(r, not_compared, src).empty() && !not_compared.empty())
       reason += "; nor is its figure comparable: " + not_compared;
     not_covered(CAT_C, reason);
     return;
@@ -350,7 +347,7 @@ void map_throughput_row(const PublishedRow& row, const std::vector<PublishedRow>
     return;
   }
   std::string not_compared;
-  std::vector<TimeFigure> figures = figures_of(r, not_compared);
+  std::vector<TimeFigure> figures = figures_of(r, not_compared, src);
   if (figures.empty()) {
     not_covered(CAT_FIGURE, not_compared);
     return;
@@ -361,7 +358,7 @@ void map_throughput_row(const PublishedRow& row, const std::vector<PublishedRow>
   ThroughputCase c;
   c.info = info;
   c.info.assumptions = notes;
-  c.scenario = row_scenario(r, load_node, shape, c.info);
+  c.scenario = row_scenario(r, load_node, shape, c.info, sources);
   c.figures = std::move(figures);
   c.evidence = field(r, "evidence_type");
   c.completeness = field(r, "completeness");
@@ -369,12 +366,13 @@ void map_throughput_row(const PublishedRow& row, const std::vector<PublishedRow>
   into.cases.push_back(std::move(c));
 }
 
-ThroughputMapping map_throughput_rows(const std::vector<PublishedRow>& rows, const NodeLoader& load_node)
+ThroughputMapping map_throughput_rows(const std::vector<PublishedRow>& rows, const NodeLoader& load_node,
+                                      const spec::SourceRules& sources)
 {
   ThroughputMapping m;
   for (const auto& r : rows) {
     try {
-      map_throughput_row(r, rows, load_node, m);
+      map_throughput_row(r, rows, load_node, m, sources);
     } catch (const core::InputError& e) {
       m.not_covered.push_back({field(r, "row_id"), field(r, "source_id"), field(r, "model"), CAT_INPUTS,
                                std::string("the row cannot be mapped: ") + e.what(), framework_label(r)});
