@@ -302,13 +302,13 @@ ErrorStats error_stats(const std::string& group, std::vector<double> errors_pct)
 }
 
 ValidationReport run_memory_validation(const std::vector<PublishedRow>& rows, const NodeLoader& load_node,
-                                       const spec::Mechanisms& mechanisms)
+                                       const spec::Mechanisms& mechanisms, const spec::SourceRules& sources)
 {
   ValidationReport r;
   RowMapping mapping;
   for (PublishedRow row : rows) {
     try {
-      map_row(row, load_node, mapping);
+      map_row(row, load_node, mapping, sources);
     } catch (const core::InputError& e) {
       mapping.not_covered.push_back({row["row_id"], row["source_id"], row["model"], "memory",
                                      std::string("the row cannot be mapped: ") + e.what(), framework_label(row)});
@@ -609,7 +609,8 @@ std::string render_csv(const ValidationReport& r)
 int validate_memory_command(const std::string& csv, const std::string& out_dir, std::ostream& out,
                             const spec::Mechanisms& mechanisms)
 {
-  ValidationReport r = run_memory_validation(read_published_rows(csv), node_loader_near(csv), mechanisms);
+  ValidationReport r = run_memory_validation(read_published_rows(csv), node_loader_near(csv), mechanisms,
+                                             source_rules_near(csv));
   std::filesystem::create_directories(out_dir);
   auto write = [](const std::string& path, const std::string& text) {
     std::ofstream f(path, std::ios::binary);

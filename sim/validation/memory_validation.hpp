@@ -134,9 +134,11 @@ MemoryComparison compare_memory_case(const MemoryCase& c);
 /// Maps the rows and runs the pipeline (memory::analyze_memory; memory/estimator.hpp for estimator rows).
 /// A row whose scenario the pipeline refuses (core::UnsupportedError, or core::InputError for the DeepSpeed keys
 /// assumed where the row states none) goes to not_covered with the message.
-/// `mechanisms` applies to every scenario (the ablation switches spec::Mechanisms::allocator).
+/// `mechanisms` applies to every scenario (the ablation switches spec::Mechanisms::allocator); `sources` is the
+/// per-source data of the rows (source_rules_near).
 ValidationReport run_memory_validation(const std::vector<PublishedRow>& rows, const NodeLoader& load_node,
-                                       const spec::Mechanisms& mechanisms = {});
+                                       const spec::Mechanisms& mechanisms = {},
+                                       const spec::SourceRules& sources = config::shipped_source_rules());
 
 /// results/validation/memory.md
 std::string render_markdown(const ValidationReport& r);
