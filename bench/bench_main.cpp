@@ -1,4 +1,4 @@
-// The simulator's own speed (issue 4; design.md "Speed and scale"; docs/benchmarks.md). Every benchmark
+// The simulator's own speed (design.md "Speed and scale"; docs/benchmarks.md). Every benchmark
 // is one `zerosim run SCENARIO [--set K=V]... --json` end to end, through the same library calls as
 // cli/commands.cpp: load the scenario, build the workload, replay the step, compute the metrics, render the
 // JSON. One iteration is a whole simulation. Counters: the simulated step time, the SimGrid flows the replay
@@ -117,7 +117,7 @@ void BM_grad_accum(benchmark::State& state)
                 {"training.grad_accum=" + std::to_string(state.range(0))});
 }
 
-/// The offload scenarios of issue 5: ZeRO-Infinity 1T on one DGX-2 (16 ranks, every NVMe swap and parameter
+/// The shipped offload scenarios: ZeRO-Infinity 1T on one DGX-2 (16 ranks, every NVMe swap and parameter
 /// read) and BLOOM-176B ZeRO-Inference from NVMe (prefill and sampled decode passes). No target of their own:
 /// they watch the NVMe path (SimGrid disks made the first replay 180 s, docs/engine.md "NVMe").
 void BM_offload_scenario(benchmark::State& state, const char* file)
@@ -125,7 +125,7 @@ void BM_offload_scenario(benchmark::State& state, const char* file)
   run_benchmark(state, source_path(std::string("scenarios/") + file), {});
 }
 
-/// A 1,000-point sweep of the default scenario (issue 15): micro-batch 1..16 (5) x grad_accum 1..25 (25) x ZeRO
+/// A 1,000-point sweep of the default scenario (docs/sweep.md): micro-batch 1..16 (5) x grad_accum 1..25 (25) x ZeRO
 /// stage 0..3 (4) x optimizer offload cpu / none (2), two workers (`zerosim sweep -j 2`), into a scratch folder
 /// (files and plots included). Target: at most 120 s, or at most 1.15 x (1,000 x the mean single-run time / 2),
 /// whichever is larger; the mean single-run time is measured here first, in this process, on every 50th point of

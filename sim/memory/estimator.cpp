@@ -183,17 +183,6 @@ std::vector<EstimatorRow> estimate_rows(const EstimatorQuery& q)
   return rows;
 }
 
-std::vector<EstimatorRow> estimate_all_live(const workload::Workload& w, int stage, int gpus_per_node, int nodes)
-{
-  EstimatorQuery q;
-  q.total_params = w.params;
-  q.largest_layer_params = w.largest_layer_params;
-  q.stage = stage;
-  q.gpus_per_node = gpus_per_node;
-  q.nodes = nodes;
-  return estimate_all_cold(q);
-}
-
 std::string format_estimator_table(const EstimatorQuery& q, const std::vector<EstimatorRow>& rows)
 {
   std::string out = "Estimated memory needed for params, optim states and gradients for a:\n";

@@ -4,7 +4,6 @@
 // docs/memory.md for how this differs from the full replay in memory_model.hpp).
 #pragma once
 
-#include "workload/transformer.hpp"
 
 #include <cstdint>
 #include <string>
@@ -84,9 +83,6 @@ std::vector<EstimatorRow> estimate_all_cold(const EstimatorQuery& q);
 /// or 3, non-positive counts, offload_param without offload_optimizer or at stage 2).
 std::vector<EstimatorRow> estimate_rows(const EstimatorQuery& q);
 
-/// `_all_live` style: the model's parameter count and largest layer from the workload
-/// (Workload::params, Workload::largest_layer_params), then `estimate_all_cold`.
-std::vector<EstimatorRow> estimate_all_live(const workload::Workload& w, int stage, int gpus_per_node, int nodes);
 
 /// DeepSpeed's printed table: the header lines ("Estimated memory needed for params, optim states and
 /// gradients for a:", "HW: ...", "SW: Model with {int(Ψ/1e6)}M total params[, {int(L/1e6)}M largest layer

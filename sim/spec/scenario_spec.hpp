@@ -144,7 +144,7 @@ struct DeepSpeedSpec {
 enum class FsdpSharding { FULL_SHARD, SHARD_GRAD_OP, HYBRID_SHARD, NO_SHARD };
 enum class BackwardPrefetch { BACKWARD_PRE, BACKWARD_POST, NONE };
 
-/// PyTorch FSDP (defaults are PyTorch's; see docs/fsdp.md once issue 4 lands).
+/// PyTorch FSDP (defaults are PyTorch's; docs/fsdp.md).
 struct FsdpSpec {
   FsdpSharding sharding_strategy = FsdpSharding::FULL_SHARD;
   std::optional<Dtype> param_dtype;  ///< mixed_precision.param_dtype; unset = the training precision

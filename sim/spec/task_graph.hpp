@@ -1,6 +1,6 @@
 // The task graph of one optimizer step of one rank, as DeepSpeed really runs it
 // (docs: ../shared/docs/zero-schedule.md, project docs/schedule.md). SimGrid-free:
-// the memory replay reads its allocation events in issue order, the engine (issue 3)
+// the memory replay reads its allocation events in issue order, the engine
 // replays its tasks on a platform.
 #pragma once
 

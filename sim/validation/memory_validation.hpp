@@ -28,8 +28,8 @@ struct MemoryComparison {
   std::string detail; ///< where the GPU peak falls (task), or the estimator's formula
 };
 
-/// The tolerance of the largest-model search against a published maximum model size, percent (issue 5: "within
-/// +/-20 % of the published size").
+/// The tolerance of the largest-model search against a published maximum model size, percent (the acceptance of
+/// the offload work: "within +/-20 % of the published size").
 inline constexpr double ACCEPTED_LARGEST_MODEL_ERROR_PCT = 20.0;
 
 /// The largest model of a max-model row's family (FitCase::family: the layer count grown at the published hidden
@@ -93,7 +93,7 @@ struct MemoryFrameworkSummary {
   int failed = 0;      ///< rows the pipeline failed on
   /// |error| over its measured allocated and reserved comparisons; none when there is none.
   std::optional<ErrorStats> measured;
-  /// The same over its allocated comparisons alone, and over its reserved ones alone (reported apart: issue 13).
+  /// The same over its allocated comparisons alone, and over its reserved ones alone (reported apart: they are different figures).
   std::optional<ErrorStats> allocated;
   std::optional<ErrorStats> reserved;
 };

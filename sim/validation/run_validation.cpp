@@ -459,7 +459,7 @@ ThroughputReport assemble_report(int rows_total, const ThroughputMapping& mappin
 
 namespace {
 
-/// The line under a table: the median of the per-source medians (issue 14's source-balanced figure).
+/// The line under a table: the median of the per-source medians (the source-balanced figure: no source weighs by its row count).
 std::string source_medians_line(std::optional<double> m)
 {
   return m ? "Median of the per-source medians of |error|: " + fixed(*m, 1) + " %.\n" : std::string();

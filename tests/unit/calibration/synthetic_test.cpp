@@ -1,4 +1,4 @@
-// Synthetic recovery on the real simulator (docs/calibration.md "Synthetic recovery", issue 14): measurements made by
+// Synthetic recovery on the real simulator (docs/calibration.md "Synthetic recovery"): measurements made by
 // the simulator at known multipliers with 3 % noise, a fit from the priors, the multipliers recovered within 5 %.
 // CI-sized: a few small DGX A100 scenarios (each simulated in well under a second) and three parameters.
 #include "calibration/calibrate.hpp"

@@ -46,7 +46,7 @@ TEST_SUITE("cli")
 
   TEST_CASE("bounds: the default scenario at micro-batch 2 stays below 70 % HFU")
   {
-    // Issue 13's bound: the best published A100 training runs of this size sit near 0.5-0.6 HFU (e.g. Megatron-LM
+    // The bound: the best published A100 training runs of this size sit near 0.5-0.6 HFU (e.g. Megatron-LM
     // on 1024 A100s, 52 % of peak for GPT-3 175B: Narayanan et al. 2021, Table 1, 163 of 312 TFLOPs per GPU).
     config::LoadOptions o;
     o.sets = {"training.micro_batch=2"};

@@ -1,4 +1,4 @@
-// The shipped offload scenarios of issue 5, each against a formula of what its offload must cost: the host
+// The shipped offload scenarios, each against a formula of what its offload must cost: the host
 // memory of ZeRO-Offload, the NVMe footprint and NVMe-bound step of ZeRO-Infinity, and the tiers the fit
 // verdict names. (The default scenario, 70B with CPU optimizer offload, is covered by commands_test.cpp; the
 // BLOOM-176B inference scenario by tests/unit/schedule/inference_test.cpp and tests/unit/engine.)

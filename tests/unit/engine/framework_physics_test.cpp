@@ -1,4 +1,4 @@
-// Physics of the PyTorch frameworks (issue 4 acceptance): the bytes each GPU puts on the wire in one step,
+// Physics of the PyTorch frameworks: the bytes each GPU puts on the wire in one step,
 // from the schedule's collectives planned as NCCL rings, against the closed forms of docs/ddp.md and
 // docs/fsdp.md. Ψ is the model's parameter count; N the data-parallel degree.
 #include "collectives/nccl.hpp"

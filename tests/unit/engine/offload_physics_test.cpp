@@ -1,4 +1,4 @@
-// Physics of offload traffic (issue 5): PCIe switch sharing, NIC traffic beside parameter fetches, NVMe
+// Physics of offload traffic: PCIe switch sharing, NIC traffic beside parameter fetches, NVMe
 // (aio request waves, RAID-0 striping), NVMe pipelining and pinned against pageable copies. Every expected value
 // comes from a formula stated beside it, evaluated from the node's own figures (docs/engine.md).
 #include "config/scenario_loader.hpp"

@@ -1,4 +1,4 @@
-// Physics of the replay (issue 3 acceptance): every expected value comes from a formula stated beside it,
+// Physics of the replay: every expected value comes from a formula stated beside it,
 // evaluated from the node's own figures. Hand-made graphs isolate one mechanism; whole scenarios check the
 // monotonic properties a user relies on.
 #include "collectives/nccl.hpp"

@@ -104,7 +104,7 @@ TEST_SUITE("validation")
 
   TEST_CASE("accuracy: the largest model predicted to fit each max-model row with offload is within 20 %")
   {
-    // Issue 5: for every published max-model size with offload, the largest model predicted to fit is within
+    // For every published max-model size with offload, the largest model predicted to fit is within
     // +/-20 % of the published size and twice the published size does not fit. Row 82 (ZeRO-Offload Figure 7:
     // 13B on one V100 32 GB with CPU-Adam) is the one such row the file can express (rows 83-84 used model
     // parallelism, row 608 gives no shape).
