@@ -20,6 +20,10 @@ namespace {
 // One-way NIC-to-NIC latency when cluster.network.latency is not given: NCCL's network base latency
 // (src/graph/tuning.cc hwLat[NCCL_HW_NET], Tree/LL: 5.0 us), also the example of scenario-format.md.
 constexpr double DEFAULT_NETWORK_LATENCY_S = 5e-6;
+/// Resource bounds (not physical ones): the cluster's GPUs in all, and the tokens one inference request generates.
+constexpr std::int64_t MAX_CLUSTER_GPUS = std::int64_t{1} << 26;
+constexpr std::int64_t MAX_GENERATE_TOKENS = std::int64_t{1} << 20;
+constexpr double MAX_GLOBAL_BATCH = 1099511627776.0; // 2^40 sequences per step
 
 struct TrainingRead {
   std::optional<std::int64_t> micro_batch, grad_accum, global_batch;
@@ -158,10 +162,15 @@ void read_cluster(FieldReader& c, ScenarioDocument& doc, spec::Scenario& s)
   if (YAML::Node ov = c.take("overrides"); ov.IsDefined() && !ov.IsNull() && !ov.IsMap())
     c.fail_expected("overrides", "a mapping of node keys to values (gpu.memory: 40 GiB)");
 
-  s.cluster.nodes = static_cast<int>(c.get_int("nodes", 1, 1, "a positive integer"));
+  const std::int64_t nodes = c.get_int("nodes", 1, 1, "a positive integer");
   s.cluster.gpus_per_node = static_cast<int>(c.get_int("gpus_per_node", s.cluster.node.gpus, 1, "a positive integer"));
   if (s.cluster.gpus_per_node > s.cluster.node.gpus)
     c.fail_expected("gpus_per_node", "at most the node's gpus (" + std::to_string(s.cluster.node.gpus) + ")");
+  // A resource bound: ranks are counted in int, and the symmetric replay's per-rank tables grow with them.
+  if (nodes > MAX_CLUSTER_GPUS / s.cluster.gpus_per_node)
+    c.fail("nodes", "expected at most " + std::to_string(MAX_CLUSTER_GPUS) + " GPUs in all (nodes x gpus_per_node " +
+                        std::to_string(s.cluster.gpus_per_node) + "), found " + std::to_string(nodes) + " nodes");
+  s.cluster.nodes = static_cast<int>(nodes);
 
   spec::NetworkSpec& net = s.cluster.network;
   net.nic_bandwidth_Bps = s.cluster.node.nics.bandwidth_Bps;
@@ -217,6 +226,11 @@ void resolve_batch(FieldReader& t, const TrainingRead& tr, spec::Scenario& s)
     out.grad_accum = static_cast<int>(tr.grad_accum.value_or(1));
     out.global_batch_given = false;
   }
+  // A resource bound: sequences and tokens per step are int64 and doubles.
+  if (static_cast<double>(per_step) * out.grad_accum > MAX_GLOBAL_BATCH)
+    t.fail("grad_accum", "expected a global batch (micro_batch x data-parallel ranks x grad_accum) of at most 2^40 "
+                         "sequences, found " +
+                             std::to_string(per_step) + " x " + std::to_string(out.grad_accum));
   out.global_batch = per_step * out.grad_accum;
 }
 
@@ -332,7 +346,14 @@ spec::Scenario read_scenario(ScenarioDocument& doc)
   if (inf) {
     s.inference.batch = static_cast<int>(inf->get_int("batch", 1, 1, "a positive integer"));
     s.inference.prompt_tokens = static_cast<int>(inf->req_int("prompt_tokens", 1, "a positive integer"));
-    s.inference.generate_tokens = static_cast<int>(inf->get_int("generate_tokens", 0, 0, "a non-negative integer"));
+    // A resource bound: the metrics keep a time per pass of the request (measured: 2^20 tokens of the BLOOM scenario
+    // take 29 s and 3.4 GiB; 10^8 did not finish in a minute within 8 GiB).
+    const std::int64_t generate = inf->get_int("generate_tokens", 0, 0, "a non-negative integer");
+    if (generate > MAX_GENERATE_TOKENS)
+      inf->fail("generate_tokens", "expected at most " + std::to_string(MAX_GENERATE_TOKENS) +
+                                       " tokens per request (zerosim keeps a time per forward pass), found " +
+                                       std::to_string(generate));
+    s.inference.generate_tokens = static_cast<int>(generate);
   }
   s.price_per_gpu_hour = r.opt_number("price_per_gpu_hour", 0, 1e300, "a non-negative number");
 

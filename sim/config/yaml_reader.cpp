@@ -139,6 +139,9 @@ std::optional<std::int64_t> FieldReader::opt_int(const std::string& key, std::in
   std::optional<std::int64_t> i = v.IsScalar() ? parse_int(v.Scalar()) : std::nullopt;
   if (!i || *i < min)
     fail_expected(key, what);
+  // Every such key is held in an int: a larger value would wrap.
+  if (*i > std::numeric_limits<std::int32_t>::max())
+    fail_expected(key, what + " of at most " + std::to_string(std::numeric_limits<std::int32_t>::max()));
   return i;
 }
 

@@ -45,6 +45,9 @@ struct EngineOptions {
 /// shorter than the settled one two micro-steps later); the cost of simulating that settling (2 more
 /// micro-steps) is 5/3 of this replay's, and the error it removes is below 1e-3 of the step (tested).
 inline constexpr int REUSE_SIMULATED_MICRO_STEPS = 3;
+/// The full replay builds and replays one task graph per rank: beyond this many ranks it is refused (a resource
+/// bound; the symmetric replay has none).
+inline constexpr int MAX_FULL_REPLAY_RANKS = 1024;
 
 /// Replays one optimizer step of `s` (with accumulation reuse unless o.reuse_accumulation is false).
 /// Throws core::UnsupportedError for what the schedule does not model.

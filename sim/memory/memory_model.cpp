@@ -426,8 +426,14 @@ MemoryReport replay_memory(const spec::Scenario& s, const spec::TaskGraph& g)
 MemoryReport analyze_memory(const spec::Scenario& s)
 {
   const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
-  // Rank 0 stands for every rank: ZeRO partitions evenly and every rank runs the same program.
-  const spec::TaskGraph g = schedule::build_step_graph(s, w, 0);
+  // Rank 0 stands for every rank: ZeRO partitions evenly and every rank runs the same program. The middle
+  // micro-steps of an accumulation allocate and free alike (the engine's accumulation reuse rests on the same
+  // fact), so a long accumulation is replayed as its first micro-steps and its last: the same peak, in a graph whose
+  // size does not grow with training.grad_accum.
+  schedule::StepOptions step;
+  if (s.training.mode == spec::Mode::TRAIN && s.training.grad_accum > ACCUMULATION_MICRO_STEPS)
+    step.simulated_micro_steps = ACCUMULATION_MICRO_STEPS;
+  const spec::TaskGraph g = schedule::build_step_graph(s, w, 0, step);
   return replay_memory(s, g);
 }
 

@@ -303,6 +303,53 @@ TEST_SUITE("cli")
     }
   }
 
+  // Absurd sizes get a clear error (exit 2) naming the key and the bound, or finish: never an out-of-memory kill, a
+  // wrapped int or an internal error. Before the bounds, 10^9 layers and 10^9 micro-steps of `zerosim memory` ended
+  // in std::bad_alloc (exit 3), 10^9 nodes in "no GPU (nodes x gpus_per_node = -294967296)", and 10^8 generated tokens
+  // ran past a minute and 8 GiB.
+  TEST_CASE("cli: resource bounds: absurd sizes are refused by name or finish")
+  {
+    const auto refused = [](std::vector<std::string> args, const std::string& message) {
+      CAPTURE(args.back());
+      const Result r = run_zerosim(std::move(args));
+      CHECK(r.status == 2);
+      CHECK(has(r.err, message));
+    };
+    refused({"memory", DEFAULT_SCENARIO, "--set", "model.layers=1000000000"},
+            "model.layers: expected at most 4096 layers");
+    refused({"memory", DEFAULT_SCENARIO, "--set", "model.hidden=10000000000"},
+            "model.hidden: expected a positive integer of at most 2147483647, found \"10000000000\"");
+    refused({"memory", DEFAULT_SCENARIO, "--set", "model.hidden=2000000000"},
+            "model.hidden: expected a model of at most 1e15 parameters");
+    refused({"memory", DEFAULT_SCENARIO, "--set", "cluster.nodes=1000000000"},
+            "cluster.nodes: expected at most 67108864 GPUs in all");
+    refused({"run", DEFAULT_SCENARIO, "--replay", "full", "--set", "cluster.nodes=2500000"},
+            "--replay full: expected at most 1024 ranks");
+    refused({"memory", DEFAULT_SCENARIO, "--set", "training.micro_batch=2000000000", "--set",
+             "training.grad_accum=2000000000"},
+            "training.grad_accum: expected a global batch (micro_batch x data-parallel ranks x grad_accum) of at most "
+            "2^40");
+    refused({"run", std::string(ZEROSIM_SOURCE_DIR) + "/scenarios/bloom-176b-inference-1xa100-nvme.yaml", "--set",
+             "inference.generate_tokens=100000000"},
+            "inference.generate_tokens: expected at most 1048576 tokens per request");
+
+    // 10^7 GPUs (the symmetric replay simulates one node) and a sequence of 10^8 tokens finish.
+    CHECK(run_zerosim({"run", DEFAULT_SCENARIO, "--set", "cluster.nodes=2500000"}).status == 0);
+    CHECK(run_zerosim({"run", DEFAULT_SCENARIO, "--set", "training.seq_len=100000000"}).status == 0);
+    // 10^9 micro-steps: `memory` replays the first micro-steps and the last, as the engine does, and the middle ones
+    // allocate alike, so the peak is the 16-micro-step scenario's.
+    const Result long_accumulation =
+        run_zerosim({"memory", DEFAULT_SCENARIO, "--json", "--set", "training.grad_accum=1000000000"});
+    REQUIRE(long_accumulation.status == 0);
+    const Result sixteen = run_zerosim({"memory", DEFAULT_SCENARIO, "--json"});
+    const auto gpu_peak = [](const std::string& json) {
+      const std::size_t at = json.find("\"gpu\": ");
+      return at == std::string::npos ? std::string() : json.substr(at, json.find(',', at) - at);
+    };
+    CHECK(!gpu_peak(sixteen.out).empty());
+    CHECK(gpu_peak(long_accumulation.out) == gpu_peak(sixteen.out));
+  }
+
   TEST_CASE("cli: malformed YAML structure exits with status 2 naming file and line")
   {
     const std::string text = read_file(DEFAULT_SCENARIO);
