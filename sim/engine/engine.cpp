@@ -47,27 +47,6 @@ constexpr double MAX_SM_SHARE = 0.5;
 /// suspended when the collective ends, long before it could finish.
 constexpr double SM_SHARE_HORIZON_S = 1e9;
 
-/// The per-request part of an aio transfer of `bytes` (docs/engine.md "NVMe"). DeepSpeed's aio handle
-/// (csrc/aio/common/deepspeed_aio_common.cpp) splits a transfer over intra_op_parallelism threads, each cutting
-/// its share into block_size requests and keeping at most queue_depth of them in flight; a wave of
-/// block_size · queue_depth · threads bytes waits for the drive's request latency L once, so
-///
-///     waves = ceil(bytes / (block_size · queue_depth · intra_op_parallelism))
-///     T     = waves · L  +  (the transfer: bytes over the RAID-0 stripe of every drive and its PCIe path)
-///
-/// with L the node's nvme.read_latency or nvme.write_latency. This is do_aio_operation_sequential (submit a
-/// wave, reap it all) exactly; with overlap_events (the default) DeepSpeed refills the queue as requests
-/// complete and can hide part of L behind other requests' data, so there it is an upper bound.
-double nvme_request_latency(const spec::NvmeSpec& nv, const spec::AioSpec& aio, std::int64_t bytes, bool write)
-{
-  if (bytes <= 0)
-    return 0;
-  const double per_wave = static_cast<double>(std::max<std::int64_t>(1, aio.block_size)) *
-                          std::max(1, aio.queue_depth) * std::max(1, aio.intra_op_parallelism);
-  const double waves = std::ceil(static_cast<double>(bytes) / per_wave);
-  return waves * (write ? nv.write_latency_s : nv.read_latency_s);
-}
-
 /// What an activity's completion continues.
 /// TASK_DELAY: a copy's or an NVMe task's latency before its data (index: jobs_); COLL_FLOW_DELAY: the route
 /// latency of a group of a collective phase's flows before they start (index: flow_groups_).
@@ -242,8 +221,10 @@ public:
         if (k.kind == TaskKind::NVME_READ || k.kind == TaskKind::NVME_WRITE) {
           if (c.node.nvme.devices < 1)
             throw std::logic_error("NVMe task " + k.name + " on a node without NVMe (the config layer refuses this)");
+          // The drive's request latency, once per wave of requests the schedule counted (docs/engine.md "NVMe").
           duration_[ri][static_cast<std::size_t>(t)] =
-              nvme_request_latency(c.node.nvme, s.deepspeed.aio, k.bytes, k.kind == TaskKind::NVME_WRITE);
+              static_cast<double>(k.request_waves) *
+              (k.kind == TaskKind::NVME_WRITE ? c.node.nvme.write_latency_s : c.node.nvme.read_latency_s);
         }
         if (k.kind == TaskKind::COLLECTIVE) {
           // NCCL matches calls on a communicator by issue order: the k-th call of every rank is one collective.
@@ -601,13 +582,13 @@ private:
     case TaskKind::NVME_READ:
     case TaskKind::NVME_WRITE: {
       // The request waves' latency and the PCIe route's (a delay on the timer host: it holds no bandwidth),
-      // then the transfer striped over every drive of the node (nvme_request_latency, nvme_transfer;
+      // then the transfer striped over every drive of the node (Task::request_waves, nvme_transfer;
       // docs/engine.md "NVMe").
       const int j = new_job(ri, t, 1);
       const double lat = duration_[r][static_cast<std::size_t>(t)] +
                          platform_->route_latency(platform_->nvme(node), platform_->cpu(node));
       if (lat > 0)
-        exec(token(Cont::TASK_DELAY, j, k.name + " (aio request latency)"), platform_->timer(),
+        exec(token(Cont::TASK_DELAY, j, k.name + " (request latency)"), platform_->timer(),
              lat * platform::WORK_UNITS_PER_SECOND);
       else
         nvme_transfer(j);
@@ -645,8 +626,8 @@ private:
            PAGEABLE_STAGING_DRAM_FACTOR * static_cast<double>(k.bytes));
   }
 
-  /// The data of an NVMe task: DeepSpeed's nvme_path is a RAID-0 volume of every drive of the node (DGX
-  /// systems' /raid; the ZeRO-Infinity tutorial's advice), so each of the d drives moves bytes / d: one flow
+  /// The data of an NVMe task: the swap path is a RAID-0 volume of every drive of the node (DGX systems' /raid;
+  /// docs/engine.md "NVMe"), so each of the d drives moves bytes / d: one flow
   /// between the volume and host memory over the drives' media link (d x the drive's read or write bandwidth),
   /// their PCIe links together and DRAM (platform::Platform::nvme).
   void nvme_transfer(int j)

@@ -3,6 +3,7 @@
 #include "core/error.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <unordered_map>
 #include <utility>
 
@@ -235,6 +236,27 @@ TaskId Builder::copy(std::string name, Phase ph, Stream st, CopyDirection dir, s
   return add(std::move(t));
 }
 
+/// The waves of requests of an aio transfer of `bytes` (docs/engine.md "NVMe"). DeepSpeed's aio handle
+/// (csrc/aio/common/deepspeed_aio_common.cpp) splits a transfer over intra_op_parallelism threads, each cutting
+/// its share into block_size requests and keeping at most queue_depth of them in flight; a wave of
+/// block_size · queue_depth · threads bytes waits for the drive's request latency L once, so
+///
+///     waves = ceil(bytes / (block_size · queue_depth · intra_op_parallelism))
+///     T     = waves · L  +  (the transfer: bytes over the RAID-0 stripe of every drive and its PCIe path)
+///
+/// with L the node's nvme.read_latency or nvme.write_latency (the engine's part). This is
+/// do_aio_operation_sequential (submit a wave, reap it all) exactly; with overlap_events (the default) DeepSpeed
+/// refills the queue as requests complete and can hide part of L behind other requests' data, so there it is an
+/// upper bound.
+std::int64_t aio_request_waves(const spec::AioSpec& aio, std::int64_t bytes)
+{
+  if (bytes <= 0)
+    return 0;
+  const double per_wave = static_cast<double>(std::max<std::int64_t>(1, aio.block_size)) *
+                          std::max(1, aio.queue_depth) * std::max(1, aio.intra_op_parallelism);
+  return static_cast<std::int64_t>(std::ceil(static_cast<double>(bytes) / per_wave));
+}
+
 TaskId Builder::nvme(std::string name, Phase ph, bool write, std::int64_t bytes, int mb, std::vector<TaskId> deps)
 {
   Task t;
@@ -244,6 +266,7 @@ TaskId Builder::nvme(std::string name, Phase ph, bool write, std::int64_t bytes,
   t.name = std::move(name);
   t.micro_step = mb;
   t.bytes = bytes;
+  t.request_waves = aio_request_waves(s.deepspeed.aio, bytes);
   t.pinned = true;
   t.deps = std::move(deps);
   return add(std::move(t));
@@ -691,12 +714,12 @@ TaskId Builder::torch_optimizer(std::string name, std::int64_t elements, std::in
   t.deps = std::move(deps);
   const TaskId id = add(std::move(t));
   if (!sgd) {
-    const BufferId tmp =
-        foreach ? transient(name + ".foreach_sqrt", Device::GPU, MemCategory::BUFFERS,
-                            static_cast<std::int64_t>(elements * TORCH_ADAMW_FOREACH_TEMP_BYTES_PER_ELEM))
-                : transient(name + ".sqrt", Device::GPU, MemCategory::BUFFERS,
-                            static_cast<std::int64_t>(std::min(largest_tensor, elements) *
-                                                      TORCH_ADAMW_SINGLE_TEMP_BYTES_PER_ELEM));
+    const BufferId tmp = foreach
+                             ? transient(name + ".foreach_sqrt", Device::GPU, MemCategory::BUFFERS,
+                                         static_cast<std::int64_t>(elements * TORCH_ADAMW_FOREACH_TEMP_BYTES_PER_ELEM))
+                             : transient(name + ".sqrt", Device::GPU, MemCategory::BUFFERS,
+                                         static_cast<std::int64_t>(std::min(largest_tensor, elements) *
+                                                                   TORCH_ADAMW_SINGLE_TEMP_BYTES_PER_ELEM));
     alloc_on(id, tmp);
     free_on(id, tmp);
   }

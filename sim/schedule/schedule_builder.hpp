@@ -142,6 +142,9 @@ inline std::int64_t ceil_div(std::int64_t a, std::int64_t b)
   return (a + b - 1) / b;
 }
 
+/// The waves of requests of an aio transfer of `bytes`: how many times it waits for the drive's request latency.
+std::int64_t aio_request_waves(const spec::AioSpec& aio, std::int64_t bytes);
+
 class Builder {
 public:
   Builder(const spec::Scenario& s, const workload::Workload& w, int rank);

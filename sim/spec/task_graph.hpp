@@ -109,7 +109,10 @@ struct Task {
   // COLLECTIVE
   CollectiveKind collective = CollectiveKind::ALL_REDUCE;
   std::int64_t bytes = 0; ///< COLLECTIVE: bytes of the full buffer (S·b); COPY/NVME: bytes moved
-  int group_size = 1;     ///< ranks in the collective's group
+  /// NVME: how many times the transfer waits for the drive's request latency (the I/O library's waves of requests
+  /// in flight; the schedule counts them from its configuration, the engine prices them on the node's drives).
+  std::int64_t request_waves = 0;
+  int group_size = 1; ///< ranks in the collective's group
   CommGroup group = CommGroup::WORLD;
 
   // COPY

@@ -4,6 +4,7 @@
 #include "config/scenario_loader.hpp"
 #include "core/error.hpp"
 #include "engine/engine.hpp"
+#include "schedule/schedule_builder.hpp"
 #include "spec/task_graph.hpp"
 #include "workload/transformer.hpp"
 
@@ -51,13 +52,15 @@ std::string node_yaml(const NodeFigures& f)
          "    nics: {count: 1, bandwidth: 200 Gbps}\n";
 }
 
-Task nvme_task(const std::string& name, std::int64_t bytes, bool write)
+/// An NVMe task as the schedule makes it: its request waves counted from the scenario's aio block.
+Task nvme_task(const spec::Scenario& s, const std::string& name, std::int64_t bytes, bool write)
 {
   Task t;
   t.kind = write ? TaskKind::NVME_WRITE : TaskKind::NVME_READ;
   t.stream = spec::Stream::NVME;
   t.name = name;
   t.bytes = bytes;
+  t.request_waves = schedule::detail::aio_request_waves(s.deepspeed.aio, bytes);
   return t;
 }
 
@@ -214,21 +217,24 @@ TEST_CASE("an NVMe read of S bytes takes its request waves plus S over the RAID-
   const spec::Scenario two = load(nvme_node(2), aio_body(8));
   REQUIRE(two.cluster.node.nvme.read_latency_s == doctest::Approx(92e-6));
   REQUIRE(two.cluster.node.nvme.write_latency_s == doctest::Approx(21e-6));
-  const double t_read = task_time(engine::simulate_graphs(two, EMPTY, {graph_of({nvme_task("r", S, false)})}), 0, 0);
+  const double t_read =
+      task_time(engine::simulate_graphs(two, EMPTY, {graph_of({nvme_task(two, "r", S, false)})}), 0, 0);
   CHECK(t_read == doctest::Approx(nvme_expected(two, S, false)).epsilon(1e-6));
-  const double t_write = task_time(engine::simulate_graphs(two, EMPTY, {graph_of({nvme_task("w", S, true)})}), 0, 0);
+  const double t_write =
+      task_time(engine::simulate_graphs(two, EMPTY, {graph_of({nvme_task(two, "w", S, true)})}), 0, 0);
   CHECK(t_write == doctest::Approx(nvme_expected(two, S, true)).epsilon(1e-6));
 
   // Striping: one GPU sees the aggregate bandwidth of every drive, so one drive is slower by S/R - S/(2R).
   const spec::Scenario one = load(nvme_node(1), aio_body(8));
-  const double t_one = task_time(engine::simulate_graphs(one, EMPTY, {graph_of({nvme_task("r", S, false)})}), 0, 0);
+  const double t_one =
+      task_time(engine::simulate_graphs(one, EMPTY, {graph_of({nvme_task(one, "r", S, false)})}), 0, 0);
   CHECK(t_one == doctest::Approx(nvme_expected(one, S, false)).epsilon(1e-6));
   CHECK(t_one - t_read == doctest::Approx(static_cast<double>(S) / 7e9 / 2).epsilon(1e-3));
 
   // A shallower queue: more waves, each paying L: 4x the waves at queue depth 2.
   const spec::Scenario shallow = load(nvme_node(2), aio_body(2));
   const double t_shallow =
-      task_time(engine::simulate_graphs(shallow, EMPTY, {graph_of({nvme_task("r", S, false)})}), 0, 0);
+      task_time(engine::simulate_graphs(shallow, EMPTY, {graph_of({nvme_task(shallow, "r", S, false)})}), 0, 0);
   CHECK(t_shallow == doctest::Approx(nvme_expected(shallow, S, false)).epsilon(1e-6));
   CHECK(t_shallow - t_read == doctest::Approx((512 - 128) * 92e-6).epsilon(1e-3));
   CHECK(t_shallow > t_read);
@@ -243,7 +249,7 @@ TEST_CASE("NVMe latency keys: units, defaults, errors")
   CHECK(s.cluster.node.nvme.write_latency_s == 0);
   // No request latency, no waves: an NVMe write is its PCIe latency and its transfer alone.
   const std::int64_t S = GB;
-  const double t = task_time(engine::simulate_graphs(s, EMPTY, {graph_of({nvme_task("w", S, true)})}), 0, 0);
+  const double t = task_time(engine::simulate_graphs(s, EMPTY, {graph_of({nvme_task(s, "w", S, true)})}), 0, 0);
   CHECK(t == doctest::Approx(PCIE_LATENCY_S + static_cast<double>(S) / 3.8e9).epsilon(1e-6));
   for (const char* bad : {"read_latency: -5 us", "read_latency: 5", "write_latency: 3 GB/s"}) {
     CAPTURE(bad);
