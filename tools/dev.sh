@@ -8,14 +8,20 @@
 #   tools/dev.sh sanitize [CTEST ARGS]  install what is missing, build the project and the suite with
 #                       AddressSanitizer and UndefinedBehaviorSanitizer (build-sanitize/, every report fatal),
 #                       run the whole suite (docs/testing.md "Sanitizers"); ARGS go to ctest (e.g. -R config)
+#   tools/dev.sh fuzz [SECONDS]  install what is missing (clang, libclang-rt-14-dev too), build the libFuzzer targets
+#                       of the input loaders with clang++ and ASan+UBSan (build-fuzz/, docs/fuzzing.md), run each for
+#                       SECONDS (default 60) on its corpus (build-fuzz/corpus/TARGET, seeded with the shipped files);
+#                       a finding is written to build-fuzz/artifacts/ and named, and the command exits 1
 # Works on a fresh Debian 12 as root (apt-get) or as a user with sudo. Everything comes from Debian packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 what="${1:-run}"
-case "$what" in run|test|build|bench|sanitize) ;; *) echo "usage: tools/dev.sh run|test|build|bench|sanitize" >&2; exit 2 ;; esac
+case "$what" in run|test|build|bench|sanitize|fuzz) ;; *) echo "usage: tools/dev.sh run|test|build|bench|sanitize|fuzz" >&2; exit 2 ;; esac
 
 packages=(cmake make g++ pkg-config libsimgrid-dev libboost-dev libeigen3-dev libyaml-cpp-dev doctest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev gnuplot-nox openmpi-bin libopenmpi-dev)
+# libFuzzer and the sanitizers' clang runtime: Debian's clang 14.
+if [ "$what" = fuzz ]; then packages+=(clang libclang-rt-14-dev); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -58,6 +64,43 @@ if [ "$what" = sanitize ]; then
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
   export LSAN_OPTIONS="suppressions=$PWD/tools/sanitize/lsan.supp:print_suppressions=0"
   cd build-sanitize && ctest --output-on-failure -j "$jobs" "${@:2}"
+  exit 0
+fi
+if [ "$what" = fuzz ]; then
+  seconds="${2:-60}"
+  case "$seconds" in '' | *[!0-9]*) echo "usage: tools/dev.sh fuzz [SECONDS]" >&2; exit 2 ;; esac
+  echo "== building the fuzz targets (build-fuzz/, clang++, libFuzzer + ASan + UBSan, warnings are errors)"
+  cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug -DZEROSIM_WARNINGS_AS_ERRORS=ON \
+    -DZEROSIM_BUILD_FUZZERS=ON >/dev/null
+  cmake --build build-fuzz -j "$jobs"
+  ./build-fuzz/fuzz/fuzz_dictionaries build-fuzz
+  # TARGET SEEDS DICTIONARY: the shipped files are read-only seeds (libFuzzer writes only to the first corpus folder).
+  targets=("scenario scenarios yaml" "model models yaml" "node topologies yaml" "ds_config scenarios/ds_configs json"
+           "set fuzz/seeds/set set")
+  mkdir -p build-fuzz/artifacts build-fuzz/logs
+  failed=()
+  for t in "${targets[@]}"; do
+    read -r name seeds dict <<<"$t"
+    mkdir -p "build-fuzz/corpus/$name"
+    log="build-fuzz/logs/$name.log"
+    echo "== fuzz_$name for ${seconds} s (log: $log)"
+    # -timeout: an input taking 10 s is a hang; -rss_limit_mb/-malloc_limit_mb: one taking 2 GiB is a finding.
+    if ./build-fuzz/fuzz/"fuzz_$name" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
+      -print_final_stats=1 -artifact_prefix="build-fuzz/artifacts/$name-" -dict="build-fuzz/$dict.dict" \
+      "build-fuzz/corpus/$name" $seeds >"$log" 2>&1; then
+      grep -E "^#[0-9]+.*(DONE|pulse)" "$log" | tail -n 1 || true
+      grep -E "stat::number_of_executed_units" "$log" || true
+    else
+      echo "   FINDING: $(grep -m1 -E "ERROR|SUMMARY|deadly|Test unit written" "$log" || tail -n 1 "$log")"
+      grep -E "Test unit written" "$log" || true
+      failed+=("$name")
+    fi
+  done
+  if [ "${#failed[@]}" -gt 0 ]; then
+    echo "== findings in: ${failed[*]} (inputs in build-fuzz/artifacts/; docs/fuzzing.md says how to keep them)"
+    exit 1
+  fi
+  echo "== no findings"
   exit 0
 fi
 echo "== building (build/, Release, warnings are errors)"

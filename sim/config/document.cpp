@@ -3,6 +3,9 @@
 #include "core/error.hpp"
 #include "core/text.hpp"
 
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/parser.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -96,6 +99,46 @@ void set_below(YAML::Node node, const std::vector<std::string>& segs, size_t i, 
   cur[segs.back()] = YAML::Clone(value);
 }
 
+/// Where each document of a YAML text starts, and where its first value is (what YAML::Node::Mark() gives for
+/// the document's root), read through yaml-cpp's event parser without building nodes.
+class DocumentStarts : public YAML::EventHandler {
+public:
+  struct Document {
+    YAML::Mark start;
+    YAML::Mark value;
+    bool has_value = false;
+  };
+  std::vector<Document> documents;
+
+  void OnDocumentStart(const YAML::Mark& mark) override { documents.push_back({mark, mark, false}); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { value_at(mark); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { value_at(mark); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t, const std::string&) override
+  {
+    value_at(mark);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override
+  {
+    value_at(mark);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override
+  {
+    value_at(mark);
+  }
+  void OnMapEnd() override {}
+
+private:
+  void value_at(const YAML::Mark& mark)
+  {
+    if (!documents.empty() && !documents.back().has_value) {
+      documents.back().value = mark;
+      documents.back().has_value = true;
+    }
+  }
+};
+
 } // namespace
 
 std::string read_text(const std::string& path, bool& ok)
@@ -111,20 +154,43 @@ std::string read_text(const std::string& path, bool& ok)
 
 YAML::Node parse_yaml(const std::string& text, const std::string& file)
 {
-  std::vector<YAML::Node> docs;
+  // yaml-cpp's Load keeps the first document and drops the rest without a word. A second document is what a
+  // first key indented deeper than the keys after it gives ("  name: x" above "cluster:"): the indented
+  // mapping ends at the first line less indented, and the rest would be silently lost. So the documents are
+  // counted first (up to two), and a second one is refused at the position of its first value.
+  // Counting stops at two, never reading to the end: yaml-cpp 0.7's LoadAll never returns on a token that cannot
+  // start a value at the top (the text "," alone: each document it reads is an empty one at the ',', which it
+  // does not consume; found by fuzz/model_fuzzer.cpp, docs/fuzzing.md). Such a second document starts where the
+  // first did, and is reported as the stray token it is.
+  DocumentStarts starts;
   try {
-    docs = YAML::LoadAll(text);
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    while (starts.documents.size() < 2 && parser.HandleNextDocument(starts)) {
+    }
   } catch (const YAML::Exception& e) {
     throw core::InputError(position(file, e.mark) + ": not valid YAML: " + e.msg);
   }
-  // yaml-cpp's Load keeps the first document and drops the rest without a word. A second document is what a
-  // first key indented deeper than the keys after it gives ("  name: x" above "cluster:"): the indented
-  // mapping ends at the first line less indented, and the rest would be silently lost.
-  if (docs.size() > 1)
-    throw core::InputError(position(file, docs[1].Mark()) +
+  if (starts.documents.size() > 1) {
+    const DocumentStarts::Document& first = starts.documents[0];
+    const DocumentStarts::Document& second = starts.documents[1];
+    if (second.start.pos == first.start.pos) {
+      const std::size_t at = static_cast<std::size_t>(second.start.pos);
+      const std::string found = at < text.size() ? "'" + text.substr(at, 1) + "'" : "the end of the text";
+      throw core::InputError(position(file, second.start) + ": not valid YAML: expected a value, found " + found +
+                             " (it cannot start one)");
+    }
+    throw core::InputError(position(file, second.value) +
                            ": not valid YAML: a second document starts here, and a file holds one mapping (is a key "
                            "above this line indented deeper than the keys after it, or is there a '---'?)");
-  return docs.empty() ? YAML::Node() : docs.front();
+  }
+  if (starts.documents.empty())
+    return YAML::Node();
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw core::InputError(position(file, e.mark) + ": not valid YAML: " + e.msg);
+  }
 }
 
 YAML::Node load_yaml_file(const std::string& path)

@@ -449,6 +449,21 @@ spec::Scenario load_scenario_text(const std::string& text, const std::string& fi
   });
 }
 
+spec::Scenario load_deepspeed_text(const std::string& ds_text, const std::string& ds_file,
+                                   const std::string& scenario_text, const std::string& scenario_file,
+                                   const LoadOptions& options)
+{
+  return guard_yaml(scenario_file, [&] {
+    ScenarioDocument doc = make_document(parse_yaml(scenario_text, scenario_file), scenario_file, options);
+    require_mapping(doc.root, doc.file);
+    YAML::Node ds = guard_yaml(ds_file, [&] { return parse_yaml(ds_text, ds_file); });
+    require_mapping(ds, ds_file);
+    doc.root["deepspeed"] = ds;
+    doc.part_files["deepspeed"] = ds_file;
+    return read_scenario(doc);
+  });
+}
+
 spec::ModelSpec load_model_text(const std::string& text, const std::string& file)
 {
   return guard_yaml(file, [&] {

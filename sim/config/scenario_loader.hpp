@@ -34,6 +34,12 @@ spec::NodeSpec load_node(const std::string& path);
 spec::Scenario load_scenario_text(const std::string& text, const std::string& file, const LoadOptions& options = {});
 spec::ModelSpec load_model_text(const std::string& text, const std::string& file);
 spec::NodeSpec load_node_text(const std::string& text, const std::string& file);
+/// The DeepSpeed reader's text entry (tests, fuzzing): the scenario `scenario_text` (named `scenario_file`, as
+/// load_scenario_text) with its `deepspeed:` key replaced by the ds_config.json text `ds_text`, read as a
+/// `deepspeed: FILE` reference reads the file it names; messages about it name `ds_file`.
+spec::Scenario load_deepspeed_text(const std::string& ds_text, const std::string& ds_file,
+                                   const std::string& scenario_text, const std::string& scenario_file,
+                                   const LoadOptions& options = {});
 
 /// calibration/kernels.yaml (docs/compute.md §1.4): the kernel efficiency data per GPU kind.
 spec::KernelTable load_kernel_table(const std::string& path);

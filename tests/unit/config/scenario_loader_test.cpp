@@ -4,6 +4,9 @@
 
 #include <doctest/doctest.h>
 
+#include <fstream>
+#include <sstream>
+
 using namespace zerosim;
 using namespace zerosim::config;
 using namespace zerosim::config::test;
@@ -512,6 +515,32 @@ measured: {step_time: 12.3 s, tflops_per_gpu: 145, tflops_definition: hardware, 
     CHECK(s.find("stage3_prefetch_bucket_size: element count or auto; default: 5e7") != std::string::npos);
     CHECK(error_of([] { describe("modle"); }) ==
           "describe modle: expected one of model, node, scenario, deepspeed, fsdp, ddp");
+  }
+
+  // config::load_deepspeed_text, the DeepSpeed reader's text entry (fuzz/ds_config_fuzzer.cpp drives it): the
+  // shipped ds_config.json given as text reads as the scenario naming the file reads it, and its errors name the
+  // text's file.
+  TEST_CASE("config: load_deepspeed_text reads a ds_config.json text as the file the scenario names")
+  {
+    const std::string scen_file = ZEROSIM_SOURCE_DIR "/scenarios/llama2-13b-hf-ds-config.yaml";
+    const std::string ds_file = ZEROSIM_SOURCE_DIR "/scenarios/ds_configs/zero3_offload.json";
+    const auto text_of = [](const std::string& path) {
+      std::ifstream in(path, std::ios::binary);
+      REQUIRE(in);
+      std::ostringstream ss;
+      ss << in.rdbuf();
+      return ss.str();
+    };
+    const spec::Scenario by_file = load_scenario(scen_file);
+    const spec::Scenario by_text = load_deepspeed_text(text_of(ds_file), ds_file, text_of(scen_file), scen_file);
+    check_same(by_text, by_file);
+    CHECK(resolved_yaml(by_text) == resolved_yaml(by_file));
+    CHECK(by_text.deepspeed.zero.stage == 3);
+    CHECK(error_of([&] {
+            load_deepspeed_text("{\"zero_optimization\": {\"stage\": 4}}", "in.json", text_of(scen_file), scen_file);
+          }) == "in.json:1:37: deepspeed.zero_optimization.stage: expected an integer from 0 to 3, found 4");
+    CHECK(error_of([&] { load_deepspeed_text("[1]", "in.json", text_of(scen_file), scen_file); }) ==
+          "in.json:1:1: expected a mapping of keys at the top of the file, found a list");
   }
 
 } // TEST_SUITE
