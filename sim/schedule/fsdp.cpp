@@ -1,7 +1,7 @@
 // PyTorch FullyShardedDataParallel (FSDP1, flat parameters) and fully_shard (FSDP2, per-parameter
 // DTensor sharding) as the task graph of one optimizer step of one rank. docs/fsdp.md is cited as "§n";
 // it names the PyTorch file and function behind every rule.
-#include "schedule/schedule_builder.hpp"
+#include "schedule/fsdp_builder.hpp"
 
 #include "core/error.hpp"
 #include "spec/names.hpp"
@@ -15,59 +15,7 @@
 
 namespace zerosim::schedule::detail {
 
-namespace {
-
-/// `_FreeEventQueue._max_num_inflight_all_gathers = 2  # empirically chosen`
-/// (torch/distributed/fsdp/_limiter_utils.py, §2.1).
-constexpr std::size_t MAX_INFLIGHT_ALL_GATHERS = 2;
-/// FSDP2 + CPU offload, micro-steps > 0: `sharded_param.grad._local_tensor += new_sharded_grad` on the CPU,
-/// fp32: read both, write one (`_fsdp_collectives.py:foreach_reduce`, §8).
-constexpr double CPU_ACCUMULATE_BYTES_PER_ELEM = 12;
-/// ShardedGradScaler.unscale_ (`_foreach_non_finite_check_and_unscale_`): read and write each fp32 gradient.
-constexpr double UNSCALE_BYTES_PER_ELEM = 8;
-/// torch.optim's CPU AdamW/Adam (`_single_tensor_adamw`, foreach is not used on CPU tensors): the same passes
-/// as the GPU foreach kernel, TORCH_ADAMW_FOREACH_BYTES_PER_ELEM (schedule_builder.hpp, §4).
-constexpr double CPU_TORCH_ADAMW_BYTES_PER_ELEM = TORCH_ADAMW_FOREACH_BYTES_PER_ELEM;
-
-/// What the scenario's fsdp block and precision resolve to (§9).
-struct Config {
-  bool v2 = false;         ///< FSDP2 (fully_shard): the scenario sets fsdp.reshard_after_forward
-  bool no_shard = false;   ///< NO_SHARD (also FSDP1's switch at a one-rank shard group, §5)
-  int w = 1;               ///< W, shard group size
-  bool hybrid_ar = false;  ///< HYBRID_SHARD over more than one node: all-reduce of the shard across nodes
-  bool reshard_fwd = true; ///< non-root units free their unsharded parameters after forward
-  int b_p = 4;             ///< param_dtype bytes (all-gather, unsharded params, unsharded grads)
-  int b_r = 4;             ///< reduce_dtype bytes
-  bool offload = false;    ///< CPUOffload(offload_params=True) / CPUOffloadPolicy
-  bool limit = false;      ///< FSDP1 limit_all_gathers
-  spec::BackwardPrefetch prefetch = spec::BackwardPrefetch::BACKWARD_PRE;
-  bool forward_prefetch = false;
-  bool scaler = false; ///< fp16 / amp_fp16: ShardedGradScaler
-  /// torch < 2.0 (FSDP1 `_post_backward_hook`): the reduce-scatter input is `F.pad(grad, [0, num_pad])` even when
-  /// num_pad is 0, and F.pad with no positive pad returns a clone (ATen constant_pad_nd): always a padded copy.
-  bool pad_always = false;
-  CommGroup shard_group = CommGroup::WORLD;
-};
-
-struct Unit {
-  std::string name; ///< "root" or the block's layer name
-  bool root = false;
-  std::int64_t numel = 0;  ///< n_u
-  std::int64_t shard = 0;  ///< S_u (per rank, padded)
-  int last_bwd_layer = -1; ///< its layer whose backward comes last (post-backward hook after it)
-};
-
-/// Per micro-step state of one unit.
-struct UnitState {
-  BufferId unsharded = -1;    ///< gathered parameters (NO_SHARD: the cast / H2D copy), -1 when sharded
-  TaskId ready = -1;          ///< the task the unit's compute waits for
-  bool ag_pending = false;    ///< FSDP2: unshard issued, copy-out not yet
-  TaskId ag = -1;             ///< FSDP2: the pending all-gather (or its H2D, or -1)
-  BufferId ag_output = -1;    ///< FSDP2: the pending all_gather_output
-  bool prefetched = false;    ///< FSDP1 handle._prefetched
-  bool needs_pre_bwd = false; ///< FSDP1 handle._needs_pre_backward_unshard
-  BufferId grad = -1;         ///< unsharded gradient of this micro-step
-};
+namespace fsdp {
 
 Config resolve(const Builder& b)
 {
@@ -137,751 +85,455 @@ Config resolve(const Builder& b)
   return c;
 }
 
-/// The schedule of one rank: the units, their state over the step, and the FSDP hooks as functions.
-class Fsdp {
-public:
-  Fsdp(Builder& b, Config c) : b_(b), c_(std::move(c))
-  {
-    const auto nl = static_cast<int>(b_.w.layers.size());
-    unit_of_.assign(static_cast<std::size_t>(nl), -1);
-    const bool per_block = b_.s.fsdp.wrap == "block";
-    // The root unit: every parameter no block unit owns (all of them with wrap: model).
-    Unit root;
-    root.name = "root";
-    root.root = true;
-    std::vector<std::int64_t> root_params;
-    for (int l = 0; l < nl; ++l) {
-      const workload::Layer& layer = b_.w.layers[static_cast<std::size_t>(l)];
-      if (per_block && layer.kind == workload::LayerKind::BLOCK)
-        continue;
-      for (int pi : b_.layer_params[static_cast<std::size_t>(l)])
-        root_params.push_back(b_.params[static_cast<std::size_t>(pi)].numel);
-    }
-    for (std::int64_t n : root_params)
-      root.numel += n;
-    if (root.numel > 0) {
-      root.shard = shard_of(root.numel, root_params);
-      for (int l = 0; l < nl; ++l)
-        if (!per_block || b_.w.layers[static_cast<std::size_t>(l)].kind != workload::LayerKind::BLOCK) {
-          unit_of_[static_cast<std::size_t>(l)] = 0;
-          if (root.last_bwd_layer < 0)
-            root.last_bwd_layer = l; // the first layer in forward order is the last in backward
-        }
-      units_.push_back(root);
-    }
-    for (int l = 0; l < nl && per_block; ++l) {
-      const workload::Layer& layer = b_.w.layers[static_cast<std::size_t>(l)];
-      if (layer.kind != workload::LayerKind::BLOCK)
-        continue;
-      Unit u;
-      u.name = layer.name;
-      std::vector<std::int64_t> ps;
-      for (int pi : b_.layer_params[static_cast<std::size_t>(l)]) {
-        ps.push_back(b_.params[static_cast<std::size_t>(pi)].numel);
-        u.numel += ps.back();
+Fsdp::Fsdp(Builder& b, Config c) : b_(b), c_(std::move(c))
+{
+  const auto nl = static_cast<int>(b_.w.layers.size());
+  unit_of_.assign(static_cast<std::size_t>(nl), -1);
+  const bool per_block = b_.s.fsdp.wrap == "block";
+  // The root unit: every parameter no block unit owns (all of them with wrap: model).
+  Unit root;
+  root.name = "root";
+  root.root = true;
+  std::vector<std::int64_t> root_params;
+  for (int l = 0; l < nl; ++l) {
+    const workload::Layer& layer = b_.w.layers[static_cast<std::size_t>(l)];
+    if (per_block && layer.kind == workload::LayerKind::BLOCK)
+      continue;
+    for (int pi : b_.layer_params[static_cast<std::size_t>(l)])
+      root_params.push_back(b_.params[static_cast<std::size_t>(pi)].numel);
+  }
+  for (std::int64_t n : root_params)
+    root.numel += n;
+  if (root.numel > 0) {
+    root.shard = shard_of(root.numel, root_params);
+    for (int l = 0; l < nl; ++l)
+      if (!per_block || b_.w.layers[static_cast<std::size_t>(l)].kind != workload::LayerKind::BLOCK) {
+        unit_of_[static_cast<std::size_t>(l)] = 0;
+        if (root.last_bwd_layer < 0)
+          root.last_bwd_layer = l; // the first layer in forward order is the last in backward
       }
-      if (u.numel == 0)
-        continue; // a block without parameters is no FSDP unit
-      u.shard = shard_of(u.numel, ps);
-      u.last_bwd_layer = l;
-      unit_of_[static_cast<std::size_t>(l)] = static_cast<int>(units_.size());
-      units_.push_back(u);
+    units_.push_back(root);
+  }
+  for (int l = 0; l < nl && per_block; ++l) {
+    const workload::Layer& layer = b_.w.layers[static_cast<std::size_t>(l)];
+    if (layer.kind != workload::LayerKind::BLOCK)
+      continue;
+    Unit u;
+    u.name = layer.name;
+    std::vector<std::int64_t> ps;
+    for (int pi : b_.layer_params[static_cast<std::size_t>(l)]) {
+      ps.push_back(b_.params[static_cast<std::size_t>(pi)].numel);
+      u.numel += ps.back();
     }
-    // Pre-forward order: root, blocks; post-forward order (backward prefetch): blocks, root (§1, §3).
-    for (std::size_t u = 0; u < units_.size(); ++u)
-      pre_fwd_.push_back(static_cast<int>(u));
-    for (std::size_t u = 0; u < units_.size(); ++u)
-      if (!units_[u].root)
-        post_fwd_.push_back(static_cast<int>(u));
-    if (!units_.empty() && units_[0].root)
-      post_fwd_.push_back(0);
-    post_fwd_index_.assign(units_.size(), -1);
-    for (std::size_t i = 0; i < post_fwd_.size(); ++i)
-      post_fwd_index_[static_cast<std::size_t>(post_fwd_[i])] = static_cast<int>(i);
+    if (u.numel == 0)
+      continue; // a block without parameters is no FSDP unit
+    u.shard = shard_of(u.numel, ps);
+    u.last_bwd_layer = l;
+    unit_of_[static_cast<std::size_t>(l)] = static_cast<int>(units_.size());
+    units_.push_back(u);
+  }
+  // Pre-forward order: root, blocks; post-forward order (backward prefetch): blocks, root (§1, §3).
+  for (std::size_t u = 0; u < units_.size(); ++u)
+    pre_fwd_.push_back(static_cast<int>(u));
+  for (std::size_t u = 0; u < units_.size(); ++u)
+    if (!units_[u].root)
+      post_fwd_.push_back(static_cast<int>(u));
+  if (!units_.empty() && units_[0].root)
+    post_fwd_.push_back(0);
+  post_fwd_index_.assign(units_.size(), -1);
+  for (std::size_t i = 0; i < post_fwd_.size(); ++i)
+    post_fwd_index_[static_cast<std::size_t>(post_fwd_[i])] = static_cast<int>(i);
+  for (const Unit& u : units_)
+    p_total_ += u.shard;
+  // The largest tensor torch.optim steps on this rank: a flat parameter's shard (FSDP1) or one parameter's
+  // shard (FSDP2, per numel as shard_of pads it).
+  if (!c_.v2) {
     for (const Unit& u : units_)
-      p_total_ += u.shard;
-    // The largest tensor torch.optim steps on this rank: a flat parameter's shard (FSDP1) or one parameter's
-    // shard (FSDP2, per numel as shard_of pads it).
-    if (!c_.v2) {
-      for (const Unit& u : units_)
-        largest_tensor_ = std::max(largest_tensor_, u.shard);
-    } else {
-      for (const ParamInfo& pi : b_.params)
-        largest_tensor_ = std::max(largest_tensor_, shard_of(pi.numel, {pi.numel}));
-    }
-    sharded_grad_.assign(units_.size(), -1);
-    host_grad_.assign(units_.size(), -1);
+      largest_tensor_ = std::max(largest_tensor_, u.shard);
+  } else {
+    for (const ParamInfo& pi : b_.params)
+      largest_tensor_ = std::max(largest_tensor_, shard_of(pi.numel, {pi.numel}));
   }
+  sharded_grad_.assign(units_.size(), -1);
+  host_grad_.assign(units_.size(), -1);
+}
 
-  const std::vector<Unit>& units() const { return units_; }
-  std::deque<TaskId>& free_events() { return free_events_; }
-
-  /// Model states alive across steps (§10).
-  void residents()
-  {
-    const bool off = c_.offload;
-    b_.resident("sharded_params", off ? Device::HOST : Device::GPU, MemCategory::PARAMS, 4 * p_total_, off);
-    const BufferId states = b_.resident("optimizer_states", off ? Device::HOST : Device::GPU, MemCategory::OPTIMIZER,
-                                        b_.opt_state_bytes * p_total_);
-    // torch.optim's state per parameter the optimizer holds: FSDP1's flat parameter per unit, FSDP2's sharded
-    // parameters (their relative sizes: the allocator's requests are scaled to the buffer).
-    if (c_.v2) {
-      b_.torch_optimizer_state(states);
-    } else {
-      std::vector<std::int64_t> flat;
-      for (const Unit& un : units_)
-        flat.push_back(un.shard);
-      b_.torch_optimizer_state(states, flat);
-    }
-    if (off && !c_.v2) // FSDP1 `_cpu_grad`, pinned, allocated at lazy init (§7)
-      b_.resident("cpu_grads", Device::HOST, MemCategory::GRADS, 4 * p_total_, true);
+void Fsdp::residents()
+{
+  const bool off = c_.offload;
+  b_.resident("sharded_params", off ? Device::HOST : Device::GPU, MemCategory::PARAMS, 4 * p_total_, off);
+  const BufferId states = b_.resident("optimizer_states", off ? Device::HOST : Device::GPU, MemCategory::OPTIMIZER,
+                                      b_.opt_state_bytes * p_total_);
+  // torch.optim's state per parameter the optimizer holds: FSDP1's flat parameter per unit, FSDP2's sharded
+  // parameters (their relative sizes: the allocator's requests are scaled to the buffer).
+  if (c_.v2) {
+    b_.torch_optimizer_state(states);
+  } else {
+    std::vector<std::int64_t> flat;
+    for (const Unit& un : units_)
+      flat.push_back(un.shard);
+    b_.torch_optimizer_state(states, flat);
   }
+  if (off && !c_.v2) // FSDP1 `_cpu_grad`, pinned, allocated at lazy init (§7)
+    b_.resident("cpu_grads", Device::HOST, MemCategory::GRADS, 4 * p_total_, true);
+}
 
-  void micro_step(int mb)
-  {
-    mb_ = mb;
-    mbs_ = "mb" + std::to_string(mb);
-    us_.assign(units_.size(), UnitState{});
-    // _root_pre_forward -> _wait_for_computation_stream: the all-gather streams wait for the compute
-    // stream (the previous backward, its final callback's wait on the reductions, the optimizer step).
-    ag_deps_ = {last_compute_, last_reduce_};
-    forward();
-    backward();
+void Fsdp::micro_step(int mb)
+{
+  mb_ = mb;
+  mbs_ = "mb" + std::to_string(mb);
+  us_.assign(units_.size(), UnitState{});
+  // _root_pre_forward -> _wait_for_computation_stream: the all-gather streams wait for the compute
+  // stream (the previous backward, its final callback's wait on the reductions, the optimizer step).
+  ag_deps_ = {last_compute_, last_reduce_};
+  forward();
+  backward();
+}
+
+void Fsdp::step()
+{
+  const std::int64_t p = p_total_;
+  if (c_.scaler) {
+    if (c_.offload)
+      b_.cpu_work("step.unscale", Phase::OPTIMIZER, p, UNSCALE_BYTES_PER_ELEM * static_cast<double>(p),
+                  static_cast<double>(p));
+    else
+      last_compute_ =
+          compute_task("step.unscale", Phase::OPTIMIZER, UNSCALE_BYTES_PER_ELEM * static_cast<double>(p), -1, {});
+    // unscale_ all-reduces found_inf over the world group; step() reads it with .item(): a host wait.
+    const TaskId ar = collective("step.found_inf", Phase::OPTIMIZER, Stream::COMPUTE, CollectiveKind::ALL_REDUCE, 4, -1,
+                                 {}, CommGroup::WORLD);
+    b_.host_wait(ar);
   }
-
-  /// ShardedGradScaler (fp16), then the optimizer over the sharded fp32 parameters (§4).
-  void step()
-  {
-    const std::int64_t p = p_total_;
-    if (c_.scaler) {
-      if (c_.offload)
-        b_.cpu_work("step.unscale", Phase::OPTIMIZER, p, UNSCALE_BYTES_PER_ELEM * static_cast<double>(p),
-                    static_cast<double>(p));
-      else
-        last_compute_ =
-            compute_task("step.unscale", Phase::OPTIMIZER, UNSCALE_BYTES_PER_ELEM * static_cast<double>(p), -1, {});
-      // unscale_ all-reduces found_inf over the world group; step() reads it with .item(): a host wait.
-      const TaskId ar = collective("step.found_inf", Phase::OPTIMIZER, Stream::COMPUTE, CollectiveKind::ALL_REDUCE, 4,
-                                   -1, {}, CommGroup::WORLD);
-      b_.host_wait(ar);
-    }
-    TaskId opt = -1;
-    if (c_.offload) {
-      const bool sgd = b_.s.training.optimizer == spec::Optimizer::SGD;
-      const double per = sgd ? TORCH_SGD_FOREACH_BYTES_PER_ELEM : CPU_TORCH_ADAMW_BYTES_PER_ELEM;
-      opt = b_.cpu_work("step.cpu_optimizer", Phase::OPTIMIZER, p, per * static_cast<double>(p),
-                        b_.opt_flops_per_elem * static_cast<double>(p));
-    } else {
-      opt = b_.torch_optimizer("step.optimizer", p, largest_tensor_);
-    }
-    // optimizer.zero_grad() (set_to_none) frees the sharded gradients.
-    for (std::size_t u = 0; u < units_.size(); ++u) {
-      b_.free_on(opt, sharded_grad_[u]);
-      b_.free_on(opt, host_grad_[u]);
-    }
+  TaskId opt = -1;
+  if (c_.offload) {
+    const bool sgd = b_.s.training.optimizer == spec::Optimizer::SGD;
+    const double per = sgd ? TORCH_SGD_FOREACH_BYTES_PER_ELEM : CPU_TORCH_ADAMW_BYTES_PER_ELEM;
+    opt = b_.cpu_work("step.cpu_optimizer", Phase::OPTIMIZER, p, per * static_cast<double>(p),
+                      b_.opt_flops_per_elem * static_cast<double>(p));
+  } else {
+    opt = b_.torch_optimizer("step.optimizer", p, largest_tensor_);
   }
+  // optimizer.zero_grad() (set_to_none) frees the sharded gradients.
+  for (std::size_t u = 0; u < units_.size(); ++u) {
+    b_.free_on(opt, sharded_grad_[u]);
+    b_.free_on(opt, host_grad_[u]);
+  }
+}
 
-private:
-  std::int64_t shard_of(std::int64_t numel, const std::vector<std::int64_t>& params) const
-  {
-    if (!c_.v2) // FSDP1 flat parameter: padded to a multiple of W (_get_shard, §1)
-      return ceil_div(numel, c_.w);
-    std::int64_t s = 0; // FSDP2: every parameter padded on its own (§8; per numel, an approximation)
-    for (std::int64_t n : params)
-      s += ceil_div(n, c_.w);
+std::int64_t Fsdp::shard_of(std::int64_t numel, const std::vector<std::int64_t>& params) const
+{
+  if (!c_.v2) // FSDP1 flat parameter: padded to a multiple of W (_get_shard, §1)
+    return ceil_div(numel, c_.w);
+  std::int64_t s = 0; // FSDP2: every parameter padded on its own (§8; per numel, an approximation)
+  for (std::int64_t n : params)
+    s += ceil_div(n, c_.w);
+  return s;
+}
+
+TaskId Fsdp::collective(std::string name, Phase ph, Stream st, CollectiveKind k, std::int64_t bytes, int mb,
+                        std::vector<TaskId> deps, CommGroup group)
+{
+  auto& last = last_comm_[static_cast<std::size_t>(group)];
+  deps.push_back(last);
+  if (st == Stream::ALLGATHER)
+    take_ag_deps(deps);
+  last = b_.collective(std::move(name), ph, st, k, bytes, mb, std::move(deps), group);
+  return last;
+}
+
+double Fsdp::autocast_bytes(int l) const
+{
+  if (!b_.amp || c_.b_p != 4)
+    return 0;
+  return static_cast<double>(b_.autocast_numel(l)) * AUTOCAST_CAST_BYTES_PER_ELEM;
+}
+
+TaskId Fsdp::compute_task(std::string name, Phase ph, double mem, int mb, std::vector<TaskId> deps, Stream st)
+{
+  Task t;
+  t.kind = TaskKind::COMPUTE;
+  t.phase = ph;
+  t.stream = st;
+  t.name = std::move(name);
+  t.micro_step = mb;
+  t.mem_bytes = mem;
+  if (st == Stream::ALLGATHER)
+    take_ag_deps(deps);
+  t.deps = std::move(deps);
+  return b_.add(std::move(t));
+}
+
+void Fsdp::take_ag_deps(std::vector<TaskId>& deps)
+{
+  deps.insert(deps.end(), ag_deps_.begin(), ag_deps_.end());
+  ag_deps_.clear();
+}
+
+void Fsdp::limiter_pop()
+{
+  if (!c_.limit)
+    return;
+  if (free_events_.size() < MAX_INFLIGHT_ALL_GATHERS)
+    return;
+  const TaskId ev = free_events_.front();
+  free_events_.pop_front();
+  if (ev >= 0) // -1: an event of the previous step, complete long before
+    b_.sync(mbs_ + ".rate_limiter." + std::to_string(limiter_syncs_++), mb_, {ev});
+}
+
+void Fsdp::limiter_push(TaskId by)
+{
+  if (c_.limit)
+    free_events_.push_back(by);
+}
+
+void Fsdp::unshard(int u, const char* pass)
+{
+  UnitState& st = us_[static_cast<std::size_t>(u)];
+  const Unit& un = units_[static_cast<std::size_t>(u)];
+  const std::string base = mbs_ + ".%." + un.name + "." + pass;
+  auto nm = [&](const std::string& what) {
+    std::string s = base;
+    s.replace(s.find('%'), 1, what);
     return s;
-  }
-
-  std::int64_t padded(const Unit& u) const { return static_cast<std::int64_t>(c_.w) * u.shard; }
-
-  /// A collective on `group`: it also waits for the previous collective of that process group, which
-  /// NCCL runs on one per-device stream in issue order (api.py:BackwardPrefetch, §1).
-  TaskId collective(std::string name, Phase ph, Stream st, CollectiveKind k, std::int64_t bytes, int mb,
-                    std::vector<TaskId> deps, CommGroup group)
-  {
-    auto& last = last_comm_[static_cast<std::size_t>(group)];
-    deps.push_back(last);
-    if (st == Stream::ALLGATHER)
-      take_ag_deps(deps);
-    last = b_.collective(std::move(name), ph, st, k, bytes, mb, std::move(deps), group);
-    return last;
-  }
-
-  /// Bytes of autocast's weight casts in one pass of layer `l` (amp_* with fp32 parameters: Composer's DEFAULT
-  /// mixed precision, FSDP without param_dtype): Builder::autocast_numel x AUTOCAST_CAST_BYTES_PER_ELEM, as DDP's
-  /// (docs/ddp.md "Autocast"). Time only: the casts' memory is not counted here; added to the layer's compute task,
-  /// priced by the compute model under the copies mechanism (off: the bytes cost nothing).
-  double autocast_bytes(int l) const
-  {
-    if (!b_.amp || c_.b_p != 4)
-      return 0;
-    return static_cast<double>(b_.autocast_numel(l)) * AUTOCAST_CAST_BYTES_PER_ELEM;
-  }
-
-  /// A GPU kernel outside the layers (copy-out, copy-in, casts): one fused pass over `mem` bytes.
-  TaskId compute_task(std::string name, Phase ph, double mem, int mb, std::vector<TaskId> deps,
-                      Stream st = Stream::COMPUTE)
-  {
-    Task t;
-    t.kind = TaskKind::COMPUTE;
-    t.phase = ph;
-    t.stream = st;
-    t.name = std::move(name);
-    t.micro_step = mb;
-    t.mem_bytes = mem;
-    if (st == Stream::ALLGATHER)
-      take_ag_deps(deps);
-    t.deps = std::move(deps);
-    return b_.add(std::move(t));
-  }
-
-  /// The pending waits of the all-gather streams (wait_stream / wait_event), taken by the next task issued
-  /// on them; stream order carries them to every later one.
-  void take_ag_deps(std::vector<TaskId>& deps)
-  {
-    deps.insert(deps.end(), ag_deps_.begin(), ag_deps_.end());
-    ag_deps_.clear();
-  }
-
-  // ---- FSDP1 rate limiter (§2.1) ----
-  void limiter_pop()
-  {
-    if (!c_.limit)
-      return;
-    if (free_events_.size() < MAX_INFLIGHT_ALL_GATHERS)
-      return;
-    const TaskId ev = free_events_.front();
-    free_events_.pop_front();
-    if (ev >= 0) // -1: an event of the previous step, complete long before
-      b_.sync(mbs_ + ".rate_limiter." + std::to_string(limiter_syncs_++), mb_, {ev});
-  }
-  void limiter_push(TaskId by)
-  {
-    if (c_.limit)
-      free_events_.push_back(by);
-  }
-
-  /// FSDP1 `_unshard` (pre-unshard, rate limiter, all-gather) / FSDP2 `FSDPParamGroup.unshard` (§2, §8).
-  void unshard(int u, const char* pass)
-  {
-    UnitState& st = us_[static_cast<std::size_t>(u)];
-    const Unit& un = units_[static_cast<std::size_t>(u)];
-    const std::string base = mbs_ + ".%." + un.name + "." + pass;
-    auto nm = [&](const std::string& what) {
-      std::string s = base;
-      s.replace(s.find('%'), 1, what);
-      return s;
-    };
-    const bool mp = c_.b_p != 4;
-    if (c_.v2) {
-      if (st.unsharded >= 0 || st.ag_pending)
-        return; // is_unsharded, or an unshard is pending its wait
-      TaskId pre = -1;
-      BufferId staging = -1;
-      if (c_.offload) { // all_gather_inputs: sharded_param_data.to(device) on the copy-in stream
-        std::vector<TaskId> d;
-        take_ag_deps(d);
-        pre = b_.copy(nm("h2d_shard"), Phase::PARAM_GATHER, Stream::ALLGATHER, CopyDirection::H2D, 4 * un.shard, true,
-                      mb_, d);
-        staging = b_.transient(nm("h2d_shard"), Device::GPU, MemCategory::BUFFERS, 4 * un.shard);
-        b_.alloc_on(pre, staging);
-      }
-      if (b_.s.mechanisms.copies && c_.w > 1) {
-        // all_gather_copy_in: the shards (cast to param_dtype) into the all-gather input, one kernel; it and the
-        // all-gather both wait on the previous unit's copy-out event (AllGatherState).
-        const std::vector<TaskId> copy_out_events = ag_deps_;
-        pre = compute_task(nm("copy_in"), Phase::PARAM_GATHER, static_cast<double>(un.shard) * (4 + c_.b_p), mb_, {pre},
-                           Stream::ALLGATHER);
-        ag_deps_ = copy_out_events;
-      }
-      st.ag_pending = true;
-      st.ag = pre;
-      if (c_.w > 1) {
-        const std::int64_t bytes = padded(un) * c_.b_p;
-        const TaskId ag = collective(nm("allgather"), Phase::PARAM_GATHER, Stream::ALLGATHER,
-                                     CollectiveKind::ALL_GATHER, bytes, mb_, {pre}, c_.shard_group);
-        st.ag = ag;
-        st.ag_output = b_.transient(nm("allgather") + ".output", Device::GPU, MemCategory::BUFFERS, bytes);
-        b_.alloc_on(ag, st.ag_output);
-        if (mp) { // the flat cast of the shards to param_dtype (_get_param_all_gather_inputs)
-          const BufferId cin =
-              b_.transient(nm("allgather") + ".copy_in", Device::GPU, MemCategory::BUFFERS, un.shard * c_.b_p);
-          b_.alloc_on(ag, cin);
-          b_.free_on(ag, cin);
-        }
-        b_.free_on(ag, staging);
-        // In forward the previous unit's all-gather output is released before this unit's copy-out.
-        if (std::string(pass) == "fwd" && pending_fwd_output_ >= 0) {
-          b_.free_on(ag, pending_fwd_output_);
-          pending_fwd_output_ = -1;
-        }
-      } else if (pre >= 0) {
-        b_.free_on(pre, staging);
-      }
-      return;
-    }
-
-    // FSDP1. pre_unshard (_flat_param.py:pre_unshard) on the pre-unshard stream, here the all-gather stream.
-    const bool needs_ag = !c_.no_shard && st.unsharded < 0;
+  };
+  const bool mp = c_.b_p != 4;
+  if (c_.v2) {
+    if (st.unsharded >= 0 || st.ag_pending)
+      return; // is_unsharded, or an unshard is pending its wait
     TaskId pre = -1;
-    BufferId staging = -1, mp_shard = -1;
-    if (c_.no_shard) {
-      const std::int64_t n = un.numel;
-      if (c_.offload) { // flat_param_to(device) / _local_shard.to(device): the whole fp32 flat parameter
-        std::vector<TaskId> d;
-        take_ag_deps(d);
-        pre = b_.copy(nm("h2d_shard"), Phase::PARAM_GATHER, Stream::ALLGATHER, CopyDirection::H2D, 4 * n, true, mb_, d);
-        staging = b_.transient(nm("h2d_shard"), Device::GPU, mp ? MemCategory::BUFFERS : MemCategory::PARAMS, 4 * n);
-        b_.alloc_on(pre, staging);
-      }
-      if (mp) { // _use_low_precision_shard: the low-precision copy of the whole unit, used by the compute
-        pre = compute_task(nm("mp_cast"), Phase::PARAM_GATHER, static_cast<double>(n) * (4 + c_.b_p), mb_, {pre},
-                           Stream::ALLGATHER);
-        b_.free_on(pre, staging);
-        st.unsharded = b_.transient(nm("mp_shard"), Device::GPU, MemCategory::PARAMS, n * c_.b_p);
-        b_.alloc_on(pre, st.unsharded);
-      } else if (staging >= 0) {
-        st.unsharded = staging; // the GPU fp32 copy is the parameter until the reshard
-      }
-      if (pre >= 0)
-        st.ready = pre;
-      limiter_pop();
-      return;
-    }
-    // Sharded strategies: without offload, pre_unshard is a no-op for an unit that is already unsharded. With
-    // offload the fp32 shard is copied H2D when it is all-gathered, and with mixed precision even when it is
-    // not (the `_use_low_precision_shard` branch runs before the unsharded check).
-    const bool h2d = c_.offload && (needs_ag || mp);
-    const bool cast = mp && (needs_ag || c_.offload);
-    if (h2d) {
+    BufferId staging = -1;
+    if (c_.offload) { // all_gather_inputs: sharded_param_data.to(device) on the copy-in stream
       std::vector<TaskId> d;
       take_ag_deps(d);
       pre = b_.copy(nm("h2d_shard"), Phase::PARAM_GATHER, Stream::ALLGATHER, CopyDirection::H2D, 4 * un.shard, true,
                     mb_, d);
       staging = b_.transient(nm("h2d_shard"), Device::GPU, MemCategory::BUFFERS, 4 * un.shard);
       b_.alloc_on(pre, staging);
-      if (mp) // cast at once into _mp_shard; the fp32 copy dies with the statement
-        b_.free_on(pre, staging);
     }
-    if (cast) {
-      if (b_.s.mechanisms.copies) // _use_low_precision_shard: the fp32 shard cast into _mp_shard, one kernel
-        pre = compute_task(nm("mp_cast"), Phase::PARAM_GATHER, static_cast<double>(un.shard) * (4 + c_.b_p), mb_, {pre},
-                           Stream::ALLGATHER);
-      mp_shard = b_.transient(nm("mp_shard"), Device::GPU, MemCategory::BUFFERS, un.shard * c_.b_p);
-      if (pre >= 0)
-        b_.alloc_on(pre, mp_shard);
+    if (b_.s.mechanisms.copies && c_.w > 1) {
+      // all_gather_copy_in: the shards (cast to param_dtype) into the all-gather input, one kernel; it and the
+      // all-gather both wait on the previous unit's copy-out event (AllGatherState).
+      const std::vector<TaskId> copy_out_events = ag_deps_;
+      pre = compute_task(nm("copy_in"), Phase::PARAM_GATHER, static_cast<double>(un.shard) * (4 + c_.b_p), mb_, {pre},
+                         Stream::ALLGATHER);
+      ag_deps_ = copy_out_events;
     }
-    limiter_pop();
-    if (!needs_ag) {
-      // Already unsharded (the root, SHARD_GRAD_OP in backward): post_unshard frees the needless _mp_shard, and
-      // the compute still waits for the unshard stream, which waited for the copy.
-      if (pre >= 0) {
-        b_.free_on(pre, mp_shard);
-        st.ready = pre;
+    st.ag_pending = true;
+    st.ag = pre;
+    if (c_.w > 1) {
+      const std::int64_t bytes = padded(un) * c_.b_p;
+      const TaskId ag = collective(nm("allgather"), Phase::PARAM_GATHER, Stream::ALLGATHER, CollectiveKind::ALL_GATHER,
+                                   bytes, mb_, {pre}, c_.shard_group);
+      st.ag = ag;
+      st.ag_output = b_.transient(nm("allgather") + ".output", Device::GPU, MemCategory::BUFFERS, bytes);
+      b_.alloc_on(ag, st.ag_output);
+      if (mp) { // the flat cast of the shards to param_dtype (_get_param_all_gather_inputs)
+        const BufferId cin =
+            b_.transient(nm("allgather") + ".copy_in", Device::GPU, MemCategory::BUFFERS, un.shard * c_.b_p);
+        b_.alloc_on(ag, cin);
+        b_.free_on(ag, cin);
       }
-      return;
-    }
-    const std::int64_t bytes = padded(un) * c_.b_p;
-    const TaskId ag = collective(nm("allgather"), Phase::PARAM_GATHER, Stream::ALLGATHER, CollectiveKind::ALL_GATHER,
-                                 bytes, mb_, {pre}, c_.shard_group);
-    if (mp_shard >= 0 && pre < 0)
-      b_.alloc_on(ag, mp_shard);
-    b_.free_on(ag, mp_shard); // post_unshard, record_stream on the unshard stream
-    if (!mp)
       b_.free_on(ag, staging);
-    st.unsharded = b_.transient(mbs_ + ".unsharded." + un.name + "." + pass, Device::GPU, MemCategory::PARAMS, bytes);
-    // _free_unsharded_flat_param: record_stream on the compute stream before the storage is freed (reshard).
-    b_.record_stream(st.unsharded);
-    b_.alloc_on(ag, st.unsharded);
-    st.ready = ag;
+      // In forward the previous unit's all-gather output is released before this unit's copy-out.
+      if (std::string(pass) == "fwd" && pending_fwd_output_ >= 0) {
+        b_.free_on(ag, pending_fwd_output_);
+        pending_fwd_output_ = -1;
+      }
+    } else if (pre >= 0) {
+      b_.free_on(pre, staging);
+    }
+    return;
   }
 
-  /// FSDP2 `wait_for_unshard`: the copy-out on the compute stream (§8).
-  void wait_for_unshard(int u, bool fwd)
-  {
-    UnitState& st = us_[static_cast<std::size_t>(u)];
-    if (!c_.v2 || !st.ag_pending)
-      return;
-    const Unit& un = units_[static_cast<std::size_t>(u)];
-    const std::int64_t bytes = padded(un) * c_.b_p;
-    const std::string nm = mbs_ + ".copy_out." + un.name + (fwd ? ".fwd" : ".bwd");
-    const TaskId co = compute_task(nm, Phase::PARAM_GATHER, 2.0 * static_cast<double>(bytes), mb_, {st.ag});
-    last_compute_ = co;
-    if (pending_fwd_output_ >= 0 && fwd) { // no all-gather task released it (one GPU)
-      b_.free_on(co, pending_fwd_output_);
-      pending_fwd_output_ = -1;
+  // FSDP1. pre_unshard (_flat_param.py:pre_unshard) on the pre-unshard stream, here the all-gather stream.
+  const bool needs_ag = !c_.no_shard && st.unsharded < 0;
+  TaskId pre = -1;
+  BufferId staging = -1, mp_shard = -1;
+  if (c_.no_shard) {
+    const std::int64_t n = un.numel;
+    if (c_.offload) { // flat_param_to(device) / _local_shard.to(device): the whole fp32 flat parameter
+      std::vector<TaskId> d;
+      take_ag_deps(d);
+      pre = b_.copy(nm("h2d_shard"), Phase::PARAM_GATHER, Stream::ALLGATHER, CopyDirection::H2D, 4 * n, true, mb_, d);
+      staging = b_.transient(nm("h2d_shard"), Device::GPU, mp ? MemCategory::BUFFERS : MemCategory::PARAMS, 4 * n);
+      b_.alloc_on(pre, staging);
     }
-    st.unsharded =
-        b_.transient(mbs_ + ".unsharded." + un.name + (fwd ? ".fwd" : ".bwd"), Device::GPU, MemCategory::PARAMS, bytes);
-    b_.alloc_on(co, st.unsharded);
-    if (fwd) {
-      // The all-gather streams wait on the previous unit's copy-out event; this unit's output is kept
-      // (AllGatherState) until the next unit's unshard.
-      if (prev_copy_out_ >= 0)
-        ag_deps_.push_back(prev_copy_out_);
-      prev_copy_out_ = co;
-      pending_fwd_output_ = st.ag_output;
-    } else {
-      b_.free_on(co, st.ag_output);
-      ag_deps_.push_back(co);
+    if (mp) { // _use_low_precision_shard: the low-precision copy of the whole unit, used by the compute
+      pre = compute_task(nm("mp_cast"), Phase::PARAM_GATHER, static_cast<double>(n) * (4 + c_.b_p), mb_, {pre},
+                         Stream::ALLGATHER);
+      b_.free_on(pre, staging);
+      st.unsharded = b_.transient(nm("mp_shard"), Device::GPU, MemCategory::PARAMS, n * c_.b_p);
+      b_.alloc_on(pre, st.unsharded);
+    } else if (staging >= 0) {
+      st.unsharded = staging; // the GPU fp32 copy is the parameter until the reshard
     }
-    st.ag_output = -1;
-    st.ag_pending = false;
-    st.ag = -1;
-    st.ready = co;
+    if (pre >= 0)
+      st.ready = pre;
+    limiter_pop();
+    return;
   }
-
-  void forward()
-  {
-    prev_copy_out_ = -1;
-    const auto nl = static_cast<int>(b_.w.layers.size());
-    const bool has_root = !units_.empty() && units_[0].root;
-    if (has_root)
-      pre_forward(0);
-    for (int l = 0; l < nl; ++l) {
-      const int u = unit_of_[static_cast<std::size_t>(l)];
-      const bool block = u >= 0 && !units_[static_cast<std::size_t>(u)].root;
-      if (block)
-        pre_forward(u);
-      std::vector<TaskId> deps;
-      if (u >= 0)
-        deps.push_back(us_[static_cast<std::size_t>(u)].ready);
-      const TaskId fwd = b_.forward(mb_, l, deps);
-      if (const double e = autocast_bytes(l); e > 0)
-        b_.task(fwd).mem_bytes += e;
-      last_compute_ = fwd;
-      if (block)
-        post_forward(u, fwd);
-    }
-    if (has_root)
-      post_forward(0, last_compute_);
-    if (pending_fwd_output_ >= 0) { // the root's post-forward flushes the last all-gather state (§8)
-      b_.free_on(last_compute_, pending_fwd_output_);
-      pending_fwd_output_ = -1;
-    }
+  // Sharded strategies: without offload, pre_unshard is a no-op for an unit that is already unsharded. With
+  // offload the fp32 shard is copied H2D when it is all-gathered, and with mixed precision even when it is
+  // not (the `_use_low_precision_shard` branch runs before the unsharded check).
+  const bool h2d = c_.offload && (needs_ag || mp);
+  const bool cast = mp && (needs_ag || c_.offload);
+  if (h2d) {
+    std::vector<TaskId> d;
+    take_ag_deps(d);
+    pre = b_.copy(nm("h2d_shard"), Phase::PARAM_GATHER, Stream::ALLGATHER, CopyDirection::H2D, 4 * un.shard, true, mb_,
+                  d);
+    staging = b_.transient(nm("h2d_shard"), Device::GPU, MemCategory::BUFFERS, 4 * un.shard);
+    b_.alloc_on(pre, staging);
+    if (mp) // cast at once into _mp_shard; the fp32 copy dies with the statement
+      b_.free_on(pre, staging);
   }
-
-  void pre_forward(int u)
-  {
-    UnitState& st = us_[static_cast<std::size_t>(u)];
-    if (c_.v2) {
-      unshard(u, "fwd");
-      wait_for_unshard(u, true);
-      return;
+  if (cast) {
+    if (b_.s.mechanisms.copies) // _use_low_precision_shard: the fp32 shard cast into _mp_shard, one kernel
+      pre = compute_task(nm("mp_cast"), Phase::PARAM_GATHER, static_cast<double>(un.shard) * (4 + c_.b_p), mb_, {pre},
+                         Stream::ALLGATHER);
+    mp_shard = b_.transient(nm("mp_shard"), Device::GPU, MemCategory::BUFFERS, un.shard * c_.b_p);
+    if (pre >= 0)
+      b_.alloc_on(pre, mp_shard);
+  }
+  limiter_pop();
+  if (!needs_ag) {
+    // Already unsharded (the root, SHARD_GRAD_OP in backward): post_unshard frees the needless _mp_shard, and
+    // the compute still waits for the unshard stream, which waited for the copy.
+    if (pre >= 0) {
+      b_.free_on(pre, mp_shard);
+      st.ready = pre;
     }
-    if (!st.prefetched)
-      unshard(u, "fwd");
-    // forward_prefetch: the next unit of the recorded pre-forward order; none while the first iteration records it.
-    if (c_.forward_prefetch && !(b_.first_step && mb_ == 0)) {
-      const auto pos = static_cast<std::size_t>(std::find(pre_fwd_.begin(), pre_fwd_.end(), u) - pre_fwd_.begin());
-      if (pos + 1 < pre_fwd_.size()) {
-        const int next = pre_fwd_[pos + 1];
-        if (!us_[static_cast<std::size_t>(next)].prefetched) {
-          unshard(next, "fwd");
-          us_[static_cast<std::size_t>(next)].prefetched = true;
-        }
+    return;
+  }
+  const std::int64_t bytes = padded(un) * c_.b_p;
+  const TaskId ag = collective(nm("allgather"), Phase::PARAM_GATHER, Stream::ALLGATHER, CollectiveKind::ALL_GATHER,
+                               bytes, mb_, {pre}, c_.shard_group);
+  if (mp_shard >= 0 && pre < 0)
+    b_.alloc_on(ag, mp_shard);
+  b_.free_on(ag, mp_shard); // post_unshard, record_stream on the unshard stream
+  if (!mp)
+    b_.free_on(ag, staging);
+  st.unsharded = b_.transient(mbs_ + ".unsharded." + un.name + "." + pass, Device::GPU, MemCategory::PARAMS, bytes);
+  // _free_unsharded_flat_param: record_stream on the compute stream before the storage is freed (reshard).
+  b_.record_stream(st.unsharded);
+  b_.alloc_on(ag, st.unsharded);
+  st.ready = ag;
+}
+
+void Fsdp::wait_for_unshard(int u, bool fwd)
+{
+  UnitState& st = us_[static_cast<std::size_t>(u)];
+  if (!c_.v2 || !st.ag_pending)
+    return;
+  const Unit& un = units_[static_cast<std::size_t>(u)];
+  const std::int64_t bytes = padded(un) * c_.b_p;
+  const std::string nm = mbs_ + ".copy_out." + un.name + (fwd ? ".fwd" : ".bwd");
+  const TaskId co = compute_task(nm, Phase::PARAM_GATHER, 2.0 * static_cast<double>(bytes), mb_, {st.ag});
+  last_compute_ = co;
+  if (pending_fwd_output_ >= 0 && fwd) { // no all-gather task released it (one GPU)
+    b_.free_on(co, pending_fwd_output_);
+    pending_fwd_output_ = -1;
+  }
+  st.unsharded =
+      b_.transient(mbs_ + ".unsharded." + un.name + (fwd ? ".fwd" : ".bwd"), Device::GPU, MemCategory::PARAMS, bytes);
+  b_.alloc_on(co, st.unsharded);
+  if (fwd) {
+    // The all-gather streams wait on the previous unit's copy-out event; this unit's output is kept
+    // (AllGatherState) until the next unit's unshard.
+    if (prev_copy_out_ >= 0)
+      ag_deps_.push_back(prev_copy_out_);
+    prev_copy_out_ = co;
+    pending_fwd_output_ = st.ag_output;
+  } else {
+    b_.free_on(co, st.ag_output);
+    ag_deps_.push_back(co);
+  }
+  st.ag_output = -1;
+  st.ag_pending = false;
+  st.ag = -1;
+  st.ready = co;
+}
+
+void Fsdp::forward()
+{
+  prev_copy_out_ = -1;
+  const auto nl = static_cast<int>(b_.w.layers.size());
+  const bool has_root = !units_.empty() && units_[0].root;
+  if (has_root)
+    pre_forward(0);
+  for (int l = 0; l < nl; ++l) {
+    const int u = unit_of_[static_cast<std::size_t>(l)];
+    const bool block = u >= 0 && !units_[static_cast<std::size_t>(u)].root;
+    if (block)
+      pre_forward(u);
+    std::vector<TaskId> deps;
+    if (u >= 0)
+      deps.push_back(us_[static_cast<std::size_t>(u)].ready);
+    const TaskId fwd = b_.forward(mb_, l, deps);
+    if (const double e = autocast_bytes(l); e > 0)
+      b_.task(fwd).mem_bytes += e;
+    last_compute_ = fwd;
+    if (block)
+      post_forward(u, fwd);
+  }
+  if (has_root)
+    post_forward(0, last_compute_);
+  if (pending_fwd_output_ >= 0) { // the root's post-forward flushes the last all-gather state (§8)
+    b_.free_on(last_compute_, pending_fwd_output_);
+    pending_fwd_output_ = -1;
+  }
+}
+
+void Fsdp::pre_forward(int u)
+{
+  UnitState& st = us_[static_cast<std::size_t>(u)];
+  if (c_.v2) {
+    unshard(u, "fwd");
+    wait_for_unshard(u, true);
+    return;
+  }
+  if (!st.prefetched)
+    unshard(u, "fwd");
+  // forward_prefetch: the next unit of the recorded pre-forward order; none while the first iteration records it.
+  if (c_.forward_prefetch && !(b_.first_step && mb_ == 0)) {
+    const auto pos = static_cast<std::size_t>(std::find(pre_fwd_.begin(), pre_fwd_.end(), u) - pre_fwd_.begin());
+    if (pos + 1 < pre_fwd_.size()) {
+      const int next = pre_fwd_[pos + 1];
+      if (!us_[static_cast<std::size_t>(next)].prefetched) {
+        unshard(next, "fwd");
+        us_[static_cast<std::size_t>(next)].prefetched = true;
       }
     }
   }
+}
 
-  void post_forward(int u, TaskId fwd)
-  {
-    UnitState& st = us_[static_cast<std::size_t>(u)];
-    const bool root = units_[static_cast<std::size_t>(u)].root;
-    st.needs_pre_bwd = true;
-    if (c_.no_shard) { // post_reshard frees the low-precision (or H2D) copy, the root's too
-      b_.free_on(fwd, st.unsharded);
-      st.unsharded = -1;
-      return;
-    }
-    if (root || !c_.reshard_fwd)
-      return; // the root is never resharded after forward; SHARD_GRAD_OP keeps everything
+void Fsdp::post_forward(int u, TaskId fwd)
+{
+  UnitState& st = us_[static_cast<std::size_t>(u)];
+  const bool root = units_[static_cast<std::size_t>(u)].root;
+  st.needs_pre_bwd = true;
+  if (c_.no_shard) { // post_reshard frees the low-precision (or H2D) copy, the root's too
     b_.free_on(fwd, st.unsharded);
     st.unsharded = -1;
-    st.prefetched = false;
-    if (!c_.v2)
-      limiter_push(fwd);
+    return;
   }
+  if (root || !c_.reshard_fwd)
+    return; // the root is never resharded after forward; SHARD_GRAD_OP keeps everything
+  b_.free_on(fwd, st.unsharded);
+  st.unsharded = -1;
+  st.prefetched = false;
+  if (!c_.v2)
+    limiter_push(fwd);
+}
 
-  void backward()
-  {
-    const auto nl = static_cast<int>(b_.w.layers.size());
-    const bool has_root = !units_.empty() && units_[0].root;
-    if (has_root)
-      pre_backward(0);
-    for (int l = nl - 1; l >= 0; --l) {
-      const int u = unit_of_[static_cast<std::size_t>(l)];
-      const bool block = u >= 0 && !units_[static_cast<std::size_t>(u)].root;
-      if (block)
-        pre_backward(u);
-      std::vector<TaskId> deps;
-      if (u >= 0)
-        deps.push_back(us_[static_cast<std::size_t>(u)].ready);
-      const auto [first, bwd] = b_.backward(mb_, l, deps);
-      if (const double e = autocast_bytes(l); e > 0) {
-        b_.task(bwd).mem_bytes += e; // ToCopyBackward: the 16-bit weight gradients back to fp32
-        if (first != bwd)
-          b_.task(first).mem_bytes += e; // the recomputed forward casts again (the cache died with the forward)
-      }
-      last_compute_ = bwd;
-      if (pending_rs_input_ >= 0) { // FSDP2: dropped at the next group's post_backward (ReduceScatterState)
-        b_.free_on(bwd, pending_rs_input_);
-        pending_rs_input_ = -1;
-      }
-      if (u < 0)
-        continue;
-      UnitState& st = us_[static_cast<std::size_t>(u)];
-      const Unit& un = units_[static_cast<std::size_t>(u)];
-      if (st.grad < 0) { // the unit's unsharded gradient, from its first backward task to its reduction
-        st.grad = b_.transient(mbs_ + ".unsharded_grad." + un.name, Device::GPU, MemCategory::GRADS, un.numel * c_.b_p);
-        // FSDP1 _reduce_grad: the autograd gradient is record_stream'ed on the post-backward stream, then dropped.
-        if (!c_.v2)
-          b_.record_stream(st.grad);
-        b_.alloc_on(first, st.grad);
-      }
-      if (l == un.last_bwd_layer)
-        post_backward(u, bwd);
-    }
-    end_of_backward();
-  }
-
-  void prefetch_backward(int u)
-  {
-    const int idx = post_fwd_index_[static_cast<std::size_t>(u)];
-    if (idx <= 0)
-      return;
-    const int t = post_fwd_[static_cast<std::size_t>(idx - 1)];
-    UnitState& ts = us_[static_cast<std::size_t>(t)];
-    if (c_.v2) {
-      unshard(t, "bwd"); // no-op when unsharded (reshard_after_forward false) or pending
-      return;
-    }
-    if (!ts.needs_pre_bwd || ts.prefetched)
-      return;
-    unshard(t, "bwd");
-    ts.prefetched = true;
-  }
-
-  void pre_backward(int u)
-  {
-    UnitState& st = us_[static_cast<std::size_t>(u)];
-    if (c_.v2) {
-      unshard(u, "bwd");
-      wait_for_unshard(u, false);
-      prefetch_backward(u); // implicit prefetch of the previous group in post-forward order
-      return;
-    }
-    if (st.needs_pre_bwd && !st.prefetched)
-      unshard(u, "bwd");
-    st.needs_pre_bwd = false;
-    if (c_.prefetch == spec::BackwardPrefetch::BACKWARD_PRE)
-      prefetch_backward(u);
-  }
-
-  void post_backward(int u, TaskId bwd)
-  {
-    UnitState& st = us_[static_cast<std::size_t>(u)];
-    // _post_backward_reshard (FSDP1) / FSDPParamGroup.post_backward -> reshard (FSDP2).
-    b_.free_on(bwd, st.unsharded);
-    st.unsharded = -1;
-    if (!c_.v2) {
-      if (!c_.no_shard) {
-        limiter_push(bwd);
-        st.prefetched = false;
-      }
-      if (c_.prefetch == spec::BackwardPrefetch::BACKWARD_POST)
-        prefetch_backward(u);
-    }
-    reduce(u, bwd);
-  }
-
-  /// The gradient reduction of one unit and what follows it (§3 step 3, §8).
-  void reduce(int u, TaskId bwd)
-  {
-    UnitState& st = us_[static_cast<std::size_t>(u)];
-    const Unit& un = units_[static_cast<std::size_t>(u)];
-    const std::string nm = mbs_ + ".%." + un.name;
-    auto name = [&](const std::string& what) {
-      std::string s = nm;
-      s.replace(s.find('%'), 1, what);
-      return s;
-    };
-    const std::int64_t s_u = un.shard, full = padded(un);
-    std::vector<TaskId> deps{bwd};
-    TaskId first = -1; // the task the reduction's temporaries belong to
-    TaskId last = -1;
-    if (c_.v2) {
-      // foreach_reduce: the compute stream waits for the previous reduce-scatter, then copies the unsharded
-      // gradients into reduce_scatter_input (chunk_cat, widening casts included).
-      double mem = static_cast<double>(un.numel * c_.b_p + full * c_.b_r);
-      if (c_.b_r < c_.b_p)
-        mem += static_cast<double>(full * c_.b_p);
-      const TaskId cin = compute_task(name("rs_copy_in"), Phase::GRAD_REDUCE, mem, mb_, {bwd, prev_rs_});
-      last_compute_ = cin;
-      if (c_.b_r < c_.b_p) { // narrowing: through a grad-dtype temporary
-        const BufferId tmp =
-            b_.transient(name("rs_copy_in") + ".narrow", Device::GPU, MemCategory::BUFFERS, full * c_.b_p);
-        b_.alloc_on(cin, tmp);
-        b_.free_on(cin, tmp);
-      }
-      const BufferId input =
-          b_.transient(name("reduce_scatter") + ".input", Device::GPU, MemCategory::BUFFERS, full * c_.b_r);
-      b_.alloc_on(cin, input);
-      b_.free_on(cin, st.grad);
-      pending_rs_input_ = input;
-      deps = {cin};
-      first = last = cin;
-      if (c_.w > 1) {
-        first = last = collective(name("reduce_scatter"), Phase::GRAD_REDUCE, Stream::REDUCE_PARTITION,
-                                  CollectiveKind::REDUCE_SCATTER, full * c_.b_r, mb_, deps, c_.shard_group);
-        prev_rs_ = last;
-      }
-    } else if (c_.no_shard) {
-      // _reduce_grad_no_shard: all_reduce(flat_param.grad) in place, after the cast to reduce_dtype if any.
-      if (b_.n > 1)
-        first = last = collective(name("all_reduce"), Phase::GRAD_REDUCE, Stream::REDUCE_PARTITION,
-                                  CollectiveKind::ALL_REDUCE, un.numel * c_.b_r, mb_, deps, CommGroup::WORLD);
-      else
-        first = last = bwd;
-    } else {
-      first = last = collective(name("reduce_scatter"), Phase::GRAD_REDUCE, Stream::REDUCE_PARTITION,
-                                CollectiveKind::REDUCE_SCATTER, full * c_.b_r, mb_, deps, c_.shard_group);
-      if (c_.b_r != c_.b_p) { // flat_param.grad.to(reduce_dtype)
-        const BufferId cast =
-            b_.transient(name("reduce_scatter") + ".cast", Device::GPU, MemCategory::BUFFERS, un.numel * c_.b_r);
-        b_.alloc_on(first, cast);
-        b_.free_on(first, cast);
-      }
-      if (full != un.numel || c_.pad_always) { // _get_reduce_scatter_tensors: F.pad to W·S_u (torch < 2.0: always)
-        const BufferId pad =
-            b_.transient(name("reduce_scatter") + ".pad", Device::GPU, MemCategory::BUFFERS, full * c_.b_r);
-        b_.alloc_on(first, pad);
-        b_.free_on(first, pad);
-      }
-      b_.free_on(first, st.grad); // record_stream on the post-backward stream
-    }
-    if (c_.hybrid_ar) // the shard all-reduced across nodes on the all-reduce stream
-      last = collective(name("all_reduce"), Phase::GRAD_REDUCE, Stream::REDUCTION, CollectiveKind::ALL_REDUCE,
-                        s_u * c_.b_r, mb_, {last}, CommGroup::INTER_NODE);
-
-    // The reduced shard (S_u·b_r; NO_SHARD: the whole gradient, reduced in place), cast to fp32 (S_u·4) and
-    // accumulated into the sharded gradient.
-    const std::size_t ui = static_cast<std::size_t>(u);
-    const bool keep = !c_.offload && sharded_grad_[ui] < 0; // micro-step 0: it becomes the sharded gradient
-    BufferId reduced = -1;
-    if (c_.no_shard && c_.b_r == c_.b_p) {
-      reduced = st.grad;
-    } else {
-      reduced = b_.transient(name(c_.no_shard ? "all_reduce" : "reduce_scatter") + (c_.no_shard ? ".cast" : ".output"),
-                             Device::GPU, MemCategory::BUFFERS, s_u * c_.b_r);
-      b_.alloc_on(first, reduced);
-      if (c_.no_shard)
-        b_.free_on(first, st.grad);
-    }
-    BufferId grad_gpu = reduced;
-    if (c_.b_r != 4) {
-      if (c_.v2 && c_.hybrid_ar)
-        end_frees_.push_back(reduced); // AllReduceState holds the all-reduce input to the end of the backward
-      else
-        b_.free_on(last, reduced);
-      grad_gpu = b_.transient(name(c_.no_shard ? "all_reduce" : "reduce_scatter") + ".fp32", Device::GPU,
-                              MemCategory::BUFFERS, s_u * 4);
-      b_.alloc_on(last, grad_gpu);
-    }
-    if (keep) {
-      Buffer& g = b_.graph.buffers[static_cast<std::size_t>(grad_gpu)];
-      g.name = "sharded_grad." + un.name;
-      g.category = MemCategory::GRADS;
-      sharded_grad_[ui] = grad_gpu;
-    } else if (!c_.offload) {
-      b_.free_on(last, grad_gpu); // added into the sharded gradient (`_saved_grad_shard +=`)
-    }
-    if (c_.offload) {
-      const Stream st_off = c_.hybrid_ar ? Stream::REDUCTION : Stream::REDUCE_PARTITION;
-      const bool accumulate_v2 = c_.v2 && mb_ > 0; // FSDP2: a blocking copy, then a CPU add
-      const bool blocking = c_.no_shard || accumulate_v2;
-      const TaskId d2h = b_.copy(name("d2h_grad"), Phase::GRAD_REDUCE, st_off, CopyDirection::D2H, s_u * 4,
-                                 !accumulate_v2, mb_, {last});
-      if (c_.v2) {
-        b_.free_on(d2h, grad_gpu); // dropped once the copy is issued on the reduce stream
-        if (!accumulate_v2) {
-          host_grad_[ui] = b_.transient("sharded_grad_cpu." + un.name, Device::HOST, MemCategory::GRADS, s_u * 4, true);
-          b_.alloc_on(d2h, host_grad_[ui]);
-          offload_events_.push_back(d2h);
-        } else {
-          const BufferId tmp = b_.transient(name("d2h_grad") + ".cpu", Device::HOST, MemCategory::GRADS, s_u * 4);
-          b_.alloc_on(d2h, tmp);
-          b_.host_wait(d2h);
-          const TaskId add =
-              b_.cpu_work(name("cpu_accumulate"), Phase::GRAD_REDUCE, s_u,
-                          CPU_ACCUMULATE_BYTES_PER_ELEM * static_cast<double>(s_u), static_cast<double>(s_u));
-          b_.free_on(add, tmp);
-        }
-      } else {
-        end_frees_.push_back(grad_gpu); // FSDP1: the GPU _saved_grad_shard lives to the final callback
-        if (blocking)
-          b_.host_wait(d2h); // NO_SHARD: non_blocking=False
-      }
-      last = d2h;
-    }
-    last_reduce_ = last;
-  }
-
-  /// The post-backward final callback (§3 step 4) / FSDP2 finalize_backward (§8).
-  void end_of_backward()
-  {
-    b_.compute_waits_for(last_reduce_); // current_stream().wait_stream(post_backward / all-reduce stream)
-    TaskId end = b_.last_task();
-    const bool sync = c_.offload && (!c_.v2 || !offload_events_.empty());
-    if (sync) {
-      std::vector<TaskId> deps{last_compute_, last_reduce_};
-      deps.insert(deps.end(), offload_events_.begin(), offload_events_.end());
-      end = b_.sync(mbs_ + ".post_backward_final_callback.synchronize", mb_, deps);
-    }
-    offload_events_.clear();
-    if (pending_rs_input_ >= 0) {
-      b_.free_on(end, pending_rs_input_);
-      pending_rs_input_ = -1;
-    }
-    for (BufferId id : end_frees_)
-      b_.free_on(end, id);
-    end_frees_.clear();
-    prev_rs_ = -1;
-  }
-
-  Builder& b_;
-  Config c_;
-  std::vector<Unit> units_;
-  std::vector<int> unit_of_; ///< per layer, its unit (-1: none)
-  std::vector<int> pre_fwd_, post_fwd_, post_fwd_index_;
-  std::int64_t p_total_ = 0;           ///< P = Σ S_u
-  std::vector<BufferId> sharded_grad_; ///< per unit, the accumulated fp32 gradient on the GPU (micro-step 0 -> step)
-  std::vector<BufferId> host_grad_;    ///< per unit, FSDP2 + offload: the CPU gradient (micro-step 0 -> step)
-
-  int mb_ = 0;
-  std::string mbs_;
-  std::vector<UnitState> us_;
-  std::deque<TaskId> free_events_; ///< FSDP1 limiter queue, carried over micro-steps
-  int limiter_syncs_ = 0;
-  std::int64_t largest_tensor_ = 0; ///< the largest tensor the optimizer steps (its single-tensor temporary)
-  std::array<TaskId, 3> last_comm_{-1, -1, -1}; ///< per CommGroup, the last collective (one NCCL stream each)
-  TaskId last_compute_ = -1;
-  TaskId last_reduce_ = -1;
-  std::vector<TaskId> ag_deps_;        ///< pending waits of the all-gather streams
-  TaskId prev_copy_out_ = -1;          ///< FSDP2 forward: the last copy-out (AllGatherState event)
-  BufferId pending_fwd_output_ = -1;   ///< FSDP2 forward: the kept all-gather output
-  TaskId prev_rs_ = -1;                ///< FSDP2: the previous reduce-scatter (ReduceScatterState event)
-  BufferId pending_rs_input_ = -1;     ///< FSDP2: the previous reduce_scatter_input
-  std::vector<BufferId> end_frees_;    ///< freed by the final callback
-  std::vector<TaskId> offload_events_; ///< FSDP2: non-blocking D2H copies the final callback waits for
-};
-
-} // namespace
+} // namespace fsdp
 
 void build_fsdp(Builder& b)
 {
-  const Config c = resolve(b);
-  Fsdp f(b, c);
+  const fsdp::Config c = fsdp::resolve(b);
+  fsdp::Fsdp f(b, c);
   if (f.units().empty())
     throw core::InternalError("schedule: fsdp: the workload has no parameters");
   // The limiter queue at the step's start is what a backward leaves behind. Its length is the fixed point
@@ -890,7 +542,7 @@ void build_fsdp(Builder& b)
     std::size_t len = 0;
     for (int it = 0; it < 8; ++it) {
       Builder scratch(b.s, b.w, b.rank);
-      Fsdp dry(scratch, c);
+      fsdp::Fsdp dry(scratch, c);
       dry.free_events().assign(len, -1);
       dry.micro_step(0);
       const std::size_t next = dry.free_events().size();
