@@ -1,0 +1,412 @@
+// The step replay: its construction (platform, graphs, durations, collectives) and the event loop. docs/engine.md.
+#include "engine/step_replay.hpp"
+
+#include "core/error.hpp"
+#include "core/json.hpp"
+#include "spec/names.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace zerosim::engine::replay {
+
+StepReplay* g_active = nullptr;
+
+StepReplay::StepReplay(const spec::Scenario& s, const workload::Workload& w, const EngineOptions& o,
+                       std::vector<spec::TaskGraph> given)
+    : s_(s), o_(o)
+{
+  const spec::ClusterSpec& c = s.cluster;
+  G_ = c.gpus_per_node;
+  if (c.nodes > 1 && c.network.nics_per_node < 1)
+    throw core::InputError(s.file +
+                           ": cluster.network.nics_per_node: expected at least 1 NIC per node for a "
+                           "cluster of " +
+                           std::to_string(c.nodes) + " nodes, found 0");
+  symmetric_ = o.replay == engine::Replay::SYMMETRIC || (o.replay == engine::Replay::AUTO && c.nodes > 1);
+  if (c.nodes == 1)
+    symmetric_ = false;
+  if (!symmetric_ && s.world() > MAX_FULL_REPLAY_RANKS)
+    throw core::InputError("--replay full: expected at most " + std::to_string(MAX_FULL_REPLAY_RANKS) +
+                           " ranks for the replay of every rank (one task graph each; measured 1.4 GiB and 30 s "
+                           "at 256 ranks of the default scenario), found " +
+                           std::to_string(s.world()) +
+                           "; the symmetric replay (the default beyond one node) "
+                           "simulates one node");
+  fabric_.nodes = c.nodes;
+  fabric_.gpus_per_node = G_;
+  fabric_.nics_per_node = c.network.nics_per_node;
+  fabric_.intra_nvlink = c.node.nvlink.present;
+  fabric_.tensor_parallel = s.tp();
+  fabric_.intra_Bps = c.node.nvlink.present ? c.node.nvlink.bandwidth_Bps : c.node.pcie.bandwidth_Bps;
+  fabric_.intra_latency_s = c.node.nvlink.present ? 2 * c.node.nvlink.latency_s : 2 * c.node.pcie.latency_s;
+  fabric_.inter_Bps = c.network.nic_bandwidth_Bps;
+  fabric_.inter_latency_s = c.network.latency_s + 2 * c.node.pcie.latency_s;
+  copts_.all_reduce = o.collectives.all_reduce;
+  copts_.hierarchical = o.collectives.hierarchical;
+  copts_.protocol = o.collectives.protocol;
+  copts_.focus_node = symmetric_ ? 0 : -1;
+  // The scenario's ablation switches (spec::Mechanisms, `--without protocols|busbw`).
+  copts_.protocols = s.mechanisms.nccl_protocols;
+  copts_.achieved_busbw = s.mechanisms.achieved_busbw;
+  // The calibration profile's bus-bandwidth multipliers per transport (docs/calibration.md).
+  copts_.busbw_factor_nvlink = s.calibration.factor("busbw.nvlink");
+  copts_.busbw_factor_pcie = s.calibration.factor("busbw.pcie");
+  copts_.busbw_factor_net = s.calibration.factor("busbw.net");
+  // Flows of one phase between the same two GPUs (several channels through one NVLink pair) are one
+  // flow: the same bytes over the same route, fewer flows for the solver (design.md "Speed and scale").
+  copts_.merge_channels = true;
+  serialize_communicators_ = s.mechanisms.communicator;
+  // Interference (docs/engine.md "Interference"): an NCCL kernel holds one SM per CTA (one CTA per channel) for
+  // as long as its collective runs, so the compute it overlaps gets the other SMs: an execution bounded at that
+  // share of the GPU host runs beside every collective on each of its GPUs. The CTA count is the GPU kind's inside
+  // a node and NCCL's inter-node ring's across nodes (collectives::nccl_ctas), so a share per group kind.
+  if (s.mechanisms.interference && s.kernels.nccl_ctas.value > 0 && !s.kernels.empty()) {
+    const spec::GpuKindData& kind = s.kernels.kind_of(c.node.gpu.model);
+    if (kind.sms > 0) {
+      sm_sms_ = kind.sms;
+      sm_one_node_ctas_ = static_cast<int>(std::lround(s.kernels.one_node_ctas(kind)));
+      sm_factor_ = s.calibration.factor("interference");
+    }
+  }
+
+  // The simulated ranks and their graphs; every duration is computed here, before SimGrid runs, so that
+  // no exception can come out of a completion callback (simgrid-notes.md §7.4).
+  const int simulated_nodes = symmetric_ ? 1 : c.nodes;
+  if (!given.empty() && given.size() != static_cast<std::size_t>(simulated_nodes * G_))
+    throw std::logic_error("simulate_graphs: " + std::to_string(given.size()) + " graphs for " +
+                           std::to_string(simulated_nodes * G_) + " simulated ranks");
+  for (int n = 0; n < simulated_nodes; ++n)
+    for (int g = 0; g < G_; ++g) {
+      RankTimeline r;
+      r.rank = n * G_ + g;
+      r.node = n;
+      r.local = g;
+      r.graph = given.empty() ? schedule::build_step_graph(s, w, r.rank, o.step)
+                              : std::move(given[static_cast<std::size_t>(r.rank)]);
+      r.times.assign(r.graph.tasks.size(), TaskTime{});
+      timeline_.ranks.push_back(std::move(r));
+    }
+  const std::size_t R = timeline_.ranks.size();
+  duration_.resize(R);
+  sm_duration_.resize(R);
+  cpu_work_.resize(R);
+  pending_.resize(R);
+  done_.resize(R);
+  succ_.resize(R);
+  coll_of_.resize(R);
+  const int ranks_per_node = G_;
+  std::size_t collectives = 0;
+  std::vector<std::pair<spec::CollectiveKind, spec::CommGroup>> call_of; // rank 0's k-th collective
+  // Every rank (and every micro-step) runs the same layers: a compute task's time depends only on its
+  // phase, layer and own work, so it is computed once; what depends on the scenario alone (the GPU kind's
+  // figures, the stack's generations) once per replay, at the first COMPUTE task.
+  std::map<std::tuple<spec::Phase, int, int, int, double, double>, compute::TaskTime> compute_time;
+  std::optional<compute::ScenarioPricing> pricing;
+  for (std::size_t ri = 0; ri < R; ++ri) {
+    const auto& tasks = timeline_.ranks[ri].graph.tasks;
+    duration_[ri].assign(tasks.size(), 0.0);
+    sm_duration_[ri].assign(tasks.size(), 0.0);
+    cpu_work_[ri].resize(tasks.size());
+    pending_[ri].assign(tasks.size(), 0);
+    done_[ri].assign(tasks.size(), 0);
+    succ_[ri].resize(tasks.size());
+    coll_of_[ri].assign(tasks.size(), -1);
+    std::map<spec::Stream, TaskId> last_on_stream;
+    std::map<spec::CommGroup, TaskId> last_on_group;
+    std::size_t n_coll = 0;
+    for (TaskId t = 0; t < static_cast<TaskId>(tasks.size()); ++t) {
+      const Task& k = tasks[static_cast<std::size_t>(t)];
+      if (k.kind == TaskKind::COMPUTE) {
+        const auto key = std::make_tuple(k.phase, k.layer, k.op_begin, k.op_end, k.flops, k.mem_bytes);
+        auto it = compute_time.find(key);
+        if (it == compute_time.end()) {
+          if (!pricing)
+            pricing.emplace(s);
+          it = compute_time.emplace(key, compute::compute_task_times(k, w, s, *pricing)).first;
+        }
+        duration_[ri][static_cast<std::size_t>(t)] = it->second.seconds;
+        sm_duration_[ri][static_cast<std::size_t>(t)] = it->second.sm_seconds;
+      }
+      if (k.kind == TaskKind::CPU_COMPUTE)
+        cpu_work_[ri][static_cast<std::size_t>(t)] = compute::cpu_task_work(k, c.node.cpu, ranks_per_node);
+      if (k.kind == TaskKind::NVME_READ || k.kind == TaskKind::NVME_WRITE) {
+        if (c.node.nvme.devices < 1)
+          throw std::logic_error("NVMe task " + k.name + " on a node without NVMe (the config layer refuses this)");
+        // The drive's request latency, once per wave of requests the schedule counted (docs/engine.md "NVMe").
+        duration_[ri][static_cast<std::size_t>(t)] =
+            static_cast<double>(k.request_waves) *
+            (k.kind == TaskKind::NVME_WRITE ? c.node.nvme.write_latency_s : c.node.nvme.read_latency_s);
+      }
+      if (k.kind == TaskKind::COLLECTIVE) {
+        // NCCL matches calls on a communicator by issue order: the k-th call of every rank is one collective.
+        if (ri == 0)
+          call_of.emplace_back(k.collective, k.group);
+        else if (n_coll < call_of.size() && call_of[n_coll] != std::make_pair(k.collective, k.group))
+          throw std::logic_error(
+              "task graphs: collective " + k.name + " of rank " + std::to_string(timeline_.ranks[ri].rank) +
+              " is not the same call (kind, group) as rank 0's collective number " + std::to_string(n_coll));
+        coll_of_[ri][static_cast<std::size_t>(t)] = static_cast<int>(n_coll++);
+      }
+      std::vector<TaskId> preds = k.deps;
+      if (auto it = last_on_stream.find(k.stream); it != last_on_stream.end())
+        preds.push_back(it->second);
+      last_on_stream[k.stream] = t;
+      if (k.kind == TaskKind::COLLECTIVE && serialize_communicators_) {
+        // One NCCL communicator per group: NCCL launches every kernel of a communicator after the previous one
+        // (its internal deviceStream, docs/engine.md "One communicator, one kernel at a time"), whatever stream
+        // the call came from, so a collective waits for the group's previous call in issue order.
+        if (auto it = last_on_group.find(k.group); it != last_on_group.end())
+          preds.push_back(it->second);
+        last_on_group[k.group] = t;
+      }
+      std::sort(preds.begin(), preds.end());
+      preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
+      for (TaskId p : preds) {
+        if (p < 0 || p >= t)
+          throw std::logic_error("task graph: task " + k.name + " depends on a task not issued before it");
+        succ_[ri][static_cast<std::size_t>(p)].push_back(t);
+        ++pending_[ri][static_cast<std::size_t>(t)];
+      }
+    }
+    if (ri == 0)
+      collectives = n_coll;
+    else if (n_coll != collectives)
+      throw std::logic_error("task graphs: rank " + std::to_string(timeline_.ranks[ri].rank) + " issues " +
+                             std::to_string(n_coll) + " collectives, rank 0 issues " + std::to_string(collectives));
+  }
+  colls_.resize(collectives);
+  for (auto& cl : colls_)
+    cl.task_of_rank.assign(R, -1);
+}
+
+Timeline StepReplay::run()
+{
+  // network/optim:Full: SimGrid 3.32's lazy updates (the default) recompute only the constraints reached from a
+  // changed flow's first link, and miss the other links of a flow whose first link was already marked in the
+  // same instant: two H2D copies starting together through DRAM (their first link) to GPUs on different
+  // switches each got DRAM's rate (lmm System::update_modified_cnst_set_from_variable). Full costs the same
+  // here (the ZeRO-Infinity DGX-2 replay: 50 s both ways). docs/engine.md "Network model".
+  std::vector<std::string> args{"zerosim", "--log=root.thres:critical", "--cfg=network/model:CM02",
+                                "--cfg=network/optim:Full"};
+  std::vector<char*> argv;
+  for (auto& a : args)
+    argv.push_back(a.data());
+  int argc = static_cast<int>(argv.size());
+  sg4::Engine e(&argc, argv.data());
+  platform::configure_network_model();
+  t0_ = sg4::Engine::get_clock(); // the clock is not reset between engines of one process (simgrid-notes.md §4)
+
+  platform::PlatformOptions po;
+  po.cpu_core_flops = compute::cpu_core_flops(s_.cluster.node.cpu);
+  po.symmetric = symmetric_;
+  if (!symmetric_ && s_.cluster.nodes > 1)
+    po.inter_node_pairs = collectives::inter_node_pairs(fabric_, copts_);
+  platform_ = std::make_unique<platform::Platform>(s_.cluster, po);
+  sm_pool_.assign(timeline_.ranks.size(), {});
+
+  static bool registered = false;
+  if (!registered) {
+    // Signals are static and cannot be disconnected: register once per process and dispatch to the
+    // replay that is running (simgrid-notes.md §4.5).
+    sg4::Activity::on_completion_cb([](const sg4::Activity& a) {
+      if (g_active != nullptr)
+        g_active->on_complete(a);
+    });
+    registered = true;
+  }
+  g_active = this;
+  for (std::size_t ri = 0; ri < pending_.size(); ++ri)
+    for (TaskId t = 0; t < static_cast<TaskId>(pending_[ri].size()); ++t)
+      if (pending_[ri][static_cast<std::size_t>(t)] == 0)
+        ready_.emplace_back(static_cast<int>(ri), t);
+  drain();
+  e.run();
+  // Interference's pooled executions never finish: cancel them and let the engine reap them while it exists
+  // (an unfinished activity outlives the engine and crashes SimGrid's teardown at exit).
+  bool pooled = false;
+  for (std::map<int, SmPool>& pools : sm_pool_)
+    for (auto& [ctas, p] : pools)
+      for (sg4::ExecPtr& x : p.execs) {
+        x->cancel();
+        pooled = true;
+      }
+  if (pooled)
+    e.run();
+  g_active = nullptr;
+  graveyard_.clear();
+  sm_pool_.clear();
+  cancelled_.clear();
+  tokens_.clear();
+  platform_.reset();
+
+  double step = 0;
+  for (std::size_t ri = 0; ri < timeline_.ranks.size(); ++ri) {
+    const auto& r = timeline_.ranks[ri];
+    for (std::size_t t = 0; t < r.times.size(); ++t) {
+      if (!finished_at(ri, t))
+        throw std::logic_error("replay stalled: rank " + std::to_string(r.rank) + " task " + r.graph.tasks[t].name +
+                               " never ran (a dependency cycle, or a collective some rank never reached" +
+                               stalled_collective() + ")");
+      step = std::max(step, r.times[t].end);
+    }
+  }
+  timeline_.step_time_s = step;
+  for (auto& r : timeline_.ranks) {
+    double issued = 0;
+    for (std::size_t t = 0; t < r.times.size(); ++t) {
+      const TaskId b = r.graph.tasks[t].host_barrier;
+      if (b >= 0)
+        issued = std::max(issued, r.times[static_cast<std::size_t>(b)].end);
+      r.times[t].issue = issued;
+    }
+  }
+  timeline_.replay = symmetric_ ? "symmetric" : "full";
+  timeline_.network_model = network_model_description();
+  return std::move(timeline_);
+}
+
+void StepReplay::on_complete(const sg4::Activity& a)
+{
+  auto* tok = a.get_data<Token>();
+  if (tok != nullptr && tok->what == Cont::INTERFERENCE) {
+    // A collective's SM share (suspended at the collective's end, so this fires only if SimGrid ends it some
+    // other way): kept alive until the replay ends, and the graveyard is left alone.
+    cancelled_.push_back(std::move(tok->activity));
+    return;
+  }
+  graveyard_.clear(); // activities completed earlier; never the one whose callback this is
+  if (tok == nullptr)
+    return;
+  const double start = a.get_start_time() - t0_, end = a.get_finish_time() - t0_;
+  if (o_.record_tracks) {
+    for (int tr : {tok->track_a, tok->track_b})
+      if (tr >= 0)
+        timeline_.intervals.push_back(TrackInterval{tr, start, end, tok->label});
+  }
+  graveyard_.push_back(std::move(tok->activity));
+  switch (tok->what) {
+  case Cont::TASK_PART: {
+    Job& j = jobs_[static_cast<std::size_t>(tok->index)];
+    if (--j.parts == 0)
+      finish_task(j.rank, j.task);
+    break;
+  }
+  case Cont::COLL_FLOW: {
+    Collective& cl = colls_[static_cast<std::size_t>(tok->index)];
+    if (--cl.flows_left == 0)
+      phase_done(tok->index);
+    break;
+  }
+  case Cont::COLL_DELAY:
+    next_phase(tok->index);
+    break;
+  case Cont::TASK_DELAY:
+    task_data(tok->index);
+    break;
+  case Cont::TASK_STAGE:
+    memory_stage(tok->index);
+    break;
+  case Cont::COLL_FLOW_DELAY:
+    start_flows(flow_groups_[static_cast<std::size_t>(tok->index)]);
+    break;
+  case Cont::INTERFERENCE: // returned above; listed for -Wswitch, which a default would silence
+    break;
+  }
+  drain();
+}
+
+std::string StepReplay::stalled_collective() const
+{
+  for (const auto& cl : colls_)
+    if (cl.ready > 0 && cl.ready < static_cast<int>(timeline_.ranks.size()))
+      return ": '" + cl.name + "' was reached by " + std::to_string(cl.ready) + " of " +
+             std::to_string(timeline_.ranks.size()) + " ranks";
+  return "";
+}
+
+int StepReplay::track(const std::string& process, const std::string& name)
+{
+  if (!o_.record_tracks)
+    return -1;
+  const auto key = process + "\n" + name;
+  if (auto it = track_ids_.find(key); it != track_ids_.end())
+    return it->second;
+  const int id = static_cast<int>(timeline_.tracks.size());
+  timeline_.tracks.push_back(Track{process, name});
+  track_ids_.emplace(key, id);
+  return id;
+}
+
+Token& StepReplay::token(Cont what, int index, const std::string& label, int ta, int tb)
+{
+  tokens_.push_back(Token{what, index, ta, tb, o_.record_tracks ? label : std::string(), nullptr});
+  return tokens_.back();
+}
+
+void StepReplay::launch(Token& tok, sg4::ActivityPtr a)
+{
+  a->set_data(&tok);
+  tok.activity = std::move(a);
+  ++timeline_.activities;
+}
+
+sg4::ExecPtr StepReplay::exec(Token& tok, sg4::Host* h, double amount, int threads, double bound)
+{
+  sg4::ExecPtr x = sg4::Exec::init();
+  x->set_flops_amount(amount);
+  if (threads > 1)
+    x->set_thread_count(threads);
+  if (bound > 0)
+    x->set_bound(bound);
+  x->set_host(h);
+  if (x->get_state() == sg4::Activity::State::INITED)
+    x->start();
+  launch(tok, x);
+  return x;
+}
+
+void StepReplay::flow(Token& tok, sg4::Host* src, sg4::Host* dst, double bytes)
+{
+  // Hosts are set last: set_destination starts the communication (simgrid-notes.md §7.2).
+  sg4::CommPtr cm = sg4::Comm::sendto_init();
+  cm->set_payload_size(static_cast<std::uint64_t>(std::ceil(std::max(1.0, bytes)))); // a message is at least one byte
+  cm->set_source(src);
+  cm->set_destination(dst);
+  if (cm->get_state() == sg4::Activity::State::INITED)
+    cm->start();
+  launch(tok, cm);
+  ++timeline_.flows;
+}
+
+void StepReplay::drain()
+{
+  if (draining_)
+    return;
+  draining_ = true;
+  while (!ready_.empty()) {
+    auto [ri, t] = ready_.front();
+    ready_.pop_front();
+    start_task(ri, t);
+  }
+  draining_ = false;
+}
+
+void StepReplay::finish_task(int ri, TaskId t)
+{
+  const auto r = static_cast<std::size_t>(ri);
+  timeline_.ranks[r].times[static_cast<std::size_t>(t)].end = now();
+  done_[r][static_cast<std::size_t>(t)] = 1;
+  for (TaskId nx : succ_[r][static_cast<std::size_t>(t)])
+    if (--pending_[r][static_cast<std::size_t>(nx)] == 0)
+      ready_.emplace_back(ri, nx);
+}
+
+} // namespace zerosim::engine::replay
