@@ -148,38 +148,12 @@ core::Json run_json(const spec::Scenario& s, const run::RunResult& result)
   return j;
 }
 
-void write_run_summary(std::ostream& out, const spec::Scenario& s, const run::RunResult& result)
+namespace {
+
+/// The step's (or request's) figures: time, throughput, TFLOPs, MFU.
+void write_figures(std::ostream& out, const spec::Scenario& s, const metrics::RunMetrics& m)
 {
-  const workload::Workload& w = result.workload;
-  const metrics::RunMetrics& m = result.metrics;
-  const engine::Timeline& t = result.timeline;
-  const memory::MemoryReport& r = m.memory;
   char line[512];
-
-  if (!r.fits)
-    out << "DOES NOT FIT (" << unfit_tiers(r) << "): short by " << core::format_gib(r.shortfall_bytes) << " (rank "
-        << m.rank << ").\n\n";
-
-  out << s.name << "\n";
-  std::snprintf(line, sizeof line, "  %s, %lld parameters; %d GPUs (%d nodes x %d); %s\n", s.model.name.c_str(),
-                static_cast<long long>(w.params), s.cluster.total_gpus(), s.cluster.nodes, s.cluster.gpus_per_node,
-                parallelism_line(s).c_str());
-  out << line;
-  if (m.inference)
-    std::snprintf(line, sizeof line,
-                  "  inference: batch %d per GPU, prompt %d tokens, %d generated tokens per sequence, %s\n\n",
-                  s.inference.batch, s.inference.prompt_tokens, s.inference.generate_tokens,
-                  spec::to_string(s.training.precision));
-  else
-    std::snprintf(line, sizeof line, "  micro-batch %d x seq %d, grad_accum %d, global batch %lld, %s\n\n",
-                  s.training.micro_batch, s.training.seq_len, s.training.grad_accum,
-                  static_cast<long long>(s.training.global_batch), spec::to_string(s.training.precision));
-  out << line;
-
-  if (!r.fits) {
-    out << "To make it fit (the ladder, applied in order):\n" << ladder_lines(result.ladder) << "\n";
-  }
-
   if (m.inference) {
     const metrics::InferenceMetrics& im = *m.inference;
     std::snprintf(line, sizeof line, "  %-22s %s  (%d forward passes: the prompt's and %d decode)\n", "request time",
@@ -224,7 +198,12 @@ void write_run_summary(std::ostream& out, const spec::Scenario& s, const run::Ru
                   100 * m.mfu, 100 * m.hfu, spec::to_string(s.training.precision), m.peak_flops / 1e12);
     out << line;
   }
-  // The accuracy band of the scenario's group (docs/calibration.md §4), or why there is none.
+}
+
+/// The accuracy band of the scenario's group (docs/calibration.md §4), or why there is none.
+void write_accuracy(std::ostream& out, const spec::Scenario& s)
+{
+  char line[512];
   {
     const std::string group = spec::accuracy_group(s);
     const auto band = s.calibration.accuracy.find(group);
@@ -242,6 +221,12 @@ void write_run_summary(std::ostream& out, const spec::Scenario& s, const run::Ru
                     "accuracy", group.c_str(), s.calibration.path.c_str());
     out << line;
   }
+}
+
+/// Time to train and cost, when the scenario gives their inputs.
+void write_time_and_cost(std::ostream& out, const spec::Scenario& s, const metrics::RunMetrics& m)
+{
+  char line[512];
   if (m.time_to_train_s) {
     std::snprintf(line, sizeof line, "  %-22s %.4g s (%.2f days) for %.4g tokens\n", "time to train",
                   *m.time_to_train_s, *m.time_to_train_s / 86400, *s.training.total_tokens);
@@ -257,7 +242,13 @@ void write_run_summary(std::ostream& out, const spec::Scenario& s, const run::Ru
     std::snprintf(line, sizeof line, " (at %.4g per GPU-hour)\n", *s.price_per_gpu_hour);
     out << line;
   }
+}
 
+/// Peak memory: the reported rank's tiers, and the device-time view beside them.
+void write_memory(std::ostream& out, const metrics::RunMetrics& m)
+{
+  const memory::MemoryReport& r = m.memory;
+  char line[512];
   if (m.rank == m.timeline_rank)
     std::snprintf(line, sizeof line, "\nPeak memory (rank %d; torch's count, host order: at '%s', issued at %s)\n",
                   m.rank, r.peak_task.c_str(), format_seconds(m.peak_time_s).c_str());
@@ -277,7 +268,12 @@ void write_run_summary(std::ostream& out, const spec::Scenario& s, const run::Ru
                 : q.gpu == r.gpu          ? ", the same peak"
                                           : "; streams overlap");
   out << line;
+}
 
+/// The time breakdown, the replay's shape and the warnings.
+void write_breakdown_and_replay(std::ostream& out, const metrics::RunMetrics& m, const engine::Timeline& t)
+{
+  char line[512];
   std::snprintf(line, sizeof line,
                 "\nTime breakdown (rank %d; each instant to one key: compute > optimizer > exposed_comm > "
                 "exposed_pcie > exposed_nvme > idle)\n",
@@ -305,6 +301,48 @@ void write_run_summary(std::ostream& out, const spec::Scenario& s, const run::Ru
     for (const auto& text : m.warnings)
       out << "  " << text << "\n";
   }
+}
+
+} // namespace
+
+void write_run_summary(std::ostream& out, const spec::Scenario& s, const run::RunResult& result)
+{
+  const workload::Workload& w = result.workload;
+  const metrics::RunMetrics& m = result.metrics;
+  const engine::Timeline& t = result.timeline;
+  const memory::MemoryReport& r = m.memory;
+  char line[512];
+
+  if (!r.fits)
+    out << "DOES NOT FIT (" << unfit_tiers(r) << "): short by " << core::format_gib(r.shortfall_bytes) << " (rank "
+        << m.rank << ").\n\n";
+
+  out << s.name << "\n";
+  std::snprintf(line, sizeof line, "  %s, %lld parameters; %d GPUs (%d nodes x %d); %s\n", s.model.name.c_str(),
+                static_cast<long long>(w.params), s.cluster.total_gpus(), s.cluster.nodes, s.cluster.gpus_per_node,
+                parallelism_line(s).c_str());
+  out << line;
+  if (m.inference)
+    std::snprintf(line, sizeof line,
+                  "  inference: batch %d per GPU, prompt %d tokens, %d generated tokens per sequence, %s\n\n",
+                  s.inference.batch, s.inference.prompt_tokens, s.inference.generate_tokens,
+                  spec::to_string(s.training.precision));
+  else
+    std::snprintf(line, sizeof line, "  micro-batch %d x seq %d, grad_accum %d, global batch %lld, %s\n\n",
+                  s.training.micro_batch, s.training.seq_len, s.training.grad_accum,
+                  static_cast<long long>(s.training.global_batch), spec::to_string(s.training.precision));
+  out << line;
+
+  if (!r.fits) {
+    out << "To make it fit (the ladder, applied in order):\n" << ladder_lines(result.ladder) << "\n";
+  }
+
+  write_figures(out, s, m);
+  write_accuracy(out, s);
+  write_time_and_cost(out, s, m);
+
+  write_memory(out, m);
+  write_breakdown_and_replay(out, m, t);
 }
 
 const char* stream_name(spec::Stream st)
