@@ -475,13 +475,14 @@ Plan make_plan(const std::string& scenario, const std::vector<std::string>& sets
   return p;
 }
 
-int run_sweep(const Plan& plan, const SweepOptions& options, std::ostream& out, std::ostream& err)
+namespace {
+
+/// The sweep's folder made ready: with --resume, the plan checked against the one there and the finished points'
+/// records read (a torn last line dropped and said); otherwise a fresh folder with an empty JSON-lines file.
+std::vector<LineRef> prepare_dir(const Plan& plan, const fs::path& dir, bool resume, std::ostream& err)
 {
-  const Grid grid = plan.grid();
-  const fs::path dir = options.out_dir.empty() ? fs::path(fs::path(plan.scenario).stem().string() + ".sweep")
-                                               : fs::path(options.out_dir);
-  std::vector<LineRef> refs; // the records kept from before (--resume)
-  if (options.resume) {
+  std::vector<LineRef> refs;
+  if (resume) {
     const Plan before = read_plan(dir, "sweep --resume");
     if (const std::string d = plan_difference(before, plan, false); !d.empty())
       throw core::InputError("sweep --resume: " + dir.string() + " holds a different sweep: its " + d +
@@ -499,6 +500,64 @@ int run_sweep(const Plan& plan, const SweepOptions& options, std::ostream& out, 
     check_fresh(dir, "sweep");
     write_file(dir / JSONL_FILE, "");
   }
+  return refs;
+}
+
+/// The record of a point from its worker's outcome (a payload that is not JSON makes it a failed point).
+Record record_of(const Grid& grid, std::uint64_t item, const core::WorkOutcome& o)
+{
+  Record r;
+  r.point = item;
+  r.values = grid.point(item);
+  r.status = status_text(o.status);
+  r.message = o.message;
+  r.wall_s = o.wall_s;
+  if (o.status == core::WorkStatus::DONE) {
+    try {
+      r.result = Json::parse(o.payload);
+    } catch (const Json::exception& e) {
+      r.status = "failed";
+      r.message = std::string("the worker's result is not JSON: ") + e.what();
+    }
+  }
+  return r;
+}
+
+/// Where a sweep stands after a point.
+struct Progress {
+  std::uint64_t finished = 0;
+  std::uint64_t to_run = 0;
+  int failed = 0;
+  double elapsed_s = 0;
+};
+
+/// The progress after a point, on standard error: a bar with an ETA on a terminal, a plain line otherwise.
+void progress(std::ostream& err, bool terminal, const Record& r, const Progress& p)
+{
+  const double eta = p.elapsed_s / static_cast<double>(p.finished) * static_cast<double>(p.to_run - p.finished);
+  const std::string counts =
+      std::to_string(p.finished) + "/" + std::to_string(p.to_run) + " points, " + std::to_string(p.failed) + " failed";
+  if (terminal) {
+    constexpr int WIDTH = 30;
+    const int filled = static_cast<int>(WIDTH * static_cast<double>(p.finished) / static_cast<double>(p.to_run));
+    err << "\rsweep [" << std::string(static_cast<std::size_t>(filled), '#')
+        << std::string(static_cast<std::size_t>(WIDTH - filled), '.') << "] " << counts << ", ETA "
+        << duration_text(eta) << "   " << (p.finished == p.to_run ? "\n" : "");
+  } else {
+    err << "sweep: point " << r.point << " " << r.status << " (" << duration_text(r.wall_s) << "); " << counts
+        << ", ETA " << duration_text(eta) << "\n";
+  }
+  err.flush();
+}
+
+} // namespace
+
+int run_sweep(const Plan& plan, const SweepOptions& options, std::ostream& out, std::ostream& err)
+{
+  const Grid grid = plan.grid();
+  const fs::path dir = options.out_dir.empty() ? fs::path(fs::path(plan.scenario).stem().string() + ".sweep")
+                                               : fs::path(options.out_dir);
+  std::vector<LineRef> refs = prepare_dir(plan, dir, options.resume, err); // the records kept from before
   write_file(dir / PLAN_FILE, plan.to_json().dump(2) + "\n");
   // The files in point order, the torn line gone; the csv's columns so far.
   std::vector<std::string> columns;
@@ -554,20 +613,7 @@ int run_sweep(const Plan& plan, const SweepOptions& options, std::ostream& out, 
   };
   core::WorkFunction work = [&](std::size_t item) { return options.simulate(plan, grid.sets(item)); };
   core::WorkDone on_done = [&](std::size_t item, const core::WorkOutcome& o) {
-    Record r;
-    r.point = item;
-    r.values = grid.point(item);
-    r.status = status_text(o.status);
-    r.message = o.message;
-    r.wall_s = o.wall_s;
-    if (o.status == core::WorkStatus::DONE) {
-      try {
-        r.result = Json::parse(o.payload);
-      } catch (const Json::exception& e) {
-        r.status = "failed";
-        r.message = std::string("the worker's result is not JSON: ") + e.what();
-      }
-    }
+    const Record r = record_of(grid, item, o);
     failed += r.done() ? 0 : 1;
     ++ran;
     jsonl << jsonl_line(plan, r);
@@ -590,20 +636,7 @@ int run_sweep(const Plan& plan, const SweepOptions& options, std::ostream& out, 
     csv.flush();
     ++finished;
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const double eta = elapsed / static_cast<double>(finished) * static_cast<double>(to_run - finished);
-    const std::string counts =
-        std::to_string(finished) + "/" + std::to_string(to_run) + " points, " + std::to_string(failed) + " failed";
-    if (options.terminal) {
-      constexpr int WIDTH = 30;
-      const int filled = static_cast<int>(WIDTH * static_cast<double>(finished) / static_cast<double>(to_run));
-      err << "\rsweep [" << std::string(static_cast<std::size_t>(filled), '#')
-          << std::string(static_cast<std::size_t>(WIDTH - filled), '.') << "] " << counts << ", ETA "
-          << duration_text(eta) << "   " << (finished == to_run ? "\n" : "");
-    } else {
-      err << "sweep: point " << item << " " << r.status << " (" << duration_text(r.wall_s) << "); " << counts
-          << ", ETA " << duration_text(eta) << "\n";
-    }
-    err.flush();
+    progress(err, options.terminal, r, Progress{finished, to_run, failed, elapsed});
   };
   if (options.execute) {
     options.execute(next, work, on_done);
