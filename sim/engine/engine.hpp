@@ -7,7 +7,7 @@
 
 #include "collectives/nccl.hpp"
 #include "engine/timeline.hpp"
-#include "schedule/zero_schedule.hpp"
+#include "schedule/step_graph.hpp"
 #include "spec/scenario_spec.hpp"
 #include "workload/transformer.hpp"
 

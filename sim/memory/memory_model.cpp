@@ -1,7 +1,7 @@
 #include "memory/memory_model.hpp"
 
 #include "core/error.hpp"
-#include "schedule/zero_schedule.hpp"
+#include "schedule/step_graph.hpp"
 #include "workload/transformer.hpp"
 
 #include <algorithm>

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "schedule/schedule_builder.hpp"
-#include "schedule/zero_schedule.hpp"
+#include "schedule/step_graph.hpp"
 
 #include <vector>
 

@@ -12,7 +12,7 @@
 #include "config/scenario_loader.hpp"
 #include "report/run_report.hpp"
 #include "run/run_scenario.hpp"
-#include "schedule/zero_schedule.hpp"
+#include "schedule/step_graph.hpp"
 #include "spec/task_graph.hpp"
 #include "sweep/sweep.hpp"
 #include "workload/transformer.hpp"

@@ -10,7 +10,7 @@
 #include "config/scenario_loader.hpp"
 #include "core/error.hpp"
 #include "schedule/schedule_builder.hpp"
-#include "schedule/zero_schedule.hpp"
+#include "schedule/step_graph.hpp"
 #include "workload/transformer.hpp"
 
 #include <Eigen/Dense>

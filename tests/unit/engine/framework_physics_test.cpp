@@ -3,7 +3,7 @@
 // docs/fsdp.md. Ψ is the model's parameter count; N the data-parallel degree.
 #include "collectives/nccl.hpp"
 #include "config/scenario_loader.hpp"
-#include "schedule/zero_schedule.hpp"
+#include "schedule/step_graph.hpp"
 #include "workload/transformer.hpp"
 
 #include <doctest/doctest.h>

@@ -1,7 +1,7 @@
 // analyze_memory and climb_ladder over the real workload and schedule of a small GPT on one node.
 #include "memory/memory_model.hpp"
 
-#include "schedule/zero_schedule.hpp"
+#include "schedule/step_graph.hpp"
 #include "workload/transformer.hpp"
 
 #include <doctest/doctest.h>

@@ -4,7 +4,7 @@
 #include "run/run_scenario.hpp"
 
 #include "core/error.hpp"
-#include "schedule/zero_schedule.hpp"
+#include "schedule/step_graph.hpp"
 #include "timeline_fixture.hpp"
 
 #include <doctest/doctest.h>

@@ -157,7 +157,7 @@ TEST_SUITE("schedule")
   TEST_CASE("inference: sampled decode passes are evenly spaced from the first to the last")
   {
     spec::Scenario s = bloom();
-    // D = 31 decode passes, K = 16: 1 + round(i·30/15) = 1, 3, ..., 31 (schedule/zero_schedule.hpp).
+    // D = 31 decode passes, K = 16: 1 + round(i·30/15) = 1, 3, ..., 31 (schedule/step_graph.hpp).
     const std::vector<int> p = inference_graph_passes(s, 16);
     REQUIRE(p.size() == 17);
     CHECK(p.front() == 0);

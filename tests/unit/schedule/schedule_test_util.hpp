@@ -2,7 +2,7 @@
 // the workload component), and readers of the task graph.
 #pragma once
 
-#include "schedule/zero_schedule.hpp"
+#include "schedule/step_graph.hpp"
 #include "spec/scenario_spec.hpp"
 #include "spec/task_graph.hpp"
 #include "workload/transformer.hpp"

@@ -4,7 +4,7 @@
 #include "config/scenario_loader.hpp"
 #include "engine/engine.hpp"
 #include "schedule/stage3_fetch.hpp"
-#include "schedule/zero_schedule.hpp"
+#include "schedule/step_graph.hpp"
 #include "workload/transformer.hpp"
 
 #include <doctest/doctest.h>

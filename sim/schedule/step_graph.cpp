@@ -1,5 +1,5 @@
 // Dispatch: check that the scenario is one this version models, then hand it to the stage builder.
-#include "schedule/zero_schedule.hpp"
+#include "schedule/step_graph.hpp"
 
 #include "core/error.hpp"
 #include "schedule/inference.hpp"
