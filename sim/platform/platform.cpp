@@ -77,6 +77,106 @@ struct NodeParts {
   sg4::Link* nvme_write = nullptr;           // devices x write
 };
 
+/// The hosts and links of node `n` (its CPU and DRAM, PCIe switches, GPUs, NVLink, NICs, fabric uplink, NVMe volume)
+/// and the routes between its CPU and DRAM.
+NodeParts build_node(sg4::NetZone* zone, const spec::ClusterSpec& c, double cpu_core_flops, int n, int switches,
+                     std::unordered_map<const sg4::Link*, double>& link_latency_)
+{
+  const spec::NodeSpec& nd = c.node;
+  const int G = c.gpus_per_node;
+  const int nics = c.network.nics_per_node;
+  NodeParts p;
+  const std::string pre = nid(n) + ".";
+  // Host CPU: its cores at the rate CPU work is counted in (PlatformOptions::cpu_core_flops), and DRAM as a SHARED
+  // link (one capacity for reads and writes together) that CPU work and every DMA into host memory cross.
+  p.cpu = zone->create_host(pre + "cpu", cpu_core_flops)->set_core_count(std::max(1, nd.cpu.cores))->seal();
+  p.dram = zone->create_host(pre + "dram", WORK_UNITS_PER_SECOND)->seal();
+  p.dram_link = zone->create_link(pre + "dram", nd.cpu.memory_bandwidth_Bps)
+                    ->set_sharing_policy(sg4::Link::SharingPolicy::SHARED)
+                    ->seal();
+  zone->add_route(p.cpu->get_netpoint(), p.dram->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(p.dram_link)},
+                  true);
+  for (int s = 0; s < switches; ++s)
+    p.uplink.push_back(
+        duplex(zone, pre + "pcie_switch" + std::to_string(s), nd.pcie.switch_uplink_Bps, 0, link_latency_));
+  for (int g = 0; g < G; ++g) {
+    p.gpus.push_back(zone->create_host(pre + "gpu" + std::to_string(g), WORK_UNITS_PER_SECOND)->seal());
+    p.gpu_memories.push_back(
+        zone->create_host(pre + "gpu" + std::to_string(g) + "_memory", WORK_UNITS_PER_SECOND)->seal());
+    p.pcie.push_back(
+        duplex(zone, pre + "pcie_gpu" + std::to_string(g), nd.pcie.bandwidth_Bps, nd.pcie.latency_s, link_latency_));
+    p.gpu_switch.push_back(std::min(switches - 1, g / std::max(1, nd.pcie.gpus_per_switch)));
+    if (nd.nvlink.present)
+      p.nvlink.push_back(duplex(zone, pre + "nvlink_gpu" + std::to_string(g), nd.nvlink.bandwidth_Bps,
+                                nd.nvlink.latency_s, link_latency_));
+  }
+  // NICs hang off the PCIe switches in order (scenario-format.md); each side of a NIC-to-NIC hop carries half
+  // of the one-way latency of cluster.network.latency.
+  for (int k = 0; k < nics; ++k) {
+    p.nic.push_back(duplex(zone, pre + "nic" + std::to_string(k), c.network.nic_bandwidth_Bps, c.network.latency_s / 2,
+                           link_latency_));
+    p.nic_switch.push_back(std::min(switches - 1, k * switches / std::max(1, nics)));
+  }
+  if (c.network.oversubscription > 1 && nics > 0)
+    p.fabric = duplex(zone, pre + "fabric_uplink", nics * c.network.nic_bandwidth_Bps / c.network.oversubscription, 0,
+                      link_latency_);
+  // NVMe: DeepSpeed's nvme_path is a RAID-0 volume of every drive (DGX /raid), so every transfer is striped
+  // evenly over all drives: the drives' media are two links of their summed bandwidth, one read and one
+  // write (a drive reads and writes at different rates), and their PCIe links one link of their summed
+  // bandwidth into host memory. Links, not SimGrid disks: SimGrid 3.32 turns quadratic in the number of
+  // activities when disk I/O and network flows are mixed (docs/engine.md "NVMe"), and a flow over these
+  // links is the same max-min problem.
+  if (nd.nvme.devices > 0) {
+    const std::string name = pre + "nvme_raid0";
+    p.nvme = zone->create_host(name, WORK_UNITS_PER_SECOND)->seal();
+    p.nvme_read = zone->create_link(name + ".media_read", nd.nvme.devices * nd.nvme.read_Bps)
+                      ->set_sharing_policy(sg4::Link::SharingPolicy::SHARED)
+                      ->seal();
+    p.nvme_write = zone->create_link(name + ".media_write", nd.nvme.devices * nd.nvme.write_Bps)
+                       ->set_sharing_policy(sg4::Link::SharingPolicy::SHARED)
+                       ->seal();
+    p.nvme_link = duplex(zone, name + ".pcie", nd.nvme.devices * std::max(nd.nvme.read_Bps, nd.nvme.write_Bps),
+                         nd.pcie.latency_s, link_latency_);
+  }
+  return p;
+}
+
+/// The routes inside a node: each GPU to host memory, GPU to GPU (NVLink, or PCIe through the switches), and the
+/// NVMe volume to and from DRAM.
+void add_node_routes(sg4::NetZone* zone, const spec::NodeSpec& nd, int G, const NodeParts& p)
+{
+  for (int g = 0; g < G; ++g) {
+    const auto gs = static_cast<std::size_t>(g);
+    auto* sw = p.uplink[static_cast<std::size_t>(p.gpu_switch[gs])];
+    // GPU <-> host memory: the GPU's link, its switch's uplink, DRAM.
+    zone->add_route(p.gpus[gs]->get_netpoint(), p.cpu->get_netpoint(), nullptr, nullptr,
+                    {{p.pcie[gs], Dir::UP}, {sw, Dir::UP}, sg4::LinkInRoute(p.dram_link)}, true);
+    for (int h = g + 1; h < G; ++h) {
+      const auto hs = static_cast<std::size_t>(h);
+      std::vector<sg4::LinkInRoute> r;
+      if (nd.nvlink.present) {
+        // NVSwitch (or direct NVLink) is non-blocking: only the two GPUs' NVLink bandwidth bounds a flow.
+        r = {{p.nvlink[gs], Dir::UP}, {p.nvlink[hs], Dir::DOWN}};
+      } else {
+        r.push_back({p.pcie[gs], Dir::UP});
+        if (p.gpu_switch[gs] != p.gpu_switch[hs]) {
+          r.push_back({sw, Dir::UP});
+          r.push_back({p.uplink[static_cast<std::size_t>(p.gpu_switch[hs])], Dir::DOWN});
+        }
+        r.push_back({p.pcie[hs], Dir::DOWN});
+      }
+      zone->add_route(p.gpus[gs]->get_netpoint(), p.gpus[hs]->get_netpoint(), nullptr, nullptr, r, true);
+    }
+  }
+  if (p.nvme != nullptr) {
+    // Reads: media -> the drives' PCIe -> DRAM; writes the other way, onto the write media link.
+    zone->add_route(p.nvme->get_netpoint(), p.cpu->get_netpoint(), nullptr, nullptr,
+                    {sg4::LinkInRoute(p.nvme_read), {p.nvme_link, Dir::UP}, sg4::LinkInRoute(p.dram_link)}, false);
+    zone->add_route(p.cpu->get_netpoint(), p.nvme->get_netpoint(), nullptr, nullptr,
+                    {sg4::LinkInRoute(p.dram_link), {p.nvme_link, Dir::DOWN}, sg4::LinkInRoute(p.nvme_write)}, false);
+  }
+}
+
 } // namespace
 
 Platform::Platform(const spec::ClusterSpec& c, const PlatformOptions& o)
@@ -94,90 +194,8 @@ Platform::Platform(const spec::ClusterSpec& c, const PlatformOptions& o)
 
   for (int n = 0; n < nodes_built; ++n) {
     NodeParts& p = parts[static_cast<std::size_t>(n)];
-    const std::string pre = nid(n) + ".";
-    // Host CPU: its cores at the rate CPU work is counted in (PlatformOptions::cpu_core_flops), and DRAM as a SHARED
-    // link (one capacity for reads and writes together) that CPU work and every DMA into host memory cross.
-    p.cpu = zone->create_host(pre + "cpu", o.cpu_core_flops)->set_core_count(std::max(1, nd.cpu.cores))->seal();
-    p.dram = zone->create_host(pre + "dram", WORK_UNITS_PER_SECOND)->seal();
-    p.dram_link = zone->create_link(pre + "dram", nd.cpu.memory_bandwidth_Bps)
-                      ->set_sharing_policy(sg4::Link::SharingPolicy::SHARED)
-                      ->seal();
-    zone->add_route(p.cpu->get_netpoint(), p.dram->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(p.dram_link)},
-                    true);
-    for (int s = 0; s < switches; ++s)
-      p.uplink.push_back(
-          duplex(zone, pre + "pcie_switch" + std::to_string(s), nd.pcie.switch_uplink_Bps, 0, link_latency_));
-    for (int g = 0; g < G; ++g) {
-      p.gpus.push_back(zone->create_host(pre + "gpu" + std::to_string(g), WORK_UNITS_PER_SECOND)->seal());
-      p.gpu_memories.push_back(
-          zone->create_host(pre + "gpu" + std::to_string(g) + "_memory", WORK_UNITS_PER_SECOND)->seal());
-      p.pcie.push_back(
-          duplex(zone, pre + "pcie_gpu" + std::to_string(g), nd.pcie.bandwidth_Bps, nd.pcie.latency_s, link_latency_));
-      p.gpu_switch.push_back(std::min(switches - 1, g / std::max(1, nd.pcie.gpus_per_switch)));
-      if (nd.nvlink.present)
-        p.nvlink.push_back(duplex(zone, pre + "nvlink_gpu" + std::to_string(g), nd.nvlink.bandwidth_Bps,
-                                  nd.nvlink.latency_s, link_latency_));
-    }
-    // NICs hang off the PCIe switches in order (scenario-format.md); each side of a NIC-to-NIC hop carries half
-    // of the one-way latency of cluster.network.latency.
-    for (int k = 0; k < nics; ++k) {
-      p.nic.push_back(duplex(zone, pre + "nic" + std::to_string(k), c.network.nic_bandwidth_Bps,
-                             c.network.latency_s / 2, link_latency_));
-      p.nic_switch.push_back(std::min(switches - 1, k * switches / std::max(1, nics)));
-    }
-    if (c.network.oversubscription > 1 && nics > 0)
-      p.fabric = duplex(zone, pre + "fabric_uplink", nics * c.network.nic_bandwidth_Bps / c.network.oversubscription, 0,
-                        link_latency_);
-    // NVMe: DeepSpeed's nvme_path is a RAID-0 volume of every drive (DGX /raid), so every transfer is striped
-    // evenly over all drives: the drives' media are two links of their summed bandwidth, one read and one
-    // write (a drive reads and writes at different rates), and their PCIe links one link of their summed
-    // bandwidth into host memory. Links, not SimGrid disks: SimGrid 3.32 turns quadratic in the number of
-    // activities when disk I/O and network flows are mixed (docs/engine.md "NVMe"), and a flow over these
-    // links is the same max-min problem.
-    if (nd.nvme.devices > 0) {
-      const std::string name = pre + "nvme_raid0";
-      p.nvme = zone->create_host(name, WORK_UNITS_PER_SECOND)->seal();
-      p.nvme_read = zone->create_link(name + ".media_read", nd.nvme.devices * nd.nvme.read_Bps)
-                        ->set_sharing_policy(sg4::Link::SharingPolicy::SHARED)
-                        ->seal();
-      p.nvme_write = zone->create_link(name + ".media_write", nd.nvme.devices * nd.nvme.write_Bps)
-                         ->set_sharing_policy(sg4::Link::SharingPolicy::SHARED)
-                         ->seal();
-      p.nvme_link = duplex(zone, name + ".pcie", nd.nvme.devices * std::max(nd.nvme.read_Bps, nd.nvme.write_Bps),
-                           nd.pcie.latency_s, link_latency_);
-    }
-
-    // Routes inside the node.
-    for (int g = 0; g < G; ++g) {
-      const auto gs = static_cast<std::size_t>(g);
-      auto* sw = p.uplink[static_cast<std::size_t>(p.gpu_switch[gs])];
-      // GPU <-> host memory: the GPU's link, its switch's uplink, DRAM.
-      zone->add_route(p.gpus[gs]->get_netpoint(), p.cpu->get_netpoint(), nullptr, nullptr,
-                      {{p.pcie[gs], Dir::UP}, {sw, Dir::UP}, sg4::LinkInRoute(p.dram_link)}, true);
-      for (int h = g + 1; h < G; ++h) {
-        const auto hs = static_cast<std::size_t>(h);
-        std::vector<sg4::LinkInRoute> r;
-        if (nd.nvlink.present) {
-          // NVSwitch (or direct NVLink) is non-blocking: only the two GPUs' NVLink bandwidth bounds a flow.
-          r = {{p.nvlink[gs], Dir::UP}, {p.nvlink[hs], Dir::DOWN}};
-        } else {
-          r.push_back({p.pcie[gs], Dir::UP});
-          if (p.gpu_switch[gs] != p.gpu_switch[hs]) {
-            r.push_back({sw, Dir::UP});
-            r.push_back({p.uplink[static_cast<std::size_t>(p.gpu_switch[hs])], Dir::DOWN});
-          }
-          r.push_back({p.pcie[hs], Dir::DOWN});
-        }
-        zone->add_route(p.gpus[gs]->get_netpoint(), p.gpus[hs]->get_netpoint(), nullptr, nullptr, r, true);
-      }
-    }
-    if (p.nvme != nullptr) {
-      // Reads: media -> the drives' PCIe -> DRAM; writes the other way, onto the write media link.
-      zone->add_route(p.nvme->get_netpoint(), p.cpu->get_netpoint(), nullptr, nullptr,
-                      {sg4::LinkInRoute(p.nvme_read), {p.nvme_link, Dir::UP}, sg4::LinkInRoute(p.dram_link)}, false);
-      zone->add_route(p.cpu->get_netpoint(), p.nvme->get_netpoint(), nullptr, nullptr,
-                      {sg4::LinkInRoute(p.dram_link), {p.nvme_link, Dir::DOWN}, sg4::LinkInRoute(p.nvme_write)}, false);
-    }
+    p = build_node(zone, c, o.cpu_core_flops, n, switches, link_latency_);
+    add_node_routes(zone, nd, G, p);
     nvmes_.push_back(p.nvme);
     gpus_.push_back(p.gpus);
     gpu_memories_.push_back(p.gpu_memories);
