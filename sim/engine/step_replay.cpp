@@ -94,6 +94,16 @@ StepReplay::StepReplay(const spec::Scenario& s, const workload::Workload& w, con
       r.times.assign(r.graph.tasks.size(), TaskTime{});
       timeline_.ranks.push_back(std::move(r));
     }
+  prepare_tasks(s, w);
+}
+
+/// Per simulated rank, before SimGrid runs: every task's duration (a compute task's computed once per phase, layer
+/// and work), CPU work and NVMe request latency; each collective's ordinal, checked against rank 0's calls (NCCL
+/// matches calls by issue order); each task's predecessors (its dependencies, its stream's previous task and, with
+/// one communicator per group, the group's previous collective).
+void StepReplay::prepare_tasks(const spec::Scenario& s, const workload::Workload& w)
+{
+  const spec::ClusterSpec& c = s.cluster;
   const std::size_t R = timeline_.ranks.size();
   duration_.resize(R);
   sm_duration_.resize(R);

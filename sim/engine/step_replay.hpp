@@ -97,6 +97,8 @@ public:
   void on_complete(const sg4::Activity& a);
 
 private:
+  /// Durations, collective ordinals and predecessors of every simulated task (step_replay.cpp).
+  void prepare_tasks(const spec::Scenario& s, const workload::Workload& w);
   /// The first collective that started on some ranks but not all (for the stall message).
   std::string stalled_collective() const;
 
