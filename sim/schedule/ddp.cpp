@@ -91,6 +91,78 @@ Task step_pass(std::string name, std::int64_t elements, double bytes_per_elem, d
 
 } // namespace
 
+namespace {
+
+/// DDP's gradient buckets (reducer.cpp compute_bucket_assignment_by_size, rebuild_buckets; distributed.py
+/// _ddp_init_helper) with the layer after whose backward each is all-reduced, and each bucket's flat `gradients`
+/// tensor as a resident buffer.
+std::vector<DdpBucket> ddp_buckets(Builder& b, const spec::DdpSpec& d, int nl, int bp, bool find_unused, bool view)
+{
+  std::vector<DdpBucket> buckets;
+  const std::int64_t cap = cap_bytes(d.bucket_cap_mb);
+  const std::int64_t first = cap_bytes(d.first_bucket_cap_mb);
+  std::vector<int> ready; // gradient-ready order: layers in reverse, tensors in reverse inside a layer
+  for (int l = nl - 1; l >= 0; --l) {
+    const auto& lp = b.layer_params[static_cast<std::size_t>(l)];
+    ready.insert(ready.end(), lp.rbegin(), lp.rend());
+  }
+  if (find_unused) {
+    // No rebuild: the construction-time buckets, forward order with [first, cap], reversed.
+    std::vector<int> fwd(b.params.size());
+    for (std::size_t i = 0; i < fwd.size(); ++i)
+      fwd[i] = static_cast<int>(i);
+    buckets = assign_buckets(b, fwd, first, cap, bp);
+    std::reverse(buckets.begin(), buckets.end());
+  } else if (b.first_step) {
+    // The first iteration runs on the construction-time assignment, limits [sys.maxsize]: one bucket.
+    const std::int64_t all = std::numeric_limits<std::int64_t>::max();
+    buckets = assign_buckets(b, ready, all, all, bp);
+  } else {
+    buckets = assign_buckets(b, ready, first, cap, bp); // rebuilt in gradient-ready order
+  }
+  // A bucket is complete once its lowest layer's backward is done; buckets launch strictly in order.
+  int prev = nl;
+  for (DdpBucket& bk : buckets) {
+    int low = nl;
+    for (int pi : bk.params)
+      low = std::min(low, b.params[static_cast<std::size_t>(pi)].layer);
+    bk.launch_layer = std::min(low, prev);
+    prev = bk.launch_layer;
+  }
+  // Each bucket's flat `gradients` tensor (initialize_buckets), alive across steps; with
+  // gradient_as_bucket_view it is where param.grad lives.
+  for (std::size_t i = 0; i < buckets.size(); ++i)
+    b.resident("ddp_bucket." + std::to_string(i), Device::GPU, view ? MemCategory::GRADS : MemCategory::BUFFERS,
+               buckets[i].bytes);
+  return buckets;
+}
+
+/// The step. bf16/fp16: the 16-bit grads cast into fp32 for the master; fp16 / amp_fp16: the scaler's unscale and
+/// inf check, whose .item() the host waits for (GradScaler._maybe_opt_step); torch.optim over Ψ fp32 elements;
+/// the gradients freed by zero_grad(set_to_none=True).
+void ddp_step(Builder& b, std::int64_t psi, int bp, bool lowp, bool scaler, const std::vector<BufferId>& grads)
+{
+  BufferId fp32_grads = -1;
+  if (lowp) {
+    const TaskId cast = b.add(step_pass("step.grads_to_fp32", psi, bp + 4.0, 0));
+    fp32_grads = b.transient("step.fp32_grads", Device::GPU, MemCategory::BUFFERS, psi * 4);
+    b.alloc_on(cast, fp32_grads);
+  }
+  if (scaler)
+    b.host_wait(b.add(step_pass("step.grad_scaler.unscale", psi, UNSCALE_BYTES_PER_ELEM, UNSCALE_FLOPS_PER_ELEM)));
+  std::int64_t largest = 0; // every parameter whole: the largest is the single-tensor step's temporary
+  for (const ParamInfo& pi : b.params)
+    largest = std::max(largest, pi.numel);
+  const TaskId opt = b.torch_optimizer("step.optimizer", psi, largest);
+  b.free_on(opt, fp32_grads);
+  for (BufferId gb : grads)
+    b.free_on(opt, gb); // zero_grad(set_to_none=True)
+  if (lowp)
+    b.add(step_pass("step.master_to_params", psi, 4.0 + bp, 0));
+}
+
+} // namespace
+
 void build_ddp(Builder& b)
 {
   const spec::DdpSpec& d = b.s.ddp;
@@ -123,43 +195,8 @@ void build_ddp(Builder& b)
 
   // Buckets (reducer.cpp compute_bucket_assignment_by_size, rebuild_buckets; distributed.py _ddp_init_helper).
   std::vector<DdpBucket> buckets;
-  if (ddp) {
-    const std::int64_t cap = cap_bytes(d.bucket_cap_mb);
-    const std::int64_t first = cap_bytes(d.first_bucket_cap_mb);
-    std::vector<int> ready; // gradient-ready order: layers in reverse, tensors in reverse inside a layer
-    for (int l = nl - 1; l >= 0; --l) {
-      const auto& lp = b.layer_params[static_cast<std::size_t>(l)];
-      ready.insert(ready.end(), lp.rbegin(), lp.rend());
-    }
-    if (find_unused) {
-      // No rebuild: the construction-time buckets, forward order with [first, cap], reversed.
-      std::vector<int> fwd(b.params.size());
-      for (std::size_t i = 0; i < fwd.size(); ++i)
-        fwd[i] = static_cast<int>(i);
-      buckets = assign_buckets(b, fwd, first, cap, bp);
-      std::reverse(buckets.begin(), buckets.end());
-    } else if (b.first_step) {
-      // The first iteration runs on the construction-time assignment, limits [sys.maxsize]: one bucket.
-      const std::int64_t all = std::numeric_limits<std::int64_t>::max();
-      buckets = assign_buckets(b, ready, all, all, bp);
-    } else {
-      buckets = assign_buckets(b, ready, first, cap, bp); // rebuilt in gradient-ready order
-    }
-    // A bucket is complete once its lowest layer's backward is done; buckets launch strictly in order.
-    int prev = nl;
-    for (DdpBucket& bk : buckets) {
-      int low = nl;
-      for (int pi : bk.params)
-        low = std::min(low, b.params[static_cast<std::size_t>(pi)].layer);
-      bk.launch_layer = std::min(low, prev);
-      prev = bk.launch_layer;
-    }
-    // Each bucket's flat `gradients` tensor (initialize_buckets), alive across steps; with
-    // gradient_as_bucket_view it is where param.grad lives.
-    for (std::size_t i = 0; i < buckets.size(); ++i)
-      b.resident("ddp_bucket." + std::to_string(i), Device::GPU, view ? MemCategory::GRADS : MemCategory::BUFFERS,
-                 buckets[i].bytes);
-  }
+  if (ddp)
+    buckets = ddp_buckets(b, d, nl, bp, find_unused, view);
   std::vector<std::vector<int>> launched_at(static_cast<std::size_t>(nl));
   for (std::size_t i = 0; i < buckets.size(); ++i)
     launched_at[static_cast<std::size_t>(buckets[i].launch_layer)].push_back(static_cast<int>(i));
@@ -272,25 +309,7 @@ void build_ddp(Builder& b)
     b.compute_waits_for(last_ar);
   }
 
-  // Step. bf16/fp16: the 16-bit grads cast into fp32 for the master; fp16 / amp_fp16: the scaler's unscale and
-  // inf check, whose .item() the host waits for (GradScaler._maybe_opt_step); torch.optim over Ψ fp32 elements.
-  BufferId fp32_grads = -1;
-  if (lowp) {
-    const TaskId cast = b.add(step_pass("step.grads_to_fp32", psi, bp + 4.0, 0));
-    fp32_grads = b.transient("step.fp32_grads", Device::GPU, MemCategory::BUFFERS, psi * 4);
-    b.alloc_on(cast, fp32_grads);
-  }
-  if (scaler)
-    b.host_wait(b.add(step_pass("step.grad_scaler.unscale", psi, UNSCALE_BYTES_PER_ELEM, UNSCALE_FLOPS_PER_ELEM)));
-  std::int64_t largest = 0; // every parameter whole: the largest is the single-tensor step's temporary
-  for (const ParamInfo& pi : b.params)
-    largest = std::max(largest, pi.numel);
-  const TaskId opt = b.torch_optimizer("step.optimizer", psi, largest);
-  b.free_on(opt, fp32_grads);
-  for (BufferId gb : grads)
-    b.free_on(opt, gb); // zero_grad(set_to_none=True)
-  if (lowp)
-    b.add(step_pass("step.master_to_params", psi, 4.0 + bp, 0));
+  ddp_step(b, psi, bp, lowp, scaler, grads);
 }
 
 } // namespace zerosim::schedule::detail
