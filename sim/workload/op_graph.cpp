@@ -138,24 +138,7 @@ GraphResult OpGraph::analyse(GraphMode mode) const
   // Gradient temporaries: while an op's backward runs, the gradients of its outputs and of its
   // inputs are alive together; the largest such pair bounds the activation-gradient working set.
   if (!inference) {
-    std::vector<std::int64_t> pair; // the tensors of the largest gradient pair
-    for (const OpDef& o : ops_) {
-      std::vector<int> touched = o.inputs;
-      touched.insert(touched.end(), o.outputs.begin(), o.outputs.end());
-      std::sort(touched.begin(), touched.end());
-      touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-      std::int64_t grads = 0;
-      std::vector<std::int64_t> sizes;
-      for (int t : touched)
-        if (tensors_[idx(t)].has_grad && tensors_[idx(t)].bytes() > 0) {
-          grads += tensors_[idx(t)].bytes();
-          sizes.push_back(tensors_[idx(t)].bytes());
-        }
-      if (grads > r.gradient_working_bytes) {
-        r.gradient_working_bytes = grads;
-        pair = std::move(sizes);
-      }
-    }
+    const std::vector<std::int64_t> pair = largest_gradient_pair(r.gradient_working_bytes);
     r.backward_working_bytes = r.recomputed_bytes + r.gradient_working_bytes;
     r.backward_working_tensors.insert(r.backward_working_tensors.end(), pair.begin(), pair.end());
   }
@@ -189,8 +172,17 @@ GraphResult OpGraph::analyse(GraphMode mode) const
     }
   }
 
-  // HBM bytes of every op (docs/workload.md §5).
-  r.ops.reserve(ops_.size());
+  r.ops = op_bytes(rerun, inference);
+  return r;
+}
+
+/// The ops with their HBM bytes (docs/workload.md §5), marked recomputed where the backward re-runs them; inference:
+/// no backward.
+std::vector<Op> OpGraph::op_bytes(const std::vector<bool>& rerun, bool inference) const
+{
+  const auto idx = [](int t) { return static_cast<std::size_t>(t); };
+  std::vector<Op> ops;
+  ops.reserve(ops_.size());
   for (std::size_t i = 0; i < ops_.size(); ++i) {
     const OpDef& o = ops_[i];
     Op op = o.op;
@@ -217,9 +209,35 @@ GraphResult OpGraph::analyse(GraphMode mode) const
       op.bwd_flops = 0;
       op.bwd_bytes = 0;
     }
-    r.ops.push_back(std::move(op));
+    ops.push_back(std::move(op));
   }
-  return r;
+  return ops;
+}
+
+/// The largest set of gradients alive together while one op's backward runs (its outputs' and its inputs'): their
+/// sizes, and their sum in `bytes` (left as it is when no op's exceeds it).
+std::vector<std::int64_t> OpGraph::largest_gradient_pair(std::int64_t& bytes) const
+{
+  const auto idx = [](int t) { return static_cast<std::size_t>(t); };
+  std::vector<std::int64_t> pair;
+  for (const OpDef& o : ops_) {
+    std::vector<int> touched = o.inputs;
+    touched.insert(touched.end(), o.outputs.begin(), o.outputs.end());
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+    std::int64_t grads = 0;
+    std::vector<std::int64_t> sizes;
+    for (int t : touched)
+      if (tensors_[idx(t)].has_grad && tensors_[idx(t)].bytes() > 0) {
+        grads += tensors_[idx(t)].bytes();
+        sizes.push_back(tensors_[idx(t)].bytes());
+      }
+    if (grads > bytes) {
+      bytes = grads;
+      pair = std::move(sizes);
+    }
+  }
+  return pair;
 }
 
 } // namespace zerosim::workload::detail

@@ -92,6 +92,8 @@ public:
 private:
   std::int64_t bytes_of(const std::vector<bool>& set) const;
   std::vector<std::int64_t> tensors_of(const std::vector<bool>& set) const;
+  std::vector<Op> op_bytes(const std::vector<bool>& rerun, bool inference) const;
+  std::vector<std::int64_t> largest_gradient_pair(std::int64_t& bytes) const;
 
   std::vector<TensorDef> tensors_;
   std::vector<OpDef> ops_;
