@@ -481,12 +481,79 @@ std::optional<SyntheticOptions> synthetic_options(const CalibrateArgs& a)
 
 } // namespace
 
+namespace {
+
+/// The profile `calibrate --out` writes: the fitted multipliers with their uncertainty, rows, sources and folds' range,
+/// the nccl-tests and GEMM parameters, the in-sample and held-out errors, and the accuracy band per group.
+config::CalibrationProfile profile_of(const CalibrateArgs& a, const CalibrationResult& r,
+                                      const std::optional<SyntheticOptions>& synthetic,
+                                      const std::vector<NcclResult>& nccl,
+                                      const std::map<std::string, double>& fixed_params)
+{
+  config::CalibrationProfile p;
+  p.command = a.command;
+  std::set<std::string> sources;
+  for (const RowResult& x : r.rows)
+    sources.insert(x.source);
+  p.fitted_on = std::to_string(r.rows.size()) + (synthetic ? " synthetic" : "") + " whole-step figures from " +
+                std::to_string(sources.size()) + " sources" +
+                (synthetic ? " (made at " + synthetic->truth_file + ", noise " + fixed(synthetic->noise, 3) +
+                                 ", seed " + std::to_string(synthetic->seed) + ")"
+                           : std::string());
+  for (const ParameterResult& q : r.params) {
+    config::CalibrationProfile::Parameter pp = profile_parameter(q.name, q.value, "");
+    pp.uncertainty = q.sigma_ln;
+    pp.rows = q.rows;
+    pp.sources = q.sources;
+    pp.loso_min = q.loso_min;
+    pp.loso_max = q.loso_max;
+    if (q.at_bound)
+      pp.note = "at its bound";
+    if (q.sources.size() == 1)
+      pp.note += std::string(pp.note.empty() ? "" : "; ") + "one source informs it";
+    p.parameters.push_back(pp);
+  }
+  add_nccl_params(p, nccl, fixed_params);
+  std::sort(p.parameters.begin(), p.parameters.end(), [](const auto& x, const auto& y) { return x.name < y.name; });
+  auto loso = [](const RowResult& x) { return x.loso; };
+  auto fitted = [](const RowResult& x) -> std::optional<double> { return x.fitted; };
+  const validation::ErrorStats in = stats_of(r.rows, fitted);
+  p.fit.emplace_back("in_sample", "median |error| " + pct(in.median_abs_pct) + ", p90 " + pct(in.p90_abs_pct) +
+                                      ", median signed " + signed_pct(in.median_signed_pct));
+  if (!r.folds.empty()) {
+    const validation::ErrorStats lo = stats_of(r.rows, loso);
+    p.fit.emplace_back("leave_one_source_out", "median |error| " + pct(lo.median_abs_pct) + ", p90 " +
+                                                   pct(lo.p90_abs_pct) + ", median signed " +
+                                                   signed_pct(lo.median_signed_pct));
+  }
+  // The accuracy band per group, from the held-out predictions (zerosim run prints it beside its figures).
+  std::map<std::string, std::vector<RowResult>> by_group;
+  for (const RowResult& x : r.rows)
+    by_group[x.group].push_back(x);
+  if (!r.folds.empty())
+    for (const auto& [group, rows] : by_group) {
+      const validation::ErrorStats g = stats_of(rows, loso);
+      if (g.n == 0)
+        continue;
+      spec::AccuracyBand b;
+      b.loso_median_abs_error_pct = g.median_abs_pct;
+      b.loso_p90_abs_error_pct = g.p90_abs_pct;
+      b.rows = g.n;
+      p.accuracy[group] = b;
+    }
+  p.fit.emplace_back("surrogate_max_deviation",
+                     pct(100.0 * (std::exp(std::max(r.max_surrogate_deviation, r.max_loso_surrogate_deviation)) - 1)));
+  return p;
+}
+
+} // namespace
+
 int calibrate_command(const CalibrateArgs& a, std::ostream& out, std::ostream& progress)
 {
   if (a.runs.empty() && a.scenarios.empty() && a.nccl.empty() && a.gemm.empty())
-    throw core::InputError(
-        "zerosim calibrate: give measured runs (--runs CSV), scenarios with a measured: block "
-        "(--scenario FILE), nccl-tests tables (--nccl FILE) or GEMM timings (--gemm CSV) (see 'zerosim calibrate --help')");
+    throw core::InputError("zerosim calibrate: give measured runs (--runs CSV), scenarios with a measured: block "
+                           "(--scenario FILE), nccl-tests tables (--nccl FILE) or GEMM timings (--gemm CSV) (see "
+                           "'zerosim calibrate --help')");
   const std::optional<SyntheticOptions> synthetic = synthetic_options(a);
   const std::vector<NcclResult> nccl = fit_nccl(a);
   std::map<std::string, std::vector<double>> by_param;
@@ -537,63 +604,8 @@ int calibrate_command(const CalibrateArgs& a, std::ostream& out, std::ostream& p
     rec = recovery(r, *synthetic, opts, used);
   }
 
-  if (!a.out.empty()) {
-    config::CalibrationProfile p;
-    p.command = a.command;
-    std::set<std::string> sources;
-    for (const RowResult& x : r.rows)
-      sources.insert(x.source);
-    p.fitted_on = std::to_string(r.rows.size()) + (synthetic ? " synthetic" : "") + " whole-step figures from " +
-                  std::to_string(sources.size()) + " sources" +
-                  (synthetic ? " (made at " + synthetic->truth_file + ", noise " + fixed(synthetic->noise, 3) +
-                                   ", seed " + std::to_string(synthetic->seed) + ")"
-                             : std::string());
-    for (const ParameterResult& q : r.params) {
-      config::CalibrationProfile::Parameter pp = profile_parameter(q.name, q.value, "");
-      pp.uncertainty = q.sigma_ln;
-      pp.rows = q.rows;
-      pp.sources = q.sources;
-      pp.loso_min = q.loso_min;
-      pp.loso_max = q.loso_max;
-      if (q.at_bound)
-        pp.note = "at its bound";
-      if (q.sources.size() == 1)
-        pp.note += std::string(pp.note.empty() ? "" : "; ") + "one source informs it";
-      p.parameters.push_back(pp);
-    }
-    add_nccl_params(p, nccl, fixed_params);
-    std::sort(p.parameters.begin(), p.parameters.end(), [](const auto& x, const auto& y) { return x.name < y.name; });
-    auto loso = [](const RowResult& x) { return x.loso; };
-    auto fitted = [](const RowResult& x) -> std::optional<double> { return x.fitted; };
-    const validation::ErrorStats in = stats_of(r.rows, fitted);
-    p.fit.emplace_back("in_sample", "median |error| " + pct(in.median_abs_pct) + ", p90 " + pct(in.p90_abs_pct) +
-                                        ", median signed " + signed_pct(in.median_signed_pct));
-    if (!r.folds.empty()) {
-      const validation::ErrorStats lo = stats_of(r.rows, loso);
-      p.fit.emplace_back("leave_one_source_out", "median |error| " + pct(lo.median_abs_pct) + ", p90 " +
-                                                     pct(lo.p90_abs_pct) + ", median signed " +
-                                                     signed_pct(lo.median_signed_pct));
-    }
-    // The accuracy band per group, from the held-out predictions (zerosim run prints it beside its figures).
-    std::map<std::string, std::vector<RowResult>> by_group;
-    for (const RowResult& x : r.rows)
-      by_group[x.group].push_back(x);
-    if (!r.folds.empty())
-      for (const auto& [group, rows] : by_group) {
-        const validation::ErrorStats g = stats_of(rows, loso);
-        if (g.n == 0)
-          continue;
-        spec::AccuracyBand b;
-        b.loso_median_abs_error_pct = g.median_abs_pct;
-        b.loso_p90_abs_error_pct = g.p90_abs_pct;
-        b.rows = g.n;
-        p.accuracy[group] = b;
-      }
-    p.fit.emplace_back(
-        "surrogate_max_deviation",
-        pct(100.0 * (std::exp(std::max(r.max_surrogate_deviation, r.max_loso_surrogate_deviation)) - 1)));
-    write_profile(a.out, p);
-  }
+  if (!a.out.empty())
+    write_profile(a.out, profile_of(a, r, synthetic, nccl, fixed_params));
 
   if (a.json) {
     core::Json params = core::Json::array();
