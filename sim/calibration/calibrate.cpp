@@ -220,6 +220,30 @@ Eigen::VectorXd used_residuals(const FitProblem& p, const Eigen::VectorXd& ln_pr
   return r;
 }
 
+/// A frozen parameter stays at its prior. Every solved step holds it there; only when no step was accepted from the
+/// starting linearisation (a fold started from the in-sample fit) can it still sit where that one put it: move it back
+/// and simulate there, so that the rows it moves (a fold's held-out rows) are predicted at the prior.
+void restore_frozen(FitContext& ctx, const std::vector<std::size_t>& kept, const FitProblem& problem,
+                    const std::vector<bool>& free, SimulatorFit& out)
+{
+  const std::size_t np = ctx.names.size();
+  const auto nr = static_cast<Eigen::Index>(kept.size());
+  bool off_prior = false;
+  for (std::size_t j = 0; j < np; ++j)
+    if (!free[j] && out.fit.x(static_cast<Eigen::Index>(j)) != problem.params[j].prior) {
+      out.fit.x(static_cast<Eigen::Index>(j)) = problem.params[j].prior;
+      off_prior = true;
+    }
+  if (off_prior) {
+    out.at_fit = ctx.simulate(kept, out.fit.x);
+    const Eigen::VectorXd surr = surrogate(out.problem, out.fit.x);
+    out.deviation = 0;
+    for (Eigen::Index r = 0; r < nr; ++r)
+      if (out.problem.weight(r) > 0)
+        out.deviation = std::max(out.deviation, std::abs(out.at_fit(r) - surr(r)));
+  }
+}
+
 /// Gauss-Newton with a trust region on the simulator (docs/calibration.md "Surrogate and trust region"), from
 /// `problem`, a linearisation whose y0 the simulator gave at its x0: solve on the surrogate within |x - x0| <= radius
 /// (and the bounds; a frozen parameter stays at its prior), simulate every kept row at the solution, accept it when
@@ -370,23 +394,7 @@ SimulatorFit trust_region(FitContext& ctx, const std::vector<std::size_t>& kept,
     base = out.at_fit;
     relinearise = out.deviation > SURROGATE_TOLERANCE;
   }
-  // A frozen parameter stays at its prior. Every solved step holds it there; only when no step was accepted from the
-  // starting linearisation (a fold started from the in-sample fit) can it still sit where that one put it: move it back
-  // and simulate there, so that the rows it moves (a fold's held-out rows) are predicted at the prior.
-  bool off_prior = false;
-  for (std::size_t j = 0; j < np; ++j)
-    if (!free[j] && out.fit.x(static_cast<Eigen::Index>(j)) != problem.params[j].prior) {
-      out.fit.x(static_cast<Eigen::Index>(j)) = problem.params[j].prior;
-      off_prior = true;
-    }
-  if (off_prior) {
-    out.at_fit = ctx.simulate(kept, out.fit.x);
-    const Eigen::VectorXd surr = surrogate(out.problem, out.fit.x);
-    out.deviation = 0;
-    for (Eigen::Index r = 0; r < nr; ++r)
-      if (out.problem.weight(r) > 0)
-        out.deviation = std::max(out.deviation, std::abs(out.at_fit(r) - surr(r)));
-  }
+  restore_frozen(ctx, kept, problem, free, out);
   return out;
 }
 
