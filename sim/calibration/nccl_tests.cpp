@@ -583,6 +583,81 @@ NcclTestsTable parse_nccl_tests(std::string_view text, const std::string& file)
   return parse_nccl_tests(text, file, std::nullopt);
 }
 
+namespace {
+
+/// The ranks and nodes of rank 0's group from the device lines; a rank listed twice is refused (several runs in one
+/// text).
+void count_ranks(const std::vector<Device>& devices, const std::string& file, NcclTestsTable& table)
+{
+  auto zero = std::find_if(devices.begin(), devices.end(), [](const Device& d) { return d.rank == 0; });
+  int group = zero != devices.end() ? zero->group : devices.front().group;
+  std::set<std::string> hosts;
+  std::vector<const Device*> by_rank;
+  for (const Device& d : devices) {
+    if (d.group != group)
+      continue;
+    for (const Device* other : by_rank)
+      if (other->rank == d.rank)
+        fail(file, d.line, "device line", "each rank once (one nccl-tests run)",
+             "rank " + std::to_string(d.rank) + " again (first at line " + std::to_string(other->line) +
+                 "): the output of several runs, or of processes started without MPI");
+    by_rank.push_back(&d);
+    hosts.insert(d.host);
+  }
+  table.ranks = static_cast<int>(by_rank.size());
+  table.nodes = static_cast<int>(hosts.size());
+}
+
+/// The collective a table without a binary name fits: redop and root, size against count, then the bus bandwidth
+/// factor; the one that fits the columns and more rows than any other when none fits every row.
+NcclCollective infer_collective(const std::vector<ParsedRow>& rows, const Columns& cols, const NcclTestsTable& table,
+                                const std::string& file)
+{
+  std::vector<NcclCollective> fits;
+  std::size_t best_rows = 0;
+  std::vector<NcclCollective> best;
+  for (NcclCollective c : all_nccl_collectives()) {
+    bool ok = true;
+    for (const ParsedRow& r : rows) {
+      std::optional<int> element = nccl_type_size(r.row.type);
+      bool whole = element && r.row.count > 0 && r.row.size_bytes == r.row.count * *element;
+      if (check_columns(c, cols, r.row) || check_size(c, table.ranks, r.row) ||
+          (whole && count_is_per_rank(c) && table.ranks != 1)) {
+        ok = false;
+        break;
+      }
+    }
+    if (!ok)
+      continue;
+    std::size_t fitting = static_cast<std::size_t>(
+        std::count_if(rows.begin(), rows.end(), [&](const ParsedRow& r) { return !check_busbw(c, table.ranks, r); }));
+    if (fitting == rows.size())
+      fits.push_back(c);
+    if (fitting > best_rows || best.empty()) {
+      best_rows = fitting;
+      best = {c};
+    } else if (fitting == best_rows) {
+      best.push_back(c);
+    }
+  }
+  // No collective fits every row but one fits the columns and more rows than any other: take it, and let the
+  // checks below name the row that contradicts it.
+  if (fits.empty() && best.size() == 1)
+    fits = best;
+  if (fits.size() != 1) {
+    std::string list;
+    for (NcclCollective c : fits)
+      list += (list.empty() ? "" : " and ") + to_string(c);
+    fail(file, table.header_line, "collective",
+         "the text to name the nccl-tests binary (a command line or '# Collective test starting: X_perf') or the "
+         "caller to give the collective",
+         fits.empty() ? "a table that fits none of " + collective_list() : "a table that fits " + list + " alike");
+  }
+  return fits.front();
+}
+
+} // namespace
+
 NcclTestsTable parse_nccl_tests(std::string_view text, const std::string& file, std::optional<NcclCollective> hint)
 {
   enum class State { BEFORE, TABLE, AFTER };
@@ -671,25 +746,8 @@ NcclTestsTable parse_nccl_tests(std::string_view text, const std::string& file, 
     fail(file, table.header_line, "nccl-tests table", "at least one data row after the column header", "none");
 
   // Ranks: the device lines of rank 0's group (NCCL_TESTS_SPLIT runs several groups; the table is rank 0's).
-  if (!devices.empty()) {
-    auto zero = std::find_if(devices.begin(), devices.end(), [](const Device& d) { return d.rank == 0; });
-    int group = zero != devices.end() ? zero->group : devices.front().group;
-    std::set<std::string> hosts;
-    std::vector<const Device*> by_rank;
-    for (const Device& d : devices) {
-      if (d.group != group)
-        continue;
-      for (const Device* other : by_rank)
-        if (other->rank == d.rank)
-          fail(file, d.line, "device line", "each rank once (one nccl-tests run)",
-               "rank " + std::to_string(d.rank) + " again (first at line " + std::to_string(other->line) +
-                   "): the output of several runs, or of processes started without MPI");
-      by_rank.push_back(&d);
-      hosts.insert(d.host);
-    }
-    table.ranks = static_cast<int>(by_rank.size());
-    table.nodes = static_cast<int>(hosts.size());
-  }
+  if (!devices.empty())
+    count_ranks(devices, file, table);
 
   // Which collective.
   std::optional<NcclCollective> named;
@@ -718,48 +776,7 @@ NcclTestsTable parse_nccl_tests(std::string_view text, const std::string& file, 
     table.collective = *hint;
     table.collective_source = CollectiveSource::HINT;
   } else {
-    // Structural fit: redop and root, size against count; then the bus bandwidth factor.
-    std::vector<NcclCollective> fits;
-    std::size_t best_rows = 0;
-    std::vector<NcclCollective> best;
-    for (NcclCollective c : all_nccl_collectives()) {
-      bool ok = true;
-      for (const ParsedRow& r : rows) {
-        std::optional<int> element = nccl_type_size(r.row.type);
-        bool whole = element && r.row.count > 0 && r.row.size_bytes == r.row.count * *element;
-        if (check_columns(c, cols, r.row) || check_size(c, table.ranks, r.row) ||
-            (whole && count_is_per_rank(c) && table.ranks != 1)) {
-          ok = false;
-          break;
-        }
-      }
-      if (!ok)
-        continue;
-      std::size_t fitting = static_cast<std::size_t>(
-          std::count_if(rows.begin(), rows.end(), [&](const ParsedRow& r) { return !check_busbw(c, table.ranks, r); }));
-      if (fitting == rows.size())
-        fits.push_back(c);
-      if (fitting > best_rows || best.empty()) {
-        best_rows = fitting;
-        best = {c};
-      } else if (fitting == best_rows) {
-        best.push_back(c);
-      }
-    }
-    // No collective fits every row but one fits the columns and more rows than any other: take it, and let the
-    // checks below name the row that contradicts it.
-    if (fits.empty() && best.size() == 1)
-      fits = best;
-    if (fits.size() != 1) {
-      std::string list;
-      for (NcclCollective c : fits)
-        list += (list.empty() ? "" : " and ") + to_string(c);
-      fail(file, table.header_line, "collective",
-           "the text to name the nccl-tests binary (a command line or '# Collective test starting: X_perf') or the "
-           "caller to give the collective",
-           fits.empty() ? "a table that fits none of " + collective_list() : "a table that fits " + list + " alike");
-    }
-    table.collective = fits.front();
+    table.collective = infer_collective(rows, cols, table, file);
     table.collective_source = CollectiveSource::INFERRED;
   }
 
