@@ -176,7 +176,13 @@ YAML::Node parse_yaml(const std::string& text, const std::string& file)
     const DocumentStarts::Document& second = starts.documents[1];
     if (second.start.pos == first.start.pos) {
       const std::size_t at = static_cast<std::size_t>(second.start.pos);
-      const std::string found = at < text.size() ? "'" + text.substr(at, 1) + "'" : "the end of the text";
+      // Built by appending: GCC 12 reports a false -Wrestrict on "'" + std::string + "'" here.
+      std::string found = "the end of the text";
+      if (at < text.size()) {
+        found = "'";
+        found += text[at];
+        found += '\'';
+      }
       throw core::InputError(position(file, second.start) + ": not valid YAML: expected a value, found " + found +
                              " (it cannot start one)");
     }

@@ -538,7 +538,7 @@ measured: {step_time: 12.3 s, tflops_per_gpu: 145, tflops_definition: hardware, 
     CHECK(by_text.deepspeed.zero.stage == 3);
     CHECK(error_of([&] {
             load_deepspeed_text("{\"zero_optimization\": {\"stage\": 4}}", "in.json", text_of(scen_file), scen_file);
-          }) == "in.json:1:37: deepspeed.zero_optimization.stage: expected an integer from 0 to 3, found 4");
+          }) == "in.json:1:33: deepspeed.zero_optimization.stage: expected an integer from 0 to 3, found \"4\"");
     CHECK(error_of([&] { load_deepspeed_text("[1]", "in.json", text_of(scen_file), scen_file); }) ==
           "in.json:1:1: expected a mapping of keys at the top of the file, found a list");
   }
