@@ -141,10 +141,18 @@ private:
 
 } // namespace
 
+bool is_device(const std::string& path)
+{
+  std::error_code ec;
+  return fs::is_character_file(path, ec) || fs::is_block_file(path, ec);
+}
+
 std::string read_text(const std::string& path, bool& ok)
 {
+  // A device is no file of text: /dev/zero or /dev/urandom never end, and were read until memory ran out
+  // (docs/fuzzing.md). A pipe (a shell's <(...)) and a regular file are read.
   std::ifstream in(path, std::ios::binary);
-  ok = static_cast<bool>(in) && !fs::is_directory(path);
+  ok = static_cast<bool>(in) && !fs::is_directory(path) && !is_device(path);
   if (!ok)
     return {};
   std::ostringstream ss;
@@ -176,8 +184,7 @@ YAML::Node parse_yaml(const std::string& text, const std::string& file)
     const DocumentStarts::Document& second = starts.documents[1];
     if (second.start.pos == first.start.pos) {
       const std::size_t at = static_cast<std::size_t>(second.start.pos);
-      // Built by appending: GCC 12's -Wrestrict misreads "'" + text.substr(at, 1) + "'" here at -O2 (a false
-      // positive of libstdc++'s inlined memcpy).
+      // Built by appending: GCC 12 reports a false -Wrestrict on "'" + std::string + "'" here.
       std::string found = "the end of the text";
       if (at < text.size()) {
         found = "'";
@@ -277,6 +284,9 @@ void resolve_reference(ScenarioDocument& doc, const std::string& key_path)
   if (is_path) {
     fs::path p(name);
     file = (p.is_absolute() || doc.dir.empty() ? p : fs::path(doc.dir) / p).lexically_normal().string();
+    if (is_device(file))
+      throw core::InputError(where + ": " + key_path + ": expected the path of a file, found the device '" + file +
+                             "'");
     bool ok = false;
     read_text(file, ok);
     if (!ok)

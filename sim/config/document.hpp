@@ -12,7 +12,9 @@ namespace zerosim::config {
 
 /// Parses `text` as YAML; errors name `file` ("FILE:LINE:COL: not valid YAML: ...").
 YAML::Node parse_yaml(const std::string& text, const std::string& file);
-/// The bytes of the file at `path`; `ok` false (and "") when it cannot be read or is a folder.
+/// True when `path` is a character or block device (/dev/zero, a terminal).
+bool is_device(const std::string& path);
+/// The bytes of the file at `path`; `ok` false (and "") when it cannot be read, is a folder or is a device.
 std::string read_text(const std::string& path, bool& ok);
 /// Reads and parses a file ("FILE: cannot open file").
 YAML::Node load_yaml_file(const std::string& path);

@@ -32,6 +32,15 @@ const std::vector<Kept> KEPT = {
      "which it did not consume), taking memory until the process was killed; any loader (scenario, model, node, "
      "ds_config.json) hung on it",
      "FILE:1:1: not valid YAML: expected a value, found ',' (it cannot start one)"},
+    // The two below were found reading the loaders while the targets ran, and confirmed with fuzz_scenario and
+    // fuzz_set (out-of-memory: a 1 GiB string); the fuzzers had not reached them (no device path in their seeds or
+    // dictionaries).
+    {"scenario", "device-reference",
+     "model: /dev/zero: the reference was read as a file, without end, until memory ran out",
+     "FILE:1:8: model: expected the path of a file, found the device '/dev/zero'"},
+    {"set", "device-reference",
+     "--set deepspeed=/dev/urandom: the ds_config.json reference was read without end until memory ran out",
+     "--set deepspeed=/dev/urandom: deepspeed: expected the path of a file, found the device '/dev/urandom'"},
 };
 
 std::string read_file(const std::string& path)
