@@ -193,12 +193,7 @@ std::vector<Entry> read_generations(FieldReader& r, const std::string& key, cons
     r.fail_expected(key, "a non-empty list of mappings");
   std::optional<int> previous;
   for (std::size_t i = 0; i < list.size(); ++i) {
-    const YAML::Node item = list[i];
-    const std::string path = r.key_path(key) + "[" + std::to_string(i) + "]";
-    if (!is_map(item))
-      throw core::InputError(position(r.file(), item.Mark()) + ": " + path + ": expected a mapping, found " +
-                             describe_found(item));
-    FieldReader e(item, r.file(), path, schema, nullptr);
+    FieldReader e = list_item(r, key, list, i, schema);
     Entry entry;
     entry.torch = e.req_string("torch");
     const std::optional<int> v = spec::torch_generation(entry.torch);

@@ -220,12 +220,7 @@ template <class Read> void for_each_entry(FieldReader& r, const std::string& key
   if (!list.IsSequence())
     r.fail_expected(key, "a list of mappings");
   for (std::size_t i = 0; i < list.size(); ++i) {
-    const YAML::Node item = list[i];
-    const std::string path = r.key_path(key) + "[" + std::to_string(i) + "]";
-    if (!is_map(item))
-      throw core::InputError(position(r.file(), item.Mark()) + ": " + path + ": expected a mapping, found " +
-                             describe_found(item));
-    FieldReader e(item, r.file(), path, schema, nullptr);
+    FieldReader e = list_item(r, key, list, i, schema);
     read(e);
   }
 }

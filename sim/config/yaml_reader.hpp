@@ -158,4 +158,17 @@ private:
   const Origins* origins_ = nullptr;
 };
 
+/// The reader of item `i` of the list `list` taken from `r` at `key`, its path "key[i]": an item that is not a mapping
+/// is refused at its position.
+inline FieldReader list_item(const FieldReader& r, const std::string& key, const YAML::Node& list, std::size_t i,
+                             const Schema& schema)
+{
+  const YAML::Node item = list[i];
+  const std::string path = r.key_path(key) + "[" + std::to_string(i) + "]";
+  if (!is_map(item))
+    throw core::InputError(position(r.file(), item.Mark()) + ": " + path + ": expected a mapping, found " +
+                           describe_found(item));
+  return FieldReader(item, r.file(), path, schema, nullptr);
+}
+
 } // namespace zerosim::config

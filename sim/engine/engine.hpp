@@ -38,13 +38,8 @@ struct EngineOptions {
   bool reuse_accumulation = true;
 };
 
-/// Micro-steps simulated under accumulation reuse: the first (it differs: first gradient allocations, the
-/// stage-3 trace), one repeated micro-step (its start-to-start span is the period), and the last (the reduction
-/// and the step follow it). A step of at most this many micro-steps is simulated whole. The repeated micro-step
-/// still carries the first one's tail (ZeRO-2 with its reductions on the compute stream: its span is 1.2e-4
-/// shorter than the settled one two micro-steps later); the cost of simulating that settling (2 more
-/// micro-steps) is 5/3 of this replay's, and the error it removes is below 1e-3 of the step (tested).
-inline constexpr int REUSE_SIMULATED_MICRO_STEPS = 3;
+/// Micro-steps simulated under accumulation reuse (defined with the schedule, which builds them).
+using schedule::REUSE_SIMULATED_MICRO_STEPS;
 /// The full replay builds and replays one task graph per rank: beyond this many ranks it is refused (a resource
 /// bound; the symmetric replay has none).
 inline constexpr int MAX_FULL_REPLAY_RANKS = 1024;

@@ -431,8 +431,8 @@ MemoryReport analyze_memory(const spec::Scenario& s)
   // fact), so a long accumulation is replayed as its first micro-steps and its last: the same peak, in a graph whose
   // size does not grow with training.grad_accum.
   schedule::StepOptions step;
-  if (s.training.mode == spec::Mode::TRAIN && s.training.grad_accum > ACCUMULATION_MICRO_STEPS)
-    step.simulated_micro_steps = ACCUMULATION_MICRO_STEPS;
+  if (s.training.mode == spec::Mode::TRAIN && s.training.grad_accum > schedule::REUSE_SIMULATED_MICRO_STEPS)
+    step.simulated_micro_steps = schedule::REUSE_SIMULATED_MICRO_STEPS;
   const spec::TaskGraph g = schedule::build_step_graph(s, w, 0, step);
   return replay_memory(s, g);
 }

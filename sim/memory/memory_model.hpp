@@ -156,10 +156,6 @@ void settle_gpu_terms(const spec::Scenario& s, const spec::TaskGraph& g, const s
 /// Replay `g`'s allocation events in issue order (replay_events over issue_order_events).
 MemoryReport replay_memory(const spec::Scenario& s, const spec::TaskGraph& g);
 
-/// The micro-steps of a longer accumulation that analyze_memory replays: the first ones and the last (as the
-/// engine's accumulation reuse, engine::REUSE_SIMULATED_MICRO_STEPS, simulates them).
-inline constexpr int ACCUMULATION_MICRO_STEPS = 3;
-
 /// Workload, schedule and replay for `s`.
 MemoryReport analyze_memory(const spec::Scenario& s);
 

@@ -2,6 +2,7 @@
 // the workload component), and readers of the task graph.
 #pragma once
 
+#include "schedule/schedule_builder.hpp" // the task vocabulary, unqualified as the builders use it
 #include "schedule/step_graph.hpp"
 #include "spec/scenario_spec.hpp"
 #include "spec/task_graph.hpp"
@@ -16,21 +17,6 @@
 #include <vector>
 
 namespace zerosim::schedule::test {
-
-// The task vocabulary (spec/task_graph.hpp), unqualified as the builders use it.
-using spec::Buffer;
-using spec::BufferId;
-using spec::CollectiveKind;
-using spec::CommGroup;
-using spec::CopyDirection;
-using spec::Device;
-using spec::MemCategory;
-using spec::Phase;
-using spec::Stream;
-using spec::Task;
-using spec::TaskGraph;
-using spec::TaskId;
-using spec::TaskKind;
 
 /// A DeepSpeed bf16 Adam scenario on `gpus` GPUs of one node, `g` micro-steps, stage `stage`,
 /// overlap_comm resolved as DeepSpeed does (True for stage 3, False otherwise, §11).
