@@ -8,6 +8,7 @@
 #include "calibration/synthetic.hpp"
 #include "config/scenario_loader.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/json.hpp"
 #include "validation/csv.hpp"
 #include "validation/report_text.hpp"
@@ -251,12 +252,12 @@ spec::NodeSpec load_node_arg(const std::string& node)
   if (node.empty())
     throw core::InputError("zerosim calibrate: --nccl and --gemm need --node NAME|PATH, the node they ran on (its "
                            "GPU, NVLink, PCIe and NIC figures turn a measurement into the model's multiplier)");
-  if (std::filesystem::exists(node))
+  if (core::path_exists(node, "zerosim calibrate: --node"))
     return config::load_node(node);
   const std::string shipped = std::string(ZEROSIM_DATA_DIR) + "/topologies/" + node + ".yaml";
-  if (std::filesystem::exists("topologies/" + node + ".yaml"))
+  if (core::path_exists("topologies/" + node + ".yaml", "zerosim calibrate: --node"))
     return config::load_node("topologies/" + node + ".yaml");
-  if (std::filesystem::exists(shipped))
+  if (core::path_exists(shipped, "zerosim calibrate: --node"))
     return config::load_node(shipped);
   throw core::InputError("zerosim calibrate: --node " + node + ": no such file, and no topologies/" + node + ".yaml");
 }
@@ -272,7 +273,7 @@ std::vector<NcclResult> fit_nccl(const CalibrateArgs& a)
     std::optional<NcclCollective> hint;
     r.file = arg;
     const std::size_t colon = arg.rfind(':');
-    if (colon != std::string::npos && !std::filesystem::exists(arg)) {
+    if (colon != std::string::npos && !core::path_exists(arg, "zerosim calibrate: --nccl")) {
       hint = parse_nccl_collective(arg.substr(colon + 1));
       if (!hint)
         throw core::InputError("zerosim calibrate: --nccl " + arg +
@@ -460,7 +461,7 @@ std::optional<SyntheticOptions> synthetic_options(const CalibrateArgs& a)
     throw core::InputError("zerosim calibrate: --noise: expected a standard deviation in ln in [0, 1) (0.03 for 3 %), "
                            "found " +
                            fixed(a.noise, 6));
-  if (!std::filesystem::is_regular_file(a.synthetic))
+  if (!core::is_regular_file(a.synthetic, "zerosim calibrate: --synthetic"))
     throw core::InputError("zerosim calibrate: --synthetic: expected a calibration profile file with the true "
                            "multipliers (docs/calibration.md \"The profile\"), found no file at '" +
                            a.synthetic + "'");

@@ -152,7 +152,8 @@ std::string read_text(const std::string& path, bool& ok)
   // A device is no file of text: /dev/zero or /dev/urandom never end, and were read until memory ran out
   // (docs/fuzzing.md). A pipe (a shell's <(...)) and a regular file are read.
   std::ifstream in(path, std::ios::binary);
-  ok = static_cast<bool>(in) && !fs::is_directory(path) && !is_device(path);
+  std::error_code ec;
+  ok = static_cast<bool>(in) && !fs::is_directory(path, ec) && !is_device(path);
   if (!ok)
     return {};
   std::ostringstream ss;

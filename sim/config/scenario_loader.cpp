@@ -6,6 +6,7 @@
 #include "config/document.hpp"
 #include "config/readers.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "spec/names.hpp"
 
 #include <algorithm>
@@ -128,7 +129,7 @@ void read_calibration(FieldReader& r, const ScenarioDocument& doc, spec::Scenari
   }
   if (chosen.empty())
     return; // no profile shipped: the priors
-  if (!fs::exists(chosen))
+  if (!core::path_exists(chosen, from + ": calibration profile"))
     throw core::InputError(from + ": calibration profile " + chosen + " does not exist");
   s.calibration = load_calibration(chosen);
   for (const auto& [name, value] : s.calibration.factors) {

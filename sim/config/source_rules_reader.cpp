@@ -462,9 +462,11 @@ spec::SourceRules load_source_rules(const std::string& dir)
   if (!fs::is_directory(dir, ec))
     return rules;
   std::vector<fs::path> files;
-  for (const auto& entry : fs::directory_iterator(dir))
-    if (entry.is_regular_file() && entry.path().extension() == ".yaml")
-      files.push_back(entry.path());
+  for (fs::directory_iterator it(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
+    if (it->is_regular_file(ec) && it->path().extension() == ".yaml")
+      files.push_back(it->path());
+  if (ec)
+    throw core::InputError(dir + ": cannot list the source rules: " + ec.message());
   std::sort(files.begin(), files.end());
   for (const fs::path& p : files) {
     const std::string file = p.string();

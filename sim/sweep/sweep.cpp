@@ -4,6 +4,7 @@
 #include "config/document.hpp"
 #include "config/scenario_loader.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/worker_pool.hpp"
 #include "engine/engine.hpp"
 #include "metrics/run_metrics.hpp"
@@ -204,7 +205,7 @@ std::string plan_difference(const Plan& a, const Plan& b, bool but_shard)
 Plan read_plan(const fs::path& dir, const std::string& what)
 {
   const fs::path p = dir / PLAN_FILE;
-  if (!fs::exists(p))
+  if (!core::path_exists(p.string(), what))
     throw core::InputError(what + ": " + dir.string() + " has no " + PLAN_FILE + ": not the output of a sweep");
   Json j;
   try {
@@ -218,7 +219,7 @@ Plan read_plan(const fs::path& dir, const std::string& what)
 void check_fresh(const fs::path& dir, const std::string& what)
 {
   for (const char* f : {PLAN_FILE, JSONL_FILE})
-    if (fs::exists(dir / f))
+    if (core::path_exists((dir / f).string(), what))
       throw core::InputError(what + ": " + dir.string() + " already holds a sweep (" + f +
                              "); --resume finishes it, or give another --out DIR");
 }

@@ -3,6 +3,7 @@
 
 #include "config/scenario_loader.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "engine/engine.hpp"
 #include "memory/estimator.hpp"
 #include "memory/memory_model.hpp"
@@ -641,7 +642,7 @@ int validate_memory_command(const std::string& csv, const std::string& out_dir, 
 {
   ValidationReport r =
       run_memory_validation(read_published_rows(csv), node_loader_near(csv), mechanisms, source_rules_near(csv));
-  std::filesystem::create_directories(out_dir);
+  core::create_directories(out_dir, "--out");
   auto write = [](const std::string& path, const std::string& text) {
     std::ofstream f(path, std::ios::binary);
     if (!f)

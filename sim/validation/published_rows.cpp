@@ -26,7 +26,8 @@ NodeLoader node_loader_near(const std::string& csv)
   std::vector<fs::path> candidates = {p, p.parent_path(), p.parent_path().parent_path(), fs::current_path(),
                                       fs::path(ZEROSIM_DATA_DIR)};
   for (const auto& c : candidates) {
-    if (fs::is_directory(c / "topologies")) {
+    std::error_code ec;
+    if (fs::is_directory(c / "topologies", ec)) {
       std::string dir = (c / "topologies").string();
       return [dir](const std::string& name) { return config::load_node(dir + "/" + name + ".yaml"); };
     }

@@ -4,6 +4,7 @@
 
 #include "compute/compute_model.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/worker_pool.hpp"
 #include "engine/engine.hpp"
 #include "metrics/run_metrics.hpp"
@@ -599,7 +600,7 @@ ThroughputReport run_throughput_report(const std::string& csv, std::ostream& out
 
 void write_throughput_report(const ThroughputReport& r, const std::string& out_dir, std::ostream& out)
 {
-  std::filesystem::create_directories(out_dir);
+  core::create_directories(out_dir, "--out");
   write_file(out_dir + "/report.md", render_throughput_markdown(r));
   write_file(out_dir + "/report.csv", render_throughput_csv(r));
   out << render_headline(r) << "report: " << out_dir << "/report.md\n";
@@ -707,7 +708,7 @@ int validate_ablation_command(const std::string& csv, const std::string& out_dir
   md << "\nThe defaults (every mechanism on" << off_by_default << "), all " << all.n
      << " whole-step rows: median abs error " << fixed(all.median_abs_pct, 1) << " %, median signed error "
      << signed_pct(all.median_signed_pct) << ".\n";
-  std::filesystem::create_directories(out_dir);
+  core::create_directories(out_dir, "--out");
   write_file(out_dir + "/ablation.md", md.str());
   out << "ablation: " << out_dir << "/ablation.md\n";
   return status;

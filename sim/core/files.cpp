@@ -1,0 +1,56 @@
+#include "core/files.hpp"
+
+#include "core/error.hpp"
+
+#include <filesystem>
+#include <system_error>
+
+namespace zerosim::core {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// The path's status; "not found" is an answer, any other failure an input error.
+fs::file_status status_of(const std::string& path, const std::string& what)
+{
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec && st.type() != fs::file_type::not_found) {
+    std::string message = what;
+    message += ": cannot examine '";
+    message += path;
+    message += "': ";
+    message += ec.message();
+    throw InputError(message);
+  }
+  return st;
+}
+
+} // namespace
+
+bool path_exists(const std::string& path, const std::string& what)
+{
+  return fs::exists(status_of(path, what));
+}
+
+bool is_regular_file(const std::string& path, const std::string& what)
+{
+  return fs::is_regular_file(status_of(path, what));
+}
+
+void create_directories(const std::string& dir, const std::string& what)
+{
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) {
+    std::string message = what;
+    message += ": cannot create the directory '";
+    message += dir;
+    message += "': ";
+    message += ec.message();
+    throw InputError(message);
+  }
+}
+
+} // namespace zerosim::core
