@@ -52,7 +52,7 @@ RunOutcome run_end_to_end(const std::string& path, const std::vector<std::string
   opts.sets = sets;
   const spec::Scenario s = config::load_scenario(path, opts);
   const run::RunResult r = run::run_scenario(s);
-  const std::string json = report::run_json(s, r).dump();
+  const std::string json = core::dump_json(report::run_json(s, r), 2);
   return RunOutcome{r.metrics.step_time_s, r.timeline.flows, r.timeline.reuse.simulated_micro_steps, json.size()};
 }
 

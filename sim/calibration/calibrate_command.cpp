@@ -304,19 +304,18 @@ core::Json nccl_json(const std::vector<NcclResult>& nccl)
 {
   core::Json arr = core::Json::array();
   for (const NcclResult& n : nccl)
-    arr.push(core::Json::object()
-                 .set("file", n.file)
-                 .set("collective", to_string(n.table.collective))
-                 .set("ranks", n.table.ranks)
-                 .set("nodes", n.nodes)
-                 .set("busbw_GBps", n.fit.busbw_GBps)
-                 .set("latency_us", n.fit.latency_us)
-                 .set("rows_fitted", n.fit.rows)
-                 .set("model", n.fit.model)
-                 .set("max_busbw_deviation_pct", n.fit.max_deviation_pct)
-                 .set("prior_max_busbw_deviation_pct", n.fit.prior_max_deviation_pct)
-                 .set("parameter", n.param)
-                 .set("multiplier", n.multiplier));
+    arr.push_back(core::Json::object({{"file", n.file},
+                                      {"collective", to_string(n.table.collective)},
+                                      {"ranks", n.table.ranks},
+                                      {"nodes", n.nodes},
+                                      {"busbw_GBps", n.fit.busbw_GBps},
+                                      {"latency_us", n.fit.latency_us},
+                                      {"rows_fitted", n.fit.rows},
+                                      {"model", n.fit.model},
+                                      {"max_busbw_deviation_pct", n.fit.max_deviation_pct},
+                                      {"prior_max_busbw_deviation_pct", n.fit.prior_max_deviation_pct},
+                                      {"parameter", n.param},
+                                      {"multiplier", n.multiplier}}));
   return arr;
 }
 
@@ -362,14 +361,13 @@ std::string gemm_markdown(const GemmFit& g, const std::string& file)
 
 core::Json gemm_json(const GemmFit& g)
 {
-  return core::Json::object()
-      .set("parameter", g.param)
-      .set("multiplier", g.multiplier)
-      .set("rows", g.rows)
-      .set("skipped_fp32", g.skipped_fp32)
-      .set("prior_median_abs_error_pct", g.prior_median_abs_pct)
-      .set("fitted_median_abs_error_pct", g.fitted_median_abs_pct)
-      .set("at_bound", g.at_bound);
+  return core::Json::object({{"parameter", g.param},
+                             {"multiplier", g.multiplier},
+                             {"rows", g.rows},
+                             {"skipped_fp32", g.skipped_fp32},
+                             {"prior_median_abs_error_pct", g.prior_median_abs_pct},
+                             {"fitted_median_abs_error_pct", g.fitted_median_abs_pct},
+                             {"at_bound", g.at_bound}});
 }
 
 /// A profile entry for `name` at `value` with its family's bounds.
@@ -430,10 +428,10 @@ int parts_only(const CalibrateArgs& a, const std::vector<NcclResult>& nccl, cons
     write_profile(a.out, p);
   }
   if (a.json) {
-    core::Json j = core::Json::object().set("nccl", nccl_json(nccl));
+    core::Json j = core::Json::object({{"nccl", nccl_json(nccl)}});
     if (gemm)
-      j.set("gemm", gemm_json(*gemm));
-    out << j.dump() << "\n";
+      j["gemm"] = gemm_json(*gemm);
+    out << core::dump_json(j, 2) << "\n";
   } else {
     out << "# Calibration from measurements of the parts\n\n";
     if (!nccl.empty())
@@ -610,43 +608,39 @@ int calibrate_command(const CalibrateArgs& a, std::ostream& out, std::ostream& p
 
   if (a.json) {
     core::Json params = core::Json::array();
-    for (const ParameterResult& q : r.params) {
-      core::Json j = core::Json::object()
-                         .set("name", q.name)
-                         .set("value", q.value)
-                         .set("sigma_ln", q.sigma_ln)
-                         .set("at_bound", q.at_bound)
-                         .set("rows", q.rows)
-                         .set("sources", static_cast<int>(q.sources.size()));
-      params.push(j);
-    }
+    for (const ParameterResult& q : r.params)
+      params.push_back(core::Json::object({{"name", q.name},
+                                           {"value", q.value},
+                                           {"sigma_ln", q.sigma_ln},
+                                           {"at_bound", q.at_bound},
+                                           {"rows", q.rows},
+                                           {"sources", static_cast<int>(q.sources.size())}}));
     core::Json rows = core::Json::array();
     for (const RowResult& x : r.rows) {
-      core::Json j = core::Json::object()
-                         .set("label", x.label)
-                         .set("source", x.source)
-                         .set("metric", validation::to_string(x.metric))
-                         .set("measured", x.measured)
-                         .set("prior", x.prior)
-                         .set("fitted", x.fitted)
-                         .set("surrogate", x.surrogate);
+      core::Json j = core::Json::object({{"label", x.label},
+                                         {"source", x.source},
+                                         {"metric", validation::to_string(x.metric)},
+                                         {"measured", x.measured},
+                                         {"prior", x.prior},
+                                         {"fitted", x.fitted},
+                                         {"surrogate", x.surrogate}});
       if (x.loso)
-        j.set("loso", *x.loso);
-      rows.push(j);
+        j["loso"] = *x.loso;
+      rows.push_back(j);
     }
-    core::Json j = core::Json::object();
-    j.set("parameters", params)
-        .set("rows", rows)
-        .set("linearisations", r.linearisations)
-        .set("simulations", r.simulations)
-        .set("surrogate_max_deviation", std::exp(r.max_surrogate_deviation) - 1)
-        .set("loso_surrogate_max_deviation", std::exp(r.max_loso_surrogate_deviation) - 1)
-        .set("heldout_extrapolation_max_deviation", std::exp(r.max_heldout_extrapolation) - 1)
-        .set("nccl", nccl_json(nccl))
-        .set("gemm", gemm ? gemm_json(*gemm) : core::Json());
+    core::Json j =
+        core::Json::object({{"parameters", params},
+                            {"rows", rows},
+                            {"linearisations", r.linearisations},
+                            {"simulations", r.simulations},
+                            {"surrogate_max_deviation", std::exp(r.max_surrogate_deviation) - 1},
+                            {"loso_surrogate_max_deviation", std::exp(r.max_loso_surrogate_deviation) - 1},
+                            {"heldout_extrapolation_max_deviation", std::exp(r.max_heldout_extrapolation) - 1},
+                            {"nccl", nccl_json(nccl)},
+                            {"gemm", gemm ? gemm_json(*gemm) : core::Json()}});
     if (rec)
-      j.set("synthetic", recovery_json(*rec, *synthetic, static_cast<int>(r.rows.size())));
-    out << j.dump() << "\n";
+      j["synthetic"] = recovery_json(*rec, *synthetic, static_cast<int>(r.rows.size()));
+    out << core::dump_json(j, 2) << "\n";
   } else {
     if (rec)
       out << "Synthetic measurements (--synthetic " << synthetic->truth_file

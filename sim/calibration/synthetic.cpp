@@ -242,35 +242,32 @@ std::string recovery_markdown(const Recovery& rec, const SyntheticOptions& optio
 core::Json recovery_json(const Recovery& rec, const SyntheticOptions& options, int rows)
 {
   core::Json params = core::Json::array();
-  for (const RecoveryRow& r : rec.rows) {
-    core::Json j = core::Json::object()
-                       .set("name", r.name)
-                       .set("true", r.truth)
-                       .set("fitted", r.fit ? core::Json(r.fitted) : core::Json())
-                       .set("relative_error", r.fit ? core::Json(r.error()) : core::Json())
-                       .set("within_tolerance", r.judged ? core::Json(rec.within(r)) : core::Json())
-                       .set("sigma_ln", r.fit && r.sigma_ln ? core::Json(*r.sigma_ln) : core::Json())
-                       .set("deviation_sd", r.deviation_sd() ? core::Json(*r.deviation_sd()) : core::Json())
-                       .set("prior_pull", r.prior_pull ? core::Json(*r.prior_pull) : core::Json())
-                       .set("at_bound", r.at_bound)
-                       .set("rows", r.rows)
-                       .set("sources", r.sources)
-                       .set("note", r.note);
-    params.push(j);
-  }
-  return core::Json::object()
-      .set("truth", options.truth_file)
-      .set("noise", options.noise)
-      .set("seed", static_cast<std::int64_t>(options.seed))
-      .set("rows", rows)
-      .set("tolerance", rec.tolerance)
-      .set("parameters", params)
-      .set("judged", rec.judged())
-      .set("recovered", rec.recovered())
-      .set("cost_at_fit", rec.cost_fit)
-      .set("cost_at_truth", rec.cost_truth)
-      .set("costs_compare", rec.costs_compare)
-      .set("verdict", rec.verdict());
+  for (const RecoveryRow& r : rec.rows)
+    params.push_back(
+        core::Json::object({{"name", r.name},
+                            {"true", r.truth},
+                            {"fitted", r.fit ? core::Json(r.fitted) : core::Json()},
+                            {"relative_error", r.fit ? core::Json(r.error()) : core::Json()},
+                            {"within_tolerance", r.judged ? core::Json(rec.within(r)) : core::Json()},
+                            {"sigma_ln", r.fit && r.sigma_ln ? core::Json(*r.sigma_ln) : core::Json()},
+                            {"deviation_sd", r.deviation_sd() ? core::Json(*r.deviation_sd()) : core::Json()},
+                            {"prior_pull", r.prior_pull ? core::Json(*r.prior_pull) : core::Json()},
+                            {"at_bound", r.at_bound},
+                            {"rows", r.rows},
+                            {"sources", r.sources},
+                            {"note", r.note}}));
+  return core::Json::object({{"truth", options.truth_file},
+                             {"noise", options.noise},
+                             {"seed", static_cast<std::int64_t>(options.seed)},
+                             {"rows", rows},
+                             {"tolerance", rec.tolerance},
+                             {"parameters", params},
+                             {"judged", rec.judged()},
+                             {"recovered", rec.recovered()},
+                             {"cost_at_fit", rec.cost_fit},
+                             {"cost_at_truth", rec.cost_truth},
+                             {"costs_compare", rec.costs_compare},
+                             {"verdict", rec.verdict()}});
 }
 
 } // namespace zerosim::calibration

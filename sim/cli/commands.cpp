@@ -116,7 +116,7 @@ int memory_estimator(const Args& a, std::ostream& out)
     usage_error("--offload-param: DeepSpeed's estimator has parameter offload only together with --offload-optimizer");
   auto rows = memory::estimate_rows(q);
   if (a.json)
-    out << report::estimator_json(q, rows).dump() << "\n";
+    out << core::dump_json(report::estimator_json(q, rows), 2) << "\n";
   else
     out << report::estimator_table(q, rows);
   return 0;
@@ -140,7 +140,7 @@ int memory_command(const Args& a, std::ostream& out)
     ladder = memory::climb_ladder(s);
   core::Json j = report::memory_json(s, params, r, ladder);
   if (a.json)
-    out << j.dump() << "\n";
+    out << core::dump_json(j, 2) << "\n";
   else
     out << report::memory_table(s, params, r, ladder);
   if (a.out_dir) {
@@ -149,7 +149,7 @@ int memory_command(const Args& a, std::ostream& out)
     std::filesystem::create_directories(dir, ec);
     if (ec)
       throw core::InputError("zerosim: --out: cannot create " + dir.string() + ": " + ec.message());
-    write_file(dir / "summary.json", j.dump() + "\n");
+    write_file(dir / "summary.json", core::dump_json(j, 2) + "\n");
     write_file(dir / "scenario.resolved.yaml", config::resolved_yaml(s));
   }
   return 0;
@@ -194,7 +194,7 @@ int run_scenario_command(const Args& a, std::ostream& out)
   const run::RunResult result = run::run_scenario(s, o);
   const core::Json j = report::run_json(s, result);
   if (a.json)
-    out << j.dump() << "\n";
+    out << core::dump_json(j, 2) << "\n";
   else
     report::write_run_summary(out, s, result);
   if (a.out_dir) {
@@ -203,7 +203,7 @@ int run_scenario_command(const Args& a, std::ostream& out)
     std::filesystem::create_directories(dir, ec);
     if (ec)
       throw core::InputError("zerosim: --out: cannot create " + dir.string() + ": " + ec.message());
-    write_file(dir / "summary.json", j.dump() + "\n");
+    write_file(dir / "summary.json", core::dump_json(j, 2) + "\n");
     write_file(dir / "scenario.resolved.yaml", config::resolved_yaml(s));
     if (a.trace) {
       std::ostringstream trace;

@@ -3,11 +3,10 @@
 #include "calibration/measured_runs.hpp"
 #include "compare/training_logs.hpp"
 #include "core/error.hpp"
+#include "core/json.hpp"
 #include "core/worker_pool.hpp"
 #include "sweep/plots.hpp"
 #include "sweep/sweep.hpp"
-
-#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <filesystem>
@@ -18,7 +17,7 @@
 namespace zerosim::compare {
 
 namespace fs = std::filesystem;
-using Json = nlohmann::ordered_json;
+using core::Json;
 using sweep::number_at;
 
 namespace {

@@ -1,9 +1,8 @@
 #include "compare/training_logs.hpp"
 
 #include "core/error.hpp"
+#include "core/json.hpp"
 #include "core/text.hpp"
-
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -155,9 +154,9 @@ void parse_hf(const std::string& text, TrainingLog& log)
 {
   std::optional<double> samples, steps;
   try {
-    const nlohmann::json j = nlohmann::json::parse(text);
+    const core::Json j = core::Json::parse(text);
     // trainer_state.json: the last log_history entry that has them; train_results.json / all_results.json: at the top.
-    auto take = [&](const nlohmann::json& e) {
+    auto take = [&](const core::Json& e) {
       if (e.contains("train_samples_per_second") && e["train_samples_per_second"].is_number())
         samples = e["train_samples_per_second"].get<double>();
       if (e.contains("train_steps_per_second") && e["train_steps_per_second"].is_number())
@@ -169,7 +168,7 @@ void parse_hf(const std::string& text, TrainingLog& log)
       for (const auto& e : j["log_history"])
         if (e.is_object())
           take(e);
-  } catch (const nlohmann::json::exception&) {
+  } catch (const core::Json::exception&) {
     static const std::regex s_re(R"(['"]?train_samples_per_second['"]?\s*[:=]\s*([0-9.]+))");
     static const std::regex t_re(R"(['"]?train_steps_per_second['"]?\s*[:=]\s*([0-9.]+))");
     std::smatch m;

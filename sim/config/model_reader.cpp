@@ -1,6 +1,6 @@
 // models/NAME.yaml (scenario-format.md "Model file", docs/config.md).
 #include "config/readers.hpp"
-#include "core/json.hpp"
+#include "core/text.hpp"
 
 namespace zerosim::config {
 

@@ -3,7 +3,7 @@
 #include "spec/names.hpp"
 
 #include "core/error.hpp"
-#include "core/json.hpp"
+#include "core/text.hpp"
 
 #include <cmath>
 #include <filesystem>

@@ -1,54 +1,48 @@
-// A small ordered JSON value and a deterministic writer: keys keep insertion order and
-// numbers are printed in their shortest round-trip form, so equal inputs give equal bytes.
+// The JSON vocabulary of zerosim: nlohmann's JSON with ordered objects (keys keep their insertion order, which the
+// contract of scenario-format.md fixes), one rule for numbers, and the one way to write it. The rest of the code
+// says core::Json and core::dump_json, never nlohmann.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
+#include <cmath>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
-#include <utility>
-#include <variant>
 #include <vector>
 
 namespace zerosim::core {
 
-class Json {
-public:
-  using Array = std::vector<Json>;
-  using Object = std::vector<std::pair<std::string, Json>>;
-
-  Json() = default;                      ///< null
-  Json(std::nullptr_t) {}
-  Json(bool b) : value_(b) {}
-  Json(int v) : value_(static_cast<std::int64_t>(v)) {}
-  Json(std::int64_t v) : value_(v) {}
-  Json(double v) : value_(v) {}
-  Json(const char* s) : value_(std::string(s)) {}
-  Json(std::string s) : value_(std::move(s)) {}
-  Json(Array a) : value_(std::move(a)) {}
-  Json(Object o) : value_(std::move(o)) {}
-
-  static Json object() { return Json(Object{}); }
-  static Json array() { return Json(Array{}); }
-
-  /// Object: set (or replace) `key`, keeping first-insertion order. Returns *this.
-  Json& set(const std::string& key, Json v);
-  /// Array: append.
-  Json& push(Json v);
-
-  bool is_null() const { return std::holds_alternative<std::monostate>(value_); }
-  const Json* find(const std::string& key) const;   ///< object member or nullptr
-
-  /// Serialise. indent < 0: one line; otherwise pretty-printed with that many spaces.
-  std::string dump(int indent = 2) const;
-
-private:
-  void write(std::string& out, int indent, int depth) const;
-  std::variant<std::monostate, bool, std::int64_t, double, std::string, Array, Object> value_;
+/// nlohmann's conversions, but for a double: an exact integer below 2^53 goes in as that integer (written
+/// 68976648192, not nlohmann's 68976648192.0), NaN and the infinities as null (they are not JSON), any other double
+/// as itself. It holds wherever a double becomes a core::Json: assigned, in an initializer list, and when parsed.
+template <typename T, typename SFINAE = void> struct JsonSerializer : nlohmann::adl_serializer<T, SFINAE> {
 };
 
-/// Shortest decimal form of `v` that reads back to the same double ("1e+21" style avoided for
-/// integers below 2^53). NaN and infinities are not JSON: they are written as null.
-std::string format_number(double v);
+template <> struct JsonSerializer<double> : nlohmann::adl_serializer<double> {
+  template <typename BasicJson> static void to_json(BasicJson& j, double v)
+  {
+    if (!std::isfinite(v))
+      j = nullptr;
+    else if (v == std::floor(v) && std::fabs(v) < 9007199254740992.0) // 2^53: every integer below is exact
+      j = static_cast<std::int64_t>(v);
+    else
+      nlohmann::adl_serializer<double>::to_json(j, v);
+  }
+};
+
+/// A JSON value; objects keep their keys in insertion order (nlohmann::ordered_json with JsonSerializer).
+using Json = nlohmann::basic_json<nlohmann::ordered_map, std::vector, std::string, bool, std::int64_t, std::uint64_t,
+                                  double, std::allocator, JsonSerializer>;
+
+/// `j` as text: indent < 0 on one line (nlohmann's compact form, `{"a":1,"b":[2,3]}`), otherwise pretty-printed
+/// with `indent` spaces a level (`"key": value`, one member a line, `[]` and `{}` when empty). Bytes of a string that
+/// are not UTF-8 are written as U+FFFD (nlohmann's "replace"): a name read from a user's file never makes the writer
+/// throw. Doubles in nlohmann's round-trip form (Grisu2: the shortest digits but in roughly one double in a thousand,
+/// which gets a digit more or another last digit; fixed notation from 1e-4 to below 1e15, else an exponent).
+inline std::string dump_json(const Json& j, int indent)
+{
+  return j.dump(indent, ' ', false, Json::error_handler_t::replace);
+}
 
 } // namespace zerosim::core

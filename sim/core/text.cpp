@@ -1,6 +1,7 @@
 #include "core/text.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -69,6 +70,19 @@ std::string trim(std::string_view s)
   if (b == std::string_view::npos)
     return "";
   return std::string(s.substr(b, s.find_last_not_of(" \t\r") - b + 1));
+}
+
+std::string format_number(double v)
+{
+  if (!std::isfinite(v))
+    return "null";
+  char buf[64];
+  if (v == std::floor(v) && std::fabs(v) < 9007199254740992.0) { // an exact integer: no exponent, no ".0"
+    const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, static_cast<long long>(v));
+    return std::string(buf, end);
+  }
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v); // shortest round-trip
+  return std::string(buf, end);
 }
 
 } // namespace zerosim::core

@@ -1,4 +1,4 @@
-// Small text helpers shared by the layers: edit distance for did-you-mean, byte formatting, trimming.
+// Small text helpers shared by the layers: edit distance for did-you-mean, byte and number formatting, trimming.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +20,10 @@ std::string format_bytes(std::int64_t bytes);
 
 /// "64.24 GiB" (binary units, two decimals; B, KiB, MiB, GiB, TiB).
 std::string format_gib(std::int64_t bytes);
+
+/// A number for messages: an exact integer below 2^53 without ".0" or exponent ("68976648192"), any other
+/// finite double in std::to_chars' shortest round-trip form ("0.1", "1e-04"); NaN and the infinities as "null".
+std::string format_number(double v);
 
 /// `s` without leading and trailing spaces, tabs and carriage returns.
 std::string trim(std::string_view s);

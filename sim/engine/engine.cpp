@@ -3,7 +3,7 @@
 
 #include "compute/compute_model.hpp"
 #include "core/error.hpp"
-#include "core/json.hpp"
+#include "core/text.hpp"
 #include "platform/platform.hpp"
 #include "spec/names.hpp"
 

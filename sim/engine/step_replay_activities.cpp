@@ -3,7 +3,6 @@
 #include "engine/step_replay.hpp"
 
 #include "core/error.hpp"
-#include "core/json.hpp"
 #include "spec/names.hpp"
 
 #include <algorithm>

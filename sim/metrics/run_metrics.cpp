@@ -2,7 +2,6 @@
 
 #include "compute/compute_model.hpp"
 #include "core/error.hpp"
-#include "core/json.hpp"
 #include "core/text.hpp"
 #include "spec/names.hpp"
 

@@ -21,12 +21,11 @@ core::Json ladder_json(const std::vector<memory::LadderStep>& ladder)
 {
   core::Json steps = core::Json::array();
   for (const auto& rung : ladder)
-    steps.push(core::Json::object()
-                   .set("change", rung.change)
-                   .set("fits", rung.report.fits)
-                   .set("gpu_device_bytes", rung.report.gpu_device)
-                   .set("cpu_per_node_bytes", rung.report.cpu_per_node)
-                   .set("nvme_per_node_bytes", rung.report.nvme_per_node));
+    steps.push_back(core::Json::object({{"change", rung.change},
+                                        {"fits", rung.report.fits},
+                                        {"gpu_device_bytes", rung.report.gpu_device},
+                                        {"cpu_per_node_bytes", rung.report.cpu_per_node},
+                                        {"nvme_per_node_bytes", rung.report.nvme_per_node}}));
   return steps;
 }
 
@@ -34,22 +33,20 @@ core::Json ladder_json(const std::vector<memory::LadderStep>& ladder)
 
 core::Json meta_json(const spec::Scenario& s, const std::string& network_model)
 {
-  return core::Json::object()
-      .set("zerosim_version", ZEROSIM_VERSION)
-      .set("schema_version", 1)
-      .set("simgrid_version", ZEROSIM_SIMGRID_VERSION)
-      .set("network_model", network_model)
-      .set("deepspeed_version", s.deepspeed_version)
-      .set("software", core::Json::object()
-                           .set("attention", spec::to_string(s.software.attention))
-                           .set("compile", s.software.compile)
-                           .set("torch", s.software.torch)
-                           .set("stated", s.software.stated))
-      .set("kernel_data", s.kernels.file)
-      .set("calibration", core::Json::object()
-                              .set("path", s.calibration.path.empty() ? "none" : s.calibration.path)
-                              .set("hash", s.calibration.hash)
-                              .set("parameters", static_cast<std::int64_t>(s.calibration.factors.size())));
+  return core::Json::object(
+      {{"zerosim_version", ZEROSIM_VERSION},
+       {"schema_version", 1},
+       {"simgrid_version", ZEROSIM_SIMGRID_VERSION},
+       {"network_model", network_model},
+       {"deepspeed_version", s.deepspeed_version},
+       {"software", core::Json::object({{"attention", spec::to_string(s.software.attention)},
+                                        {"compile", s.software.compile},
+                                        {"torch", s.software.torch},
+                                        {"stated", s.software.stated}})},
+       {"kernel_data", s.kernels.file},
+       {"calibration", core::Json::object({{"path", s.calibration.path.empty() ? "none" : s.calibration.path},
+                                           {"hash", s.calibration.hash},
+                                           {"parameters", static_cast<std::int64_t>(s.calibration.factors.size())}})}});
 }
 
 core::Json memory_json(const spec::Scenario& s, std::int64_t params, const memory::MemoryReport& r,
@@ -57,48 +54,38 @@ core::Json memory_json(const spec::Scenario& s, std::int64_t params, const memor
 {
   core::Json breakdown = core::Json::object();
   for (int c = 0; c < spec::MEM_CATEGORY_COUNT; ++c)
-    breakdown.set(category_key(c), r.breakdown[static_cast<size_t>(c)]);
+    breakdown[category_key(c)] = r.breakdown[static_cast<size_t>(c)];
 
-  core::Json warnings = core::Json::array();
-  for (const auto& w : s.warnings)
-    warnings.push(w);
-
-  core::Json j = core::Json::object();
-  j.set("scenario", s.name)
-      .set("gpus", s.cluster.total_gpus())
-      .set("dp", s.dp())
-      .set("params", params)
-      .set("peak_memory_bytes", core::Json::object()
-                                    .set("gpu", r.gpu)
-                                    .set("gpu_reserved", r.gpu_reserved)
-                                    .set("gpu_device", r.gpu_device)
-                                    .set("cpu_per_node", r.cpu_per_node)
-                                    .set("cpu_pinned_per_node", r.cpu_pinned_per_node)
-                                    .set("nvme_per_node", r.nvme_per_node))
-      .set("memory_breakdown_bytes", breakdown)
-      .set("fits", r.fits)
-      .set("fit_by_tier", core::Json::object().set("gpu", r.fit_gpu).set("cpu", r.fit_cpu).set("nvme", r.fit_nvme))
-      .set("shortfall_bytes", r.shortfall_bytes)
-      .set("capacity_bytes", core::Json::object()
-                                 .set("gpu", r.gpu_capacity)
-                                 .set("cpu_per_node", r.cpu_capacity)
-                                 .set("nvme_per_node", r.nvme_capacity))
-      .set("memory_model_bytes", core::Json::object()
-                                     .set("fragmentation", r.fragmentation_bytes)
-                                     .set("awaiting_other_streams", r.allocator_pending_bytes)
-                                     .set("cuda_context", r.cuda_context_bytes)
-                                     .set("nccl", r.nccl_bytes))
-      .set("peak_task", r.peak_task);
+  core::Json j = core::Json::object(
+      {{"scenario", s.name},
+       {"gpus", s.cluster.total_gpus()},
+       {"dp", s.dp()},
+       {"params", params},
+       {"peak_memory_bytes", core::Json::object({{"gpu", r.gpu},
+                                                 {"gpu_reserved", r.gpu_reserved},
+                                                 {"gpu_device", r.gpu_device},
+                                                 {"cpu_per_node", r.cpu_per_node},
+                                                 {"cpu_pinned_per_node", r.cpu_pinned_per_node},
+                                                 {"nvme_per_node", r.nvme_per_node}})},
+       {"memory_breakdown_bytes", breakdown},
+       {"fits", r.fits},
+       {"fit_by_tier", core::Json::object({{"gpu", r.fit_gpu}, {"cpu", r.fit_cpu}, {"nvme", r.fit_nvme}})},
+       {"shortfall_bytes", r.shortfall_bytes},
+       {"capacity_bytes",
+        core::Json::object(
+            {{"gpu", r.gpu_capacity}, {"cpu_per_node", r.cpu_capacity}, {"nvme_per_node", r.nvme_capacity}})},
+       {"memory_model_bytes", core::Json::object({{"fragmentation", r.fragmentation_bytes},
+                                                  {"awaiting_other_streams", r.allocator_pending_bytes},
+                                                  {"cuda_context", r.cuda_context_bytes},
+                                                  {"nccl", r.nccl_bytes}})},
+       {"peak_task", r.peak_task}});
   if (!r.fits) {
-    core::Json to_fit = core::Json::object();
-    to_fit.set("ladder", ladder_json(ladder));
-    if (!ladder.empty() && ladder.back().report.fits)
-      to_fit.set("answer", ladder.back().change);
-    else
-      to_fit.set("answer", nullptr);
-    j.set("to_fit", to_fit);
+    const bool answered = !ladder.empty() && ladder.back().report.fits;
+    j["to_fit"] = core::Json::object(
+        {{"ladder", ladder_json(ladder)}, {"answer", answered ? core::Json(ladder.back().change) : core::Json()}});
   }
-  j.set("warnings", warnings).set("meta", meta_json(s, "none (memory replay in issue order; no timing)"));
+  j["warnings"] = s.warnings;
+  j["meta"] = meta_json(s, "none (memory replay in issue order; no timing)");
   return j;
 }
 

@@ -23,15 +23,14 @@ constexpr metrics::BreakdownKey BREAKDOWN_ORDER[metrics::BREAKDOWN_KEY_COUNT] = 
 /// A member of an object the memory report built (the keys and their spelling stay in one place).
 core::Json member(const core::Json& j, const char* key)
 {
-  const core::Json* v = j.find(key);
-  if (v == nullptr)
+  if (!j.contains(key))
     throw core::InternalError(std::string("run report: the memory report has no '") + key + "'");
-  return *v;
+  return j.at(key);
 }
 
 core::Json optional_number(const std::optional<double>& v)
 {
-  return v ? core::Json(*v) : core::Json(nullptr);
+  return v ? core::Json(*v) : core::Json();
 }
 
 /// Seconds for people: "12.345 s", "4.567 ms", "89.012 us".
@@ -60,90 +59,81 @@ core::Json run_json(const spec::Scenario& s, const run::RunResult& result)
 
   core::Json breakdown = core::Json::object();
   for (auto k : BREAKDOWN_ORDER)
-    breakdown.set(metrics::to_string(k), m.breakdown.at(k));
-  core::Json warnings = core::Json::array();
-  for (const auto& text : m.warnings)
-    warnings.push(text);
+    breakdown[metrics::to_string(k)] = m.breakdown.at(k);
   core::Json meta = meta_json(s, t.network_model);
-  meta.set("replay", t.replay);
+  meta["replay"] = t.replay;
 
-  core::Json j = core::Json::object();
   // The contract (scenario-format.md "Results"), in its order.
-  j.set("scenario", s.name)
-      .set("gpus", s.cluster.total_gpus())
-      .set("dp", s.dp()) // with tensor parallelism gpus / dp is its degree
-      .set("params", w.params)
-      .set("step_time_s", m.step_time_s)
-      .set("micro_steps", m.micro_steps)
-      .set("tokens_per_s", m.tokens_per_s)
-      .set("samples_per_s", m.samples_per_s)
-      .set("tflops_per_gpu", core::Json::object().set("model", m.tflops_model).set("hardware", m.tflops_hardware))
-      .set("mfu", m.mfu)
-      .set("hfu", m.hfu)
-      .set("peak_memory_bytes", member(mem, "peak_memory_bytes"))
-      .set("memory_breakdown_bytes", member(mem, "memory_breakdown_bytes"))
-      .set("fits", member(mem, "fits"))
-      .set("fit_by_tier", member(mem, "fit_by_tier"))
-      .set("shortfall_bytes", member(mem, "shortfall_bytes"))
-      .set("time_breakdown_s", breakdown)
-      .set("time_to_train_s", optional_number(m.time_to_train_s))
-      .set("cost", core::Json::object()
-                       .set("per_step", optional_number(m.cost_per_step))
-                       .set("to_train", optional_number(m.cost_to_train)))
-      .set("warnings", warnings)
-      .set("meta", meta);
+  core::Json j = core::Json::object(
+      {{"scenario", s.name},
+       {"gpus", s.cluster.total_gpus()},
+       {"dp", s.dp()}, // with tensor parallelism gpus / dp is its degree
+       {"params", w.params},
+       {"step_time_s", m.step_time_s},
+       {"micro_steps", m.micro_steps},
+       {"tokens_per_s", m.tokens_per_s},
+       {"samples_per_s", m.samples_per_s},
+       {"tflops_per_gpu", core::Json::object({{"model", m.tflops_model}, {"hardware", m.tflops_hardware}})},
+       {"mfu", m.mfu},
+       {"hfu", m.hfu},
+       {"peak_memory_bytes", member(mem, "peak_memory_bytes")},
+       {"memory_breakdown_bytes", member(mem, "memory_breakdown_bytes")},
+       {"fits", member(mem, "fits")},
+       {"fit_by_tier", member(mem, "fit_by_tier")},
+       {"shortfall_bytes", member(mem, "shortfall_bytes")},
+       {"time_breakdown_s", breakdown},
+       {"time_to_train_s", optional_number(m.time_to_train_s)},
+       {"cost", core::Json::object(
+                    {{"per_step", optional_number(m.cost_per_step)}, {"to_train", optional_number(m.cost_to_train)}})},
+       {"warnings", m.warnings},
+       {"meta", meta}});
   // How far to trust it: the calibration's leave-one-source-out band of the scenario's group (docs/calibration.md).
   const std::string group = spec::accuracy_group(s);
   const auto band = s.calibration.accuracy.find(group);
   if (band == s.calibration.accuracy.end())
-    j.set("accuracy", core::Json::object()
-                          .set("group", group)
-                          .set("loso_median_abs_error", nullptr)
-                          .set("loso_p90_abs_error", nullptr)
-                          .set("rows", 0));
+    j["accuracy"] = core::Json::object(
+        {{"group", group}, {"loso_median_abs_error", nullptr}, {"loso_p90_abs_error", nullptr}, {"rows", 0}});
   else
-    j.set("accuracy", core::Json::object()
-                          .set("group", group)
-                          .set("loso_median_abs_error", band->second.loso_median_abs_error_pct / 100.0)
-                          .set("loso_p90_abs_error", band->second.loso_p90_abs_error_pct / 100.0)
-                          .set("rows", band->second.rows));
+    j["accuracy"] = core::Json::object({{"group", group},
+                                        {"loso_median_abs_error", band->second.loso_median_abs_error_pct / 100.0},
+                                        {"loso_p90_abs_error", band->second.loso_p90_abs_error_pct / 100.0},
+                                        {"rows", band->second.rows}});
   // zerosim's own keys, after the contract's.
-  j.set("rank", m.rank)
-      .set("peak_task", m.memory.peak_task)
-      .set("peak_time_s", m.peak_time_s)
-      .set("peak_memory_device_time_bytes", member(mem_device, "peak_memory_bytes"))
-      .set("peak_task_device_time", m.memory_device_time.peak_task)
-      .set("capacity_bytes", member(mem, "capacity_bytes"))
-      .set("memory_model_bytes", member(mem, "memory_model_bytes"))
-      .set("peak_flops_per_gpu", m.peak_flops);
-  if (const core::Json* to_fit = mem.find("to_fit"))
-    j.set("to_fit", *to_fit);
-  j.set("simulation", core::Json::object()
-                          .set("simulated_ranks", static_cast<std::int64_t>(t.ranks.size()))
-                          .set("flows", static_cast<std::int64_t>(t.flows))
-                          .set("activities", static_cast<std::int64_t>(t.activities))
-                          .set("micro_steps_simulated", static_cast<std::int64_t>(t.reuse.simulated_micro_steps))
-                          .set("micro_step_period_s", t.reuse.period_s)
-                          .set("breakdown_rank", static_cast<std::int64_t>(m.timeline_rank)));
+  j["rank"] = m.rank;
+  j["peak_task"] = m.memory.peak_task;
+  j["peak_time_s"] = m.peak_time_s;
+  j["peak_memory_device_time_bytes"] = member(mem_device, "peak_memory_bytes");
+  j["peak_task_device_time"] = m.memory_device_time.peak_task;
+  j["capacity_bytes"] = member(mem, "capacity_bytes");
+  j["memory_model_bytes"] = member(mem, "memory_model_bytes");
+  j["peak_flops_per_gpu"] = m.peak_flops;
+  if (mem.contains("to_fit"))
+    j["to_fit"] = mem.at("to_fit");
+  j["simulation"] =
+      core::Json::object({{"simulated_ranks", static_cast<std::int64_t>(t.ranks.size())},
+                          {"flows", static_cast<std::int64_t>(t.flows)},
+                          {"activities", static_cast<std::int64_t>(t.activities)},
+                          {"micro_steps_simulated", static_cast<std::int64_t>(t.reuse.simulated_micro_steps)},
+                          {"micro_step_period_s", t.reuse.period_s},
+                          {"breakdown_rank", static_cast<std::int64_t>(m.timeline_rank)}});
   if (m.inference) {
     // docs/inference.md: the request's figures; step_time_s above is the whole request.
     const metrics::InferenceMetrics& im = *m.inference;
-    j.set("inference", core::Json::object()
-                           .set("batch_per_gpu", s.inference.batch)
-                           .set("prompt_tokens", s.inference.prompt_tokens)
-                           .set("generate_tokens", s.inference.generate_tokens)
-                           .set("forward_passes", im.passes)
-                           .set("simulated_passes", im.simulated_passes)
-                           .set("prefill_time_s", im.prefill_time_s)
-                           .set("decode_time_s", im.decode_time_s)
-                           .set("time_per_output_token_s", optional_number(im.time_per_output_token_s))
-                           .set("tokens_per_s", im.tokens_per_s)
-                           .set("prompt_tokens_per_s", im.prompt_tokens_per_s)
-                           .set("kv_cache_bytes", im.kv_cache_bytes)
-                           .set("weights_per_pass_bytes", core::Json::object()
-                                                              .set("nvme_read", im.nvme_read_bytes_per_pass)
-                                                              .set("h2d", im.h2d_bytes_per_pass)
-                                                              .set("all_gather", im.gather_bytes_per_pass)));
+    j["inference"] = core::Json::object(
+        {{"batch_per_gpu", s.inference.batch},
+         {"prompt_tokens", s.inference.prompt_tokens},
+         {"generate_tokens", s.inference.generate_tokens},
+         {"forward_passes", im.passes},
+         {"simulated_passes", im.simulated_passes},
+         {"prefill_time_s", im.prefill_time_s},
+         {"decode_time_s", im.decode_time_s},
+         {"time_per_output_token_s", optional_number(im.time_per_output_token_s)},
+         {"tokens_per_s", im.tokens_per_s},
+         {"prompt_tokens_per_s", im.prompt_tokens_per_s},
+         {"kv_cache_bytes", im.kv_cache_bytes},
+         {"weights_per_pass_bytes", core::Json::object({{"nvme_read", im.nvme_read_bytes_per_pass},
+                                                        {"h2d", im.h2d_bytes_per_pass},
+                                                        {"all_gather", im.gather_bytes_per_pass}})}});
   }
   return j;
 }
@@ -427,19 +417,18 @@ public:
 
   void metadata(const char* what, int pid, int tid, core::Json args)
   {
-    core::Json e = core::Json::object();
-    e.set("name", what).set("ph", "M").set("pid", pid);
+    core::Json e = core::Json::object({{"name", what}, {"ph", "M"}, {"pid", pid}});
     if (tid >= 0)
-      e.set("tid", tid);
-    e.set("args", std::move(args));
+      e["tid"] = tid;
+    e["args"] = std::move(args);
     emit(e);
   }
 
   int new_process(const std::string& name)
   {
     const int pid = next_pid_++;
-    metadata("process_name", pid, -1, core::Json::object().set("name", name));
-    metadata("process_sort_index", pid, -1, core::Json::object().set("sort_index", pid));
+    metadata("process_name", pid, -1, core::Json::object({{"name", name}}));
+    metadata("process_sort_index", pid, -1, core::Json::object({{"sort_index", pid}}));
     return pid;
   }
 
@@ -479,23 +468,23 @@ public:
       const int tid = next_tid_++;
       tids.push_back(tid);
       const std::string label = lane == 0 ? name : name + " #" + std::to_string(lane + 1);
-      metadata("thread_name", pid, tid, core::Json::object().set("name", label));
-      metadata("thread_sort_index", pid, tid, core::Json::object().set("sort_index", tid));
+      metadata("thread_name", pid, tid, core::Json::object({{"name", label}}));
+      metadata("thread_sort_index", pid, tid, core::Json::object({{"sort_index", tid}}));
     }
     for (size_t i = 0; i < slices.size(); ++i) {
       core::Json e = std::move(slices[i].event);
-      e.set("ph", "X")
-          .set("pid", pid)
-          .set("tid", tids[static_cast<size_t>(lane_of[i])])
-          .set("ts", static_cast<double>(slices[i].start) / 1e3)
-          .set("dur", static_cast<double>(slices[i].end - slices[i].start) / 1e3);
+      e["ph"] = "X";
+      e["pid"] = pid;
+      e["tid"] = tids[static_cast<size_t>(lane_of[i])];
+      e["ts"] = static_cast<double>(slices[i].start) / 1e3;
+      e["dur"] = static_cast<double>(slices[i].end - slices[i].start) / 1e3;
       emit(e);
     }
   }
 
   void finish(core::Json other)
   {
-    out_ << "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":" << other.dump(-1) << "}\n";
+    out_ << "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":" << core::dump_json(other, -1) << "}\n";
   }
 
 private:
@@ -504,7 +493,7 @@ private:
     if (!first_)
       out_ << ",\n";
     first_ = false;
-    out_ << e.dump(-1);
+    out_ << core::dump_json(e, -1);
   }
 
   std::ostream& out_;
@@ -534,18 +523,20 @@ void write_trace(std::ostream& out, const spec::Scenario& s, const engine::Timel
     std::vector<std::vector<Slice>> by_stream(STREAMS);
     for (size_t i = 0; i < r.graph.tasks.size(); ++i) {
       const auto& task = r.graph.tasks[i];
-      core::Json args = core::Json::object();
-      args.set("kind", kind_name(task.kind)).set("phase", phase_name(task.phase));
+      core::Json args = core::Json::object({{"kind", kind_name(task.kind)}, {"phase", phase_name(task.phase)}});
       if (task.micro_step >= 0)
-        args.set("micro_step", task.micro_step);
-      if (task.kind == spec::TaskKind::COLLECTIVE)
-        args.set("bytes", task.bytes).set("group", spec::to_string(task.group)).set("group_size", task.group_size);
-      else if (task.bytes > 0)
-        args.set("bytes", task.bytes);
+        args["micro_step"] = task.micro_step;
+      if (task.kind == spec::TaskKind::COLLECTIVE) {
+        args["bytes"] = task.bytes;
+        args["group"] = spec::to_string(task.group);
+        args["group_size"] = task.group_size;
+      } else if (task.bytes > 0) {
+        args["bytes"] = task.bytes;
+      }
       if (task.flops > 0)
-        args.set("flops", task.flops);
-      core::Json e = core::Json::object();
-      e.set("name", task.name).set("cat", kind_name(task.kind)).set("args", std::move(args));
+        args["flops"] = task.flops;
+      core::Json e =
+          core::Json::object({{"name", task.name}, {"cat", kind_name(task.kind)}, {"args", std::move(args)}});
       by_stream[static_cast<size_t>(task.stream)].push_back(
           Slice{to_ns(r.times[i].start), std::max(to_ns(r.times[i].start), to_ns(r.times[i].end)), i, std::move(e)});
     }
@@ -563,8 +554,7 @@ void write_trace(std::ostream& out, const spec::Scenario& s, const engine::Timel
     if (iv.track < 0 || static_cast<size_t>(iv.track) >= t.tracks.size())
       throw core::InternalError("trace: interval '" + iv.name + "' names track " + std::to_string(iv.track) + " of " +
                                 std::to_string(t.tracks.size()));
-    core::Json e = core::Json::object();
-    e.set("name", iv.name).set("cat", "resource");
+    core::Json e = core::Json::object({{"name", iv.name}, {"cat", "resource"}});
     by_track[static_cast<size_t>(iv.track)].push_back(
         Slice{to_ns(iv.start), std::max(to_ns(iv.start), to_ns(iv.end)), i, std::move(e)});
   }
@@ -579,11 +569,10 @@ void write_trace(std::ostream& out, const spec::Scenario& s, const engine::Timel
         trace.thread(pid, t.tracks[k].name, std::move(by_track[k]));
   }
 
-  trace.finish(core::Json::object()
-                   .set("scenario", s.name)
-                   .set("replay", t.replay)
-                   .set("step_time_s", t.step_time_s)
-                   .set("network_model", t.network_model));
+  trace.finish(core::Json::object({{"scenario", s.name},
+                                   {"replay", t.replay},
+                                   {"step_time_s", t.step_time_s},
+                                   {"network_model", t.network_model}}));
 }
 
 } // namespace zerosim::report

@@ -33,7 +33,7 @@ int run_sweep_mpi(const Plan&, const SweepOptions&, std::ostream&, std::ostream&
 
 namespace {
 
-using Json = nlohmann::ordered_json;
+using core::Json;
 
 constexpr int TAG_REQUEST = 1; ///< a rank asks for a point (no data)
 constexpr int TAG_POINT = 2;   ///< rank 0's answer: a point, or NO_POINT
@@ -48,7 +48,7 @@ std::string encode(std::size_t item, const core::WorkOutcome& o)
   j["payload"] = o.payload;
   j["message"] = o.message;
   j["wall_s"] = o.wall_s;
-  return j.dump();
+  return core::dump_json(j, -1);
 }
 
 void decode(const std::string& text, std::size_t& item, core::WorkOutcome& o)

@@ -20,7 +20,7 @@ extern char** environ;
 namespace zerosim::sweep {
 
 namespace fs = std::filesystem;
-using Json = nlohmann::ordered_json;
+using core::Json;
 
 namespace {
 

@@ -2,13 +2,12 @@
 
 #include "config/scenario_loader.hpp"
 #include "core/error.hpp"
+#include "core/json.hpp"
 #include "core/worker_pool.hpp"
 #include "spec/names.hpp"
 #include "sweep/sweep.hpp"
 #include "validation/csv.hpp"
 #include "validation/report_text.hpp"
-
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstdio>
@@ -19,13 +18,19 @@
 namespace zerosim::sweep {
 
 namespace fs = std::filesystem;
-using Json = nlohmann::ordered_json;
+using core::Json;
 
 namespace {
 
 using validation::text::fixed;
 
 constexpr double GIB = 1024.0 * 1024.0 * 1024.0;
+
+/// A number of candidates.csv as the run JSON writes it.
+std::string number(double v)
+{
+  return core::dump_json(Json(v), -1);
+}
 
 /// The offload settings a stage allows, in the seed article's order (faster first): none; the optimizer on the CPU
 /// (stage 1-3, ZeRO-Offload); stage 3 also the parameters on the CPU, and both on NVMe when the node has NVMe
@@ -278,10 +283,10 @@ int recommend(const RecommendOptions& o, std::ostream& out, std::ostream& err)
       csv << (it == best.end() ? std::string() : std::to_string(it - best.begin() + 1)) << "," << c.gpus << ","
           << c.stage << "," << validation::csv_field(c.sharding) << "," << validation::csv_field(c.offload) << ","
           << c.checkpointing << "," << c.micro_batch << "," << c.grad_accum << "," << validation::csv_field(c.status)
-          << "," << (c.fits ? "true" : "false") << "," << Json(c.step_time_s).dump() << ","
-          << Json(c.tokens_per_s).dump() << "," << Json(c.tflops_model).dump() << "," << Json(c.gpu_device_bytes).dump()
-          << "," << Json(c.capacity_bytes).dump() << "," << Json(c.shortfall_bytes).dump() << ","
-          << (c.cost_per_million_tokens ? Json(*c.cost_per_million_tokens).dump() : std::string()) << "\n";
+          << "," << (c.fits ? "true" : "false") << "," << number(c.step_time_s) << "," << number(c.tokens_per_s) << ","
+          << number(c.tflops_model) << "," << number(c.gpu_device_bytes) << "," << number(c.capacity_bytes) << ","
+          << number(c.shortfall_bytes) << ","
+          << (c.cost_per_million_tokens ? number(*c.cost_per_million_tokens) : std::string()) << "\n";
     }
     write_file(dir / "candidates.csv", csv.str());
   }

@@ -27,7 +27,7 @@
 namespace zerosim::sweep {
 
 namespace fs = std::filesystem;
-using Json = nlohmann::ordered_json;
+using core::Json;
 
 namespace {
 
@@ -65,7 +65,7 @@ std::string status_text(core::WorkStatus s)
 
 std::string number(double v)
 {
-  return Json(v).dump();
+  return core::dump_json(Json(v), -1);
 }
 
 /// The header cells of the result part of the CSV: the union of the done records' flattened keys, in order of
@@ -412,7 +412,7 @@ std::vector<std::pair<std::string, std::string>> flatten(const Json& result)
     else if (v.is_null())
       out.emplace_back(prefix, "");
     else
-      out.emplace_back(prefix, v.dump());
+      out.emplace_back(prefix, core::dump_json(v, -1));
   };
   walk("", result);
   return out;
@@ -439,7 +439,7 @@ std::string jsonl_line(const Plan& plan, const Record& r)
   j["message"] = r.message;
   j["result"] = r.result;
   j["wall_s"] = r.wall_s;
-  return j.dump() + "\n";
+  return core::dump_json(j, -1) + "\n";
 }
 
 std::string simulate_point(const Plan& plan, const std::vector<std::string>& point_sets)
@@ -449,7 +449,7 @@ std::string simulate_point(const Plan& plan, const std::vector<std::string>& poi
   opts.sets.insert(opts.sets.end(), point_sets.begin(), point_sets.end());
   opts.calibration = plan.calibration;
   const spec::Scenario s = config::load_scenario(plan.scenario, opts);
-  return report::run_json(s, run::run_scenario(s)).dump(-1);
+  return core::dump_json(report::run_json(s, run::run_scenario(s)), -1);
 }
 
 Plan make_plan(const std::string& scenario, const std::vector<std::string>& sets, const std::string& calibration,
@@ -559,7 +559,7 @@ int run_sweep(const Plan& plan, const SweepOptions& options, std::ostream& out, 
   const fs::path dir = options.out_dir.empty() ? fs::path(fs::path(plan.scenario).stem().string() + ".sweep")
                                                : fs::path(options.out_dir);
   std::vector<LineRef> refs = prepare_dir(plan, dir, options.resume, err); // the records kept from before
-  write_file(dir / PLAN_FILE, plan.to_json().dump(2) + "\n");
+  write_file(dir / PLAN_FILE, core::dump_json(plan.to_json(), 2) + "\n");
   // The files in point order, the torn line gone; the csv's columns so far.
   std::vector<std::string> columns;
   refs = rewrite_in_order(dir, plan, refs, columns);
@@ -726,7 +726,7 @@ int merge_sweeps(const std::vector<std::string>& shard_dirs, const std::string& 
     if (!joined)
       throw core::InputError("sweep --merge: cannot write " + (dir / JSONL_FILE).string());
   }
-  write_file(dir / PLAN_FILE, whole.to_json().dump(2) + "\n");
+  write_file(dir / PLAN_FILE, core::dump_json(whole.to_json(), 2) + "\n");
   bool torn = false;
   std::vector<std::string> columns;
   const std::vector<LineRef> refs = rewrite_in_order(dir, whole, scan_records(dir / JSONL_FILE, whole, torn), columns);

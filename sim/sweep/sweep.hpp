@@ -4,10 +4,9 @@
 // wall_s column. An interrupted sweep keeps every finished point; --resume runs the rest.
 #pragma once
 
+#include "core/json.hpp"
 #include "core/worker_pool.hpp"
 #include "sweep/grid.hpp"
-
-#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <filesystem>
@@ -30,9 +29,9 @@ struct Plan {
   std::vector<Axis> axes;
   Shard shard;
   Grid grid() const { return Grid(axes); }
-  nlohmann::ordered_json to_json() const;
+  core::Json to_json() const;
   /// Reads a plan written by to_json; throws core::InputError naming `file` when it is not one.
-  static Plan from_json(const nlohmann::ordered_json& j, const std::string& file);
+  static Plan from_json(const core::Json& j, const std::string& file);
 };
 
 /// One finished point.
@@ -41,7 +40,7 @@ struct Record {
   std::vector<std::string> values; ///< per axis
   std::string status;              ///< "done", "not modelled", "refused", "failed", "timed out"
   std::string message;             ///< why, when not done
-  nlohmann::ordered_json result;   ///< `zerosim run --json`'s object, for done (null otherwise)
+  core::Json result;               ///< `zerosim run --json`'s object, for done (null otherwise)
   double wall_s = 0;
   bool done() const { return status == "done"; }
 };
@@ -98,11 +97,11 @@ std::vector<Record> read_sweep(const std::string& dir, Plan& plan);
 
 /// The number at `path` in a result object (`{"tflops_per_gpu", "model"}`), or nothing when it is absent or not a
 /// number.
-std::optional<double> number_at(const nlohmann::ordered_json& result, std::initializer_list<const char*> path);
+std::optional<double> number_at(const core::Json& result, std::initializer_list<const char*> path);
 
 /// The flattened result keys of a `zerosim run --json` object: nested objects joined with dots, arrays and scalars as
 /// cells (a string as itself, null empty, anything else its JSON text).
-std::vector<std::pair<std::string, std::string>> flatten(const nlohmann::ordered_json& result);
+std::vector<std::pair<std::string, std::string>> flatten(const core::Json& result);
 
 /// The CSV of `records` (in point order): point, the axes, status, message, the union of the result keys in order
 /// of first appearance, wall_s.

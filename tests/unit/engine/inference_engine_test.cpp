@@ -178,12 +178,12 @@ TEST_SUITE("engine")
     CHECK(im.kv_cache_bytes == static_cast<std::int64_t>(2 * L * H * (512 + 6) * 8 * 2));
 
     const core::Json j = report::run_json(s, zerosim::run::RunResult{r.w, r.t, r.m, {}});
-    const core::Json* inf = j.find("inference");
-    REQUIRE(inf != nullptr);
-    CHECK(inf->find("prefill_time_s") != nullptr);
-    CHECK(inf->find("time_per_output_token_s") != nullptr);
-    CHECK(inf->find("tokens_per_s") != nullptr);
-    CHECK(inf->find("prompt_tokens_per_s") != nullptr);
+    REQUIRE(j.contains("inference"));
+    const core::Json& inf = j.at("inference");
+    CHECK(inf.contains("prefill_time_s"));
+    CHECK(inf.contains("time_per_output_token_s"));
+    CHECK(inf.contains("tokens_per_s"));
+    CHECK(inf.contains("prompt_tokens_per_s"));
     std::ostringstream out;
     report::write_run_summary(out, s, zerosim::run::RunResult{r.w, r.t, r.m, {}});
     CHECK(out.str().find("time per output token") != std::string::npos);

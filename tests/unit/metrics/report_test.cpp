@@ -4,12 +4,12 @@
 #include "run/run_scenario.hpp"
 
 #include "core/error.hpp"
+#include "core/json.hpp"
 #include "schedule/step_graph.hpp"
 #include "timeline_fixture.hpp"
 
 #include <doctest/doctest.h>
 
-#include <cctype>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -33,209 +33,17 @@ using test::span;
 
 constexpr std::int64_t GiB = 1024LL * 1024 * 1024;
 
-// ---- A small strict JSON reader (RFC 8259 grammar), to check that what we write parses and to read it back ----
+// ---- What we write, read back with nlohmann's parser ----
 
-struct Value {
-  enum class Type { NUL, BOOL, NUMBER, STRING, ARRAY, OBJECT } type = Type::NUL;
-  bool b = false;
-  double number = 0;
-  std::string text;
-  std::vector<Value> items;
-  std::vector<std::pair<std::string, Value>> members; ///< in document order
+using core::Json;
 
-  const Value& operator[](const std::string& key) const
-  {
-    for (const auto& [k, v] : members)
-      if (k == key)
-        return v;
-    throw std::runtime_error("no key '" + key + "'");
-  }
-  std::vector<std::string> keys() const
-  {
-    std::vector<std::string> k;
-    for (const auto& m : members)
-      k.push_back(m.first);
-    return k;
-  }
-};
-
-class Reader {
-public:
-  explicit Reader(const std::string& s) : s_(s) {}
-
-  Value document()
-  {
-    Value v = value();
-    space();
-    if (i_ != s_.size())
-      fail("trailing characters");
-    return v;
-  }
-
-private:
-  [[noreturn]] void fail(const std::string& what) const
-  {
-    throw std::runtime_error("JSON: " + what + " at offset " + std::to_string(i_));
-  }
-  void space()
-  {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\r' || s_[i_] == '\t'))
-      ++i_;
-  }
-  void expect(char c)
-  {
-    space();
-    if (i_ >= s_.size() || s_[i_] != c)
-      fail(std::string("expected '") + c + "'");
-    ++i_;
-  }
-  bool literal(const char* word)
-  {
-    const std::string w(word);
-    if (s_.compare(i_, w.size(), w) == 0) {
-      i_ += w.size();
-      return true;
-    }
-    return false;
-  }
-  std::string string()
-  {
-    expect('"');
-    std::string out;
-    while (true) {
-      if (i_ >= s_.size())
-        fail("unterminated string");
-      const char c = s_[i_++];
-      if (c == '"')
-        return out;
-      if (static_cast<unsigned char>(c) < 0x20)
-        fail("control character in a string");
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      if (i_ >= s_.size())
-        fail("unterminated escape");
-      const char e = s_[i_++];
-      if (e == 'u') {
-        for (int k = 0; k < 4; ++k)
-          if (i_ >= s_.size() || !std::isxdigit(static_cast<unsigned char>(s_[i_++])))
-            fail("bad \\u escape");
-        out += '?';
-      } else if (std::string("\"\\/bfnrt").find(e) != std::string::npos) {
-        out += e;
-      } else {
-        fail("bad escape");
-      }
-    }
-  }
-  double number()
-  {
-    const size_t start = i_;
-    if (s_[i_] == '-')
-      ++i_;
-    auto digits = [&] {
-      const size_t d = i_;
-      while (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_])))
-        ++i_;
-      if (i_ == d)
-        fail("digits expected");
-    };
-    if (i_ < s_.size() && s_[i_] == '0')
-      ++i_;
-    else
-      digits();
-    if (i_ < s_.size() && s_[i_] == '.') {
-      ++i_;
-      digits();
-    }
-    if (i_ < s_.size() && (s_[i_] == 'e' || s_[i_] == 'E')) {
-      ++i_;
-      if (i_ < s_.size() && (s_[i_] == '+' || s_[i_] == '-'))
-        ++i_;
-      digits();
-    }
-    return std::stod(s_.substr(start, i_ - start));
-  }
-  Value value()
-  {
-    space();
-    if (i_ >= s_.size())
-      fail("value expected");
-    Value v;
-    const char c = s_[i_];
-    if (c == '{') {
-      v.type = Value::Type::OBJECT;
-      ++i_;
-      space();
-      if (i_ < s_.size() && s_[i_] == '}') {
-        ++i_;
-        return v;
-      }
-      while (true) {
-        space();
-        std::string k = string();
-        expect(':');
-        v.members.emplace_back(std::move(k), value());
-        space();
-        if (i_ < s_.size() && s_[i_] == ',') {
-          ++i_;
-          continue;
-        }
-        expect('}');
-        return v;
-      }
-    }
-    if (c == '[') {
-      v.type = Value::Type::ARRAY;
-      ++i_;
-      space();
-      if (i_ < s_.size() && s_[i_] == ']') {
-        ++i_;
-        return v;
-      }
-      while (true) {
-        v.items.push_back(value());
-        space();
-        if (i_ < s_.size() && s_[i_] == ',') {
-          ++i_;
-          continue;
-        }
-        expect(']');
-        return v;
-      }
-    }
-    if (c == '"') {
-      v.type = Value::Type::STRING;
-      v.text = string();
-      return v;
-    }
-    if (literal("true")) {
-      v.type = Value::Type::BOOL;
-      v.b = true;
-      return v;
-    }
-    if (literal("false")) {
-      v.type = Value::Type::BOOL;
-      return v;
-    }
-    if (literal("null"))
-      return v;
-    if (c == '-' || std::isdigit(static_cast<unsigned char>(c))) {
-      v.type = Value::Type::NUMBER;
-      v.number = number();
-      return v;
-    }
-    fail("unexpected character");
-  }
-
-  const std::string& s_;
-  size_t i_ = 0;
-};
-
-Value parse(const std::string& text)
+/// An object's keys in document order.
+std::vector<std::string> keys(const Json& j)
 {
-  return Reader(text).document();
+  std::vector<std::string> k;
+  for (auto it = j.begin(); it != j.end(); ++it)
+    k.push_back(it.key());
+  return k;
 }
 
 // ---- A hand-built run ----
@@ -381,32 +189,33 @@ TEST_SUITE("report")
     const auto s = two_gpus();
     const auto t = timeline();
     const auto m = metrics::compute_metrics(s, flops_only(), t);
-    const Value j = parse(report::run_json(s, assemble(s, flops_only(), t)).dump());
-    const auto keys = j.keys();
-    REQUIRE(keys.size() > CONTRACT_KEYS.size());
-    CHECK(std::vector<std::string>(keys.begin(), keys.begin() + static_cast<long>(CONTRACT_KEYS.size())) ==
+    const Json j = Json::parse(core::dump_json(report::run_json(s, assemble(s, flops_only(), t)), 2));
+    const auto all = keys(j);
+    REQUIRE(all.size() > CONTRACT_KEYS.size());
+    CHECK(std::vector<std::string>(all.begin(), all.begin() + static_cast<long>(CONTRACT_KEYS.size())) ==
           CONTRACT_KEYS);
-    CHECK(std::vector<std::string>(keys.begin() + static_cast<long>(CONTRACT_KEYS.size()), keys.end()) ==
+    CHECK(std::vector<std::string>(all.begin() + static_cast<long>(CONTRACT_KEYS.size()), all.end()) ==
           std::vector<std::string>{"accuracy", "rank", "peak_task", "peak_time_s", "peak_memory_device_time_bytes",
                                    "peak_task_device_time", "capacity_bytes", "memory_model_bytes",
                                    "peak_flops_per_gpu", "simulation"});
-    CHECK(j["tflops_per_gpu"].keys() == std::vector<std::string>{"model", "hardware"});
+    CHECK(keys(j.at("tflops_per_gpu")) == std::vector<std::string>{"model", "hardware"});
     // accuracy: the calibration's leave-one-source-out band of the scenario's group (docs/calibration.md §4).
-    CHECK(j["accuracy"].keys() ==
+    CHECK(keys(j.at("accuracy")) ==
           std::vector<std::string>{"group", "loso_median_abs_error", "loso_p90_abs_error", "rows"});
-    CHECK(j["peak_memory_bytes"].keys() == std::vector<std::string>{"gpu", "gpu_reserved", "gpu_device", "cpu_per_node",
-                                                                    "cpu_pinned_per_node", "nvme_per_node"});
-    CHECK(j["memory_breakdown_bytes"].keys() ==
+    CHECK(keys(j.at("peak_memory_bytes")) == std::vector<std::string>{"gpu", "gpu_reserved", "gpu_device",
+                                                                      "cpu_per_node", "cpu_pinned_per_node",
+                                                                      "nvme_per_node"});
+    CHECK(keys(j.at("memory_breakdown_bytes")) ==
           std::vector<std::string>{"params", "grads", "optimizer", "activations", "buffers", "other"});
-    CHECK(j["fit_by_tier"].keys() == std::vector<std::string>{"gpu", "cpu", "nvme"});
-    CHECK(j["time_breakdown_s"].keys() ==
+    CHECK(keys(j.at("fit_by_tier")) == std::vector<std::string>{"gpu", "cpu", "nvme"});
+    CHECK(keys(j.at("time_breakdown_s")) ==
           std::vector<std::string>{"compute", "optimizer", "exposed_comm", "exposed_pcie", "exposed_nvme", "idle"});
-    CHECK(j["cost"].keys() == std::vector<std::string>{"per_step", "to_train"});
-    CHECK(j["meta"].keys() == std::vector<std::string>{"zerosim_version", "schema_version", "simgrid_version",
-                                                       "network_model", "deepspeed_version", "software", "kernel_data",
-                                                       "calibration", "replay"});
+    CHECK(keys(j.at("cost")) == std::vector<std::string>{"per_step", "to_train"});
+    CHECK(keys(j.at("meta")) == std::vector<std::string>{"zerosim_version", "schema_version", "simgrid_version",
+                                                         "network_model", "deepspeed_version", "software",
+                                                         "kernel_data", "calibration", "replay"});
     // meta.calibration: the profile's path ("none" for the priors alone), its hash and how many parameters it sets.
-    CHECK(j["meta"]["calibration"].keys() == std::vector<std::string>{"path", "hash", "parameters"});
+    CHECK(keys(j.at("meta").at("calibration")) == std::vector<std::string>{"path", "hash", "parameters"});
   }
 
   TEST_CASE("run JSON: the values are the metrics' (and null where nothing was asked)")
@@ -414,41 +223,41 @@ TEST_SUITE("report")
     const auto s = two_gpus();
     const auto t = timeline();
     const auto m = metrics::compute_metrics(s, flops_only(), t);
-    const Value j = parse(report::run_json(s, assemble(s, flops_only(), t)).dump());
-    CHECK(j["scenario"].text == "hand-built \"quoted\"");
-    CHECK(j["gpus"].number == 2);
-    CHECK(j["dp"].number == 2);
-    CHECK(j["params"].number == 123456);
-    CHECK(j["step_time_s"].number == 2.0);
-    CHECK(j["micro_steps"].number == 4);
+    const Json j = Json::parse(core::dump_json(report::run_json(s, assemble(s, flops_only(), t)), 2));
+    CHECK(j.at("scenario").get<std::string>() == "hand-built \"quoted\"");
+    CHECK(j.at("gpus").get<double>() == 2);
+    CHECK(j.at("dp").get<double>() == 2);
+    CHECK(j.at("params").get<double>() == 123456);
+    CHECK(j.at("step_time_s").get<double>() == 2.0);
+    CHECK(j.at("micro_steps").get<double>() == 4);
     // 16 x 1024 / 2 tokens/s, 16 / 2 samples/s; 1e12 x 4 / 2 / 1e12 = 2 model TFLOPs, 2.5 hardware
-    CHECK(j["tokens_per_s"].number == doctest::Approx(8192));
-    CHECK(j["samples_per_s"].number == doctest::Approx(8));
-    CHECK(j["tflops_per_gpu"]["model"].number == doctest::Approx(2));
-    CHECK(j["tflops_per_gpu"]["hardware"].number == doctest::Approx(2.5));
-    CHECK(j["mfu"].number == doctest::Approx(2e12 / 312e12));
-    CHECK(j["hfu"].number == doctest::Approx(2.5e12 / 312e12));
+    CHECK(j.at("tokens_per_s").get<double>() == doctest::Approx(8192));
+    CHECK(j.at("samples_per_s").get<double>() == doctest::Approx(8));
+    CHECK(j.at("tflops_per_gpu").at("model").get<double>() == doctest::Approx(2));
+    CHECK(j.at("tflops_per_gpu").at("hardware").get<double>() == doctest::Approx(2.5));
+    CHECK(j.at("mfu").get<double>() == doctest::Approx(2e12 / 312e12));
+    CHECK(j.at("hfu").get<double>() == doctest::Approx(2.5e12 / 312e12));
     // memory: the resident 1000 B only
-    CHECK(j["peak_memory_bytes"]["gpu"].number == 1000);
-    CHECK(j["memory_breakdown_bytes"]["params"].number == 1000);
-    CHECK(j["fits"].b);
-    CHECK(j["shortfall_bytes"].number == 0);
+    CHECK(j.at("peak_memory_bytes").at("gpu").get<double>() == 1000);
+    CHECK(j.at("memory_breakdown_bytes").at("params").get<double>() == 1000);
+    CHECK(j.at("fits").get<bool>());
+    CHECK(j.at("shortfall_bytes").get<double>() == 0);
     // breakdown: compute [0, 1.5], exposed comm [1.5, 1.75], optimizer [1.75, 2.0]; sums to the step
-    const auto& b = j["time_breakdown_s"];
-    CHECK(b["compute"].number == 1.5);
-    CHECK(b["exposed_comm"].number == 0.25);
-    CHECK(b["optimizer"].number == 0.25);
-    CHECK(b["idle"].number == 0);
-    CHECK(j["time_to_train_s"].type == Value::Type::NUL);
-    CHECK(j["cost"]["per_step"].type == Value::Type::NUL);
-    CHECK(j["cost"]["to_train"].type == Value::Type::NUL);
-    REQUIRE(j["warnings"].items.size() == 1);
-    CHECK(j["warnings"].items[0].text == s.warnings[0]);
-    CHECK(j["meta"]["network_model"].text == t.network_model);
-    CHECK(j["meta"]["schema_version"].number == 1);
-    CHECK(j["meta"]["replay"].text == "full");
-    CHECK(j["simulation"]["flows"].number == 7);
-    CHECK(j["peak_flops_per_gpu"].number == 312e12);
+    const auto& b = j.at("time_breakdown_s");
+    CHECK(b.at("compute").get<double>() == 1.5);
+    CHECK(b.at("exposed_comm").get<double>() == 0.25);
+    CHECK(b.at("optimizer").get<double>() == 0.25);
+    CHECK(b.at("idle").get<double>() == 0);
+    CHECK(j.at("time_to_train_s").is_null());
+    CHECK(j.at("cost").at("per_step").is_null());
+    CHECK(j.at("cost").at("to_train").is_null());
+    REQUIRE(j.at("warnings").size() == 1);
+    CHECK(j.at("warnings").at(0).get<std::string>() == s.warnings[0]);
+    CHECK(j.at("meta").at("network_model").get<std::string>() == t.network_model);
+    CHECK(j.at("meta").at("schema_version").get<double>() == 1);
+    CHECK(j.at("meta").at("replay").get<std::string>() == "full");
+    CHECK(j.at("simulation").at("flows").get<double>() == 7);
+    CHECK(j.at("peak_flops_per_gpu").get<double>() == 312e12);
   }
 
   TEST_CASE("summary: the figures, the breakdown with percentages, the replay and the warnings")
@@ -503,11 +312,11 @@ TEST_SUITE("report")
     CHECK(text.rfind("DOES NOT FIT (GPU): short by 1 B", 0) == 0);
     CHECK(text.find("+ training.micro_batch: 1") != std::string::npos);
     CHECK(text.find("Answer: training.micro_batch: 1") != std::string::npos);
-    const Value j = parse(report::run_json(s, assemble(s, w, t)).dump());
-    CHECK_FALSE(j["fits"].b);
-    CHECK_FALSE(j["fit_by_tier"]["gpu"].b);
-    CHECK(j["shortfall_bytes"].number == 1);
-    CHECK(j["to_fit"]["answer"].text.rfind("training.micro_batch: 1", 0) == 0);
+    const Json j = Json::parse(core::dump_json(report::run_json(s, assemble(s, w, t)), 2));
+    CHECK_FALSE(j.at("fits").get<bool>());
+    CHECK_FALSE(j.at("fit_by_tier").at("gpu").get<bool>());
+    CHECK(j.at("shortfall_bytes").get<double>() == 1);
+    CHECK(j.at("to_fit").at("answer").get<std::string>().rfind("training.micro_batch: 1", 0) == 0);
   }
 
   TEST_CASE("trace: valid JSON, a thread per stream used and per track, an event per task and interval")
@@ -516,27 +325,27 @@ TEST_SUITE("report")
     const auto t = timeline();
     std::ostringstream out;
     report::write_trace(out, s, t);
-    const Value j = parse(out.str());
-    CHECK(j.keys() == std::vector<std::string>{"traceEvents", "displayTimeUnit", "otherData"});
-    CHECK(j["displayTimeUnit"].text == "ms");
+    const Json j = Json::parse(out.str());
+    CHECK(keys(j) == std::vector<std::string>{"traceEvents", "displayTimeUnit", "otherData"});
+    CHECK(j.at("displayTimeUnit").get<std::string>() == "ms");
 
     std::map<int, std::string> processes;               // pid -> name
     std::map<int, std::pair<int, std::string>> threads; // tid -> (pid, name)
     int complete = 0;
-    const Value* fwd1 = nullptr;
-    for (const auto& e : j["traceEvents"].items) {
-      const std::string ph = e["ph"].text;
-      if (ph == "M" && e["name"].text == "process_name")
-        processes[static_cast<int>(e["pid"].number)] = e["args"]["name"].text;
-      if (ph == "M" && e["name"].text == "thread_name") {
-        const int tid = static_cast<int>(e["tid"].number);
+    const Json* fwd1 = nullptr;
+    for (const auto& e : j.at("traceEvents")) {
+      const std::string ph = e.at("ph").get<std::string>();
+      if (ph == "M" && e.at("name").get<std::string>() == "process_name")
+        processes[e.at("pid").get<int>()] = e.at("args").at("name").get<std::string>();
+      if (ph == "M" && e.at("name").get<std::string>() == "thread_name") {
+        const int tid = e.at("tid").get<int>();
         CHECK(threads.count(tid) == 0); // thread ids are unique over the trace
-        threads[tid] = {static_cast<int>(e["pid"].number), e["args"]["name"].text};
+        threads[tid] = {e.at("pid").get<int>(), e.at("args").at("name").get<std::string>()};
       }
       if (ph == "X") {
         ++complete;
-        CHECK(threads.count(static_cast<int>(e["tid"].number)) == 1); // named before use
-        if (e["name"].text == "fwd" && processes[static_cast<int>(e["pid"].number)].rfind("rank 1", 0) == 0)
+        CHECK(threads.count(e.at("tid").get<int>()) == 1); // named before use
+        if (e.at("name").get<std::string>() == "fwd" && processes[e.at("pid").get<int>()].rfind("rank 1", 0) == 0)
           fwd1 = &e;
       }
     }
@@ -560,9 +369,9 @@ TEST_SUITE("report")
     CHECK(complete == 4 + 4 + 4);
     // microseconds: fwd of rank 1 on [0, 0.5] s -> ts 0, dur 500000
     REQUIRE(fwd1 != nullptr);
-    CHECK((*fwd1)["ts"].number == 0);
-    CHECK((*fwd1)["dur"].number == 500000);
-    CHECK((*fwd1)["args"]["kind"].text == "compute");
+    CHECK(fwd1->at("ts").get<double>() == 0);
+    CHECK(fwd1->at("dur").get<double>() == 500000);
+    CHECK(fwd1->at("args").at("kind").get<std::string>() == "compute");
   }
 
   TEST_CASE("trace: an instant sits inside the slice it starts with; overlapping slices take another thread")
@@ -580,14 +389,14 @@ TEST_SUITE("report")
     t.step_time_s = 1.5;
     std::ostringstream out;
     report::write_trace(out, s, t);
-    const Value j = parse(out.str());
+    const Json j = Json::parse(out.str());
     std::vector<std::string> names;
     std::map<std::string, int> tid_of_event;
-    for (const auto& e : j["traceEvents"].items) {
-      if (e["ph"].text == "M" && e["name"].text == "thread_name")
-        names.push_back(e["args"]["name"].text);
-      if (e["ph"].text == "X")
-        tid_of_event[e["name"].text] = static_cast<int>(e["tid"].number);
+    for (const auto& e : j.at("traceEvents")) {
+      if (e.at("ph").get<std::string>() == "M" && e.at("name").get<std::string>() == "thread_name")
+        names.push_back(e.at("args").at("name").get<std::string>());
+      if (e.at("ph").get<std::string>() == "X")
+        tid_of_event[e.at("name").get<std::string>()] = e.at("tid").get<int>();
     }
     CHECK(names == std::vector<std::string>{"compute stream", "compute stream #2", "reduction_stream"});
     CHECK(tid_of_event["allreduce"] == tid_of_event["d2h"]);
@@ -603,17 +412,7 @@ TEST_SUITE("report")
     report::write_trace(b, s, t);
     CHECK(a.str() == b.str());
     const auto m = metrics::compute_metrics(s, flops_only(), t);
-    CHECK(report::run_json(s, assemble(s, flops_only(), t)).dump() ==
-          report::run_json(s, assemble(s, flops_only(), t)).dump());
-  }
-
-  TEST_CASE("the JSON reader of these tests refuses what is not JSON")
-  {
-    CHECK_THROWS(parse("{\"a\":1,}"));
-    CHECK_THROWS(parse("[1 2]"));
-    CHECK_THROWS(parse("{\"a\":01}"));
-    CHECK_THROWS(parse("{\"a\":1}}"));
-    CHECK_THROWS(parse("\"tab\there\""));
-    CHECK(parse("{\"a\":[1.5e3,-0.25,true,null,\"x\\\"y\"]}")["a"].items[0].number == 1500);
+    CHECK(core::dump_json(report::run_json(s, assemble(s, flops_only(), t)), 2) ==
+          core::dump_json(report::run_json(s, assemble(s, flops_only(), t)), 2));
   }
 }

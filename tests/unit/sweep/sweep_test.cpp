@@ -1,6 +1,7 @@
 // `zerosim sweep` (sweep/sweep.hpp, docs/sweep.md): files written per point and rewritten in point order, failed
 // points kept as rows, --resume after a stop, shares merged, and one point's figures equal to `zerosim run`'s.
 #include "core/error.hpp"
+#include "core/json.hpp"
 #include "sweep/plots.hpp"
 #include "sweep/sweep.hpp"
 
@@ -218,11 +219,11 @@ TEST_SUITE("sweep")
     // Point 1 is micro-batch 2: the same text as the pipeline gives for that --set (run in a worker here too, since
     // SimGrid allows one engine per process).
     const std::string jsonl = slurp(dir / "sweep.jsonl");
-    const auto second = nlohmann::ordered_json::parse(jsonl.substr(jsonl.find('\n') + 1));
+    const auto second = core::Json::parse(jsonl.substr(jsonl.find('\n') + 1));
     CHECK(second["point"] == 1);
     CHECK(second["values"]["training.micro_batch"] == "2");
     const std::string direct = simulate_point(plan, {"training.micro_batch=2"});
-    CHECK(second["result"] == nlohmann::ordered_json::parse(direct));
+    CHECK(second["result"] == core::Json::parse(direct));
     CHECK(second["result"]["step_time_s"].get<double>() > 0);
   }
 
@@ -235,7 +236,7 @@ TEST_SUITE("sweep")
     records[0].point = 5;
     records[0].values = plan.grid().point(5);
     records[0].status = "done";
-    records[0].result = nlohmann::ordered_json::parse(
+    records[0].result = core::Json::parse(
         R"({"tokens_per_s":100,"tflops_per_gpu":{"model":50},"peak_memory_bytes":{"gpu_device":1073741824},)"
         R"("capacity_bytes":{"gpu":85899345920},"fits":true,"time_breakdown_s":{"compute":2,"idle":1}})");
     const std::string path = std::getenv("PATH") ? std::getenv("PATH") : "";
@@ -257,7 +258,7 @@ TEST_SUITE("sweep")
   TEST_CASE(
       "sweep: flatten joins nested keys with dots, writes arrays and numbers as JSON text and strings as they are")
   {
-    const auto j = nlohmann::ordered_json::parse(R"({"a":1.5,"b":{"c":"x","d":{"e":null}},"f":[1,2],"g":{}})");
+    const auto j = core::Json::parse(R"({"a":1.5,"b":{"c":"x","d":{"e":null}},"f":[1,2],"g":{}})");
     const auto f = flatten(j);
     REQUIRE(f.size() == 5);
     CHECK(f[0] == std::make_pair(std::string("a"), std::string("1.5")));
