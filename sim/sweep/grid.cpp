@@ -95,6 +95,24 @@ std::uint64_t Grid::points_in(const Shard& shard) const
   return size_ > shard.index - 1 ? (size_ - shard.index) / shard.count + 1 : 0;
 }
 
+namespace {
+
+/// The decimal places (0 to 15) that make `x` a whole number, or -1 when none does (or x is beyond 2^53 at them).
+int decimal_places(double x)
+{
+  double scale = 1;
+  for (int d = 0; d <= 15; ++d, scale *= 10) {
+    const double s = x * scale;
+    if (std::abs(s) >= 9007199254740992.0)
+      return -1;
+    if (std::abs(s - std::round(s)) <= 1e-9 * std::max(1.0, std::abs(s)))
+      return d;
+  }
+  return -1;
+}
+
+} // namespace
+
 std::vector<std::string> expand(const std::string& where, const std::string& entry)
 {
   const std::string text = trim(entry);
@@ -134,10 +152,18 @@ std::vector<std::string> expand(const std::string& where, const std::string& ent
   }
   const bool integers = is_integer(lo) && is_integer(step);
   std::vector<std::string> out;
-  // Values by count, not by repeated addition, so that 0..1:+0.1 gives 0.3, not 0.30000000000000004.
+  // Values by count, not by repeated addition; and an additive range of decimals in whole tenths, hundredths, ...
+  // (d places): value i is (lo·10^d + i·step·10^d) / 10^d, whole numbers divided once, the double nearest the
+  // decimal. So 0..1:+0.1 gives 0.3, where lo + 3·step is 0.30000000000000004.
   const double tolerance = 1e-9 * std::max(1.0, std::abs(hi));
+  const int places = geometric ? -1 : std::max(decimal_places(lo), decimal_places(step));
+  const bool decimal = places >= 0 && decimal_places(lo) >= 0 && decimal_places(step) >= 0;
+  const double scale = decimal ? std::pow(10.0, places) : 1.0;
   for (std::size_t i = 0;; ++i) {
-    const double v = geometric ? lo * std::pow(step, static_cast<double>(i)) : lo + step * static_cast<double>(i);
+    const double n = static_cast<double>(i);
+    const double v = geometric ? lo * std::pow(step, n)
+                     : decimal ? (std::round(lo * scale) + n * std::round(step * scale)) / scale
+                               : lo + step * n;
     if (v > hi + tolerance)
       break;
     if (out.size() == MAX_VALUES)

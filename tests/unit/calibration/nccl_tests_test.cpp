@@ -855,7 +855,7 @@ TEST_SUITE("calibration")
     }
   }
 
-  TEST_CASE("nccl planned fit: tables without ranks still say why; the fabric is the engine's")
+  TEST_CASE("nccl planned fit: tables without ranks still say why, the fabric is the engine's")
   {
     const zerosim::spec::NodeSpec a100 = shipped_node("dgx-a100-40gb");
     CHECK_THROWS_WITH_AS(fit_nccl_table(read_nccl_tests(SENDRECV_A100), a100),

@@ -167,7 +167,7 @@ TEST_CASE("a group of one GPU is local: no phases, no flows")
   CHECK(p.predicted_s == 0);
 }
 
-TEST_CASE("channels: 1 on one node; min(NICs, GPUs) across nodes; entries ceil(c G / C)")
+TEST_CASE("channels: 1 on one node, min(NICs, GPUs) across nodes, entries ceil(c G / C)")
 {
   CHECK(collectives::channels(fabric(1, 8, 8)) == 1);
   CHECK(collectives::channels(fabric(4, 8, 8)) == 8);
@@ -318,7 +318,7 @@ TEST_CASE("predicted_s of a ring all-reduce is 2(N-1)/N S/B plus NCCL's latency 
   }
 }
 
-TEST_CASE("AUTO, Simple at line rate: tree for small all-reduces on many nodes, ring for large; ring on 1-2 nodes")
+TEST_CASE("AUTO, Simple at line rate: tree for small all-reduces on many nodes, ring for large, ring on 1-2 nodes")
 {
   // The Simple-only crossover written out (simple_line_rate: the ablation configuration); with protocols the
   // choice is among 6 (algorithm, protocol) pairs, tested in "protocols: ...".
@@ -365,7 +365,7 @@ TEST_CASE("AUTO, Simple at line rate: tree for small all-reduces on many nodes, 
   CHECK(collectives::plan(CollectiveKind::REDUCE_SCATTER, 1000, f, forced(Algorithm::TREE)).algorithm == "ring");
 }
 
-TEST_CASE("double binary tree: NCCL's trees.cc shapes; every node has one parent per tree except the roots")
+TEST_CASE("double binary tree: NCCL's trees.cc shapes, every node has one parent per tree except the roots")
 {
   // trees.cc illustration, 14 ranks: 0 -> 8 -> {4, 12}; 12 -> {10, 13}; 4 -> {2, 6}.
   CHECK(collectives::dtree_links(0, 8, 14).parent == 0);
@@ -487,7 +487,7 @@ TEST_CASE("tree all-reduce: chain flows of S/C each way, inter-node flows of S/(
   }
 }
 
-TEST_CASE("hierarchical: intra RS, inter AR among equal local indices, intra AG; AG inter first, RS intra first")
+TEST_CASE("hierarchical: intra RS, inter AR among equal local indices, intra AG, AG inter first, RS intra first")
 {
   const Fabric f = fabric(4, 8, 8);
   const double S = 3.2e9;
@@ -845,7 +845,7 @@ TEST_SUITE("collectives: tensor parallelism")
           collectives::plan(CollectiveKind::ALL_REDUCE, static_cast<std::int64_t>(S), fabric(2, 8, 8)).predicted_s);
   }
 
-  TEST_CASE("TENSOR with t = 1 is local (no flows); with t = G one group per node")
+  TEST_CASE("TENSOR with t = 1 is local (no flows), with t = G one group per node")
   {
     const Plan local = collectives::plan(CollectiveKind::ALL_REDUCE, 1 << 20, with_tp(fabric(2, 8, 8), 1), {},
                                          spec::CommGroup::TENSOR);
@@ -1089,7 +1089,7 @@ double busbw(const Fabric& f, double s, const Options& o = {})
 
 } // namespace
 
-TEST_CASE("protocols, one node of 8 A100: NCCL's own ring predictions by hand; LL below 1.2 MB, Simple above 24 MB")
+TEST_CASE("protocols, one node of 8 A100: NCCL's own ring predictions by hand, LL below 1.2 MB, Simple above 24 MB")
 {
   // NCCL 2.20.3 tuning.cc for 8 GPUs on one NVSwitch node, ring all-reduce, 2(N-1) = 14 steps, by hand:
   // NCCL's bus bandwidth is nChannels x its NVLink bandwidth: 12 NVLinks x 20 GB/s (topo.h SM80_NVLINK_BW) =
@@ -1132,7 +1132,7 @@ TEST_CASE("protocols, one node of 8 A100: NCCL's own ring predictions by hand; L
   CHECK(mb.protocol == collectives::Protocol::LL);
 }
 
-TEST_CASE("protocols, 2 nodes x 8 A100, 8 NICs: NCCL's ring latencies by hand; LL below 173 kB, Simple above 163 MB")
+TEST_CASE("protocols, 2 nodes x 8 A100, 8 NICs: NCCL's ring latencies by hand, LL below 173 kB, Simple above 163 MB")
 {
   // NCCL 2.20.3 tuning.cc, ring all-reduce on 2 nodes of 8 (N = 16): nsteps 30, nInterSteps 2 x nodes = 4. Intra
   // steps are at least the network post overhead (getNetOverhead, AMD host as DGX A100: 2 us, x 3 for Simple):
@@ -1215,7 +1215,7 @@ TEST_CASE("protocols on 1536 GPUs: a 1 MB all-gather runs LL, under a third of S
         doctest::Approx((10746.4 - 2.7) * US));
 }
 
-TEST_CASE("protocols: LL128 only over NVLink; a forced protocol is kept; names")
+TEST_CASE("protocols: LL128 only over NVLink, a forced protocol is kept, names")
 {
   // PCIe-only node (tuning.cc enables LL128 by default only for NVLink paths): LL or Simple, never LL128.
   Fabric pcie = fabric(1, 8, 8);

@@ -82,7 +82,7 @@ constexpr std::int64_t GB = 1'000'000'000;
 
 } // namespace
 
-TEST_CASE("two GPUs behind one PCIe switch share its uplink; GPUs on different switches do not")
+TEST_CASE("two GPUs behind one PCIe switch share its uplink, GPUs on different switches do not")
 {
   // GPU links of B = 25 GB/s, an uplink of U = 32 GB/s < 2B, two GPUs per switch (GPUs 0, 1 on switch 0; 2, 3
   // on switch 1). Two H2D copies of S bytes at once:

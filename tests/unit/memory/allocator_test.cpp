@@ -180,7 +180,7 @@ TEST_SUITE("memory.allocator")
     CHECK(a.ooms() == 1);
   }
 
-  TEST_CASE("allocator: reserved of a replay is the peak of the segments; the ablation keeps the old 19 % rule")
+  TEST_CASE("allocator: reserved of a replay is the peak of the segments, the ablation keeps the old 19 % rule")
   {
     // Resident: 10 GiB of parameters (one segment, a multiple of 2 MiB). Then per step: a 3 MiB activation on the
     // compute stream (a 20 MiB segment), a 30 MiB all-gather output on the all-gather stream (its own 30 MiB

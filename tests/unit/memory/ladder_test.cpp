@@ -99,7 +99,7 @@ TEST_SUITE("memory")
     CHECK(rungs[6].second.deepspeed.zero.offload_param.nvme_path == "/local_nvme");
   }
 
-  TEST_CASE("ladder: FSDP climbs to FULL_SHARD and CPU offload; DDP has nothing beyond checkpointing")
+  TEST_CASE("ladder: FSDP climbs to FULL_SHARD and CPU offload, DDP has nothing beyond checkpointing")
   {
     // docs/fsdp.md §5, §7: what FSDP offers to fit is sharding everything over all GPUs, then the CPU offload.
     auto s = base();

@@ -195,7 +195,7 @@ TEST_SUITE("memory")
     CHECK(memory::replay_memory(scenario(8, 1, 80 * GiB, 1024 * GiB, 0), g).gpu_reserved == 10 * GiB);
   }
 
-  TEST_CASE("replay: the old rule's floor is the block rounding; the allocator packs small blocks in 2 MiB")
+  TEST_CASE("replay: the old rule's floor is the block rounding, the allocator packs small blocks in 2 MiB")
   {
     // PyTorch rounds every block to 512 B; requests >= 10 MiB get their own segment rounded to 2 MiB.
     CHECK(memory::allocator_block_bytes(1) == 512);

@@ -227,7 +227,7 @@ TEST_SUITE("metrics")
     CHECK_FALSE(key(TaskKind::SYNC, Phase::OTHER).has_value());
   }
 
-  TEST_CASE("breakdown: overlapping intervals of one key count once; a higher key hides a lower one")
+  TEST_CASE("breakdown: overlapping intervals of one key count once, a higher key hides a lower one")
   {
     engine::RankTimeline r;
     // two compute kernels overlapping on [1, 2]: compute is the union [0, 3] = 3, not 2 + 2 = 4

@@ -374,7 +374,7 @@ TEST_SUITE("report")
     CHECK(fwd1->at("args").at("kind").get<std::string>() == "compute");
   }
 
-  TEST_CASE("trace: an instant sits inside the slice it starts with; overlapping slices take another thread")
+  TEST_CASE("trace: an instant sits inside the slice it starts with, overlapping slices take another thread")
   {
     const auto s = two_gpus();
     engine::Timeline t;

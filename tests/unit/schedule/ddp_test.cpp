@@ -268,7 +268,7 @@ TEST_SUITE("schedule")
     CHECK(resident_bytes(build_step_graph(sgd, w), Device::GPU) == 8 * psi);
   }
 
-  TEST_CASE("ddp: the optimizer waits for every all-reduce; each micro-step for the previous backward's")
+  TEST_CASE("ddp: the optimizer waits for every all-reduce, each micro-step for the previous backward's")
   {
     // finalize_backward makes the compute stream wait for each bucket's work (and, without the view, copy it
     // back): nothing on the compute stream after a synchronised backward starts before its all-reduces end.

@@ -219,7 +219,7 @@ TEST_SUITE("schedule")
     CHECK(task(o_now, "step.optimizer").mem_bytes == doctest::Approx(80.0 * PSI / 4));
   }
 
-  TEST_CASE("fsdp: an fp32 reduce_dtype doubles the reduce-scatter bytes; param_dtype sets the all-gather bytes")
+  TEST_CASE("fsdp: an fp32 reduce_dtype doubles the reduce-scatter bytes, param_dtype sets the all-gather bytes")
   {
     const int n = 4;
     const TaskGraph bf = build_step_graph(fsdp(n, 1), model());
@@ -368,7 +368,7 @@ TEST_SUITE("schedule")
     CHECK(without.syncs == 0);
   }
 
-  TEST_CASE("fsdp: backward_prefetch decides where the next all-gather is issued; one NCCL stream per group")
+  TEST_CASE("fsdp: backward_prefetch decides where the next all-gather is issued, one NCCL stream per group")
   {
     const int n = 4;
     auto graph = [&](spec::BackwardPrefetch p) {
@@ -406,7 +406,7 @@ TEST_SUITE("schedule")
     }
   }
 
-  TEST_CASE("fsdp: model states peak at (4 + 4 + 8)·Ψ/N; CPU offload moves them to the host")
+  TEST_CASE("fsdp: model states peak at (4 + 4 + 8)·Ψ/N, CPU offload moves them to the host")
   {
     const int n = 4, g = 2;
     const TaskGraph gr = build_step_graph(fsdp(n, g), model());

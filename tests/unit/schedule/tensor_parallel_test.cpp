@@ -187,7 +187,7 @@ TEST_SUITE("schedule: tensor parallelism")
     CHECK(std::find(deps.begin(), deps.end(), embed) != deps.end());
   }
 
-  TEST_CASE("full checkpointing re-runs each block's 2 row-parallel all-reduces in recompute; selective none")
+  TEST_CASE("full checkpointing re-runs each block's 2 row-parallel all-reduces in recompute, selective none")
   {
     // Full recompute re-runs the block's forward, its attention-output and MLP-output all-reduces included (2 x H
     // per block); selective recomputes only the attention core, which has no collective. Embedding and LM head
@@ -229,7 +229,7 @@ TEST_SUITE("schedule: tensor parallelism")
     }
   }
 
-  TEST_CASE("t = 1: no TENSOR and no DATA_PARALLEL collective; the data-parallel ones stay WORLD over every GPU")
+  TEST_CASE("t = 1: no TENSOR and no DATA_PARALLEL collective, the data-parallel ones stay WORLD over every GPU")
   {
     for (int stage : {0, 1, 2, 3}) {
       CAPTURE(stage);

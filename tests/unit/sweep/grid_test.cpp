@@ -25,7 +25,7 @@ std::string key(int k)
 
 TEST_SUITE("sweep")
 {
-  TEST_CASE("grid: ranges expand to their values; a value with '..' that is no range is itself")
+  TEST_CASE("grid: ranges expand to their values, a value with '..' that is no range is itself")
   {
     CHECK(expand("k", "4") == Strings{"4"});
     CHECK(expand("k", "3..5") == Strings{"3", "4", "5"});
@@ -67,7 +67,7 @@ TEST_SUITE("sweep")
       CHECK_THROWS_AS(parse_shard(bad), core::InputError);
   }
 
-  TEST_CASE("grid: a million points are planned from their index; no axis may be empty or repeat; 2^62 at most")
+  TEST_CASE("grid: a million points are planned from their index, no axis may be empty or repeat, 2^62 at most")
   {
     std::vector<Axis> axes;
     for (int k = 0; k < 6; ++k)
@@ -84,7 +84,7 @@ TEST_SUITE("sweep")
     CHECK_THROWS_WITH_AS(Grid{huge}, doctest::Contains("more than 2^62 points"), core::InputError);
   }
 
-  TEST_CASE("grid: --sweep replaces the sweep: block's entry for its key in place; a new key comes last")
+  TEST_CASE("grid: --sweep replaces the sweep: block's entry for its key in place, a new key comes last")
   {
     const std::vector<std::pair<std::string, Strings>> block = {{"training.micro_batch", {"1", "2"}},
                                                                 {"deepspeed.zero_optimization.stage", {"2..3"}}};

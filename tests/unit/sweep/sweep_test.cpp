@@ -126,7 +126,7 @@ TEST_SUITE("sweep")
     CHECK_THROWS_WITH_AS(run(plan, dir), doctest::Contains("already holds a sweep"), core::InputError);
   }
 
-  TEST_CASE("sweep: a stopped sweep keeps its finished points; --resume drops a torn line and runs only the rest")
+  TEST_CASE("sweep: a stopped sweep keeps its finished points, --resume drops a torn line and runs only the rest")
   {
     const Plan plan = sixteen_points();
     const fs::path whole = fresh_dir("whole");
@@ -165,7 +165,7 @@ TEST_SUITE("sweep")
                          core::InputError);
   }
 
-  TEST_CASE("sweep: two shares merged give the whole run's files; missing, duplicated and foreign shares refused")
+  TEST_CASE("sweep: two shares merged give the whole run's files, missing, duplicated and foreign shares refused")
   {
     const Plan plan = sixteen_points();
     const fs::path whole = fresh_dir("merge-whole");

@@ -581,7 +581,7 @@ TEST_SUITE("validation")
     CHECK(c.info.offload == "opt cpu + param none");
   }
 
-  TEST_CASE("run mapping: row 211's step time is the primary figure; samples/s and TFLOPs follow")
+  TEST_CASE("run mapping: row 211's step time is the primary figure, samples/s and TFLOPs follow")
   {
     ThroughputMapping m = map_one(row_211());
     REQUIRE(m.cases.size() == 1);
@@ -1393,7 +1393,7 @@ TEST_SUITE("validation")
     }
   }
 
-  TEST_CASE("run workers: results in case order; errors, crashes and time limits reported per row")
+  TEST_CASE("run workers: results in case order, errors, crashes and time limits reported per row")
   {
     std::vector<ThroughputCase> cases;
     for (const char* id : {"ok1", "unsupported", "abort", "slow", "throws", "ok2"})
