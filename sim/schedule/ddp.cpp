@@ -62,31 +62,21 @@ std::vector<DdpBucket> assign_buckets(const Builder& b, const std::vector<int>& 
   return out;
 }
 
+/// A copy of gradients into or out of a bucket on the compute stream (mark_variable_ready_dense, copy_bucket_to_grad).
 Task grad_reduce_copy(std::string name, int mb, int layer, std::int64_t elements, int elem_bytes)
 {
-  Task t;
-  t.kind = TaskKind::COMPUTE;
-  t.phase = Phase::GRAD_REDUCE;
-  t.stream = Stream::COMPUTE;
-  t.name = std::move(name);
-  t.micro_step = mb;
+  Task t = make_task(TaskKind::COMPUTE, Phase::GRAD_REDUCE, Stream::COMPUTE, std::move(name), mb);
   t.layer = layer;
   t.elements = elements;
   t.mem_bytes = 2.0 * static_cast<double>(elements * elem_bytes); // read one, write one
   return t;
 }
 
-Task step_pass(std::string name, std::int64_t elements, double bytes_per_elem, double flops_per_elem)
+/// A pass of the step over `elements`: `bytes_per_elem` of traffic and `flops_per_elem` of arithmetic each.
+TaskId step_pass(Builder& b, std::string name, std::int64_t elements, double bytes_per_elem, double flops_per_elem)
 {
-  Task t;
-  t.kind = TaskKind::COMPUTE;
-  t.phase = Phase::OPTIMIZER;
-  t.stream = Stream::COMPUTE;
-  t.name = std::move(name);
-  t.elements = elements;
-  t.mem_bytes = static_cast<double>(elements) * bytes_per_elem;
-  t.flops = static_cast<double>(elements) * flops_per_elem;
-  return t;
+  return b.gpu_pass(std::move(name), Phase::OPTIMIZER, -1, elements, static_cast<double>(elements) * bytes_per_elem,
+                    static_cast<double>(elements) * flops_per_elem);
 }
 
 } // namespace
@@ -144,12 +134,12 @@ void ddp_step(Builder& b, std::int64_t psi, int bp, bool lowp, bool scaler, cons
 {
   BufferId fp32_grads = -1;
   if (lowp) {
-    const TaskId cast = b.add(step_pass("step.grads_to_fp32", psi, bp + 4.0, 0));
+    const TaskId cast = step_pass(b, "step.grads_to_fp32", psi, bp + 4.0, 0);
     fp32_grads = b.transient("step.fp32_grads", Device::GPU, MemCategory::BUFFERS, psi * 4);
     b.alloc_on(cast, fp32_grads);
   }
   if (scaler)
-    b.host_wait(b.add(step_pass("step.grad_scaler.unscale", psi, UNSCALE_BYTES_PER_ELEM, UNSCALE_FLOPS_PER_ELEM)));
+    b.host_wait(step_pass(b, "step.grad_scaler.unscale", psi, UNSCALE_BYTES_PER_ELEM, UNSCALE_FLOPS_PER_ELEM));
   std::int64_t largest = 0; // every parameter whole: the largest is the single-tensor step's temporary
   for (const ParamInfo& pi : b.params)
     largest = std::max(largest, pi.numel);
@@ -158,7 +148,7 @@ void ddp_step(Builder& b, std::int64_t psi, int bp, bool lowp, bool scaler, cons
   for (BufferId gb : grads)
     b.free_on(opt, gb); // zero_grad(set_to_none=True)
   if (lowp)
-    b.add(step_pass("step.master_to_params", psi, 4.0 + bp, 0));
+    step_pass(b, "step.master_to_params", psi, 4.0 + bp, 0);
 }
 
 } // namespace
@@ -259,13 +249,7 @@ void build_ddp(Builder& b)
 
       const std::int64_t numel = b.layer_numel(l);
       BufferId repointed = -1; // the param.grad the copy-in replaces by its bucket view
-      if (!view) {
-        if (mb == 0) {
-          grads[static_cast<std::size_t>(l)] =
-              b.transient("grads." + lname, Device::GPU, MemCategory::GRADS, numel * bp);
-          b.alloc_on(bwd, grads[static_cast<std::size_t>(l)]);
-        }
-      } else if (mb < first_synced) {
+      if (!view || mb < first_synced) {
         if (mb == 0) {
           grads[static_cast<std::size_t>(l)] =
               b.transient("grads." + lname, Device::GPU, MemCategory::GRADS, numel * bp);

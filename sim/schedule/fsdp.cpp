@@ -251,12 +251,7 @@ double Fsdp::autocast_bytes(int l) const
 
 TaskId Fsdp::compute_task(std::string name, Phase ph, double mem, int mb, std::vector<TaskId> deps, Stream st)
 {
-  Task t;
-  t.kind = TaskKind::COMPUTE;
-  t.phase = ph;
-  t.stream = st;
-  t.name = std::move(name);
-  t.micro_step = mb;
+  Task t = make_task(TaskKind::COMPUTE, ph, st, std::move(name), mb);
   t.mem_bytes = mem;
   if (st == Stream::ALLGATHER)
     take_ag_deps(deps);
@@ -330,10 +325,7 @@ void Fsdp::unshard(int u, const char* pass)
       st.ag_output = b_.transient(nm("allgather") + ".output", Device::GPU, MemCategory::BUFFERS, bytes);
       b_.alloc_on(ag, st.ag_output);
       if (mp) { // the flat cast of the shards to param_dtype (_get_param_all_gather_inputs)
-        const BufferId cin =
-            b_.transient(nm("allgather") + ".copy_in", Device::GPU, MemCategory::BUFFERS, un.shard * c_.b_p);
-        b_.alloc_on(ag, cin);
-        b_.free_on(ag, cin);
+        b_.scratch(ag, nm("allgather") + ".copy_in", MemCategory::BUFFERS, un.shard * c_.b_p);
       }
       b_.free_on(ag, staging);
       // In forward the previous unit's all-gather output is released before this unit's copy-out.

@@ -127,10 +127,7 @@ void Fsdp::reduce(int u, TaskId bwd)
     const TaskId cin = compute_task(name("rs_copy_in"), Phase::GRAD_REDUCE, mem, mb_, {bwd, prev_rs_});
     last_compute_ = cin;
     if (c_.b_r < c_.b_p) { // narrowing: through a grad-dtype temporary
-      const BufferId tmp =
-          b_.transient(name("rs_copy_in") + ".narrow", Device::GPU, MemCategory::BUFFERS, full * c_.b_p);
-      b_.alloc_on(cin, tmp);
-      b_.free_on(cin, tmp);
+      b_.scratch(cin, name("rs_copy_in") + ".narrow", MemCategory::BUFFERS, full * c_.b_p);
     }
     const BufferId input =
         b_.transient(name("reduce_scatter") + ".input", Device::GPU, MemCategory::BUFFERS, full * c_.b_r);
@@ -155,16 +152,10 @@ void Fsdp::reduce(int u, TaskId bwd)
     first = last = collective(name("reduce_scatter"), Phase::GRAD_REDUCE, Stream::REDUCE_PARTITION,
                               CollectiveKind::REDUCE_SCATTER, full * c_.b_r, mb_, deps, c_.shard_group);
     if (c_.b_r != c_.b_p) { // flat_param.grad.to(reduce_dtype)
-      const BufferId cast =
-          b_.transient(name("reduce_scatter") + ".cast", Device::GPU, MemCategory::BUFFERS, un.numel * c_.b_r);
-      b_.alloc_on(first, cast);
-      b_.free_on(first, cast);
+      b_.scratch(first, name("reduce_scatter") + ".cast", MemCategory::BUFFERS, un.numel * c_.b_r);
     }
     if (full != un.numel || c_.pad_always) { // _get_reduce_scatter_tensors: F.pad to W·S_u (torch < 2.0: always)
-      const BufferId pad =
-          b_.transient(name("reduce_scatter") + ".pad", Device::GPU, MemCategory::BUFFERS, full * c_.b_r);
-      b_.alloc_on(first, pad);
-      b_.free_on(first, pad);
+      b_.scratch(first, name("reduce_scatter") + ".pad", MemCategory::BUFFERS, full * c_.b_r);
     }
     b_.free_on(first, st.grad); // record_stream on the post-backward stream
   }

@@ -50,9 +50,7 @@ TaskId stage12_offload_bucket_copies(Builder& b, const std::string& name, int mb
   // partition (async_inplace_copy_grad_to_fp32_buffer_from_gpu, §3.6).
   if (boundary && e_slice > 0) {
     last = b.copy(name + ".d2h_fp32_grads", Phase::GRAD_REDUCE, st, CopyDirection::D2H, e_slice * 4, pin, mb);
-    const BufferId cast = b.transient(name + ".fp32_grad_slice", Device::GPU, MemCategory::BUFFERS, e_slice * 4);
-    b.alloc_on(last, cast);
-    b.free_on(last, cast);
+    b.scratch(last, name + ".fp32_grad_slice", MemCategory::BUFFERS, e_slice * 4);
   }
   return last;
 }
@@ -73,15 +71,8 @@ TaskId stage12_offload_step(Builder& b, std::int64_t part, std::vector<TaskId> d
       b.copy("step.h2d_fp32_params", Phase::OPTIMIZER, Stream::COMPUTE, CopyDirection::H2D, part * 4, pin, -1, {adam});
   const BufferId tmp = b.transient("step.fp32_params_on_gpu", Device::GPU, MemCategory::BUFFERS, part * 4);
   b.alloc_on(h2d, tmp);
-  Task c;
-  c.kind = TaskKind::COMPUTE;
-  c.phase = Phase::OPTIMIZER;
-  c.stream = Stream::COMPUTE;
-  c.name = "step.lp_cast";
-  c.elements = part;
-  c.mem_bytes = static_cast<double>(part) * (4 + b.b_lp);
-  c.deps = {h2d};
-  const TaskId cast = b.add(std::move(c));
+  const TaskId cast =
+      b.gpu_pass("step.lp_cast", Phase::OPTIMIZER, -1, part, static_cast<double>(part) * (4 + b.b_lp), 0, {h2d});
   b.free_on(cast, tmp);
   return cast;
 }
@@ -298,17 +289,13 @@ TaskId stage3_offload_bucket_copies(Builder& b, const Stage3Offload& o, const st
     // _offload_grad_partition_at_boundary: grad_buffer.to(fp32) on the GPU, D2H 4 B/elem (§6.1).
     if (e_cpu > 0) {
       last = b.copy(name + ".d2h_fp32_grads", Phase::GRAD_REDUCE, st, CopyDirection::D2H, e_cpu * 4, pin, mb);
-      const BufferId cast = b.transient(name + ".fp32_grad_cast", Device::GPU, MemCategory::BUFFERS, e_cpu * 4);
-      b.alloc_on(last, cast);
-      b.free_on(last, cast);
+      b.scratch(last, name + ".fp32_grad_cast", MemCategory::BUFFERS, e_cpu * 4);
     }
     // NVMe optimizer: swap_out_gradients = D2H into the pinned swap buffers + async aio write (§7).
     if (e_nvme > 0) {
       const TaskId d2h =
           b.copy(name + ".d2h_fp32_grads_swap", Phase::GRAD_REDUCE, st, CopyDirection::D2H, e_nvme * 4, true, mb);
-      const BufferId cast = b.transient(name + ".fp32_grad_cast_swap", Device::GPU, MemCategory::BUFFERS, e_nvme * 4);
-      b.alloc_on(d2h, cast);
-      b.free_on(d2h, cast);
+      b.scratch(d2h, name + ".fp32_grad_cast_swap", MemCategory::BUFFERS, e_nvme * 4);
       last = b.nvme(name + ".nvme_write_fp32_grads", Phase::GRAD_REDUCE, true, e_nvme * 4, mb, {d2h});
     }
   }
@@ -351,14 +338,9 @@ TaskId stage3_optimizer_loop(Builder& b, const Stage3Offload& o)
       const double extra = (flatten ? 2.0 * b.b_lp + (b.mixed ? b.b_lp + 4 : 0) : 0.0) + 8 + (4 + b.b_lp);
       opt = b.gpu_optimizer(nm + ".optimizer", e, extra);
       if (flatten) {
-        const BufferId lpf = b.transient(nm + ".lp_flat_grads", Device::GPU, MemCategory::BUFFERS, e * b.b_lp);
-        b.alloc_on(opt, lpf);
-        b.free_on(opt, lpf);
-        if (b.mixed) {
-          const BufferId f32 = b.transient(nm + ".fp32_grads", Device::GPU, MemCategory::BUFFERS, e * 4);
-          b.alloc_on(opt, f32);
-          b.free_on(opt, f32);
-        }
+        b.scratch(opt, nm + ".lp_flat_grads", MemCategory::BUFFERS, e * b.b_lp);
+        if (b.mixed)
+          b.scratch(opt, nm + ".fp32_grads", MemCategory::BUFFERS, e * 4);
       }
       last = opt;
       if (o.param_offload) {

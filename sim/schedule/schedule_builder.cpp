@@ -59,42 +59,7 @@ Builder::Builder(const spec::Scenario& scen, const workload::Workload& work, int
     }
   }
   act_kept_.assign(w.layers.size(), -1);
-  bwd_working_.assign(w.layers.size(), -1);
-
-  // DeepSpeed's activation_checkpointing block (docs/offload.md). zerosim checkpoints every transformer block
-  // under `full`; DeepSpeed's block acts on blocks run through deepspeed.checkpointing.checkpoint.
-  const spec::DsActivationCheckpointingSpec& a = s.deepspeed.activation_checkpointing;
-  ckpt_.active = s.framework == spec::Framework::DEEPSPEED && s.training.mode == spec::Mode::TRAIN &&
-                 s.training.activation_checkpointing == spec::Checkpointing::FULL;
-  ckpt_slot_.assign(w.layers.size(), -1);
-  if (ckpt_.active) {
-    for (std::size_t l = 0; l < w.layers.size(); ++l)
-      if (w.layers[l].kind == workload::LayerKind::BLOCK) {
-        ckpt_slot_[l] = static_cast<int>(ckpt_layers_.size());
-        ckpt_layers_.push_back(static_cast<int>(l));
-      }
-    // checkpointing.py CheckpointFunction.forward: partition_activations -> partition_activations() (`.cpu()` of
-    // the clone); else cpu_checkpointing -> the async engine (0.19, _get_cpu_offload_engine) or copy_to_device
-    // (0.16: `.to('cpu')`).
-    if (a.cpu_checkpointing)
-      ckpt_.copy = a.partition_activations || v016 ? DsCheckpointing::Copy::BLOCKING : DsCheckpointing::Copy::ASYNC;
-    ckpt_.contiguous = a.contiguous_memory_optimization && a.partition_activations && a.number_checkpoints;
-    ckpt_.slots = a.number_checkpoints.value_or(0);
-    ckpt_.synchronize = a.synchronize_checkpoint_boundary;
-    ckpt_.profile = a.profile;
-    if (ckpt_.contiguous && ckpt_.slots < static_cast<int>(ckpt_layers_.size()))
-      throw core::InputError(scenario_label(s) +
-                             ": deepspeed.activation_checkpointing.number_checkpoints: " + std::to_string(ckpt_.slots) +
-                             " contiguous slots for " + std::to_string(ckpt_layers_.size()) +
-                             " checkpointed blocks per forward; DeepSpeed's partition_activations runs out of "
-                             "contiguous_data_buffers (IndexError) at block " +
-                             std::to_string(ckpt_.slots));
-  }
-  ckpt_fwd_begun_.assign(w.layers.size(), 0);
-  ckpt_bwd_begun_.assign(w.layers.size(), 0);
-  ckpt_host_.assign(w.layers.size(), -1);
-  ckpt_d2h_.assign(w.layers.size(), -1);
-  ckpt_input_.assign(w.layers.size(), -1);
+  ckpt_ = CheckpointState(s, w, v016);
   graph.dp = n;
   graph.rank = rank;
   graph.micro_steps = g;
@@ -114,6 +79,14 @@ BufferId Builder::transient(std::string name, Device d, MemCategory c, std::int6
   if (bytes <= 0)
     return -1;
   return graph.add_buffer(Buffer{std::move(name), d, pinned, c, bytes, {}, false, false});
+}
+
+BufferId Builder::scratch(TaskId t, std::string name, MemCategory c, std::int64_t bytes)
+{
+  const BufferId b = transient(std::move(name), Device::GPU, c, bytes);
+  alloc_on(t, b);
+  free_on(t, b);
+  return b;
 }
 
 void Builder::torch_optimizer_state(BufferId b, const std::vector<std::int64_t>& param_elements)
@@ -164,6 +137,17 @@ void Builder::free_on(TaskId t, BufferId b)
     task(t).frees.push_back(b);
 }
 
+Task make_task(TaskKind kind, Phase ph, Stream st, std::string name, int mb)
+{
+  Task t;
+  t.kind = kind;
+  t.phase = ph;
+  t.stream = st;
+  t.name = std::move(name);
+  t.micro_step = mb;
+  return t;
+}
+
 TaskId Builder::add(Task t)
 {
   const auto si = static_cast<std::size_t>(t.stream);
@@ -201,12 +185,7 @@ void Builder::compute_waits_for(TaskId t)
 TaskId Builder::collective(std::string name, Phase ph, Stream st, CollectiveKind k, std::int64_t bytes, int mb,
                            std::vector<TaskId> deps, CommGroup group)
 {
-  Task t;
-  t.kind = TaskKind::COLLECTIVE;
-  t.phase = ph;
-  t.stream = st;
-  t.name = std::move(name);
-  t.micro_step = mb;
+  Task t = make_task(TaskKind::COLLECTIVE, ph, st, std::move(name), mb);
   t.collective = k;
   t.bytes = bytes;
   if (group == CommGroup::WORLD && tp > 1)
@@ -223,12 +202,7 @@ TaskId Builder::collective(std::string name, Phase ph, Stream st, CollectiveKind
 TaskId Builder::copy(std::string name, Phase ph, Stream st, CopyDirection dir, std::int64_t bytes, bool pinned, int mb,
                      std::vector<TaskId> deps)
 {
-  Task t;
-  t.kind = TaskKind::COPY;
-  t.phase = ph;
-  t.stream = st;
-  t.name = std::move(name);
-  t.micro_step = mb;
+  Task t = make_task(TaskKind::COPY, ph, st, std::move(name), mb);
   t.direction = dir;
   t.bytes = bytes;
   t.pinned = pinned;
@@ -259,12 +233,7 @@ std::int64_t aio_request_waves(const spec::AioSpec& aio, std::int64_t bytes)
 
 TaskId Builder::nvme(std::string name, Phase ph, bool write, std::int64_t bytes, int mb, std::vector<TaskId> deps)
 {
-  Task t;
-  t.kind = write ? TaskKind::NVME_WRITE : TaskKind::NVME_READ;
-  t.phase = ph;
-  t.stream = Stream::NVME;
-  t.name = std::move(name);
-  t.micro_step = mb;
+  Task t = make_task(write ? TaskKind::NVME_WRITE : TaskKind::NVME_READ, ph, Stream::NVME, std::move(name), mb);
   t.bytes = bytes;
   t.request_waves = aio_request_waves(s.deepspeed.aio, bytes);
   t.pinned = true;
@@ -275,11 +244,7 @@ TaskId Builder::nvme(std::string name, Phase ph, bool write, std::int64_t bytes,
 TaskId Builder::cpu_work(std::string name, Phase ph, std::int64_t elements, double mem_bytes, double flops,
                          std::vector<TaskId> deps)
 {
-  Task t;
-  t.kind = TaskKind::CPU_COMPUTE;
-  t.phase = ph;
-  t.stream = Stream::HOST;
-  t.name = std::move(name);
+  Task t = make_task(TaskKind::CPU_COMPUTE, ph, Stream::HOST, std::move(name));
   t.elements = elements;
   t.mem_bytes = mem_bytes;
   t.flops = flops;
@@ -289,14 +254,20 @@ TaskId Builder::cpu_work(std::string name, Phase ph, std::int64_t elements, doub
   return id;
 }
 
+TaskId Builder::gpu_pass(std::string name, Phase ph, int mb, std::int64_t elements, double mem_bytes, double flops,
+                         std::vector<TaskId> deps)
+{
+  Task t = make_task(TaskKind::COMPUTE, ph, Stream::COMPUTE, std::move(name), mb);
+  t.elements = elements;
+  t.mem_bytes = mem_bytes;
+  t.flops = flops;
+  t.deps = std::move(deps);
+  return add(std::move(t));
+}
+
 TaskId Builder::sync(std::string name, int mb, std::vector<TaskId> deps, double host_seconds)
 {
-  Task t;
-  t.kind = TaskKind::SYNC;
-  t.phase = Phase::OTHER;
-  t.stream = Stream::HOST;
-  t.name = std::move(name);
-  t.micro_step = mb;
+  Task t = make_task(TaskKind::SYNC, Phase::OTHER, Stream::HOST, std::move(name), mb);
   t.deps = std::move(deps);
   t.host_seconds = host_seconds;
   const TaskId id = add(std::move(t));
@@ -308,12 +279,7 @@ TaskId Builder::layer_compute(std::string name, Phase ph, int mb, int layer, std
                               int op_end)
 {
   const workload::Layer& l = w.layers[static_cast<std::size_t>(layer)];
-  Task t;
-  t.kind = TaskKind::COMPUTE;
-  t.phase = ph;
-  t.stream = Stream::COMPUTE;
-  t.name = std::move(name);
-  t.micro_step = mb;
+  Task t = make_task(TaskKind::COMPUTE, ph, Stream::COMPUTE, std::move(name), mb);
   t.layer = layer;
   const auto n_ops = static_cast<int>(l.ops.size());
   const int end = op_end < 0 ? n_ops : op_end;
@@ -347,10 +313,10 @@ TaskId Builder::forward(int mb, int layer, std::vector<TaskId> deps, const Compu
 {
   const workload::Layer& l = w.layers[static_cast<std::size_t>(layer)];
   const auto li = static_cast<std::size_t>(layer);
-  const bool ck = ckpt_on(layer);
-  if (ck && !ckpt_fwd_begun_[li])
+  const bool ck = ckpt_.on(layer);
+  if (ck && !ckpt_.fwd_begun[li])
     checkpoint_forward_begin(mb, layer);
-  ckpt_fwd_begun_[li] = 0;
+  ckpt_.fwd_begun[li] = 0;
   const std::string mbs = "mb" + std::to_string(mb);
   TaskId compute = -1; // the first compute task (allocations)
   TaskId last = -1;    // the last one (the working bytes' and the block input's release)
@@ -372,32 +338,32 @@ TaskId Builder::forward(int mb, int layer, std::vector<TaskId> deps, const Compu
   // The layer's tensor-parallel all-reduces run inside its forward (before checkpoint() returns): the layer ends
   // with the last of them. Its memory events stay on the compute task.
   const TaskId id = tensor_parallel_collectives(mb, layer, Phase::FORWARD, last);
-  if (ck && (ckpt_.copy == DsCheckpointing::Copy::BLOCKING || ckpt_.contiguous)) {
+  if (ck && (ckpt_.config.copy == DsCheckpointing::Copy::BLOCKING || ckpt_.config.contiguous)) {
     // The checkpoint is kept elsewhere (host memory or a contiguous slot): the GPU block input lives through
     // the forward, then get_partitioned_activations_for_backward / get_cpu_activations_for_backward empty it
     // (`arg.data = torch.empty([])`).
-    BufferId input = ckpt_input_[li];
-    ckpt_input_[li] = -1;
+    BufferId input = ckpt_.input[li];
+    ckpt_.input[li] = -1;
     if (input < 0) {
       input = transient(mbs + ".act." + l.name, Device::GPU, MemCategory::ACTIVATIONS, l.activation_bytes_kept);
       alloc_on(compute, input);
     }
     free_on(last, input);
-    if (ckpt_.contiguous && ckpt_.copy != DsCheckpointing::Copy::BLOCKING) {
+    if (ckpt_.config.contiguous && ckpt_.config.copy != DsCheckpointing::Copy::BLOCKING) {
       // contiguous_data_buffers on the GPU: number_checkpoints slots allocated at the micro-step's first
       // checkpoint (partition_activations), each kept until its block's backward.
-      if (ckpt_slots_mb_ != mb) {
-        ckpt_slots_mb_ = mb;
-        for (int cl : ckpt_layers_) {
+      if (ckpt_.slots_mb != mb) {
+        ckpt_.slots_mb = mb;
+        for (int cl : ckpt_.layers) {
           const workload::Layer& c = w.layers[static_cast<std::size_t>(cl)];
           act_kept_[static_cast<std::size_t>(cl)] = transient(mbs + ".ckpt_contiguous." + c.name, Device::GPU,
                                                               MemCategory::ACTIVATIONS, c.activation_bytes_kept);
           alloc_on(compute, act_kept_[static_cast<std::size_t>(cl)]);
         }
-        ckpt_unused_slots_ =
+        ckpt_.unused_slots =
             transient(mbs + ".ckpt_contiguous.unused", Device::GPU, MemCategory::ACTIVATIONS,
-                      (ckpt_.slots - static_cast<std::int64_t>(ckpt_layers_.size())) * l.activation_bytes_kept);
-        alloc_on(compute, ckpt_unused_slots_);
+                      (ckpt_.config.slots - static_cast<std::int64_t>(ckpt_.layers.size())) * l.activation_bytes_kept);
+        alloc_on(compute, ckpt_.unused_slots);
       }
     } else {
       act_kept_[li] = -1;
@@ -416,183 +382,36 @@ TaskId Builder::forward(int mb, int layer, std::vector<TaskId> deps, const Compu
   free_on(last, work);
   if (!ck)
     return id;
-  if (ckpt_.copy == DsCheckpointing::Copy::ASYNC) {
+  if (ckpt_.config.copy == DsCheckpointing::Copy::ASYNC) {
     // get_offloaded_activations_for_backward -> engine.offload_input(arg): register the block input; the
     // oldest beyond keep_last_count starts its D2H (offload_activations.py _flush_keep_last).
-    const int newest = ckpt_next_id_++;
-    ckpt_keep_.emplace_back(newest, layer);
-    while (static_cast<int>(ckpt_keep_.size()) > ACT_OFFLOAD_KEEP_LAST) {
-      const std::pair<int, int> oldest = ckpt_keep_.front();
-      ckpt_keep_.erase(ckpt_keep_.begin());
+    const int newest = ckpt_.next_id++;
+    ckpt_.keep.emplace_back(newest, layer);
+    while (static_cast<int>(ckpt_.keep.size()) > ACT_OFFLOAD_KEEP_LAST) {
+      const std::pair<int, int> oldest = ckpt_.keep.front();
+      ckpt_.keep.erase(ckpt_.keep.begin());
       ckpt_offload(mb, oldest.second, oldest.first, newest);
     }
   }
   // CheckpointFunction.forward's end: timers.log reads the CUDA-event timer (CudaEventTimer.get_elapsed_msec:
   // end_event.synchronize(), a host wait on the compute stream), then synchronize_checkpoint_boundary.
-  if (ckpt_.profile)
+  if (ckpt_.config.profile)
     sync(mbs + ".ckpt_profile.fwd." + l.name, mb, {id});
-  if (ckpt_.synchronize)
+  if (ckpt_.config.synchronize)
     device_synchronize(mbs + ".ckpt_synchronize.fwd_end." + l.name, mb);
   return id;
-}
-
-void Builder::ckpt_offload(int mb, int layer, int id, int newest_id)
-{
-  // _start_offload: drop the stash entries older than max_fwd_stash_count (their GPU memory returns once the
-  // side stream has drained, record_stream), then an async D2H into a pinned host buffer.
-  const workload::Layer& l = w.layers[static_cast<std::size_t>(layer)];
-  const auto li = static_cast<std::size_t>(layer);
-  const std::string mbs = "mb" + std::to_string(mb);
-  // The side stream waits for the compute stream (the checkpoint is the output of the work issued before).
-  std::vector<TaskId> after;
-  if (const TaskId producer = last_on_stream_[static_cast<std::size_t>(Stream::COMPUTE)]; producer >= 0)
-    after.push_back(producer);
-  const TaskId d2h = copy(mbs + ".ckpt_d2h." + l.name, Phase::FORWARD, ACT_OFFLOAD_STREAM, CopyDirection::D2H,
-                          l.activation_bytes_kept, true, mb, std::move(after));
-  for (auto it = ckpt_stash_.begin(); it != ckpt_stash_.end();) {
-    if (it->first > newest_id - ACT_OFFLOAD_FWD_STASH) {
-      ++it;
-      continue;
-    }
-    const auto sl = static_cast<std::size_t>(it->second);
-    free_on(d2h, act_kept_[sl]);
-    act_kept_[sl] = -1;
-    it = ckpt_stash_.erase(it);
-  }
-  ckpt_host_[li] =
-      transient(mbs + ".ckpt_host." + l.name, Device::HOST, MemCategory::ACTIVATIONS, l.activation_bytes_kept, true);
-  alloc_on(d2h, ckpt_host_[li]);
-  ckpt_d2h_[li] = d2h;
-  ckpt_stash_.emplace_back(id, layer);
-}
-
-TaskId Builder::device_synchronize(std::string name, int mb)
-{
-  // torch.cuda.synchronize(): every CUDA stream's work issued so far (not the host thread's, not aio's).
-  std::vector<TaskId> deps;
-  for (Stream st : {Stream::COMPUTE, Stream::REDUCTION, Stream::ALLGATHER, Stream::REDUCE_PARTITION})
-    deps.push_back(last_on_stream_[static_cast<std::size_t>(st)]);
-  return sync(std::move(name), mb, std::move(deps));
-}
-
-void Builder::checkpoint_forward_begin(int mb, int layer)
-{
-  if (!ckpt_on(layer))
-    return;
-  const auto li = static_cast<std::size_t>(layer);
-  if (ckpt_fwd_begun_[li])
-    return;
-  ckpt_fwd_begun_[li] = 1;
-  const workload::Layer& l = w.layers[li];
-  const std::string mbs = "mb" + std::to_string(mb);
-  if (ckpt_.synchronize)
-    device_synchronize(mbs + ".ckpt_synchronize.fwd_begin." + l.name, mb);
-  if (ckpt_.copy != DsCheckpointing::Copy::BLOCKING)
-    return;
-  // partition_activations() `partition.cpu()` (or its copy_ into a contiguous slot) / copy_to_device(cpu): a
-  // synchronous copy into pageable memory on the compute stream, before the block's forward.
-  const TaskId d2h = copy(mbs + ".ckpt_d2h." + l.name, Phase::FORWARD, Stream::COMPUTE, CopyDirection::D2H,
-                          l.activation_bytes_kept, false, mb);
-  ckpt_input_[li] = transient(mbs + ".act." + l.name, Device::GPU, MemCategory::ACTIVATIONS, l.activation_bytes_kept);
-  alloc_on(d2h, ckpt_input_[li]);
-  if (ckpt_.contiguous && ckpt_slots_mb_ != mb) {
-    // contiguous_data_buffers on the host: number_checkpoints pageable slots at the first checkpoint.
-    ckpt_slots_mb_ = mb;
-    for (int cl : ckpt_layers_) {
-      const workload::Layer& c = w.layers[static_cast<std::size_t>(cl)];
-      ckpt_host_[static_cast<std::size_t>(cl)] = transient(mbs + ".ckpt_contiguous." + c.name, Device::HOST,
-                                                           MemCategory::ACTIVATIONS, c.activation_bytes_kept);
-      alloc_on(d2h, ckpt_host_[static_cast<std::size_t>(cl)]);
-    }
-    ckpt_unused_slots_ =
-        transient(mbs + ".ckpt_contiguous.unused", Device::HOST, MemCategory::ACTIVATIONS,
-                  (ckpt_.slots - static_cast<std::int64_t>(ckpt_layers_.size())) * l.activation_bytes_kept);
-    alloc_on(d2h, ckpt_unused_slots_);
-  } else if (!ckpt_.contiguous) {
-    ckpt_host_[li] =
-        transient(mbs + ".ckpt_host." + l.name, Device::HOST, MemCategory::ACTIVATIONS, l.activation_bytes_kept);
-    alloc_on(d2h, ckpt_host_[li]);
-  }
-  ckpt_d2h_[li] = d2h;
-  host_wait(d2h);
-}
-
-void Builder::checkpoint_backward_begin(int mb, int layer)
-{
-  if (!ckpt_on(layer))
-    return;
-  const auto li = static_cast<std::size_t>(layer);
-  if (ckpt_bwd_begun_[li])
-    return;
-  ckpt_bwd_begun_[li] = 1;
-  const workload::Layer& l = w.layers[li];
-  const std::string mbs = "mb" + std::to_string(mb);
-  if (ckpt_.synchronize)
-    device_synchronize(mbs + ".ckpt_synchronize.bwd_begin." + l.name, mb);
-  // CheckpointFunction.backward: `contiguous_data_buffers = []` drops the slots no checkpoint holds.
-  if (ckpt_unused_slots_ >= 0) {
-    ckpt_pending_frees_.push_back(ckpt_unused_slots_);
-    ckpt_unused_slots_ = -1;
-  }
-  if (ckpt_.copy == DsCheckpointing::Copy::NONE)
-    return;
-  if (ckpt_.copy == DsCheckpointing::Copy::ASYNC) {
-    // engine.restore_input (offload_activations.py _restore_tensor): the kept-last input is still on the GPU; a
-    // stashed one too (the compute stream waits for its D2H, its host buffer returns to the pool); any other
-    // is copied back on the side stream and the compute stream waits for it.
-    auto kept = std::find_if(ckpt_keep_.begin(), ckpt_keep_.end(),
-                             [layer](const std::pair<int, int>& e) { return e.second == layer; });
-    if (kept != ckpt_keep_.end()) {
-      ckpt_keep_.erase(kept);
-      return;
-    }
-    auto stashed = std::find_if(ckpt_stash_.begin(), ckpt_stash_.end(),
-                                [layer](const std::pair<int, int>& e) { return e.second == layer; });
-    if (stashed != ckpt_stash_.end()) {
-      ckpt_stash_.erase(stashed);
-      ckpt_pending_deps_.push_back(ckpt_d2h_[li]);
-      ckpt_pending_frees_.push_back(ckpt_host_[li]);
-      ckpt_host_[li] = -1;
-      return;
-    }
-  }
-  // Blocking: `t.saved_data.to(t.device)`, a synchronous copy from pageable memory on the compute stream.
-  // Async: a non-blocking copy from the pinned buffer on the engine's stream.
-  const bool async = ckpt_.copy == DsCheckpointing::Copy::ASYNC;
-  const TaskId h2d = copy(mbs + ".ckpt_h2d." + l.name, Phase::RECOMPUTE, async ? ACT_OFFLOAD_STREAM : Stream::COMPUTE,
-                          CopyDirection::H2D, l.activation_bytes_kept, async, mb);
-  act_kept_[li] =
-      transient(mbs + ".act_restored." + l.name, Device::GPU, MemCategory::ACTIVATIONS, l.activation_bytes_kept);
-  alloc_on(h2d, act_kept_[li]);
-  free_on(h2d, ckpt_host_[li]);
-  ckpt_host_[li] = -1;
-  ckpt_pending_deps_.push_back(h2d);
-  if (!async)
-    host_wait(h2d);
-}
-
-void Builder::checkpoint_backward_end(int mb, int layer)
-{
-  if (!ckpt_on(layer))
-    return;
-  const std::string mbs = "mb" + std::to_string(mb);
-  const std::string& name = w.layers[static_cast<std::size_t>(layer)].name;
-  if (ckpt_.profile)
-    sync(mbs + ".ckpt_profile.bwd." + name, mb, {last_on_stream_[static_cast<std::size_t>(Stream::COMPUTE)]});
-  if (ckpt_.synchronize)
-    device_synchronize(mbs + ".ckpt_synchronize.bwd_end." + name, mb);
 }
 
 std::array<TaskId, 2> Builder::backward(int mb, int layer, std::vector<TaskId> deps, const ComputeParts* parts)
 {
   const workload::Layer& l = w.layers[static_cast<std::size_t>(layer)];
   const auto li = static_cast<std::size_t>(layer);
-  if (ckpt_on(layer)) {
-    if (!ckpt_bwd_begun_[li])
+  if (ckpt_.on(layer)) {
+    if (!ckpt_.bwd_begun[li])
       checkpoint_backward_begin(mb, layer);
-    ckpt_bwd_begun_[li] = 0;
-    deps.insert(deps.end(), ckpt_pending_deps_.begin(), ckpt_pending_deps_.end());
-    ckpt_pending_deps_.clear();
+    ckpt_.bwd_begun[li] = 0;
+    deps.insert(deps.end(), ckpt_.pending_deps.begin(), ckpt_.pending_deps.end());
+    ckpt_.pending_deps.clear();
   }
   const std::string mbs = "mb" + std::to_string(mb);
   const BufferId work = transient(mbs + ".bwd_working." + l.name, Device::GPU, MemCategory::ACTIVATIONS,
@@ -631,9 +450,9 @@ std::array<TaskId, 2> Builder::backward(int mb, int layer, std::vector<TaskId> d
   free_on(id, work);
   free_on(id, act_kept_[li]);
   act_kept_[li] = -1;
-  for (BufferId b : ckpt_pending_frees_)
+  for (BufferId b : ckpt_.pending_frees)
     free_on(first, b);
-  ckpt_pending_frees_.clear();
+  ckpt_.pending_frees.clear();
   return {first, tensor_parallel_collectives(mb, layer, Phase::BACKWARD, id)};
 }
 
@@ -683,16 +502,9 @@ TaskId Builder::tensor_parallel_collectives(int mb, int layer, Phase ph, TaskId 
 TaskId Builder::gpu_optimizer(std::string name, std::int64_t elements, double extra_bytes_per_elem,
                               std::vector<TaskId> deps)
 {
-  Task t;
-  t.kind = TaskKind::COMPUTE;
-  t.phase = Phase::OPTIMIZER;
-  t.stream = Stream::COMPUTE;
-  t.name = std::move(name);
-  t.elements = elements;
-  t.mem_bytes = static_cast<double>(elements) * (opt_bytes_per_elem + extra_bytes_per_elem);
-  t.flops = static_cast<double>(elements) * opt_flops_per_elem;
-  t.deps = std::move(deps);
-  return add(std::move(t));
+  return gpu_pass(std::move(name), Phase::OPTIMIZER, -1, elements,
+                  static_cast<double>(elements) * (opt_bytes_per_elem + extra_bytes_per_elem),
+                  static_cast<double>(elements) * opt_flops_per_elem, std::move(deps));
 }
 
 TaskId Builder::torch_optimizer(std::string name, std::int64_t elements, std::int64_t largest_tensor,
@@ -701,28 +513,17 @@ TaskId Builder::torch_optimizer(std::string name, std::int64_t elements, std::in
   const bool sgd = s.training.optimizer == spec::Optimizer::SGD;
   const bool foreach =
       spec::torch_generation(s.priced_software().torch).value_or(0) >= TORCH_FOREACH_DEFAULT_GENERATION;
-  Task t;
-  t.kind = TaskKind::COMPUTE;
-  t.phase = Phase::OPTIMIZER;
-  t.stream = Stream::COMPUTE;
-  t.name = name;
-  t.elements = elements;
-  t.mem_bytes = static_cast<double>(elements) * (sgd       ? TORCH_SGD_FOREACH_BYTES_PER_ELEM
-                                                 : foreach ? TORCH_ADAMW_FOREACH_BYTES_PER_ELEM
-                                                           : TORCH_ADAMW_SINGLE_BYTES_PER_ELEM);
-  t.flops = static_cast<double>(elements) * opt_flops_per_elem;
-  t.deps = std::move(deps);
-  const TaskId id = add(std::move(t));
-  if (!sgd) {
-    const BufferId tmp = foreach
-                             ? transient(name + ".foreach_sqrt", Device::GPU, MemCategory::BUFFERS,
-                                         static_cast<std::int64_t>(elements * TORCH_ADAMW_FOREACH_TEMP_BYTES_PER_ELEM))
-                             : transient(name + ".sqrt", Device::GPU, MemCategory::BUFFERS,
-                                         static_cast<std::int64_t>(std::min(largest_tensor, elements) *
-                                                                   TORCH_ADAMW_SINGLE_TEMP_BYTES_PER_ELEM));
-    alloc_on(id, tmp);
-    free_on(id, tmp);
-  }
+  const double bytes_per_elem = sgd       ? TORCH_SGD_FOREACH_BYTES_PER_ELEM
+                                : foreach ? TORCH_ADAMW_FOREACH_BYTES_PER_ELEM
+                                          : TORCH_ADAMW_SINGLE_BYTES_PER_ELEM;
+  const TaskId id = gpu_pass(name, Phase::OPTIMIZER, -1, elements, static_cast<double>(elements) * bytes_per_elem,
+                             static_cast<double>(elements) * opt_flops_per_elem, std::move(deps));
+  if (foreach && !sgd)
+    scratch(id, name + ".foreach_sqrt", MemCategory::BUFFERS,
+            static_cast<std::int64_t>(elements * TORCH_ADAMW_FOREACH_TEMP_BYTES_PER_ELEM));
+  else if (!sgd)
+    scratch(id, name + ".sqrt", MemCategory::BUFFERS,
+            static_cast<std::int64_t>(std::min(largest_tensor, elements) * TORCH_ADAMW_SINGLE_TEMP_BYTES_PER_ELEM));
   return id;
 }
 

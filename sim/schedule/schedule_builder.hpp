@@ -3,6 +3,7 @@
 // zero-schedule.md is cited as "§n"; docs/schedule.md describes the resulting graphs.
 #pragma once
 
+#include "schedule/checkpointing.hpp"
 #include "spec/scenario_spec.hpp"
 #include "spec/task_graph.hpp"
 #include "workload/transformer.hpp"
@@ -108,34 +109,6 @@ inline std::string scenario_label(const spec::Scenario& s)
   return s.name.empty() ? std::string("scenario") : "scenario '" + s.name + "'";
 }
 
-/// DeepSpeed's activation_checkpointing block as it acts on the checkpointed transformer blocks
-/// (deepspeed/runtime/activation_checkpointing/checkpointing.py; docs/offload.md): active for a DeepSpeed
-/// training run with activation_checkpointing full, every BLOCK layer a deepspeed.checkpointing.checkpoint call.
-struct DsCheckpointing {
-  /// Where the checkpoints (the block inputs) go with cpu_checkpointing.
-  enum class Copy {
-    NONE,     ///< they stay on the GPU
-    BLOCKING, ///< `.to('cpu')` / `.cpu()` into pageable memory before the block's forward, `.to(cuda)` before its
-              ///< recompute, on the compute stream, each a host wait (0.16; 0.19 with partition_activations)
-    ASYNC,    ///< 0.19 without partition_activations: the _ActivationOffloadEngine (pinned, non-blocking)
-  };
-  bool active = false;
-  Copy copy = Copy::NONE;
-  bool contiguous = false; ///< contiguous_memory_optimization: number_checkpoints slots at the first block
-  int slots = 0;           ///< number_checkpoints
-  bool synchronize = false;
-  bool profile = false;
-};
-
-/// checkpointing.py `_get_cpu_offload_engine`: `_ActivationOffloadEngine(keep_last_count=1, min_offload_bytes=0)`
-/// with offload_activations.py's other defaults: the newest checkpoint stays on the GPU; an offloaded one keeps
-/// its GPU copy until `max_fwd_stash_count` = 2 newer checkpoints were registered.
-inline constexpr int ACT_OFFLOAD_KEEP_LAST = 1;
-inline constexpr int ACT_OFFLOAD_FWD_STASH = 2;
-/// The stream of the async engine's copies: DeepSpeed issues them on a side stream of its own (`s1`, which
-/// waits for the compute stream before each D2H), so their PCIe time overlaps compute.
-inline constexpr Stream ACT_OFFLOAD_STREAM = Stream::ACTIVATION_OFFLOAD;
-
 /// Ceil division for non-negative values.
 inline std::int64_t ceil_div(std::int64_t a, std::int64_t b)
 {
@@ -144,6 +117,10 @@ inline std::int64_t ceil_div(std::int64_t a, std::int64_t b)
 
 /// The waves of requests of an aio transfer of `bytes`: how many times it waits for the drive's request latency.
 std::int64_t aio_request_waves(const spec::AioSpec& aio, std::int64_t bytes);
+
+/// A task of `kind` named `name`, of phase `ph` on stream `st` in micro-step `mb` (-1: the step): the fields every
+/// task sets. The caller sets what its kind needs and issues it with Builder::add.
+Task make_task(TaskKind kind, Phase ph, Stream st, std::string name, int mb = -1);
 
 class Builder {
 public:
@@ -184,6 +161,9 @@ public:
   BufferId resident(std::string name, Device d, MemCategory c, std::int64_t bytes, bool pinned = false);
   /// A buffer some task allocates and a later (or the same) task frees. Zero bytes: -1.
   BufferId transient(std::string name, Device d, MemCategory c, std::int64_t bytes, bool pinned = false);
+  /// A GPU buffer that task `t` allocates and frees itself: a flatten, cast or staging buffer, a working or temporary
+  /// one. Zero bytes: none, -1.
+  BufferId scratch(TaskId t, std::string name, MemCategory c, std::int64_t bytes);
   /// Marks the resident `b` as torch.optim's state over parameters of `param_elements` elements each (per rank):
   /// created lazily at the first step (Buffer::lazy), one tensor per parameter and state (Buffer::tensors).
   void torch_optimizer_state(BufferId b, const std::vector<std::int64_t>& param_elements);
@@ -218,6 +198,10 @@ public:
   TaskId nvme(std::string name, Phase ph, bool write, std::int64_t bytes, int mb, std::vector<TaskId> deps = {});
   TaskId cpu_work(std::string name, Phase ph, std::int64_t elements, double mem_bytes, double flops,
                   std::vector<TaskId> deps = {});
+  /// A plain GPU pass: a kernel on the compute stream that belongs to no layer (a cast, a copy, an accumulation, an
+  /// optimizer step) over `elements`, with `mem_bytes` of HBM traffic and `flops` of arithmetic.
+  TaskId gpu_pass(std::string name, Phase ph, int mb, std::int64_t elements, double mem_bytes, double flops = 0,
+                  std::vector<TaskId> deps = {});
   /// The host waits for `deps` (a synchronize, an event's .item()): a SYNC task; everything issued after it waits for
   /// it. With `host_seconds`, the host thread is then busy for that long with Python work that issues no device work
   /// (ZeRO-3's module hooks and fetch calls, Task::host_seconds).
@@ -251,7 +235,6 @@ public:
   /// The end of CheckpointFunction.backward, after the block's gradient hooks: profile's timer read (a host
   /// wait on the compute stream) and synchronize_checkpoint_boundary's device synchronize. No-op otherwise.
   void checkpoint_backward_end(int mb, int layer);
-  const DsCheckpointing& ds_checkpointing() const { return ckpt_; }
   /// GPU optimizer step over `elements` (fused Adam / SGD, §2, §3.5, §5.7); `extra_bytes_per_elem`
   /// counts the flatten/cast/unscale/copy-back traffic around it.
   TaskId gpu_optimizer(std::string name, std::int64_t elements, double extra_bytes_per_elem,
@@ -284,31 +267,18 @@ private:
   /// when there are none (t = 1, or nothing to reduce).
   TaskId tensor_parallel_collectives(int mb, int layer, Phase ph, TaskId after);
 
-  std::vector<BufferId> act_kept_;    ///< per layer, the current micro-step's kept activations
-  std::vector<BufferId> bwd_working_; ///< per layer, allocated by the recompute task
-  // DeepSpeed activation checkpointing (docs/offload.md).
-  DsCheckpointing ckpt_;
-  std::vector<int> ckpt_slot_;       ///< per layer: its checkpoint index (block order), -1 if not checkpointed
-  std::vector<int> ckpt_layers_;     ///< the checkpointed layers in forward order
-  std::vector<char> ckpt_fwd_begun_; ///< per layer: checkpoint_forward_begin ran for the coming forward
-  std::vector<char> ckpt_bwd_begun_; ///< per layer: checkpoint_backward_begin ran for the coming backward
-  std::vector<BufferId> ckpt_host_;  ///< per layer: the checkpoint's host copy (this micro-step)
-  std::vector<TaskId> ckpt_d2h_;     ///< per layer: the D2H that wrote it
-  std::vector<BufferId> ckpt_input_; ///< per layer: the GPU block input a blocking D2H copied (freed by the fwd)
-  std::vector<std::pair<int, int>> ckpt_keep_;  ///< async engine: (id, layer) registered, not offloaded yet
-  std::vector<std::pair<int, int>> ckpt_stash_; ///< async engine: (id, layer) offloaded, GPU copy still held
-  int ckpt_next_id_ = 0;
-  int ckpt_slots_mb_ = -1;                   ///< the micro-step whose contiguous slots are allocated
-  BufferId ckpt_unused_slots_ = -1;          ///< the slots beyond the checkpointed blocks, freed at the first backward
-  std::vector<TaskId> ckpt_pending_deps_;    ///< what the coming recompute waits for (H2D, stash D2H)
-  std::vector<BufferId> ckpt_pending_frees_; ///< freed by the coming recompute (or backward) task
+  std::vector<BufferId> act_kept_; ///< per layer, the current micro-step's kept activations
+  CheckpointState ckpt_;           ///< DeepSpeed activation checkpointing (docs/offload.md)
   std::array<TaskId, STREAM_COUNT> last_on_stream_ = [] {
     std::array<TaskId, STREAM_COUNT> a{};
     a.fill(-1);
     return a;
   }();
-  bool ckpt_on(int layer) const { return ckpt_.active && ckpt_slot_[static_cast<std::size_t>(layer)] >= 0; }
   TaskId device_synchronize(std::string name, int mb);
+  /// The start of a checkpoint entry (checkpoint_forward_begin, checkpoint_backward_begin) of `layer`: false when the
+  /// layer is not checkpointed or the entry already ran for the coming pass (`begun`, which it marks); else its
+  /// synchronize_checkpoint_boundary (a device synchronize named after `what`) and true.
+  bool checkpoint_entry(int mb, int layer, std::vector<char>& begun, const char* what);
   void ckpt_offload(int mb, int layer, int id, int newest_id);
   TaskId barrier_ = -1;
   std::array<bool, STREAM_COUNT> barrier_seen_{};

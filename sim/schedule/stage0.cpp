@@ -45,14 +45,9 @@ void build_stage0(Builder& b)
     const std::string nm = "mb" + std::to_string(last_mb) + ".allreduce." + std::to_string(bucket_index++);
     const TaskId ar =
         b.collective(nm, Phase::GRAD_REDUCE, Stream::COMPUTE, CollectiveKind::ALL_REDUCE, bucket * b.b_c, last_mb);
-    const BufferId flat = b.transient(nm + ".flatten", Device::GPU, MemCategory::BUFFERS, bucket * b.b_lp);
-    b.alloc_on(ar, flat);
-    b.free_on(ar, flat);
-    if (b.b_c != b.b_lp) {
-      const BufferId cast = b.transient(nm + ".cast", Device::GPU, MemCategory::BUFFERS, bucket * b.b_c);
-      b.alloc_on(ar, cast);
-      b.free_on(ar, cast);
-    }
+    b.scratch(ar, nm + ".flatten", MemCategory::BUFFERS, bucket * b.b_lp);
+    if (b.b_c != b.b_lp)
+      b.scratch(ar, nm + ".cast", MemCategory::BUFFERS, bucket * b.b_c);
     bucket = 0;
   };
   for (const ParamInfo& p : b.params) {
@@ -75,11 +70,8 @@ void build_stage0(Builder& b)
   }
   const double extra = b.mixed ? 2.0 * (b.b_lp + 4) : 0.0;
   const TaskId opt = b.gpu_optimizer("step.optimizer", psi, extra);
-  if (b.mixed) {
-    const BufferId flat = b.transient("step.fp32_flat_grads", Device::GPU, MemCategory::BUFFERS, psi * 4);
-    b.alloc_on(opt, flat);
-    b.free_on(opt, flat);
-  }
+  if (b.mixed)
+    b.scratch(opt, "step.fp32_flat_grads", MemCategory::BUFFERS, psi * 4);
   for (BufferId gb : grads)
     b.free_on(opt, gb); // zero_grad after the step
 }

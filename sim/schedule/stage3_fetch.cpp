@@ -64,12 +64,24 @@ std::vector<LayerParts> stage3_layer_parts(const Builder& b)
   return out;
 }
 
-void FetchCoordinator::pop_queue_to(std::size_t end, const std::vector<int>& entry_param,
-                                    const std::vector<int>& entry_pos)
+void TraceEntries::add(const Builder& b, const std::vector<int>& params)
+{
+  const auto k = static_cast<int>(begin.size()) - 1;
+  std::int64_t sum = 0;
+  for (int p : params) {
+    param.push_back(p);
+    pos.push_back(k);
+    sum += b.params[static_cast<std::size_t>(p)].numel;
+  }
+  begin.push_back(param.size());
+  numel_before.push_back(numel_before.back() + sum);
+}
+
+void FetchCoordinator::pop_queue_to(std::size_t end, const TraceEntries& entries)
 {
   for (; queue < end; ++queue) {
-    const auto pu = static_cast<std::size_t>(entry_param[queue]);
-    most_recent[pu] = std::max(most_recent[pu], entry_pos[queue]);
+    const auto pu = static_cast<std::size_t>(entries.param[queue]);
+    most_recent[pu] = std::max(most_recent[pu], entries.pos[queue]);
   }
 }
 
@@ -98,19 +110,18 @@ void FetchCoordinator::wait_inflight(Builder& b, const std::vector<int>& params,
   }
 }
 
-std::vector<int> FetchCoordinator::prefetch(const Builder& b, const std::vector<int>& entry_param,
-                                            const std::vector<int>& entry_pos, std::int64_t cap,
+std::vector<int> FetchCoordinator::prefetch(const Builder& b, const TraceEntries& entries, std::int64_t cap,
                                             const std::function<bool(std::size_t)>& stop)
 {
   std::int64_t prefetching = 0;
   std::vector<int> ahead;
-  while (queue < entry_param.size() && prefetching < cap) {
-    const int p = entry_param[queue];
+  while (queue < entries.param.size() && prefetching < cap) {
+    const int p = entries.param[queue];
     const auto pu = static_cast<std::size_t>(p);
     if (stop(pu))
       break;
     ++queue;
-    most_recent[pu] = std::max(most_recent[pu], entry_pos[queue - 1]);
+    most_recent[pu] = std::max(most_recent[pu], entries.pos[queue - 1]);
     if (!available[pu] && std::find(ahead.begin(), ahead.end(), p) == ahead.end()) {
       ahead.push_back(p);
       prefetching += b.params[pu].numel;

@@ -56,8 +56,20 @@ struct Stage3Partition {
 };
 Stage3Partition stage3_partition(const Builder& b);
 
+/// A trace's prefetch-queue entries (§5.2): per position (module occurrence) its params as (position, param) entries,
+/// and the ds_numel summed over the positions before each, which the reuse distance (§5.4) measures.
+struct TraceEntries {
+  std::vector<std::size_t> begin{0};         ///< per position its first entry, then one past the last entry
+  std::vector<int> param;                    ///< per entry, its param
+  std::vector<int> pos;                      ///< per entry, its position
+  std::vector<std::int64_t> numel_before{0}; ///< per position k (and one past the last), Σ numel of positions < k
+
+  /// Appends the next position, using `params`.
+  void add(const Builder& b, const std::vector<int>& params);
+};
+
 /// The coordinator state both builders keep per param and per step (§5.2-§5.4), with the two steps of
-/// fetch_sub_module they share. The prefetch queue is the forward-then-backward trace as (position, param) entries.
+/// fetch_sub_module they share. The prefetch queue is the trace's entries (TraceEntries).
 struct FetchCoordinator {
   std::vector<char> available;     ///< per param: gathered (ZeroParamStatus AVAILABLE or INFLIGHT)
   std::vector<char> inflight;      ///< per param: gathered by a call its module has not waited on yet
@@ -72,7 +84,7 @@ struct FetchCoordinator {
   int syncs = 0;            ///< back-pressure waits so far (names)
 
   /// Pops the queue up to entry `end` (the entries of the module being fetched), recording each param's position.
-  void pop_queue_to(std::size_t end, const std::vector<int>& entry_param, const std::vector<int>& entry_pos);
+  void pop_queue_to(std::size_t end, const TraceEntries& entries);
   /// The module's params not available yet, each once, in order.
   std::vector<int> missing(const std::vector<int>& params) const;
   /// Waits for the module's in-flight params (§5.3 step 2): before each wait, with more than
@@ -82,8 +94,8 @@ struct FetchCoordinator {
   /// The prefetch (§5.3 step 3): pops the queue while the numel taken stays below `cap`, stopping before an entry
   /// for which `stop(param)` holds (NVMe partitions have a prefetch path of their own); returns the params to
   /// gather, each once.
-  std::vector<int> prefetch(const Builder& b, const std::vector<int>& entry_param, const std::vector<int>& entry_pos,
-                            std::int64_t cap, const std::function<bool(std::size_t)>& stop);
+  std::vector<int> prefetch(const Builder& b, const TraceEntries& entries, std::int64_t cap,
+                            const std::function<bool(std::size_t)>& stop);
 };
 
 } // namespace zerosim::schedule::detail
