@@ -398,25 +398,14 @@ SimulatorFit trust_region(FitContext& ctx, const std::vector<std::size_t>& kept,
   return out;
 }
 
-} // namespace
-
-CalibrationResult calibrate(const std::vector<Observation>& observations, const CalibrateOptions& options,
-                            const BatchPredictor& predict)
+/// The parameters to fit: those named (checked), or every one some observation's run uses but those held fixed; sorted,
+/// each once.
+std::vector<std::string> fit_names(const std::vector<Observation>& observations, const CalibrateOptions& options)
 {
-  auto say = [&](const std::string& line) {
-    if (options.progress) {
-      *options.progress << "calibrate: " << line << "\n";
-      options.progress->flush();
-    }
-  };
-  CalibrationResult result;
-
-  // The parameters: those named, or every one some observation's run uses.
   std::vector<std::string> names = options.params;
-  const bool explicit_set = !names.empty();
   for (const std::string& n : names)
     check_name(n);
-  if (!explicit_set) {
+  if (names.empty()) {
     std::set<std::string> all;
     for (const Observation& o : observations)
       for (const std::string& n : applicable_params(o.c.scenario))
@@ -429,11 +418,14 @@ CalibrationResult calibrate(const std::vector<Observation>& observations, const 
   names.erase(std::unique(names.begin(), names.end()), names.end());
   if (names.empty())
     throw core::InputError("calibrate: no parameter to fit (no observation, or none of their runs uses one)");
-  std::vector<spec::ParamFamilyInfo> fams;
-  for (const std::string& n : names)
-    fams.push_back(*spec::param_family_of(n));
+  return names;
+}
 
-  // Which parameters each observation's run uses (the Jacobian's sparsity: the others are exactly 0).
+/// Which parameters each observation's run uses (the Jacobian's sparsity: the others are exactly 0), as indices into
+/// `names`.
+std::vector<std::vector<int>> parameter_uses(const std::vector<Observation>& observations,
+                                             const std::vector<std::string>& names)
+{
   std::vector<std::vector<int>> uses(observations.size());
   for (std::size_t i = 0; i < observations.size(); ++i)
     for (const std::string& n : applicable_params(observations[i].c.scenario)) {
@@ -441,76 +433,101 @@ CalibrationResult calibrate(const std::vector<Observation>& observations, const 
       if (it != names.end())
         uses[i].push_back(static_cast<int>(it - names.begin()));
     }
+  return uses;
+}
 
-  const auto np = static_cast<Eigen::Index>(names.size());
-  FitContext ctx{observations, names, uses, options, predict, result, say};
+/// The first linearisation, at the priors, over every observation.
+struct PriorLinearisation {
+  std::vector<std::size_t> kept; ///< the observations the simulator predicts there
+  std::vector<double> base;      ///< ln prediction per observation (NaN: none)
+  Eigen::MatrixXd jac;           ///< observation-indexed
+};
 
-  // The first linearisation, at the priors, over every observation: the rows the simulator predicts are kept.
+/// The linearisation at the priors: the rows the simulator predicts are kept, the others go to result.dropped with
+/// why. Later linearisations step only the parameters that moved a row here (ctx.uses narrowed to them; the others'
+/// columns stay 0).
+PriorLinearisation linearise_at_priors(FitContext& ctx)
+{
+  const std::vector<Observation>& observations = ctx.observations;
+  const auto np = static_cast<Eigen::Index>(ctx.names.size());
   std::vector<std::size_t> all_rows(observations.size());
   for (std::size_t i = 0; i < observations.size(); ++i)
     all_rows[i] = i;
-  std::vector<double> base(observations.size(), NAN);
-  Eigen::MatrixXd jac = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(observations.size()), np);
+  PriorLinearisation out;
+  out.base.assign(observations.size(), NAN);
+  out.jac = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(observations.size()), np);
   std::vector<RowOutcome> at_prior;
-  const Eigen::VectorXd x_prior = Eigen::VectorXd::Zero(np);
-  ctx.linearise(all_rows, x_prior, false, std::vector<bool>(names.size(), true), base, jac, &at_prior,
-                "linearisation 1");
-  std::vector<std::size_t> kept; // observations predicted at the priors
+  ctx.linearise(all_rows, Eigen::VectorXd::Zero(np), false, std::vector<bool>(ctx.names.size(), true), out.base,
+                out.jac, &at_prior, "linearisation 1");
   for (std::size_t i = 0; i < observations.size(); ++i) {
-    if (!std::isnan(base[i])) {
-      kept.push_back(i);
+    if (!std::isnan(out.base[i])) {
+      out.kept.push_back(i);
       continue;
     }
     if (at_prior[i].status != RowStatus::DONE)
-      result.dropped.push_back(observations[i].label + " (" + observations[i].source +
-                               "): " + validation::to_string(at_prior[i].status) + ": " + at_prior[i].message);
+      ctx.result.dropped.push_back(observations[i].label + " (" + observations[i].source +
+                                   "): " + validation::to_string(at_prior[i].status) + ": " + at_prior[i].message);
     else
-      result.dropped.push_back(observations[i].label + " (" + observations[i].source +
-                               "): no positive prediction of its figure");
+      ctx.result.dropped.push_back(observations[i].label + " (" + observations[i].source +
+                                   "): no positive prediction of its figure");
   }
-  if (kept.empty())
+  if (out.kept.empty())
     throw core::InputError("calibrate: the simulator predicted none of the " + std::to_string(observations.size()) +
                            " observations (" +
-                           (result.dropped.empty() ? std::string("none given") : result.dropped.front()) + ")");
-  // Later linearisations step only the parameters that moved a row here (the others' columns stay 0).
+                           (ctx.result.dropped.empty() ? std::string("none given") : ctx.result.dropped.front()) + ")");
   for (std::size_t i = 0; i < observations.size(); ++i) {
     std::vector<int> moving;
-    for (int j : uses[i])
-      if (std::abs(jac(static_cast<Eigen::Index>(i), j)) >= options.inform_threshold / 10)
+    for (int j : ctx.uses[i])
+      if (std::abs(out.jac(static_cast<Eigen::Index>(i), j)) >= ctx.options.inform_threshold / 10)
         moving.push_back(j);
-    uses[i] = moving;
+    ctx.uses[i] = moving;
   }
+  return out;
+}
 
-  // The problem over the kept observations.
-  const auto nr = static_cast<Eigen::Index>(kept.size());
+/// The problem over the kept observations, linearised at the priors: each parameter's prior, spread and bounds from
+/// its family, each row's weight from its source's share.
+FitProblem problem_at_priors(const FitContext& ctx, const std::vector<spec::ParamFamilyInfo>& fams,
+                             const PriorLinearisation& lin)
+{
+  const auto nr = static_cast<Eigen::Index>(lin.kept.size());
+  const auto np = static_cast<Eigen::Index>(ctx.names.size());
   FitProblem problem;
-  problem.params.resize(names.size());
-  for (std::size_t j = 0; j < names.size(); ++j) {
+  problem.params.resize(ctx.names.size());
+  for (std::size_t j = 0; j < ctx.names.size(); ++j) {
     FitParameter& q = problem.params[j];
-    q.name = names[j];
+    q.name = ctx.names[j];
     q.prior = 0;
     q.sigma = fams[j].prior_sigma;
     q.lower = std::log(fams[j].lower);
     q.upper = std::log(fams[j].upper);
   }
-  problem.x0 = x_prior;
+  problem.x0 = Eigen::VectorXd::Zero(np);
   problem.y0.resize(nr);
   problem.target.resize(nr);
   problem.jacobian.resize(nr, np);
-  problem.huber_threshold = options.huber_threshold;
+  problem.huber_threshold = ctx.options.huber_threshold;
   std::vector<std::string> kept_sources;
-  for (std::size_t i : kept)
-    kept_sources.push_back(observations[i].source);
+  for (std::size_t i : lin.kept)
+    kept_sources.push_back(ctx.observations[i].source);
   const std::vector<double> weights = row_weights(kept_sources);
   problem.weight = Eigen::Map<const Eigen::VectorXd>(weights.data(), nr);
   for (Eigen::Index r = 0; r < nr; ++r) {
-    const std::size_t i = kept[static_cast<std::size_t>(r)];
-    problem.y0(r) = base[i];
-    problem.target(r) = std::log(observations[i].c.figures.front().value);
-    problem.jacobian.row(r) = jac.row(static_cast<Eigen::Index>(i));
+    const std::size_t i = lin.kept[static_cast<std::size_t>(r)];
+    problem.y0(r) = lin.base[i];
+    problem.target(r) = std::log(ctx.observations[i].c.figures.front().value);
+    problem.jacobian.row(r) = lin.jac.row(static_cast<Eigen::Index>(i));
   }
+  return problem;
+}
 
-  // Guards (docs/calibration.md "Guards against a disguised fit").
+/// Guards (docs/calibration.md "Guards against a disguised fit"): a parameter no row informs, or one the data fix less
+/// than its prior does, is frozen at its prior (an error when the parameters were named and none informs it); there
+/// must be as many usable rows as free parameters.
+void freeze_unidentified(FitContext& ctx, FitProblem& problem, bool explicit_set)
+{
+  const std::vector<std::string>& names = ctx.names;
+  const CalibrateOptions& options = ctx.options;
   const std::vector<int> informs = informing_rows(problem, options.inform_threshold);
   for (std::size_t j = 0; j < names.size(); ++j) {
     if (informs[j] > 0)
@@ -518,7 +535,7 @@ CalibrationResult calibrate(const std::vector<Observation>& observations, const 
     if (explicit_set)
       throw core::InputError("calibrate: parameter " + names[j] +
                              " is informed by no row (no observation's prediction moves with it)");
-    result.uninformed.push_back(names[j] + ": no row's prediction moves with it; left at its prior");
+    ctx.result.uninformed.push_back(names[j] + ": no row's prediction moves with it; left at its prior");
     problem.params[j].frozen = true;
   }
   // A parameter the data fix less than its prior does (the prior's share of its variance above one half, at the
@@ -532,20 +549,25 @@ CalibrationResult calibrate(const std::vector<Observation>& observations, const 
                             "variance " + validation::text::fixed(share[j], 2) + " > " +
                             validation::text::fixed(options.identified_share, 2) + "); left at its prior";
     if (explicit_set)
-      say("warning: " + why);
-    result.uninformed.push_back(why);
+      ctx.say("warning: " + why);
+    ctx.result.uninformed.push_back(why);
     problem.params[j].frozen = true;
   }
   int free = 0;
   for (const FitParameter& q : problem.params)
     free += q.frozen ? 0 : 1;
+  const auto nr = problem.y0.size();
   if (nr < free)
     throw core::InputError("calibrate: " + std::to_string(nr) + " usable rows for " + std::to_string(free) +
                            " parameters (" + names.front() + ", ...): give at least as many rows as parameters");
+}
 
-  const SimulatorFit main = trust_region(ctx, kept, problem, "fit");
-  result.linearisations = main.linearisations;
-  result.max_surrogate_deviation = main.deviation;
+/// The in-sample fit's rows (prior, surrogate and simulator at the fit) and its fitted parameters, into ctx.result.
+void record_fit(FitContext& ctx, const std::vector<spec::ParamFamilyInfo>& fams, const PriorLinearisation& lin,
+                const FitProblem& problem, const SimulatorFit& main)
+{
+  const std::vector<Observation>& observations = ctx.observations;
+  const std::vector<std::size_t>& kept = lin.kept;
   const Eigen::VectorXd surr = surrogate(main.problem, main.fit.x);
   for (std::size_t k = 0; k < kept.size(); ++k) {
     const std::size_t i = kept[k];
@@ -555,20 +577,18 @@ CalibrationResult calibrate(const std::vector<Observation>& observations, const 
     row.source = observations[i].source;
     row.metric = observations[i].c.figures.front().metric;
     row.measured = observations[i].c.figures.front().value;
-    row.prior = std::exp(base[i]);
+    row.prior = std::exp(lin.base[i]);
     row.surrogate = std::exp(surr(r));
     row.fitted = std::exp(main.at_fit(r));
     row.group = spec::accuracy_group(observations[i].c.scenario);
-    result.rows.push_back(row);
+    ctx.result.rows.push_back(row);
   }
-
-  // The parameters' results.
-  const std::vector<int> informs_at_fit = informing_rows(main.problem, options.inform_threshold);
-  for (std::size_t j = 0; j < names.size(); ++j) {
+  const std::vector<int> informs_at_fit = informing_rows(main.problem, ctx.options.inform_threshold);
+  for (std::size_t j = 0; j < ctx.names.size(); ++j) {
     if (main.problem.params[j].frozen)
       continue;
     ParameterResult p;
-    p.name = names[j];
+    p.name = ctx.names[j];
     p.family = fams[j];
     const auto jj = static_cast<Eigen::Index>(j);
     p.value = std::exp(main.fit.x(jj));
@@ -579,29 +599,34 @@ CalibrationResult calibrate(const std::vector<Observation>& observations, const 
     p.rows = informs_at_fit[j];
     std::set<std::string> srcs;
     for (std::size_t k = 0; k < kept.size(); ++k)
-      if (std::abs(main.problem.jacobian(static_cast<Eigen::Index>(k), jj)) >= options.inform_threshold)
+      if (std::abs(main.problem.jacobian(static_cast<Eigen::Index>(k), jj)) >= ctx.options.inform_threshold)
         srcs.insert(observations[kept[k]].source);
     p.sources.assign(srcs.begin(), srcs.end());
-    result.params.push_back(p);
+    ctx.result.params.push_back(p);
   }
+}
 
-  if (!options.loso)
-    return result;
-
-  // Leave one source out: for each source, the same fit on the simulator without its rows (their weight 0; a parameter
-  // no remaining row informs stays at its prior), from the in-sample fit's last linearisation; the held-out rows are
-  // simulated at every step, so their predictions at the fold's multipliers come with it.
+/// Leave one source out: for each source, the same fit on the simulator without its rows (their weight 0; a parameter
+/// no remaining row informs stays at its prior), from the in-sample fit's last linearisation; the held-out rows are
+/// simulated at every step, so their predictions at the fold's multipliers come with it. Fills the folds, each row's
+/// held-out prediction and each parameter's range over the folds.
+void leave_one_source_out(FitContext& ctx, const std::vector<std::size_t>& kept, const FitProblem& problem,
+                          const SimulatorFit& main)
+{
+  const std::vector<Observation>& observations = ctx.observations;
+  const std::vector<std::string>& names = ctx.names;
+  CalibrationResult& result = ctx.result;
   std::set<std::string> sources;
   for (std::size_t i : kept)
     sources.insert(observations[i].source);
-  say("leave-one-source-out: " + std::to_string(sources.size()) + " folds");
+  ctx.say("leave-one-source-out: " + std::to_string(sources.size()) + " folds");
   std::map<std::string, Eigen::VectorXd> fold_x;
   for (const std::string& s : sources) {
     FitProblem fold = main.problem;
     for (std::size_t k = 0; k < kept.size(); ++k)
       if (observations[kept[k]].source == s)
         fold.weight(static_cast<Eigen::Index>(k)) = 0;
-    const std::vector<int> left = informing_rows(fold, options.inform_threshold);
+    const std::vector<int> left = informing_rows(fold, ctx.options.inform_threshold);
     for (std::size_t j = 0; j < names.size(); ++j)
       if (left[j] == 0)
         fold.params[j].frozen = true;
@@ -636,6 +661,37 @@ CalibrationResult calibrate(const std::vector<Observation>& observations, const 
       p.loso_max = p.loso_max ? std::max(*p.loso_max, v) : v;
     }
   }
+}
+
+} // namespace
+
+CalibrationResult calibrate(const std::vector<Observation>& observations, const CalibrateOptions& options,
+                            const BatchPredictor& predict)
+{
+  auto say = [&](const std::string& line) {
+    if (options.progress) {
+      *options.progress << "calibrate: " << line << "\n";
+      options.progress->flush();
+    }
+  };
+  CalibrationResult result;
+  const std::vector<std::string> names = fit_names(observations, options);
+  std::vector<spec::ParamFamilyInfo> fams;
+  for (const std::string& n : names)
+    fams.push_back(*spec::param_family_of(n));
+  std::vector<std::vector<int>> uses = parameter_uses(observations, names);
+  FitContext ctx{observations, names, uses, options, predict, result, say};
+
+  const PriorLinearisation lin = linearise_at_priors(ctx);
+  FitProblem problem = problem_at_priors(ctx, fams, lin);
+  freeze_unidentified(ctx, problem, !options.params.empty());
+
+  const SimulatorFit main = trust_region(ctx, lin.kept, problem, "fit");
+  result.linearisations = main.linearisations;
+  result.max_surrogate_deviation = main.deviation;
+  record_fit(ctx, fams, lin, problem, main);
+  if (options.loso)
+    leave_one_source_out(ctx, lin.kept, problem, main);
   return result;
 }
 

@@ -115,7 +115,7 @@ bool is_validation_csv(const std::string& csv)
 std::vector<Observation> observations_from_validation(const std::string& csv, std::vector<std::string>& skipped)
 {
   const validation::ThroughputMapping m = validation::map_throughput_rows(
-      validation::read_published_rows(csv), validation::node_loader_near(csv), validation::source_rules_near(csv));
+      validation::read_published_rows(csv), validation::node_loader_near(csv), validation::mapping_rules_near(csv));
   std::vector<Observation> out;
   for (const validation::ThroughputCase& c : m.cases) {
     if (validation::is_component(c.figures.front().metric)) {

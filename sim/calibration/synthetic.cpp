@@ -192,8 +192,10 @@ Recovery recovery(const CalibrationResult& r, const SyntheticOptions& options, c
   for (auto& [name, row] : by) {
     // A parameter the runs use, neither fitted nor informing no row, held away from its truth: the fit cannot reach
     // the truth's residuals, and the costs do not compare.
+    // The prefix is a copy: clang 14 refuses a lambda that captures a structured binding (C++20 allows it).
+    const std::string prefix = name + ":";
     const bool uninformed = std::any_of(r.uninformed.begin(), r.uninformed.end(),
-                                        [&](const std::string& u) { return u.rfind(name + ":", 0) == 0; });
+                                        [&](const std::string& u) { return u.rfind(prefix, 0) == 0; });
     if (used.count(name) && !row.fit && !uninformed && row.fitted != row.truth)
       rec.costs_compare = false;
     rec.rows.push_back(row);

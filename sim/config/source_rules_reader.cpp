@@ -1,9 +1,9 @@
 // results/validation/sources/SNN.yaml: what each published source says that its rows do not (docs/validation.md,
 // "Per-source data"). Read with the same FieldReader as every other file, so a typo is an input error with file,
-// line and key.
+// line and key. shipped_mapping_rules adds the general rules (general_rules_reader.cpp).
 #include "config/document.hpp"
+#include "config/mapping_rules_loader.hpp"
 #include "config/readers.hpp"
-#include "config/source_rules_loader.hpp"
 #include "core/error.hpp"
 
 #include <algorithm>
@@ -175,6 +175,33 @@ const Schema& tflops_schema()
   return s;
 }
 
+const Schema& cell_reading_schema()
+{
+  static const Schema s{"cell_readings",
+                        {modelled_key("when", "mapping", "every row", "", &when_schema()),
+                         text_key("column", "one of total_gpus, global_batch", "required"),
+                         modelled_key("value", "integer >= 1", "required", "what the scenario is built with"),
+                         text_key("note", "printed with the row; {cell}: the cell as written", "required")}};
+  return s;
+}
+
+const Schema& figure_not_compared_schema()
+{
+  static const Schema s{"figures_not_compared",
+                        {modelled_key("when", "mapping", "every row", "", &when_schema()),
+                         text_key("column", "a figure column of published.csv", "required"),
+                         text_key("reason", "", "required")}};
+  return s;
+}
+
+const Schema& older_formula_schema()
+{
+  static const Schema s{"estimator_older_formula",
+                        {modelled_key("when", "mapping", "every row", "", &when_schema()),
+                         text_key("note", "", "required"), text_key("citation", "")}};
+  return s;
+}
+
 const Schema& sdpa_schema()
 {
   static const Schema s{"sdpa_flash", {text_key("citation", "", "required")}};
@@ -183,21 +210,24 @@ const Schema& sdpa_schema()
 
 const Schema& source_schema()
 {
-  static const Schema s{"source",
-                        {text_key("source_id", "the file's name", "required"),
-                         text_key("source", "the source, for the reader"),
-                         modelled_key("model_sizes", "list of mappings", "none", "", &model_size_schema()),
-                         modelled_key("heads_by_hidden", "mapping", "none", "", &heads_schema()),
-                         modelled_key("deepspeed", "list of mappings", "none", "", &deepspeed_entry_schema()),
-                         modelled_key("mixed_precision", "list of mappings", "none", "", &mixed_precision_schema()),
-                         modelled_key("fsdp", "mapping", "none", "", &fsdp_schema_of_source()),
-                         modelled_key("sharding_by_size", "list of mappings", "none", "", &sharding_schema()),
-                         modelled_key("selective_checkpointing", "list of mappings", "none", "", &selective_schema()),
-                         modelled_key("sdpa_flash", "mapping", "none", "", &sdpa_schema()),
-                         modelled_key("not_compared", "list of mappings", "none", "", &not_compared_schema()),
-                         modelled_key("rerun", "mapping", "none", "", &rerun_schema()),
-                         modelled_key("cpu_adam", "mapping", "none", "", &cpu_adam_schema()),
-                         modelled_key("tflops", "list of mappings", "none", "", &tflops_schema())}};
+  static const Schema s{
+      "source",
+      {text_key("source_id", "the file's name", "required"), text_key("source", "the source, for the reader"),
+       modelled_key("model_sizes", "list of mappings", "none", "", &model_size_schema()),
+       modelled_key("heads_by_hidden", "mapping", "none", "", &heads_schema()),
+       modelled_key("deepspeed", "list of mappings", "none", "", &deepspeed_entry_schema()),
+       modelled_key("mixed_precision", "list of mappings", "none", "", &mixed_precision_schema()),
+       modelled_key("fsdp", "mapping", "none", "", &fsdp_schema_of_source()),
+       modelled_key("sharding_by_size", "list of mappings", "none", "", &sharding_schema()),
+       modelled_key("selective_checkpointing", "list of mappings", "none", "", &selective_schema()),
+       modelled_key("sdpa_flash", "mapping", "none", "", &sdpa_schema()),
+       modelled_key("not_compared", "list of mappings", "none", "", &not_compared_schema()),
+       modelled_key("rerun", "mapping", "none", "", &rerun_schema()),
+       modelled_key("cpu_adam", "mapping", "none", "", &cpu_adam_schema()),
+       modelled_key("tflops", "list of mappings", "none", "", &tflops_schema()),
+       modelled_key("cell_readings", "list of mappings", "none", "", &cell_reading_schema()),
+       modelled_key("figures_not_compared", "list of mappings", "none", "", &figure_not_compared_schema()),
+       modelled_key("estimator_older_formula", "mapping", "none", "", &older_formula_schema())}};
   return s;
 }
 
@@ -209,20 +239,6 @@ std::string opt_text(FieldReader& r, const std::string& key)
 int req_positive(FieldReader& r, const std::string& key)
 {
   return static_cast<int>(r.req_int(key, 1, "an integer >= 1"));
-}
-
-/// Each mapping of the list at `key` (absent: none), read by `read` with its own FieldReader.
-template <class Read> void for_each_entry(FieldReader& r, const std::string& key, const Schema& schema, Read read)
-{
-  YAML::Node list = r.take(key);
-  if (!list.IsDefined() || list.IsNull())
-    return;
-  if (!list.IsSequence())
-    r.fail_expected(key, "a list of mappings");
-  for (std::size_t i = 0; i < list.size(); ++i) {
-    FieldReader e = list_item(r, key, list, i, schema);
-    read(e);
-  }
 }
 
 spec::RowMatch read_when(FieldReader& r)
@@ -365,6 +381,45 @@ void read_fsdp_parts(FieldReader& r, spec::SourceRule& s)
   }
 }
 
+/// The text at `key`, which must be one of `names` (published.csv columns).
+template <std::size_t N> std::string req_column(FieldReader& e, const std::string& key, const char* const (&names)[N])
+{
+  const std::string column = e.req_string(key);
+  std::string listed;
+  for (const char* n : names) {
+    if (column == n)
+      return column;
+    listed += (listed.empty() ? "" : ", ") + std::string(n);
+  }
+  e.fail_expected(key, "one of " + listed);
+}
+
+void read_cell_parts(FieldReader& r, spec::SourceRule& s)
+{
+  for_each_entry(r, "cell_readings", cell_reading_schema(), [&](FieldReader& e) {
+    spec::SourceCellReading c;
+    c.when = read_when(e);
+    c.column = req_column(e, "column", spec::READABLE_COLUMNS);
+    c.value = req_positive(e, "value");
+    c.note = e.req_string("note");
+    s.cell_readings.push_back(c);
+  });
+  for_each_entry(r, "figures_not_compared", figure_not_compared_schema(), [&](FieldReader& e) {
+    spec::SourceFigureNotCompared f;
+    f.when = read_when(e);
+    f.column = req_column(e, "column", spec::FIGURE_COLUMNS);
+    f.reason = e.req_string("reason");
+    s.figures_not_compared.push_back(f);
+  });
+  if (std::optional<FieldReader> e = r.opt_map("estimator_older_formula")) {
+    spec::SourceOlderFormula f;
+    f.when = read_when(*e);
+    f.note = e->req_string("note");
+    f.citation = opt_text(*e, "citation");
+    s.estimator_older_formula = f;
+  }
+}
+
 void read_row_parts(FieldReader& r, spec::SourceRule& s)
 {
   for_each_entry(r, "not_compared", not_compared_schema(), [&](FieldReader& e) {
@@ -412,6 +467,7 @@ void read_row_parts(FieldReader& r, spec::SourceRule& s)
     t.note = e.req_string("note");
     s.tflops.push_back(t);
   });
+  read_cell_parts(r, s);
 }
 
 spec::SourceRule read_source(const YAML::Node& root, const std::string& file)
@@ -454,10 +510,10 @@ spec::SourceRule load_source_rule_text(const std::string& text, const std::strin
   return guard_yaml(file, [&] { return read_source(parse_yaml(text, file), file); });
 }
 
-spec::SourceRules load_source_rules(const std::string& dir)
+std::map<std::string, spec::SourceRule> load_source_rules(const std::string& dir)
 {
   namespace fs = std::filesystem;
-  spec::SourceRules rules;
+  std::map<std::string, spec::SourceRule> rules;
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     return rules;
@@ -474,17 +530,20 @@ spec::SourceRules load_source_rules(const std::string& dir)
     if (s.source_id != p.stem().string())
       throw core::InputError(file + ": source_id: expected \"" + p.stem().string() + "\" (the file's name), found \"" +
                              s.source_id + "\"");
-    rules.by_source[s.source_id] = std::move(s);
+    rules[s.source_id] = std::move(s);
   }
   return rules;
 }
 
-const spec::SourceRules& shipped_source_rules()
+const spec::MappingRules& shipped_mapping_rules()
 {
   static std::once_flag once;
-  static spec::SourceRules rules;
-  std::call_once(once,
-                 [] { rules = load_source_rules(std::string(ZEROSIM_DATA_DIR) + "/results/validation/sources"); });
+  static spec::MappingRules rules;
+  std::call_once(once, [] {
+    const std::string dir = std::string(ZEROSIM_DATA_DIR) + "/results/validation";
+    rules.general = load_general_rules(dir + "/rules.yaml");
+    rules.by_source = load_source_rules(dir + "/sources");
+  });
   return rules;
 }
 

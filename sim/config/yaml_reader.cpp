@@ -314,4 +314,21 @@ void FieldReader::check_keys() const
   }
 }
 
+std::vector<std::string> opt_text_list(FieldReader& r, const std::string& key)
+{
+  YAML::Node list = r.take(key);
+  std::vector<std::string> out;
+  if (!list.IsDefined() || list.IsNull())
+    return out;
+  if (!list.IsSequence())
+    r.fail_expected(key, "a list of texts");
+  for (const YAML::Node& n : list) {
+    if (!n.IsScalar())
+      throw core::InputError(position(r.file(), n.Mark()) + ": " + r.key_path(key) +
+                             ": expected a list of texts, found an item that is " + describe_found(n));
+    out.push_back(n.Scalar());
+  }
+  return out;
+}
+
 } // namespace zerosim::config

@@ -171,4 +171,22 @@ inline FieldReader list_item(const FieldReader& r, const std::string& key, const
   return FieldReader(item, r.file(), path, schema, nullptr);
 }
 
+/// Each mapping of the list at `key` (absent: none), read by `read` with its own FieldReader.
+template <class Read> void for_each_entry(FieldReader& r, const std::string& key, const Schema& schema, Read read)
+{
+  YAML::Node list = r.take(key);
+  if (!list.IsDefined() || list.IsNull())
+    return;
+  if (!list.IsSequence())
+    r.fail_expected(key, "a list of mappings");
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    FieldReader e = list_item(r, key, list, i, schema);
+    read(e);
+  }
+}
+
+/// The texts of the list at `key` (absent: none); a value that is not a list, or an item that is not a text, is
+/// refused at its position.
+std::vector<std::string> opt_text_list(FieldReader& r, const std::string& key);
+
 } // namespace zerosim::config

@@ -1,9 +1,11 @@
 // What a published row (results/validation/published.csv) does not say and its source does: the tables, configs and
 // code of each source that the row-to-scenario mapping applies, with the citation of each entry. One file per source,
 // results/validation/sources/SNN.yaml (docs/validation.md, "Per-source data"), read by config::load_source_rules;
-// applied by sim/validation/. A source without a file has no such knowledge: its rows map by the general rules.
+// applied by sim/validation/. A source without a file has no such knowledge: its rows map by the general rules
+// (general_rules.hpp).
 #pragma once
 
+#include "spec/general_rules.hpp"
 #include "spec/scenario_spec.hpp"
 
 #include <cstdint>
@@ -156,6 +158,39 @@ struct SourceTflops {
   std::string note;
 };
 
+/// The figure columns of published.csv, in the priority order of a row's primary figure (docs/validation.md): figures
+/// of time first (they do not depend on a FLOP-counting convention), then rates, then TFLOPs and utilisation (README
+/// trap 1), and the file's derived step time only when no measured figure can be compared.
+inline const char* const FIGURE_COLUMNS[] = {
+    "step_time_s", "samples_per_s", "tokens_per_s_total", "tokens_per_s_per_gpu", "tflops_per_gpu",
+    "mfu",         "hfu",           "derived_step_time_s"};
+
+/// The columns a cell reading may give (the counts the scenario is built with).
+inline const char* const READABLE_COLUMNS[] = {"total_gpus", "global_batch"};
+
+/// A cell of the source's rows that the scenario is built with another value than its leading number: the source
+/// says which count the figure was measured at (a screenshot's busy GPUs, a section heading's batch).
+struct SourceCellReading {
+  RowMatch when;
+  std::string column; ///< one of READABLE_COLUMNS
+  int value = 0;
+  std::string note; ///< printed with the row; "{cell}" stands for the cell as written
+};
+
+/// A figure of the source's rows that is not compared, with why (the row's own notes say what it is).
+struct SourceFigureNotCompared {
+  RowMatch when;
+  std::string column; ///< one of FIGURE_COLUMNS
+  std::string reason;
+};
+
+/// Estimator rows the source prints with DeepSpeed's older ZeRO-2 formula (4P + 16P/N, without offload).
+struct SourceOlderFormula {
+  RowMatch when;
+  std::string note;
+  std::string citation;
+};
+
 /// Everything one source's file gives.
 struct SourceRule {
   std::string source_id;
@@ -174,10 +209,14 @@ struct SourceRule {
   std::optional<SourceRerun> rerun;
   std::optional<SourceCpuAdam> cpu_adam;
   std::vector<SourceTflops> tflops;
+  std::vector<SourceCellReading> cell_readings;
+  std::vector<SourceFigureNotCompared> figures_not_compared;
+  std::optional<SourceOlderFormula> estimator_older_formula;
 };
 
-/// The per-source files of a folder, by source id.
-struct SourceRules {
+/// What the row mapping knows: the general rules (results/validation/rules.yaml) and each source's file.
+struct MappingRules {
+  GeneralRules general;
   std::map<std::string, SourceRule> by_source;
 
   /// The rule of `source_id`, nullptr when the source has no file.

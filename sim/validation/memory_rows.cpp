@@ -15,7 +15,7 @@ using namespace detail;
 
 namespace {
 
-void map_estimator_row(const PublishedRow& row, RowMapping& into)
+void map_estimator_row(const PublishedRow& row, RowMapping& into, const spec::MappingRules& rules)
 {
   RowInfo info = info_of(row);
   auto params_b = leading_number(field(row, "params_B"));
@@ -57,7 +57,10 @@ void map_estimator_row(const PublishedRow& row, RowMapping& into)
   q.offload_param = parse_offload(field(row, "offload_param")) == spec::OffloadDevice::CPU;
   c.estimator = q;
   c.estimator_zero_init = !contains(c.metric_text, "zero_init=0");
-  c.estimator_older_formula = q.stage == 2 && !q.offload_optimizer && contains(field(row, "locator"), "memory.rst");
+  // The older formula is DeepSpeed's ZeRO-2 one without offload; its source's data says which rows print it.
+  const spec::SourceRule* src = rule_of(row, rules);
+  c.estimator_older_formula = q.stage == 2 && !q.offload_optimizer && src && src->estimator_older_formula &&
+                              matches(src->estimator_older_formula->when, row, q.stage);
   c.info.stage = *stage;
   c.info.offload = !q.offload_optimizer ? "none" : q.offload_param ? "opt cpu + param cpu" : "opt cpu + param none";
   std::ostringstream cfg;
@@ -68,8 +71,7 @@ void map_estimator_row(const PublishedRow& row, RowMapping& into)
   c.info.config = cfg.str();
   add_note(c.info.assumptions, "parameter count from params_B (rounded as published)");
   if (c.estimator_older_formula)
-    add_note(c.info.assumptions,
-             "memory.rst prints the older ZeRO-2 formula 4P + 16P/N; the current code gives 2P + 18P/N");
+    add_note(c.info.assumptions, src->estimator_older_formula->note);
   into.memory.push_back(std::move(c));
 }
 
@@ -85,7 +87,7 @@ std::optional<MemMetric> metric_of(const std::string& metric_text)
 }
 
 void map_memory_row(const PublishedRow& row, const NodeLoader& load_node, RowMapping& into,
-                    const spec::SourceRules& sources)
+                    const spec::MappingRules& rules)
 {
   RowInfo info = info_of(row);
   auto figure = plain_number(field(row, "peak_mem_GB"));
@@ -103,7 +105,7 @@ void map_memory_row(const PublishedRow& row, const NodeLoader& load_node, RowMap
     why = "model dimensions not given ('" + info.model + "')";
   else if (!shape)
     why = "micro-batch not given";
-  else if (node_name_for(field(row, "gpu"), field(row, "gpu_mem_GB"), field(row, "inter_node_network")).empty())
+  else if (node_name_of(row, rules.general).empty())
     why = "no node file for GPU '" + field(row, "gpu") + "'";
   if (!why.empty()) {
     into.not_covered.push_back({info.row_id, info.source_id, info.model, "memory", why, info.framework});
@@ -111,7 +113,7 @@ void map_memory_row(const PublishedRow& row, const NodeLoader& load_node, RowMap
   }
   info.assumptions = shape_notes;
   MemoryCase c;
-  c.scenario = row_scenario(row, load_node, *shape, info, sources);
+  c.scenario = row_scenario(row, load_node, *shape, info, rules);
   c.metric = *metric;
   c.metric_text = field(row, "mem_metric");
   double unit = figure_unit_bytes(row);
@@ -149,7 +151,7 @@ bool claims_oom(const std::string& claim)
 }
 
 void map_fit_row(const PublishedRow& row, const NodeLoader& load_node, RowMapping& into,
-                 const spec::SourceRules& sources)
+                 const spec::MappingRules& rules)
 {
   RowInfo info = info_of(row);
   const std::string& claim = field(row, "max_model_fit");
@@ -157,10 +159,10 @@ void map_fit_row(const PublishedRow& row, const NodeLoader& load_node, RowMappin
   bool max_batch = contains(claim, "max bs");
   std::string kind = size ? "max-model" : "fit";
   // exclusions() lets through only rows with one DeepSpeed stage or a stated FSDP strategy.
-  const spec::SourceRule* src = rule_of(row, sources);
-  const int stage = *equivalent_stage(row, src);
+  const spec::SourceRule* src = rule_of(row, rules);
+  const int stage = *equivalent_stage(row, rules);
   std::string why;
-  if (node_name_for(field(row, "gpu"), field(row, "gpu_mem_GB"), field(row, "inter_node_network")).empty())
+  if (node_name_of(row, rules.general).empty())
     why = "no node file for GPU '" + field(row, "gpu") + "'";
   Shape shape;
   std::string shape_note;
@@ -209,7 +211,7 @@ void map_fit_row(const PublishedRow& row, const NodeLoader& load_node, RowMappin
     add_note(info.assumptions, "micro-batch 1 assumed (not stated)");
   }
   FitCase f;
-  f.ran = row_scenario(row, load_node, shape, info, sources);
+  f.ran = row_scenario(row, load_node, shape, info, rules);
   f.info = info;
   f.claim = claim;
   f.expect_fit = !claims_oom(claim);
@@ -240,7 +242,7 @@ void map_fit_row(const PublishedRow& row, const NodeLoader& load_node, RowMappin
 
 } // namespace
 
-void map_row(const PublishedRow& row, const NodeLoader& load_node, RowMapping& into, const spec::SourceRules& sources)
+void map_row(const PublishedRow& row, const NodeLoader& load_node, RowMapping& into, const spec::MappingRules& rules)
 {
   bool has_mem = !trim(field(row, "peak_mem_GB")).empty();
   bool has_fit = !trim(field(row, "max_model_fit")).empty();
@@ -249,10 +251,10 @@ void map_row(const PublishedRow& row, const NodeLoader& load_node, RowMapping& i
     return;
   }
   if (has_mem && field(row, "provenance") == "estimator") {
-    map_estimator_row(row, into);
+    map_estimator_row(row, into, rules);
     return;
   }
-  auto why = exclusions(row, rule_of(row, sources));
+  auto why = exclusions(row, rules);
   if (!why.empty()) {
     std::string reason = joined(why);
     std::string kind = has_mem ? "memory" : claimed_size(field(row, "max_model_fit")) ? "max-model" : "fit";
@@ -261,17 +263,16 @@ void map_row(const PublishedRow& row, const NodeLoader& load_node, RowMapping& i
     return;
   }
   if (has_mem)
-    map_memory_row(row, load_node, into, sources);
+    map_memory_row(row, load_node, into, rules);
   if (has_fit)
-    map_fit_row(row, load_node, into, sources);
+    map_fit_row(row, load_node, into, rules);
 }
 
-RowMapping map_rows(const std::vector<PublishedRow>& rows, const NodeLoader& load_node,
-                    const spec::SourceRules& sources)
+RowMapping map_rows(const std::vector<PublishedRow>& rows, const NodeLoader& load_node, const spec::MappingRules& rules)
 {
   RowMapping m;
   for (const auto& r : rows)
-    map_row(r, load_node, m, sources);
+    map_row(r, load_node, m, rules);
   return m;
 }
 

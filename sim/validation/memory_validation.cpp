@@ -303,13 +303,13 @@ ErrorStats error_stats(const std::string& group, std::vector<double> errors_pct)
 }
 
 ValidationReport run_memory_validation(const std::vector<PublishedRow>& rows, const NodeLoader& load_node,
-                                       const spec::Mechanisms& mechanisms, const spec::SourceRules& sources)
+                                       const spec::Mechanisms& mechanisms, const spec::MappingRules& rules)
 {
   ValidationReport r;
   RowMapping mapping;
   for (PublishedRow row : rows) {
     try {
-      map_row(row, load_node, mapping, sources);
+      map_row(row, load_node, mapping, rules);
     } catch (const core::InputError& e) {
       mapping.not_covered.push_back({row["row_id"], row["source_id"], row["model"], "memory",
                                      std::string("the row cannot be mapped: ") + e.what(), framework_label(row)});
@@ -641,7 +641,7 @@ int validate_memory_command(const std::string& csv, const std::string& out_dir, 
                             const spec::Mechanisms& mechanisms)
 {
   ValidationReport r =
-      run_memory_validation(read_published_rows(csv), node_loader_near(csv), mechanisms, source_rules_near(csv));
+      run_memory_validation(read_published_rows(csv), node_loader_near(csv), mechanisms, mapping_rules_near(csv));
   core::create_directories(out_dir, "--out");
   auto write = [](const std::string& path, const std::string& text) {
     std::ofstream f(path, std::ios::binary);

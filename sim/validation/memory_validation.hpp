@@ -93,7 +93,8 @@ struct MemoryFrameworkSummary {
   int failed = 0;      ///< rows the pipeline failed on
   /// |error| over its measured allocated and reserved comparisons; none when there is none.
   std::optional<ErrorStats> measured;
-  /// The same over its allocated comparisons alone, and over its reserved ones alone (reported apart: they are different figures).
+  /// The same over its allocated comparisons alone, and over its reserved ones alone (reported apart: they are
+  /// different figures).
   std::optional<ErrorStats> allocated;
   std::optional<ErrorStats> reserved;
 };
@@ -134,11 +135,11 @@ MemoryComparison compare_memory_case(const MemoryCase& c);
 /// Maps the rows and runs the pipeline (memory::analyze_memory; memory/estimator.hpp for estimator rows).
 /// A row whose scenario the pipeline refuses (core::UnsupportedError, or core::InputError for the DeepSpeed keys
 /// assumed where the row states none) goes to not_covered with the message.
-/// `mechanisms` applies to every scenario (the ablation switches spec::Mechanisms::allocator); `sources` is the
-/// per-source data of the rows (source_rules_near).
+/// `mechanisms` applies to every scenario (the ablation switches spec::Mechanisms::allocator); `rules` is the
+/// mapping's general and per-source data (mapping_rules_near).
 ValidationReport run_memory_validation(const std::vector<PublishedRow>& rows, const NodeLoader& load_node,
                                        const spec::Mechanisms& mechanisms = {},
-                                       const spec::SourceRules& sources = config::shipped_source_rules());
+                                       const spec::MappingRules& rules = config::shipped_mapping_rules());
 
 /// results/validation/memory.md
 std::string render_markdown(const ValidationReport& r);

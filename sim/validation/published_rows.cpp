@@ -36,13 +36,19 @@ NodeLoader node_loader_near(const std::string& csv)
                          std::string(ZEROSIM_DATA_DIR));
 }
 
-spec::SourceRules source_rules_near(const std::string& csv)
+spec::MappingRules mapping_rules_near(const std::string& csv)
 {
-  const std::filesystem::path dir = std::filesystem::absolute(std::filesystem::path(csv)).parent_path() / "sources";
+  const std::filesystem::path dir = std::filesystem::absolute(std::filesystem::path(csv)).parent_path();
+  const spec::MappingRules& shipped = config::shipped_mapping_rules();
+  spec::MappingRules rules;
   std::error_code ec;
-  if (std::filesystem::is_directory(dir, ec))
-    return config::load_source_rules(dir.string());
-  return config::shipped_source_rules();
+  const std::filesystem::path general = dir / "rules.yaml";
+  rules.general =
+      std::filesystem::is_regular_file(general, ec) ? config::load_general_rules(general.string()) : shipped.general;
+  const std::filesystem::path sources = dir / "sources";
+  rules.by_source =
+      std::filesystem::is_directory(sources, ec) ? config::load_source_rules(sources.string()) : shipped.by_source;
+  return rules;
 }
 
 namespace {
@@ -172,7 +178,7 @@ std::map<std::string, RowCause> read_row_causes(const std::string& csv, const st
   return out;
 }
 
-spec::SoftwareSpec software_of(const PublishedRow& row, const spec::SourceRules& sources)
+spec::SoftwareSpec software_of(const PublishedRow& row, const spec::MappingRules& rules)
 {
   spec::SoftwareSpec sw;
   auto it = row.find("stack.attention");
@@ -180,7 +186,7 @@ spec::SoftwareSpec software_of(const PublishedRow& row, const spec::SourceRules&
     // Not in stacks.csv: today's stack, unstated; V100 and Turing GPUs have no FlashAttention kernels and the
     // PyTorch runs that used one say so (flash_attention_of).
     sw.attention =
-        flash_attention_of(row, rule_of(row, sources)) ? spec::AttentionKernel::FLASH2 : spec::AttentionKernel::EAGER;
+        flash_attention_of(row, rule_of(row, rules)) ? spec::AttentionKernel::FLASH2 : spec::AttentionKernel::EAGER;
     return sw;
   }
   const std::optional<spec::AttentionKernel> kernel = spec::attention_kernel(it->second);

@@ -5,7 +5,7 @@
 // traps are those of shared/validation/README.md; docs/validation.md states every mapping rule.
 #pragma once
 
-#include "config/source_rules_loader.hpp"
+#include "config/mapping_rules_loader.hpp"
 #include "memory/estimator.hpp"
 #include "spec/node_spec.hpp"
 #include "spec/scenario_spec.hpp"
@@ -105,10 +105,12 @@ struct RowMapping {
 };
 
 /// The topology file for a row's `gpu` and `gpu_mem_GB` columns (a name under topologies/), or "" when
-/// none is shipped for it. `inter_node_network` names the machine where the GPU alone does not: an A100 row
-/// on AWS Elastic Fabric Adapter is a p4d (40 GB) or p4de (80 GB) instance.
+/// none is given for it: the first entry of `rules.gpu_nodes` (results/validation/rules.yaml) that matches.
+/// `inter_node_network` names the machine where the GPU alone does not: an A100 row on AWS Elastic Fabric
+/// Adapter is a p4d (40 GB) or p4de (80 GB) instance.
 std::string node_name_for(const std::string& gpu, const std::string& gpu_mem_GB,
-                          const std::string& inter_node_network = "");
+                          const std::string& inter_node_network = "",
+                          const spec::GeneralRules& rules = config::shipped_mapping_rules().general);
 
 /// The framework a row ran on, for the per-framework statistics: "FSDP" (PyTorch FullyShardedDataParallel,
 /// FSDP1 or FSDP2: an `fsdp_sharding` other than "none", an `N-equivalent` stage, or an FSDP framework),
@@ -125,13 +127,14 @@ std::optional<double> leading_number(const std::string& field);
 double figure_unit_bytes(const PublishedRow& row);
 
 /// Sorts one row into `into` (a memory case, a fit case, not covered, or other). `load_node` gives
-/// the node file of a topology name; `sources` what each source says that its rows do not (source_rules_near).
+/// the node file of a topology name; `rules` the general rules and what each source says that its rows do not
+/// (mapping_rules_near).
 void map_row(const PublishedRow& row, const NodeLoader& load_node, RowMapping& into,
-             const spec::SourceRules& sources = config::shipped_source_rules());
+             const spec::MappingRules& rules = config::shipped_mapping_rules());
 
 /// map_row over every row.
 RowMapping map_rows(const std::vector<PublishedRow>& rows, const NodeLoader& load_node,
-                    const spec::SourceRules& sources = config::shipped_source_rules());
+                    const spec::MappingRules& rules = config::shipped_mapping_rules());
 
 // ---------------------------------------------------------------------------------------------------
 // Time and throughput rows (`zerosim validate --run`, sim/validation/run_validation.hpp). Every row of
@@ -218,20 +221,21 @@ std::optional<double> chart_tolerance(const std::string& evidence_type);
 /// Sorts one row into a case or a not-covered entry. `all` is the whole file (a size-only row borrows the
 /// shape its source gives that size in another row). Throws core::InputError only for a malformed GPU count.
 void map_throughput_row(const PublishedRow& row, const std::vector<PublishedRow>& all, const NodeLoader& load_node,
-                        ThroughputMapping& into, const spec::SourceRules& sources = config::shipped_source_rules());
+                        ThroughputMapping& into, const spec::MappingRules& rules = config::shipped_mapping_rules());
 
 /// map_throughput_row over every row, in file order; a row whose mapping throws is listed as not covered.
 ThroughputMapping map_throughput_rows(const std::vector<PublishedRow>& rows, const NodeLoader& load_node,
-                                      const spec::SourceRules& sources = config::shipped_source_rules());
+                                      const spec::MappingRules& rules = config::shipped_mapping_rules());
 
 /// A NodeLoader reading topologies/NAME.yaml from the folder that holds topologies/ nearest to `csv`: the CSV's
 /// folder, its parent, its grandparent, the current directory, then the source tree (ZEROSIM_DATA_DIR).
 NodeLoader node_loader_near(const std::string& csv);
 
-/// The per-source data of the rows of `csv` (docs/validation.md, "Per-source data"): the files of the sources/ folder
-/// beside it, else those shipped with zerosim (results/validation/sources/ of the source tree). Throws
-/// core::InputError naming the file, line and key of a malformed file.
-spec::SourceRules source_rules_near(const std::string& csv);
+/// The mapping's data for the rows of `csv` (docs/validation.md, "General rules" and "Per-source data"): rules.yaml
+/// beside it, else the one shipped with zerosim (results/validation/rules.yaml of the source tree); the files of the
+/// sources/ folder beside it, else those shipped. Throws core::InputError naming the file, line and key of a
+/// malformed file.
+spec::MappingRules mapping_rules_near(const std::string& csv);
 
 /// The rows of published.csv at `csv`, each with the software stack that stacks.csv beside it gives for the row
 /// (results/validation/stacks.csv; docs/validation.md "Software stacks"), as the fields stack.attention,
@@ -256,6 +260,6 @@ std::map<std::string, RowCause> read_row_causes(const std::string& csv, const st
 /// The software stack of a row read by read_published_rows (unstated: today's stack, with
 /// flash attention where the row's text names it, or its source's attention is SDPA: sdpa_flash).
 spec::SoftwareSpec software_of(const PublishedRow& row,
-                               const spec::SourceRules& sources = config::shipped_source_rules());
+                               const spec::MappingRules& rules = config::shipped_mapping_rules());
 
 } // namespace zerosim::validation

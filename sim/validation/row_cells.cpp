@@ -1,5 +1,6 @@
 // The general readers of published.csv cells: numbers, "8 (inferred)", stages, offload devices, figures and
-// their units. No per-source knowledge lives here (results/validation/sources/ holds it).
+// their units. No per-source knowledge lives here (results/validation/sources/ holds it), nor any general rule's data
+// (results/validation/rules.yaml).
 #include "validation/row_mapping.hpp"
 
 #include <algorithm>
@@ -22,6 +23,16 @@ std::string lower(std::string s)
 bool contains(const std::string& haystack, const std::string& needle)
 {
   return lower(haystack).find(lower(needle)) != std::string::npos;
+}
+
+bool contains_any(const std::string& haystack, const std::vector<std::string>& needles)
+{
+  return std::any_of(needles.begin(), needles.end(), [&](const std::string& n) { return contains(haystack, n); });
+}
+
+bool contains_all(const std::string& haystack, const std::vector<std::string>& needles)
+{
+  return std::all_of(needles.begin(), needles.end(), [&](const std::string& n) { return contains(haystack, n); });
 }
 
 std::string trim(const std::string& s)
@@ -157,9 +168,9 @@ bool matches(const spec::RowMatch& when, const PublishedRow& row, std::optional<
   return false;
 }
 
-const spec::SourceRule* rule_of(const PublishedRow& row, const spec::SourceRules& sources)
+const spec::SourceRule* rule_of(const PublishedRow& row, const spec::MappingRules& rules)
 {
-  return sources.find(field(row, "source_id"));
+  return rules.find(field(row, "source_id"));
 }
 
 } // namespace detail

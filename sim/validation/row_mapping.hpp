@@ -1,7 +1,7 @@
 // The parts of the row-to-scenario mapping that its files share (internal to sim/validation/): the cell readers
 // (row_cells.cpp), the rules that sort a row (row_rules.cpp) and the construction of its scenario
-// (row_scenario.cpp). The per-source knowledge they apply is data: results/validation/sources/ (docs/validation.md,
-// "Per-source data").
+// (row_scenario.cpp). The knowledge they apply is data: the general rules, results/validation/rules.yaml, and each
+// source's, results/validation/sources/ (docs/validation.md, "General rules" and "Per-source data").
 #pragma once
 
 #include "spec/source_rules.hpp"
@@ -18,6 +18,10 @@ inline constexpr double GIB = 1073741824.0;
 std::string lower(std::string s);
 /// Case-insensitive.
 bool contains(const std::string& haystack, const std::string& needle);
+/// Case-insensitive: one of `needles` is in `haystack` (none given: false).
+bool contains_any(const std::string& haystack, const std::vector<std::string>& needles);
+/// Case-insensitive: every one of `needles` is in `haystack` (none given: true).
+bool contains_all(const std::string& haystack, const std::vector<std::string>& needles);
 std::string trim(const std::string& s);
 /// The cell of `key`, "" when the row has none.
 const std::string& field(const PublishedRow& row, const std::string& key);
@@ -39,8 +43,18 @@ std::optional<int> dimension_of(const std::string& text);
 /// Whether `row` is one that a per-source entry's `when` selects (every condition given holds); `stage` is the
 /// row's DeepSpeed stage where the entry may name one.
 bool matches(const spec::RowMatch& when, const PublishedRow& row, std::optional<int> stage = std::nullopt);
+/// The first of a source's entries by column (cell_readings, figures_not_compared) that names `column` and selects
+/// the row; nullptr when none does.
+template <class Entry>
+const Entry* column_entry(const std::vector<Entry>& entries, const PublishedRow& row, const std::string& column)
+{
+  for (const Entry& e : entries)
+    if (e.column == column && matches(e.when, row))
+      return &e;
+  return nullptr;
+}
 /// The per-source data of the row's source (results/validation/sources/), nullptr when it has none.
-const spec::SourceRule* rule_of(const PublishedRow& row, const spec::SourceRules& sources);
+const spec::SourceRule* rule_of(const PublishedRow& row, const spec::MappingRules& rules);
 
 // The groups rows not covered are counted in (the throughput report groups by them; the memory report lists
 // the reason texts alone).
@@ -72,14 +86,20 @@ struct ShardingRead {
   spec::FsdpSharding strategy = spec::FsdpSharding::FULL_SHARD;
   std::string note; ///< set when the strategy is not written in the row's fsdp_sharding column
 };
-std::optional<ShardingRead> fsdp_sharding_of(const PublishedRow& row, const spec::SourceRule* src);
+std::optional<ShardingRead> fsdp_sharding_of(const PublishedRow& row, const spec::MappingRules& rules);
 const char* sharding_name(spec::FsdpSharding s);
 /// Reasons why a row cannot be expressed yet (empty: it can). Trap numbers refer to shared/validation/README.md.
-std::vector<Exclusion> exclusions(const PublishedRow& row, const spec::SourceRule* src);
+std::vector<Exclusion> exclusions(const PublishedRow& row, const spec::MappingRules& rules);
 std::string joined(const std::vector<Exclusion>& why);
+/// The layout of the model family `model` names: the first of the general rules' model_layouts that matches.
+const spec::ModelLayout& model_layout(const std::string& model, const spec::GeneralRules& rules);
+/// The conventions of the row's framework: the first of the general rules' frameworks that matches.
+const spec::FrameworkConvention& framework_convention(const PublishedRow& row, const spec::GeneralRules& rules);
+/// node_name_for of the row's gpu, gpu_mem_GB and inter_node_network cells.
+std::string node_name_of(const PublishedRow& row, const spec::GeneralRules& rules);
 /// The ZeRO stage a row's run is equivalent to in what every GPU holds: the DeepSpeed stage; for FSDP, 3 for
 /// FULL_SHARD and HYBRID_SHARD (parameters sharded), 2 for SHARD_GRAD_OP, 0 for NO_SHARD; 0 for DDP.
-std::optional<int> equivalent_stage(const PublishedRow& row, const spec::SourceRule* src);
+std::optional<int> equivalent_stage(const PublishedRow& row, const spec::MappingRules& rules);
 
 struct Shape {
   int layers = 0;
@@ -102,6 +122,6 @@ RowInfo info_of(const PublishedRow& row);
 std::optional<Shape> shape_of(const PublishedRow& row, std::string& notes);
 /// The scenario of a row, for every mapping (memory figures, fit statements, time and throughput figures).
 spec::Scenario row_scenario(const PublishedRow& row, const NodeLoader& load_node, const Shape& shape, RowInfo& info,
-                            const spec::SourceRules& sources);
+                            const spec::MappingRules& rules);
 
 } // namespace zerosim::validation::detail

@@ -1,6 +1,9 @@
 // The rules that sort a row: its framework, its FSDP strategy, the reasons it cannot be expressed yet, and the
-// node file of its GPU. Rules: docs/validation.md.
+// node file of its GPU. Rules: docs/validation.md; the names and the GPU table they apply are the general rules'
+// data (results/validation/rules.yaml).
 #include "validation/row_mapping.hpp"
+
+#include "core/error.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -47,11 +50,13 @@ std::string size_in_billions(const std::string& model)
 
 /// The FSDP sharding strategy of an FSDP row: the source's launch scripts by model size where its data lists them
 /// (sharding_by_size: a size not listed is not stated), else the fsdp_sharding column ("FULL_SHARD", "FSDP2
-/// fully_shard", "SHARD_GRAD_OP", ...), else the zero_stage column ("3-equivalent" = FULL_SHARD, "2-equivalent" =
-/// SHARD_GRAD_OP: README "Columns"); nullopt when none says.
-std::optional<ShardingRead> fsdp_sharding_of(const PublishedRow& row, const spec::SourceRule* src)
+/// fully_shard", "SHARD_GRAD_OP", ...: the texts of the general rules' fsdp_strategies), else the zero_stage column
+/// (the same texts; "3-equivalent" = FULL_SHARD, "2-equivalent" = SHARD_GRAD_OP: README "Columns"); nullopt when none
+/// says.
+std::optional<ShardingRead> fsdp_sharding_of(const PublishedRow& row, const spec::MappingRules& rules)
 {
   ShardingRead r;
+  const spec::SourceRule* src = rule_of(row, rules);
   if (src && !src->sharding_by_size.empty()) {
     const std::string size = size_in_billions(field(row, "model"));
     for (const spec::SourceSharding& sh : src->sharding_by_size)
@@ -61,16 +66,10 @@ std::optional<ShardingRead> fsdp_sharding_of(const PublishedRow& row, const spec
   }
   const std::string sharding = lower(field(row, "fsdp_sharding"));
   const std::string stage = lower(field(row, "zero_stage"));
-  auto strategy_in = [](const std::string& t) -> std::optional<spec::FsdpSharding> {
-    if (t.find("full_shard") != std::string::npos || t.find("fully_shard") != std::string::npos ||
-        t.find("full shard") != std::string::npos)
-      return spec::FsdpSharding::FULL_SHARD;
-    if (t.find("shard_grad_op") != std::string::npos)
-      return spec::FsdpSharding::SHARD_GRAD_OP;
-    if (t.find("hybrid_shard") != std::string::npos)
-      return spec::FsdpSharding::HYBRID_SHARD;
-    if (t.find("no_shard") != std::string::npos)
-      return spec::FsdpSharding::NO_SHARD;
+  auto strategy_in = [&](const std::string& t) -> std::optional<spec::FsdpSharding> {
+    for (const spec::StrategyNames& names : rules.general.fsdp_strategies)
+      if (contains_any(t, names.texts))
+        return names.strategy;
     return std::nullopt;
   };
   if (auto st = strategy_in(sharding)) {
@@ -127,9 +126,10 @@ std::string selective_ac_text(const PublishedRow& row, const spec::SourceRule* s
 }
 
 /// Reasons why a row cannot be expressed yet (empty: it can). Trap numbers refer to shared/validation/README.md.
-std::vector<Exclusion> exclusions(const PublishedRow& row, const spec::SourceRule* src)
+std::vector<Exclusion> exclusions(const PublishedRow& row, const spec::MappingRules& rules)
 {
   std::vector<Exclusion> why;
+  const spec::SourceRule* src = rule_of(row, rules);
   const std::string& model = field(row, "model");
   const std::string& stage = field(row, "zero_stage");
   const std::string& other = field(row, "other_parallel");
@@ -152,14 +152,9 @@ std::vector<Exclusion> exclusions(const PublishedRow& row, const spec::SourceRul
   if (contains(field(row, "precision"), "float8") || contains(field(row, "precision"), "fp8") ||
       contains(other, "float8") || contains(other, "cp ") || contains(other, "context parallel"))
     why.push_back({CAT_FP8, "FP8 / context parallelism is not modelled (README trap 4)"});
-  static const char* const NOT_DECODER[] = {"t5", "t0_", "deberta", "blenderbot", "bart", "bert"};
-  for (const char* name : NOT_DECODER) {
-    if (contains(model, name)) {
-      why.push_back({CAT_ENCODER, "encoder-decoder or encoder-only model (" + model +
-                                      "): not expressible as a decoder-only transformer (README trap 8)"});
-      break;
-    }
-  }
+  if (contains_any(model, rules.general.encoder_models))
+    why.push_back({CAT_ENCODER, "encoder-decoder or encoder-only model (" + model +
+                                    "): not expressible as a decoder-only transformer (README trap 8)"});
   if (contains(field(row, "max_model_fit"), "tiling"))
     why.push_back({CAT_TILING,
                    "the limit measured is memory-centric tiling under GPU memory pre-fragmented into 2 GB chunks (the "
@@ -169,7 +164,7 @@ std::vector<Exclusion> exclusions(const PublishedRow& row, const spec::SourceRul
                                "': " + selective_ac_text(row, src) +
                                ", neither full recompute nor Megatron's selective recompute of the attention core "
                                "(the two modes modelled)"});
-  if (fw == spec::Framework::FSDP && why.empty() && !fsdp_sharding_of(row, src))
+  if (fw == spec::Framework::FSDP && why.empty() && !fsdp_sharding_of(row, rules))
     why.push_back({CAT_INPUTS, "FSDP sharding strategy not stated (fsdp_sharding '" + field(row, "fsdp_sharding") +
                                    "', zero_stage '" + stage + "')"});
   if (why.empty() && fw == spec::Framework::DEEPSPEED) {
@@ -190,7 +185,7 @@ std::string joined(const std::vector<Exclusion>& why)
 
 /// The ZeRO stage a row's run is equivalent to in what every GPU holds: the DeepSpeed stage; for FSDP, 3 for
 /// FULL_SHARD and HYBRID_SHARD (parameters sharded), 2 for SHARD_GRAD_OP, 0 for NO_SHARD; 0 for DDP.
-std::optional<int> equivalent_stage(const PublishedRow& row, const spec::SourceRule* src)
+std::optional<int> equivalent_stage(const PublishedRow& row, const spec::MappingRules& rules)
 {
   switch (framework_of(row)) {
   case spec::Framework::DEEPSPEED:
@@ -200,41 +195,57 @@ std::optional<int> equivalent_stage(const PublishedRow& row, const spec::SourceR
   case spec::Framework::FSDP:
     break;
   }
-  auto sh = fsdp_sharding_of(row, src);
+  auto sh = fsdp_sharding_of(row, rules);
   if (!sh)
     return std::nullopt;
   return sh->strategy == spec::FsdpSharding::SHARD_GRAD_OP ? 2 : sh->strategy == spec::FsdpSharding::NO_SHARD ? 0 : 3;
+}
+
+const spec::ModelLayout& model_layout(const std::string& model, const spec::GeneralRules& rules)
+{
+  const std::string name = lower(model);
+  for (const spec::ModelLayout& l : rules.model_layouts) {
+    const bool starts = std::any_of(l.model_starts_with_any.begin(), l.model_starts_with_any.end(),
+                                    [&](const std::string& p) { return name.rfind(lower(p), 0) == 0; });
+    if (starts || contains_any(model, l.model_contains_any) ||
+        (l.model_contains_any.empty() && l.model_starts_with_any.empty()))
+      return l;
+  }
+  // The reader requires a last entry without a condition.
+  throw core::InternalError("model_layout: " + rules.file + " has no layout for '" + model + "'");
+}
+
+const spec::FrameworkConvention& framework_convention(const PublishedRow& row, const spec::GeneralRules& rules)
+{
+  const std::string& framework = field(row, "framework");
+  for (const spec::FrameworkConvention& c : rules.frameworks)
+    if (contains_any(framework, c.framework_contains_any) || c.framework_contains_any.empty())
+      return c;
+  // The reader requires a last entry without a condition.
+  throw core::InternalError("framework_convention: " + rules.file + " has no convention for '" + framework + "'");
+}
+
+std::string node_name_of(const PublishedRow& row, const spec::GeneralRules& rules)
+{
+  return node_name_for(field(row, "gpu"), field(row, "gpu_mem_GB"), field(row, "inter_node_network"), rules);
 }
 
 } // namespace detail
 
 using namespace detail;
 
-std::string node_name_for(const std::string& gpu, const std::string& gpu_mem_GB, const std::string& inter_node_network)
+std::string node_name_for(const std::string& gpu, const std::string& gpu_mem_GB, const std::string& inter_node_network,
+                          const spec::GeneralRules& rules)
 {
-  auto mem = leading_number(gpu_mem_GB);
-  // AWS's A100 instances with Elastic Fabric Adapter: p4d.24xlarge (A100 40 GB) and p4de.24xlarge (A100 80 GB),
-  // 4 x 100 Gb/s EFA (topologies/aws-p4d-24xlarge.yaml, aws-p4de-24xlarge.yaml).
-  if (contains(gpu, "a100") && !contains(gpu, "pcie") && contains(inter_node_network, "elastic fabric"))
-    return mem && *mem < 60 ? "aws-p4d-24xlarge" : "aws-p4de-24xlarge";
-  if (contains(gpu, "v100"))
-    return mem && *mem < 20 ? "dgx-1v-16gb" : "dgx-2";
-  if (contains(gpu, "titan rtx"))
-    return "workstation-2x-titan-rtx";
-  if (contains(gpu, "3090"))
-    return "workstation-rtx3090";
-  if (contains(gpu, "a100") && contains(gpu, "pcie"))
-    return "workstation-a100-pcie-40gb";
-  if (contains(gpu, "a100") && contains(gpu, "azure"))
-    return "azure-ndm-a100-v4";
-  if (contains(gpu, "a800"))
-    return "hgx-a800-80gb";
-  if (contains(gpu, "a100"))
-    return mem && *mem < 60 ? "dgx-a100-40gb" : "dgx-a100-80gb";
-  if (contains(gpu, "h200"))
-    return "hgx-h200";
-  if (contains(gpu, "h100"))
-    return mem && *mem > 90 ? "grand-teton-h100-96gb" : "dgx-h100";
+  const std::optional<double> mem = leading_number(gpu_mem_GB);
+  for (const spec::GpuNodeRule& e : rules.gpu_nodes) {
+    bool holds = contains_all(gpu, e.gpu_contains) && !contains_any(gpu, e.gpu_lacks) &&
+                 (e.network_contains.empty() || contains(inter_node_network, e.network_contains));
+    holds = holds && (!e.memory_below_GB || (mem && *mem < *e.memory_below_GB));
+    holds = holds && (!e.memory_above_GB || (mem && *mem > *e.memory_above_GB));
+    if (holds)
+      return e.node;
+  }
   return "";
 }
 

@@ -15,98 +15,64 @@
 
 namespace zerosim::validation::detail {
 
-spec::ModelSpec model_from_shape(const PublishedRow& row, int layers, int hidden, int heads, int seq_len,
-                                 std::string& notes)
+/// The model of a row: the shape it states, the layout of its model family and the conventions of its framework
+/// where the row gives no FFN width, vocabulary or loss (the general rules' model_layouts and frameworks), each such
+/// input noted.
+spec::ModelSpec model_from_shape(const PublishedRow& row, const Shape& shape, int seq_len,
+                                 const spec::GeneralRules& rules, std::string& notes)
 {
   spec::ModelSpec m;
   m.name = field(row, "model");
-  m.layers = layers;
-  m.hidden = hidden;
-  m.heads = heads;
-  m.kv_heads = heads;
+  m.layers = shape.layers;
+  m.hidden = shape.hidden;
+  m.heads = shape.heads;
+  m.kv_heads = shape.heads;
   static const std::regex kv_re(R"((\d+)\s*KV)");
   std::smatch km;
   const std::string& heads_text = field(row, "heads");
   if (std::regex_search(heads_text, km, kv_re))
     m.kv_heads = std::stoi(km.str(1));
-  auto ffn = leading_number(field(row, "ffn_hidden"));
-  m.ffn_hidden = ffn ? static_cast<int>(*ffn) : 4 * hidden;
-  bool llama = contains(m.name, "llama");
-  bool llama3 = contains(m.name, "llama 3") || contains(m.name, "llama-3") || contains(m.name, "llama3");
-  if (llama && !llama3 && !ffn) {
-    // LLaMA 1/2 (Touvron et al. 2023; facebookresearch/llama model.py): hidden_dim = 2/3 of 4h, rounded up to a
-    // multiple of multiple_of = 256 (11008 for h = 4096).
-    m.ffn_hidden = (2 * 4 * hidden / 3 + 255) / 256 * 256;
-    add_note(notes, "ffn " + std::to_string(m.ffn_hidden) + " (LLaMA rule: 8h/3 rounded up to a multiple of 256)");
-  }
-  if (llama) {
-    // Llama family: SwiGLU, RMSNorm, RoPE, no biases, untied embeddings (Touvron et al. 2023, Meta Llama 3 card).
-    m.ffn = spec::FfnKind::SWIGLU;
-    m.norm = spec::NormKind::RMSNORM;
-    m.position = spec::PositionKind::ROPE;
-    m.bias = false;
-    m.tied_embeddings = false;
-    m.max_position = 0;
+  const spec::ModelLayout& layout = model_layout(m.name, rules);
+  const spec::FrameworkConvention& fw = framework_convention(row, rules);
+  if (auto ffn = leading_number(field(row, "ffn_hidden"))) {
+    m.ffn_hidden = static_cast<int>(*ffn);
   } else {
-    // GPT-2 layout (Radford et al. 2019; Megatron-LM GPT-2): gelu MLP, layernorm with bias, learned positions,
-    // biases, input embedding tied to the output layer.
-    m.ffn = spec::FfnKind::GELU;
-    m.norm = spec::NormKind::LAYERNORM;
-    m.position = spec::PositionKind::LEARNED;
-    m.bias = true;
-    m.tied_embeddings = true;
-    m.max_position = std::max(1024, seq_len);
+    const spec::FfnWidthRule& w = layout.ffn_hidden;
+    m.ffn_hidden = (w.times * m.hidden / w.over + w.multiple_of - 1) / w.multiple_of * w.multiple_of;
+    if (!w.note.empty())
+      add_note(notes, "ffn " + std::to_string(m.ffn_hidden) + " (" + w.note + ")");
   }
-  if (contains(m.name, "mingpt")) {
-    // karpathy/minGPT mingpt/model.py: the output head is its own nn.Linear(n_embd, vocab_size, bias=False), not
-    // tied to tok_emb; the position table has block_size rows.
-    m.tied_embeddings = false;
-    m.max_position = seq_len;
-    // minGPT's GPT.get_default_config (and the older GPTConfig): embd_pdrop = resid_pdrop = attn_pdrop = 0.1.
-    m.dropout = 0.1;
-    add_note(notes, "minGPT layout: GPT-2 blocks, untied output head, position table of seq_len rows, dropout 0.1 "
-                    "(minGPT defaults)");
-  } else if (lower(m.name).rfind("mpt-", 0) == 0) {
-    // llm-foundry's benchmark configs (scripts/train/yamls/pretrain/mpt-*.yaml via submit_benchmarks.py) set
-    // only d_model, n_heads, n_layers, expansion_ratio 4, vocab 50368 and max_seq_len = the run's sequence:
-    // MPTConfig's defaults then give learned positions (learned_pos_emb true, alibi false) with max_seq_len
-    // rows, biases (no_bias false), LayerNorm, GELU MLP, the output tied to wte. The README tables' NumParams
-    // confirm it: MPT-70b at 2048 has 64,862,437,376 = this layout's count.
-    // MPTConfig's attn_pdrop, resid_pdrop and emb_pdrop default to 0 and the benchmark yamls set none: biases but
-    // no dropout (left unset, the workload's rule "dropout iff biases" would keep dropout masks the runs did not).
-    m.max_position = seq_len;
-    m.dropout = 0.0;
-    add_note(notes, "MPT benchmark layout: learned positions of seq_len rows, biases, tied output, no dropout "
-                    "(llm-foundry MPTConfig defaults)");
-  }
-  auto vocab = plain_int(field(row, "vocab"));
-  if (vocab) {
+  m.ffn = layout.ffn;
+  m.norm = layout.norm;
+  m.position = layout.position;
+  m.bias = layout.bias;
+  m.tied_embeddings = layout.tied_embeddings;
+  m.max_position = layout.max_position_seq_len ? std::max(layout.max_position_at_least, seq_len) : 0;
+  m.dropout = layout.dropout;
+  if (!layout.note.empty())
+    add_note(notes, layout.note);
+  if (auto vocab = plain_int(field(row, "vocab"))) {
     m.vocab = *vocab;
-  } else if (llama) {
-    // SentencePiece vocabulary of LLaMA 1 and 2 (32,000; Touvron et al. 2023); Llama 3's tiktoken one (128,256).
-    m.vocab = llama3 ? 128256 : 32000;
-    add_note(notes, "vocab " + std::to_string(m.vocab) + " (the Llama tokenizer)");
-  } else if (contains(field(row, "framework"), "megatron") || contains(field(row, "framework"), "zero")) {
-    m.vocab = 50304; // GPT-2 BPE 50,257 padded by Megatron-LM to a multiple of 128 (--make-vocab-size-divisible-by 128)
-    add_note(notes, "vocab 50304 (GPT-2 BPE padded by Megatron-LM)");
   } else {
-    m.vocab = 50257; // GPT-2 BPE as Hugging Face's gpt2 configs give it
-    add_note(notes, "vocab 50257 (Hugging Face GPT-2)");
+    m.vocab = layout.vocab.value_or(fw.vocab);
+    add_note(notes,
+             "vocab " + std::to_string(m.vocab) + " (" + (layout.vocab ? layout.vocab_note : fw.vocab_note) + ")");
   }
-  // The loss's code (docs/workload.md §4.4): Megatron-LM's vocab-parallel cross entropy for the runs of the
-  // Megatron-LM and ZeRO papers and DeepSpeed's Megatron examples (the rule of the padded vocabulary above).
-  if (!llama && (contains(field(row, "framework"), "megatron") || contains(field(row, "framework"), "zero"))) {
-    m.loss = spec::LossKind::MEGATRON;
-    add_note(notes, "Megatron-LM's vocab-parallel cross entropy (one fp32 copy of the logits)");
+  if (!layout.loss && fw.loss) {
+    m.loss = *fw.loss;
+    add_note(notes, fw.loss_note);
+  } else if (layout.loss) {
+    m.loss = *layout.loss;
   }
   m.source = "published.csv row " + field(row, "row_id");
   return m;
 }
 
 /// The node for a row: the topology file, with the row's GPU or host memory where it differs from the file.
-spec::NodeSpec node_for(const PublishedRow& row, const NodeLoader& load_node, std::string& notes)
+spec::NodeSpec node_for(const PublishedRow& row, const NodeLoader& load_node, const spec::GeneralRules& rules,
+                        std::string& notes)
 {
-  std::string name = node_name_for(field(row, "gpu"), field(row, "gpu_mem_GB"), field(row, "inter_node_network"));
+  std::string name = node_name_of(row, rules);
   spec::NodeSpec node = load_node(name);
   add_note(notes, "node topologies/" + name + ".yaml");
   // GPU memory: row figures are GB as marketed (HBM sizes are binary: a "32 GB" V100 has 32 GiB); override only
@@ -312,16 +278,31 @@ bool flash_attention_of(const PublishedRow& row, const spec::SourceRule* src)
   return src && src->sdpa_flash;
 }
 
-/// Total GPUs: the leading number, unless the field says the figure's screenshot shows another count.
-int total_gpus(const PublishedRow& row, std::string& notes)
+/// The entry of the source's cell_readings that selects the row and reads `column`, nullptr when none does.
+const spec::SourceCellReading* cell_reading(const PublishedRow& row, const std::string& column,
+                                            const spec::SourceRule* src)
+{
+  return src ? column_entry(src->cell_readings, row, column) : nullptr;
+}
+
+/// The note of a cell reading, "{cell}" replaced by the cell as written.
+std::string reading_note(const spec::SourceCellReading& c, const PublishedRow& row)
+{
+  std::string note = c.note;
+  const std::size_t at = note.find("{cell}");
+  if (at != std::string::npos)
+    note.replace(at, 6, trim(field(row, c.column)));
+  return note;
+}
+
+/// Total GPUs: the leading number, unless the source's data reads the cell as another count (cell_readings: the
+/// GPUs busy in the screenshot a figure is read from).
+int total_gpus(const PublishedRow& row, std::string& notes, const spec::SourceRule* src)
 {
   const std::string& text = field(row, "total_gpus");
-  static const std::regex shows_re(R"(shows\s+(\d+)\s+busy)");
-  std::smatch m;
-  if (std::regex_search(text, m, shows_re)) {
-    add_note(notes, "GPUs: " + m.str(1) + ", the count of busy GPUs in the screenshot the figure is read from ('" +
-                        text + "')");
-    return std::stoi(m.str(1));
+  if (const spec::SourceCellReading* c = cell_reading(row, "total_gpus", src)) {
+    add_note(notes, reading_note(*c, row));
+    return c->value;
   }
   auto n = leading_number(text);
   if (!n) {
@@ -337,8 +318,9 @@ int total_gpus(const PublishedRow& row, std::string& notes)
 }
 
 /// The gradient-accumulation steps of a row: grad_accum as written (rounded when the source gives a fraction),
-/// else global_batch / (micro_batch x GPUs), else 1.
-int grad_accum_of(const PublishedRow& row, int micro_batch, int gpus, std::string& notes)
+/// else global_batch / (micro_batch x GPUs), else 1. The global batch is the cell's leading number unless the
+/// source's data reads it as another (cell_readings: a section heading's batch).
+int grad_accum_of(const PublishedRow& row, int micro_batch, int gpus, std::string& notes, const spec::SourceRule* src)
 {
   const std::string& ga_text = field(row, "grad_accum");
   if (auto ga = leading_number(ga_text)) {
@@ -349,17 +331,9 @@ int grad_accum_of(const PublishedRow& row, int micro_batch, int gpus, std::strin
     return r;
   }
   std::optional<double> global = leading_number(field(row, "global_batch"));
-  // "2048 (table) / 512 (heading)" (BLOOM prequel rows 315-317): the section heading's GBS is the run's; the
-  // printed TFLOPs follow from it and the printed step time, and not from the table's 2048
-  // (docs/research/validation-stacks.md, doubt (b)).
-  if (const std::string& gb_text = field(row, "global_batch"); contains(gb_text, "(heading)")) {
-    const std::size_t slash = gb_text.rfind('/', gb_text.find("(heading)"));
-    if (slash != std::string::npos)
-      if (auto heading = leading_number(gb_text.substr(slash + 1))) {
-        global = heading;
-        add_note(notes, "global batch " + number_text(*heading) + ", the section heading's ('" + trim(gb_text) +
-                            "'; docs/research/validation-stacks.md)");
-      }
+  if (const spec::SourceCellReading* c = cell_reading(row, "global_batch", src)) {
+    global = c->value;
+    add_note(notes, reading_note(*c, row));
   }
   if (global) {
     const double* gb = &*global;
@@ -447,13 +421,13 @@ void source_code_settings(const PublishedRow& row, const BuildInputs& in, spec::
 }
 
 spec::Scenario build_scenario(const PublishedRow& row, const NodeLoader& load_node, const BuildInputs& in,
-                              RowInfo& info, const spec::SourceRules& sources)
+                              RowInfo& info, const spec::MappingRules& rules)
 {
   spec::Scenario s;
   s.name = "published.csv row " + field(row, "row_id");
   s.file = "results/validation/published.csv";
-  s.model = model_from_shape(row, in.shape.layers, in.shape.hidden, in.shape.heads, in.seq_len, info.assumptions);
-  spec::NodeSpec node = node_for(row, load_node, info.assumptions);
+  s.model = model_from_shape(row, in.shape, in.seq_len, rules.general, info.assumptions);
+  spec::NodeSpec node = node_for(row, load_node, rules.general, info.assumptions);
   s.cluster.node = node;
   s.cluster.gpus_per_node = std::min(in.total_gpus, node.gpus);
   s.cluster.nodes = (in.total_gpus + s.cluster.gpus_per_node - 1) / s.cluster.gpus_per_node;
@@ -463,7 +437,7 @@ spec::Scenario build_scenario(const PublishedRow& row, const NodeLoader& load_no
   s.cluster.network = network_for(row, node, s.cluster.nodes, info.assumptions);
 
   const spec::Framework fw = framework_of(row);
-  const spec::SourceRule* src = rule_of(row, sources);
+  const spec::SourceRule* src = rule_of(row, rules);
   s.training.seq_len = in.seq_len;
   s.training.micro_batch = in.shape.micro_batch;
   s.training.tensor_parallel = fw != spec::Framework::DEEPSPEED ? 1
@@ -476,7 +450,7 @@ spec::Scenario build_scenario(const PublishedRow& row, const NodeLoader& load_no
                                                           : torch_precision(row, fw, s.fsdp, info.assumptions, src);
   s.training.activation_checkpointing = parse_checkpointing(field(row, "activation_checkpointing"), info.assumptions);
   // The stack each run used (stacks.csv, quoted or inferred from the source; docs/validation.md).
-  s.software = software_of(row, sources);
+  s.software = software_of(row, rules);
   s.training.flash_attention = spec::is_fused(s.software.attention);
   s.kernels = config::shipped_kernel_table();
   // DeepSpeed's Megatron examples use Adam (FusedAdam / DeepSpeedCPUAdam); the PyTorch runs' code uses AdamW
@@ -506,17 +480,17 @@ spec::Scenario build_scenario(const PublishedRow& row, const NodeLoader& load_no
       cfg << " (" << info.offload << ")";
   } else if (fw == spec::Framework::FSDP) {
     // exclusions() lets no FSDP row without a strategy through.
-    ShardingRead sh = *fsdp_sharding_of(row, src);
+    ShardingRead sh = *fsdp_sharding_of(row, rules);
     if (!sh.note.empty())
       add_note(info.assumptions, sh.note);
     spec::FsdpSpec& f = s.fsdp;
     f.sharding_strategy = sh.strategy;
-    const std::string sharding_text = lower(field(row, "fsdp_sharding"));
-    const std::string& framework = field(row, "framework");
-    if (contains(framework, "fsdp2") || sharding_text.find("fully_shard") != std::string::npos) {
-      // FSDP2 fully_shard: reshard_after_forward=True is FULL_SHARD's behaviour (torchtitan's default for the
-      // data-parallel mesh, fsdp_reshard_after_forward "default").
-      f.reshard_after_forward = sh.strategy != spec::FsdpSharding::SHARD_GRAD_OP;
+    const spec::Fsdp2Rule& fsdp2 = rules.general.fsdp2;
+    if (contains_any(field(row, "framework"), fsdp2.framework_contains_any) ||
+        contains_any(field(row, "fsdp_sharding"), fsdp2.sharding_contains_any)) {
+      // FSDP2 fully_shard (the general rules' fsdp2): it reshards after the forward but for the strategies listed.
+      const auto& keep = fsdp2.no_reshard_after_forward;
+      f.reshard_after_forward = std::find(keep.begin(), keep.end(), sh.strategy) == keep.end();
       add_note(info.assumptions,
                "FSDP2 fully_shard, reshard_after_forward " + std::string(*f.reshard_after_forward ? "True" : "False"));
     }
@@ -613,18 +587,19 @@ std::optional<Shape> shape_of(const PublishedRow& row, std::string& notes)
 /// (grad_accum_of) and the global batch they imply. Every input assumed goes to `info.assumptions`, the short
 /// description to `info.config`. Rules: docs/validation.md, "Building the scenario from a row".
 spec::Scenario row_scenario(const PublishedRow& row, const NodeLoader& load_node, const Shape& shape, RowInfo& info,
-                            const spec::SourceRules& sources)
+                            const spec::MappingRules& rules)
 {
   BuildInputs in;
   in.shape = shape;
   in.seq_len = seq_len_of(row, info.assumptions);
-  in.total_gpus = total_gpus(row, info.assumptions);
+  const spec::SourceRule* src = rule_of(row, rules);
+  in.total_gpus = total_gpus(row, info.assumptions, src);
   // A PyTorch row has no DeepSpeed stage; build_scenario sets the one its strategy is equivalent to. exclusions()
   // lets no DeepSpeed row without one stage through.
   in.stage = framework_of(row) == spec::Framework::DEEPSPEED ? *stage_of(field(row, "zero_stage")) : 0;
-  spec::Scenario s = build_scenario(row, load_node, in, info, sources);
+  spec::Scenario s = build_scenario(row, load_node, in, info, rules);
   spec::TrainingSpec& t = s.training;
-  t.grad_accum = grad_accum_of(row, t.micro_batch, s.dp(), info.assumptions);
+  t.grad_accum = grad_accum_of(row, t.micro_batch, s.dp(), info.assumptions, src);
   t.global_batch = static_cast<std::int64_t>(t.micro_batch) * t.grad_accum * s.dp();
   t.global_batch_given = !trim(field(row, "global_batch")).empty();
   // The software stack the run used, as build_scenario took it (software_of): stacks.csv's, quoted from the source or

@@ -469,9 +469,9 @@ struct ThroughputInput {
 };
 
 ThroughputInput map_throughput_input(const std::vector<PublishedRow>& rows, const NodeLoader& load_node,
-                                     const spec::SourceRules& sources)
+                                     const spec::MappingRules& rules)
 {
-  return {static_cast<int>(rows.size()), map_throughput_rows(rows, load_node, sources)};
+  return {static_cast<int>(rows.size()), map_throughput_rows(rows, load_node, rules)};
 }
 
 /// Runs every case of `input` with `mechanisms` (progress lines to `out` when `progress`).
@@ -592,7 +592,7 @@ ThroughputReport run_throughput_report(const std::string& csv, std::ostream& out
                                        const spec::Mechanisms& mechanisms)
 {
   const std::vector<PublishedRow> rows = read_published_rows(csv);
-  const ThroughputInput input = map_throughput_input(rows, node_loader_near(csv), source_rules_near(csv));
+  const ThroughputInput input = map_throughput_input(rows, node_loader_near(csv), mapping_rules_near(csv));
   ThroughputReport r = run_throughput(input, out, jobs, row_time_limit_s, mechanisms, true);
   r.causes = read_row_causes(csv, rows);
   return r;
@@ -614,8 +614,8 @@ int validate_ablation_command(const std::string& csv, const std::string& out_dir
   // The file, its stacks and the node files are read once; every run below starts from the same rows.
   const std::vector<PublishedRow> rows = read_published_rows(csv);
   const NodeLoader load_node = node_loader_near(csv);
-  const spec::SourceRules sources = source_rules_near(csv);
-  const ThroughputInput input = map_throughput_input(rows, load_node, sources);
+  const spec::MappingRules rules = mapping_rules_near(csv);
+  const ThroughputInput input = map_throughput_input(rows, load_node, rules);
   const ThroughputReport defaults = run_throughput(input, out, jobs, row_time_limit_s, {}, false);
   std::ostringstream md;
   md << "# Ablation: each mechanism switched\n\n"
@@ -666,7 +666,7 @@ int validate_ablation_command(const std::string& csv, const std::string& out_dir
     RowMapping mapping;
     for (const PublishedRow& row : rows) {
       try {
-        map_row(row, load_node, mapping, sources);
+        map_row(row, load_node, mapping, rules);
       } catch (const core::InputError&) {
         // not mapped: the memory validation lists it as not covered; it has no reserved figure to compare here
       }

@@ -17,23 +17,16 @@ using namespace detail;
 
 namespace {
 
-/// The figure columns of a row, in the priority order of the primary figure (docs/validation.md): figures of
-/// time first (they do not depend on a FLOP-counting convention), then rates, then TFLOPs and utilisation
-/// (README trap 1), and the file's derived step time only when no measured figure can be compared.
-const char* const FIGURE_COLUMNS[] = {
-    "step_time_s", "samples_per_s", "tokens_per_s_total", "tokens_per_s_per_gpu", "tflops_per_gpu",
-    "mfu",         "hfu",           "derived_step_time_s"};
-
 bool is_figure_column_empty(const PublishedRow& row)
 {
-  for (const char* c : FIGURE_COLUMNS)
+  for (const char* c : spec::FIGURE_COLUMNS)
     if (!trim(field(row, c)).empty())
       return false;
   return true;
 }
 
 /// Which TFLOPs a tflops_per_gpu figure is (README trap 1), and the note saying how that was decided.
-TimeMetric tflops_metric(const PublishedRow& row, std::string& note, const spec::SourceRule* src)
+TimeMetric tflops_metric(const PublishedRow& row, std::string& note, const spec::MappingRules& rules)
 {
   std::string inc = lower(trim(field(row, "tflops_includes_recompute")));
   // "not stated" is no answer (it begins with "no", which is one).
@@ -49,13 +42,14 @@ TimeMetric tflops_metric(const PublishedRow& row, std::string& note, const spec:
     note = "definition not stated; without activation checkpointing model and hardware TFLOPs are equal";
     return TimeMetric::TFLOPS_MODEL;
   }
-  const std::string& fw = field(row, "framework");
-  if (contains(fw, "deepspeed") || contains(fw, "megatron") || contains(fw, "zero")) {
-    note = "definition not stated: recompute counted, the DeepSpeed/Megatron convention (README trap 1)";
+  // The framework's convention (the general rules' frameworks: DeepSpeed's and Megatron's count the recompute).
+  const spec::FrameworkConvention& fw = framework_convention(row, rules.general);
+  if (fw.tflops_recompute_counted) {
+    note = fw.tflops_note;
     return TimeMetric::TFLOPS_HARDWARE;
   }
   // The source's own convention where its data states it (tflops: the PyTorch FSDP paper's minGPT benchmark).
-  if (src) {
+  if (const spec::SourceRule* src = rule_of(row, rules)) {
     for (const spec::SourceTflops& t : src->tflops) {
       if (matches(t.when, row)) {
         note = t.note;
@@ -68,7 +62,7 @@ TimeMetric tflops_metric(const PublishedRow& row, std::string& note, const spec:
 }
 
 TimeMetric metric_of_column(const std::string& column, const PublishedRow& row, std::string& note,
-                            const spec::SourceRule* src)
+                            const spec::MappingRules& rules)
 {
   if (column == "step_time_s")
     return TimeMetric::STEP_TIME;
@@ -79,7 +73,7 @@ TimeMetric metric_of_column(const std::string& column, const PublishedRow& row, 
   if (column == "tokens_per_s_per_gpu")
     return TimeMetric::TOKENS_PER_S_PER_GPU;
   if (column == "tflops_per_gpu")
-    return tflops_metric(row, note, src);
+    return tflops_metric(row, note, rules);
   if (column == "mfu")
     return TimeMetric::MFU;
   if (column == "hfu")
@@ -134,7 +128,7 @@ const PublishedRow* rerun_twin(const PublishedRow& row, const std::vector<Publis
 }
 
 /// The inputs a row needs for a throughput comparison that it does not give (empty: all given).
-std::vector<std::string> missing_inputs(const PublishedRow& row)
+std::vector<std::string> missing_inputs(const PublishedRow& row, const spec::MappingRules& rules)
 {
   std::vector<std::string> miss;
   if (!dimension_of(field(row, "layers")) || !dimension_of(field(row, "hidden")))
@@ -146,7 +140,7 @@ std::vector<std::string> missing_inputs(const PublishedRow& row)
   if (!leading_number(field(row, "total_gpus")) &&
       !(leading_number(field(row, "gpus_per_node")) && leading_number(field(row, "nodes"))))
     miss.push_back("GPU count");
-  if (node_name_for(field(row, "gpu"), field(row, "gpu_mem_GB"), field(row, "inter_node_network")).empty())
+  if (node_name_of(row, rules.general).empty())
     miss.push_back("a node file for GPU '" + field(row, "gpu") + "'");
   return miss;
 }
@@ -170,10 +164,10 @@ std::string with_row(std::string text, const std::string& row_id)
 
 /// The row with inputs filled in from the source's other rows or its data, each recorded in `notes`.
 PublishedRow completed_row(const PublishedRow& row, const std::vector<PublishedRow>& all, std::string& notes,
-                           const spec::SourceRules& sources)
+                           const spec::MappingRules& rules)
 {
   PublishedRow r = row;
-  const spec::SourceRule* src = rule_of(row, sources);
+  const spec::SourceRule* src = rule_of(row, rules);
   if (const spec::SourceCpuAdam* adam = cpu_adam_of(row, src)) {
     // The model of that size is the one another row of the same source gives; the cells are the source's data.
     if (const PublishedRow* twin = same_size_shape(row, all)) {
@@ -198,7 +192,7 @@ PublishedRow completed_row(const PublishedRow& row, const std::vector<PublishedR
   }
   auto hidden = plain_int(field(r, "hidden"));
   // The heads the source (or the source of the rerun configuration) gives a hidden size (heads_by_hidden).
-  const spec::SourceRule* heads_src = paper ? sources.find(src->rerun->source_id) : src;
+  const spec::SourceRule* heads_src = paper ? rules.find(src->rerun->source_id) : src;
   if (hidden && !leading_number(field(r, "heads")) && heads_src) {
     for (const spec::SourceHeads& t : heads_src->heads_by_hidden) {
       if (t.hidden == *hidden) {
@@ -209,9 +203,14 @@ PublishedRow completed_row(const PublishedRow& row, const std::vector<PublishedR
     }
   }
   if (hidden && !leading_number(field(r, "heads"))) {
-    // Megatron-LM GPT configurations of these papers use 128-wide heads where stated (ZeRO-Offload 10B: 50 x 4096
-    // with 32 heads, published.csv row 213; models/zero-offload-13b.yaml); 64-wide when 128 does not divide h.
-    int heads = *hidden % 128 == 0 ? *hidden / 128 : *hidden % 64 == 0 ? *hidden / 64 : 1;
+    // The first head width of the general rules that divides the hidden size (head_widths: Megatron-LM's 128, then
+    // 64), else one head.
+    int heads = 1;
+    for (int width : rules.general.head_widths)
+      if (*hidden % width == 0) {
+        heads = *hidden / width;
+        break;
+      }
     r["heads"] = std::to_string(heads);
     add_note(notes, "heads not stated: " + std::to_string(heads) + " assumed (head width " +
                         std::to_string(*hidden / heads) + ")");
@@ -220,15 +219,22 @@ PublishedRow completed_row(const PublishedRow& row, const std::vector<PublishedR
 }
 
 /// The figures of a row, primary first; `not_compared` collects the cells that cannot be compared, with why.
-std::vector<TimeFigure> figures_of(const PublishedRow& row, std::string& not_compared, const spec::SourceRule* src)
+std::vector<TimeFigure> figures_of(const PublishedRow& row, std::string& not_compared, const spec::MappingRules& rules)
 {
+  const spec::SourceRule* src = rule_of(row, rules);
   std::vector<TimeFigure> measured;
   std::optional<TimeFigure> derived;
   auto tolerance = chart_tolerance(field(row, "evidence_type"));
-  for (const char* column : FIGURE_COLUMNS) {
+  for (const char* column : spec::FIGURE_COLUMNS) {
     const std::string& text = field(row, column);
     if (trim(text).empty())
       continue;
+    // A figure its source's data says is not one to compare (figures_not_compared: the Llama 2 70B FSDP blog's
+    // derived step time, an upper bound including evaluation and checkpoints).
+    if (const spec::SourceFigureNotCompared* n = src ? column_entry(src->figures_not_compared, row, column) : nullptr) {
+      add_note(not_compared, std::string(column) + " '" + text + "': " + n->reason);
+      continue;
+    }
     ParsedFigure p = parse_figure(text);
     if (!p.value) {
       add_note(not_compared, std::string(column) + " '" + text + "': " + p.why_not);
@@ -240,7 +246,7 @@ std::vector<TimeFigure> figures_of(const PublishedRow& row, std::string& not_com
     f.value = *p.value;
     f.note = p.note;
     std::string def_note;
-    f.metric = metric_of_column(column, row, def_note, src);
+    f.metric = metric_of_column(column, row, def_note, rules);
     if (p.part == "backward")
       f.metric = TimeMetric::BACKWARD_TIME;
     if (const spec::SourceCpuAdam* adam = cpu_adam_of(row, src); adam && f.metric == TimeMetric::STEP_TIME) {
@@ -263,14 +269,6 @@ std::vector<TimeFigure> figures_of(const PublishedRow& row, std::string& not_com
     } else {
       measured.push_back(f);
     }
-  }
-  if (derived && contains(field(row, "notes"), "upper bound")) {
-    // Row 634 (Llama 2 70B FSDP blog): "~13.5 h for 500 steps (incl. eval every 100 & 2 ckpt saves)"; the file's
-    // notes: the derived step time "is an upper bound (includes eval/checkpoint time)" of unknown share.
-    add_note(not_compared, "derived_step_time_s '" + derived->written +
-                               "': an upper bound including evaluation and checkpointing (the row's notes), not "
-                               "a step time");
-    derived.reset();
   }
   if (measured.empty() && derived)
     measured.push_back(*derived);
@@ -299,7 +297,7 @@ std::vector<TimeFigure> figures_of(const PublishedRow& row, std::string& not_com
 } // namespace
 
 void map_throughput_row(const PublishedRow& row, const std::vector<PublishedRow>& all, const NodeLoader& load_node,
-                        ThroughputMapping& into, const spec::SourceRules& sources)
+                        ThroughputMapping& into, const spec::MappingRules& rules)
 {
   RowInfo info = info_of(row);
   auto not_covered = [&](const std::string& category, const std::string& reason) {
@@ -314,9 +312,9 @@ void map_throughput_row(const PublishedRow& row, const std::vector<PublishedRow>
     return;
   }
   std::string notes;
-  const PublishedRow r = completed_row(row, all, notes, sources);
-  const spec::SourceRule* src = rule_of(r, sources);
-  std::vector<Exclusion> why = exclusions(r, src);
+  const PublishedRow r = completed_row(row, all, notes, rules);
+  const spec::SourceRule* src = rule_of(r, rules);
+  std::vector<Exclusion> why = exclusions(r, rules);
   // Rows whose figures the source's data says not to compare (not_compared: README trap 5's BLOOM table).
   if (src)
     for (const spec::SourceNotCompared& n : src->not_compared)
@@ -326,7 +324,7 @@ void map_throughput_row(const PublishedRow& row, const std::vector<PublishedRow>
     not_covered(why.front().category, joined(why));
     return;
   }
-  auto missing = missing_inputs(r);
+  auto missing = missing_inputs(r, rules);
   if (field(r, "completeness") == "C") {
     std::string reason = "graded C by the data file (headline figures without the batch or model dimensions needed)";
     if (!missing.empty())
@@ -336,7 +334,7 @@ void map_throughput_row(const PublishedRow& row, const std::vector<PublishedRow>
                 (field(r, "notes").size() > 240 ? field(r, "notes").substr(0, 240) + "..." : field(r, "notes"));
     // A figure that could not be compared anyway is named too (row 633: a time per epoch).
     std::string not_compared;
-    if (figures_of(r, not_compared, src).empty() && !not_compared.empty())
+    if (figures_of(r, not_compared, rules).empty() && !not_compared.empty())
       reason += "; nor is its figure comparable: " + not_compared;
     not_covered(CAT_C, reason);
     return;
@@ -347,7 +345,7 @@ void map_throughput_row(const PublishedRow& row, const std::vector<PublishedRow>
     return;
   }
   std::string not_compared;
-  std::vector<TimeFigure> figures = figures_of(r, not_compared, src);
+  std::vector<TimeFigure> figures = figures_of(r, not_compared, rules);
   if (figures.empty()) {
     not_covered(CAT_FIGURE, not_compared);
     return;
@@ -358,7 +356,7 @@ void map_throughput_row(const PublishedRow& row, const std::vector<PublishedRow>
   ThroughputCase c;
   c.info = info;
   c.info.assumptions = notes;
-  c.scenario = row_scenario(r, load_node, shape, c.info, sources);
+  c.scenario = row_scenario(r, load_node, shape, c.info, rules);
   c.figures = std::move(figures);
   c.evidence = field(r, "evidence_type");
   c.completeness = field(r, "completeness");
@@ -367,12 +365,12 @@ void map_throughput_row(const PublishedRow& row, const std::vector<PublishedRow>
 }
 
 ThroughputMapping map_throughput_rows(const std::vector<PublishedRow>& rows, const NodeLoader& load_node,
-                                      const spec::SourceRules& sources)
+                                      const spec::MappingRules& rules)
 {
   ThroughputMapping m;
   for (const auto& r : rows) {
     try {
-      map_throughput_row(r, rows, load_node, m, sources);
+      map_throughput_row(r, rows, load_node, m, rules);
     } catch (const core::InputError& e) {
       m.not_covered.push_back({field(r, "row_id"), field(r, "source_id"), field(r, "model"), CAT_INPUTS,
                                std::string("the row cannot be mapped: ") + e.what(), framework_label(r)});
