@@ -114,6 +114,7 @@ const Schema& node_schema()
   static const Schema nvlink{
       "node.nvlink",
       {key("bandwidth", "bandwidth", "required", "per GPU, per direction"),
+       // NCCL src/graph/tuning.cc, hwLat[NCCL_HW_NVLINK], LL protocol: 0.6 us (Tree and Ring).
        key("latency", "time", "0.6 us",
            "per message; NCCL's NVLink base latency (src/graph/tuning.cc hwLat[NVLINK], LL protocol)")}};
   static const Schema pcie{
@@ -121,6 +122,7 @@ const Schema& node_schema()
       {key("bandwidth", "bandwidth", "required", "per GPU link, per direction, as achieved"),
        key("gpus_per_switch", "integer >= 1", "1", "GPUs (and their NIC/NVMe) sharing one switch uplink"),
        key("switch_uplink", "bandwidth", "pcie.bandwidth", "switch to CPU root complex, per direction (one x16 link)"),
+       // NCCL src/graph/tuning.cc, hwLat[NCCL_HW_PCI], LL protocol: 1.0 us.
        key("latency", "time", "1 us", "per transfer; NCCL's PCI base latency (src/graph/tuning.cc hwLat[PCI], LL)")}};
   static const Schema cpu{
       "node.cpu",
@@ -128,8 +130,10 @@ const Schema& node_schema()
        key("cores", "integer >= 1", "required", "physical cores, all sockets"),
        key("memory", "bytes", "required", "host memory"),
        key("memory_bandwidth", "bandwidth", "required", "achievable DRAM bandwidth, all sockets together"),
+       // An assumption (docs/config.md): host memory kept for the OS, page cache and daemons.
        key("reserved", "bytes or percent of memory", "5%",
            "host memory kept for the OS and not usable by training (a stated assumption, docs/config.md)"),
+       // CPU-Adam DRAM traffic per element: read p, g, m, v (16 B), write p, m, v (12 B).
        key("adam_bytes_per_param", "number > 0", "28",
            "DRAM bytes moved per CPU-Adam element update: read p, g, m, v, write p, m, v (zero-schedule.md §9.1)")}};
   static const Schema nvme{"node.nvme",
@@ -137,6 +141,11 @@ const Schema& node_schema()
                             key("read", "bandwidth", "required when devices > 0", "per device"),
                             key("write", "bandwidth", "required when devices > 0", "per device"),
                             key("capacity", "bytes", "required when devices > 0", "per device"),
+                            // Per request, typical, QD 1: Micron 9200 NVMe SSDs datasheet (micron.com, "Latency to
+                            // media performance, typical (QD = 1): READ: 92-150 us, WRITE: 21 us"; read latency
+                            // varies by capacity, 92 us is the lowest). Other enterprise TLC NVMe datasheets agree
+                            // within ~10 %: Intel SSD DC P4500 (Lenovo product guide, random read 85 us, random
+                            // write 20 us). One charge per wave of aio requests (docs/engine.md "NVMe").
                             key("read_latency", "time", "92 us",
                                 "per wave of aio read requests; Micron 9200 datasheet, typical QD1 read latency"),
                             key("write_latency", "time", "21 us",
@@ -155,7 +164,7 @@ const Schema& node_schema()
        key("nvme", "mapping", "no NVMe", "local NVMe drives", &nvme),
        key("nics", "mapping", "no NICs", "network cards for the inter-node fabric", &nics),
        key("source", "string", "\"\"", "public source of the figures (for people)"),
-       key("calibration", "path or none", "none",
+       key("calibration", "path or none", "the shipped calibration/default.yaml",
            "a calibration profile fitted on this cluster (docs/calibration.md); a scenario's or --calibration wins")}};
   return s;
 }
@@ -468,6 +477,7 @@ const Schema& scenario_schema()
       "cluster.network",
       {key("nic_bandwidth", "bandwidth", "the node's nics.bandwidth", "per NIC, per direction"),
        key("nics_per_node", "integer >= 1", "the node's nics.count", "NICs used per node"),
+       // NCCL src/graph/tuning.cc hwLat[NCCL_HW_NET], Tree/LL: 5.0 us; also the example of scenario-format.md.
        key("latency", "time", "5 us",
            "one-way NIC-to-NIC; NCCL's network base latency (tuning.cc hwLat[NET], Tree LL)"),
        key("oversubscription", "number >= 1", "1", "fabric oversubscription; 1 = non-blocking fat tree")}};
