@@ -30,9 +30,9 @@ std::optional<spec::Dtype> read_dtype(FieldReader& r, const std::string& key)
   return d;
 }
 
-std::optional<spec::OffloadDevice> read_device(FieldReader& r)
+spec::OffloadDevice read_device(FieldReader& r)
 {
-  return r.opt_enum<spec::OffloadDevice>(
+  return r.get_enum<spec::OffloadDevice>(
       "device",
       {{"none", spec::OffloadDevice::NONE}, {"cpu", spec::OffloadDevice::CPU}, {"nvme", spec::OffloadDevice::NVME}});
 }
@@ -70,77 +70,111 @@ std::optional<bool> aliased_bool(FieldReader& r, const std::string& long_name, c
   return a ? a : b;
 }
 
+/// The same, the schema's default of `long_name` when neither name is given.
+std::int64_t get_aliased_count(FieldReader& r, const std::string& long_name, const std::string& short_name,
+                               std::optional<std::int64_t> auto_value = std::nullopt)
+{
+  return r.get<std::int64_t>(long_name,
+                             [&](FieldReader& f) { return aliased_count(f, long_name, short_name, auto_value); });
+}
+
+bool get_aliased_bool(FieldReader& r, const std::string& long_name, const std::string& short_name)
+{
+  return r.get<bool>(long_name, [&](FieldReader& f) { return aliased_bool(f, long_name, short_name); });
+}
+
 void read_offload_optimizer(FieldReader& r, spec::OffloadOptimizerSpec& o, const spec::Scenario& s)
 {
-  o.device = read_device(r).value_or(spec::OffloadDevice::NONE);
-  o.nvme_path = r.opt_string("nvme_path").value_or("");
-  o.buffer_count = static_cast<int>(r.get_int("buffer_count", 4, 0, "a non-negative integer"));
-  o.pin_memory = r.get_bool("pin_memory", pins_by_default(s));
-  o.pipeline_read = r.get_bool("pipeline_read", false);
-  o.pipeline_write = r.get_bool("pipeline_write", false);
-  o.fast_init = r.get_bool("fast_init", false);
-  o.ratio = r.opt_number("ratio", 0, 1, "a number from 0 to 1").value_or(1.0);
+  o.device = read_device(r);
+  o.nvme_path = r.get_string("nvme_path");
+  o.buffer_count = static_cast<int>(r.get_int("buffer_count", 0, "a non-negative integer"));
+  o.pin_memory = r.opt_bool("pin_memory").value_or(pins_by_default(s));
+  o.pipeline_read = r.get_bool("pipeline_read");
+  o.pipeline_write = r.get_bool("pipeline_write");
+  o.fast_init = r.get_bool("fast_init");
+  o.ratio = r.get_number("ratio", 0, 1, "a number from 0 to 1");
   // DeepSpeedZeroConfig.offload_ratio_check: "Partial offloading only supported for ZeRO Stage 3."
   if (o.ratio < 1.0 && s.deepspeed.zero.stage != 3)
     r.fail("ratio", "a ratio below 1 (Twin-Flow partial offload) needs ZeRO stage 3; DeepSpeed asserts \"Partial "
                     "offloading only supported for ZeRO Stage 3\" (zero/config.py offload_ratio_check)");
-  o.super_offload = r.get_bool("super_offload", false);
-  o.cpuadam_cores_perc = r.opt_number("cpuadam_cores_perc", 0, 1, "a number from 0 to 1").value_or(0.8);
+  o.super_offload = r.get_bool("super_offload");
+  o.cpuadam_cores_perc = r.get_number("cpuadam_cores_perc", 0, 1, "a number from 0 to 1");
   if (o.device == spec::OffloadDevice::NVME && s.cluster.node.nvme.devices == 0)
     r.fail("device", "nvme needs NVMe devices, but node '" + s.cluster.node.name + "' has none (nvme.devices: 0)");
 }
 
 void read_offload_param(FieldReader& r, spec::OffloadParamSpec& o, const spec::Scenario& s)
 {
-  o.device = read_device(r).value_or(spec::OffloadDevice::NONE);
-  o.nvme_path = r.opt_string("nvme_path").value_or("");
-  o.buffer_count = static_cast<int>(r.get_int("buffer_count", 5, 0, "a non-negative integer"));
-  o.buffer_size = r.opt_count("buffer_size", 0, COUNT).value_or(100'000'000);
-  o.max_in_cpu = r.opt_count("max_in_cpu", 0, COUNT).value_or(1'000'000'000);
-  o.pin_memory = r.get_bool("pin_memory", pins_by_default(s));
+  o.device = read_device(r);
+  o.nvme_path = r.get_string("nvme_path");
+  o.buffer_count = static_cast<int>(r.get_int("buffer_count", 0, "a non-negative integer"));
+  o.buffer_size = r.get_count("buffer_size", 0, COUNT);
+  o.max_in_cpu = r.get_count("max_in_cpu", 0, COUNT);
+  o.pin_memory = r.opt_bool("pin_memory").value_or(pins_by_default(s));
   if (o.device == spec::OffloadDevice::NVME && s.cluster.node.nvme.devices == 0)
     r.fail("device", "nvme needs NVMe devices, but node '" + s.cluster.node.name + "' has none (nvme.devices: 0)");
+}
+
+/// The offload block `block` of zero_optimization, an absent one read as an empty one (device none, every key at its
+/// default), with its deprecated flag (`flag_on`: the flag's value): true stands for {device: cpu}; given with the
+/// block it fails, as DeepSpeed fails.
+template <class Spec, class Read>
+void read_offload(FieldReader& r, const std::string& block, const std::string& flag, bool flag_on, Spec& o, Read read)
+{
+  FieldReader b = r.map_or_empty(block);
+  if (r.has(flag) && r.has(block)) {
+    std::string message = "give ";
+    message += block;
+    message += " or the deprecated ";
+    message += flag;
+    message += ", not both (DeepSpeed: \"Cannot provide deprecated parameter '";
+    message += flag;
+    message += "' and replacing parameter '";
+    message += block;
+    message += "' together\")";
+    r.fail(flag, message);
+  }
+  read(b, o);
+  if (flag_on)
+    o.device = spec::OffloadDevice::CPU;
 }
 
 void read_zero(FieldReader& r, spec::Scenario& s)
 {
   spec::ZeroSpec& z = s.deepspeed.zero;
   const std::int64_t h = s.model.hidden;
-  std::optional<std::int64_t> stage = r.opt_int("stage", 0, "an integer from 0 to 3");
-  if (stage && *stage > 3)
+  z.stage = static_cast<int>(r.get_int("stage", 0, "an integer from 0 to 3"));
+  if (z.stage > 3)
     r.fail_expected("stage", "an integer from 0 to 3");
-  z.stage = static_cast<int>(stage.value_or(0));
-  z.contiguous_gradients = r.get_bool("contiguous_gradients", true);
-  z.reduce_scatter = r.get_bool("reduce_scatter", true);
+  z.contiguous_gradients = r.get_bool("contiguous_gradients");
+  z.reduce_scatter = r.get_bool("reduce_scatter");
   // "auto" values as transformers' HfTrainerDeepSpeedConfig.trainer_config_finalize sets them:
   // reduce_bucket_size = h*h, stage3_prefetch_bucket_size = int(0.9*h*h), stage3_param_persistence_threshold = 10*h.
-  z.reduce_bucket_size = count_or_auto(r, "reduce_bucket_size", h * h).value_or(500'000'000);
-  z.use_multi_rank_bucket_allreduce = r.get_bool("use_multi_rank_bucket_allreduce", true);
-  z.allgather_bucket_size = r.opt_count("allgather_bucket_size", 0, COUNT).value_or(500'000'000);
+  z.reduce_bucket_size = r.get<std::int64_t>(
+      "reduce_bucket_size", [&](FieldReader& f) { return count_or_auto(f, "reduce_bucket_size", h * h); });
+  z.use_multi_rank_bucket_allreduce = r.get_bool("use_multi_rank_bucket_allreduce");
+  z.allgather_bucket_size = r.get_count("allgather_bucket_size", 0, COUNT);
   std::optional<bool> overlap = r.opt_bool("overlap_comm");
   z.overlap_comm = overlap.value_or(z.stage == 3); // None -> True for stage 3 (config.py overlap_comm_valid)
   z.overlap_comm_given = overlap.has_value();
-  z.sub_group_size = r.opt_count("sub_group_size", 0, COUNT).value_or(1'000'000'000);
+  z.sub_group_size = r.get_count("sub_group_size", 0, COUNT);
   z.stage3_prefetch_bucket_size =
-      aliased_count(r, "stage3_prefetch_bucket_size", "prefetch_bucket_size",
-                    static_cast<std::int64_t>(0.9 * static_cast<double>(h) * static_cast<double>(h)))
-          .value_or(50'000'000);
+      get_aliased_count(r, "stage3_prefetch_bucket_size", "prefetch_bucket_size",
+                        static_cast<std::int64_t>(0.9 * static_cast<double>(h) * static_cast<double>(h)));
   z.stage3_param_persistence_threshold =
-      aliased_count(r, "stage3_param_persistence_threshold", "param_persistence_threshold", 10 * h).value_or(100'000);
+      get_aliased_count(r, "stage3_param_persistence_threshold", "param_persistence_threshold", 10 * h);
+  // sys.maxsize: no literal of the count syntax (the schema's text names it).
   z.stage3_model_persistence_threshold =
       aliased_count(r, "stage3_model_persistence_threshold", "model_persistence_threshold")
           .value_or(std::numeric_limits<std::int64_t>::max());
-  z.stage3_max_live_parameters =
-      aliased_count(r, "stage3_max_live_parameters", "max_live_parameters").value_or(1'000'000'000);
-  z.stage3_max_reuse_distance =
-      aliased_count(r, "stage3_max_reuse_distance", "max_reuse_distance").value_or(1'000'000'000);
+  z.stage3_max_live_parameters = get_aliased_count(r, "stage3_max_live_parameters", "max_live_parameters");
+  z.stage3_max_reuse_distance = get_aliased_count(r, "stage3_max_reuse_distance", "max_reuse_distance");
   z.stage3_module_granularity_threshold =
-      aliased_count(r, "stage3_module_granularity_threshold", "module_granularity_threshold").value_or(0);
+      get_aliased_count(r, "stage3_module_granularity_threshold", "module_granularity_threshold");
   z.stage3_use_all_reduce_for_fetch_params =
-      aliased_bool(r, "stage3_use_all_reduce_for_fetch_params", "use_all_reduce_for_fetch_params").value_or(false);
-  z.stage3_allgather_sequential =
-      aliased_bool(r, "stage3_allgather_sequential", "allgather_sequential").value_or(false);
-  z.round_robin_gradients = r.get_bool("round_robin_gradients", false);
+      get_aliased_bool(r, "stage3_use_all_reduce_for_fetch_params", "use_all_reduce_for_fetch_params");
+  z.stage3_allgather_sequential = get_aliased_bool(r, "stage3_allgather_sequential", "allgather_sequential");
+  z.round_robin_gradients = r.get_bool("round_robin_gradients");
 
   // Deprecated keys (zero/config.py DeepSpeedZeroConfig, processed by DeepSpeedConfigModel._process_deprecated_field):
   // cpu_offload: true -> offload_optimizer = DeepSpeedZeroOffloadOptimizerConfig(device=cpu), cpu_offload_param:
@@ -148,48 +182,27 @@ void read_zero(FieldReader& r, spec::Scenario& s)
   // the version's default); false -> None. Giving a deprecated key (any value) with its replacement fails
   // ("Cannot provide deprecated parameter ... and replacing parameter ... together"). cpu_offload_use_pin_memory
   // has set_new_param=False: DeepSpeed only warns, it sets nothing (a "not modelled" warning here).
-  const bool has_cpu_offload = r.has("cpu_offload");
-  const bool has_cpu_offload_param = r.has("cpu_offload_param");
-  const bool cpu_offload = r.get_bool("cpu_offload", false);
-  const bool cpu_offload_param = r.get_bool("cpu_offload_param", false);
+  const bool cpu_offload = r.get_bool("cpu_offload");
+  const bool cpu_offload_param = r.get_bool("cpu_offload_param");
   r.opt_bool("cpu_offload_use_pin_memory"); // type-checked; no effect (warned about by collect_warnings)
-  z.offload_optimizer = spec::OffloadOptimizerSpec{};
-  z.offload_optimizer.pin_memory = pins_by_default(s);
-  z.offload_param = spec::OffloadParamSpec{};
-  z.offload_param.pin_memory = pins_by_default(s);
-  if (std::optional<FieldReader> oo = r.opt_map("offload_optimizer")) {
-    if (has_cpu_offload)
-      r.fail("cpu_offload", "give offload_optimizer or the deprecated cpu_offload, not both (DeepSpeed: \"Cannot "
-                            "provide deprecated parameter 'cpu_offload' and replacing parameter "
-                            "'offload_optimizer' together\")");
-    read_offload_optimizer(*oo, z.offload_optimizer, s);
-  } else if (cpu_offload) {
-    z.offload_optimizer.device = spec::OffloadDevice::CPU;
-  }
-  if (std::optional<FieldReader> op = r.opt_map("offload_param")) {
-    if (has_cpu_offload_param)
-      r.fail("cpu_offload_param", "give offload_param or the deprecated cpu_offload_param, not both (DeepSpeed: "
-                                  "\"Cannot provide deprecated parameter 'cpu_offload_param' and replacing "
-                                  "parameter 'offload_param' together\")");
-    read_offload_param(*op, z.offload_param, s);
-  } else if (cpu_offload_param) {
-    z.offload_param.device = spec::OffloadDevice::CPU;
-  }
+  read_offload(r, "offload_optimizer", "cpu_offload", cpu_offload, z.offload_optimizer,
+               [&](FieldReader& b, spec::OffloadOptimizerSpec& o) { read_offload_optimizer(b, o, s); });
+  read_offload(r, "offload_param", "cpu_offload_param", cpu_offload_param, z.offload_param,
+               [&](FieldReader& b, spec::OffloadParamSpec& o) { read_offload_param(b, o, s); });
 }
 
 void read_aio(FieldReader& r, spec::AioSpec& a)
 {
   const std::string POS = "a positive integer";
-  a.block_size = r.get_int("block_size", 1'048'576, 1, POS);
-  a.queue_depth = static_cast<int>(r.get_int("queue_depth", 8, 1, POS));
+  a.block_size = r.get_int("block_size", 1, POS);
+  a.queue_depth = static_cast<int>(r.get_int("queue_depth", 1, POS));
   if (r.has("intra_op_parallelism") && r.has("thread_count"))
     r.fail("thread_count", "give intra_op_parallelism or thread_count, not both (they are the same key)");
-  std::optional<std::int64_t> par = r.opt_int("intra_op_parallelism", 1, POS);
-  std::optional<std::int64_t> threads = r.opt_int("thread_count", 1, POS);
-  a.intra_op_parallelism = static_cast<int>(par.value_or(threads.value_or(1)));
-  a.single_submit = r.get_bool("single_submit", false);
-  a.overlap_events = r.get_bool("overlap_events", true);
-  a.use_gds = r.get_bool("use_gds", false);
+  const std::optional<std::int64_t> threads = r.opt_int("thread_count", 1, POS); // the docs' name (§13)
+  a.intra_op_parallelism = static_cast<int>(threads ? *threads : r.get_int("intra_op_parallelism", 1, POS));
+  a.single_submit = r.get_bool("single_submit");
+  a.overlap_events = r.get_bool("overlap_events");
+  a.use_gds = r.get_bool("use_gds");
 }
 
 /// fp16.enabled / bf16.enabled: true or false or auto; must agree with training.precision.
@@ -216,13 +229,13 @@ bool checkpoint_block_in_effect(const spec::Scenario& s)
 
 void read_activation_checkpointing(FieldReader& r, spec::DsActivationCheckpointingSpec& a, const spec::Scenario& s)
 {
-  a.partition_activations = r.get_bool("partition_activations", false);
-  a.cpu_checkpointing = r.get_bool("cpu_checkpointing", false);
-  a.contiguous_memory_optimization = r.get_bool("contiguous_memory_optimization", false);
+  a.partition_activations = r.get_bool("partition_activations");
+  a.cpu_checkpointing = r.get_bool("cpu_checkpointing");
+  a.contiguous_memory_optimization = r.get_bool("contiguous_memory_optimization");
   if (std::optional<std::int64_t> n = r.opt_int("number_checkpoints", 1, "a positive integer"))
     a.number_checkpoints = static_cast<int>(*n);
-  a.synchronize_checkpoint_boundary = r.get_bool("synchronize_checkpoint_boundary", false);
-  a.profile = r.get_bool("profile", false);
+  a.synchronize_checkpoint_boundary = r.get_bool("synchronize_checkpoint_boundary");
+  a.profile = r.get_bool("profile");
   if (!checkpoint_block_in_effect(s) || !a.contiguous_memory_optimization)
     return;
   // checkpointing.py configure(): both asserts run when the blocks are checkpointed with DeepSpeed's checkpoint.
@@ -389,27 +402,15 @@ spec::Dtype model_dtype(spec::Precision p)
   return spec::Dtype::FP32; // amp_* and fp32: DeepSpeed's fp16/bf16 disabled, the model is fp32 (§1.3)
 }
 
-void default_deepspeed(spec::Scenario& s)
+void read_deepspeed(FieldReader& r, spec::Scenario& s, TrainingBatchGiven given)
 {
   spec::DeepSpeedSpec& d = s.deepspeed;
   d = spec::DeepSpeedSpec{};
-  d.zero.overlap_comm = false; // stage 0
-  d.zero.offload_optimizer.pin_memory = pins_by_default(s);
-  d.zero.offload_param.pin_memory = pins_by_default(s);
-  d.communication_data_type = model_dtype(s.training.precision);
-  d.grad_accum_dtype = model_dtype(s.training.precision);
-  d.gradient_clipping = s.deepspeed_version == "0.19" ? 1.0 : 0.0; // constants.py (§14)
-}
-
-void read_deepspeed(FieldReader& r, spec::Scenario& s, TrainingBatchGiven given)
-{
-  default_deepspeed(s);
-  spec::DeepSpeedSpec& d = s.deepspeed;
   read_batch(r, s, given);
-  if (std::optional<FieldReader> z = r.opt_map("zero_optimization"))
-    read_zero(*z, s);
-  if (std::optional<FieldReader> a = r.opt_map("aio"))
-    read_aio(*a, d.aio);
+  FieldReader z = r.map_or_empty("zero_optimization");
+  read_zero(z, s);
+  FieldReader a = r.map_or_empty("aio");
+  read_aio(a, d.aio);
 
   const std::string ptext = std::string(spec::to_string(s.training.precision));
   if (r.has("bf16") && r.has("bfloat16"))
@@ -421,20 +422,19 @@ void read_deepspeed(FieldReader& r, spec::Scenario& s, TrainingBatchGiven given)
       check_enabled(*b, s.training.precision == spec::Precision::BF16, s, ptext);
 
   d.communication_data_type = read_dtype(r, "communication_data_type").value_or(model_dtype(s.training.precision));
-  if (std::optional<FieldReader> dt = r.opt_map("data_types"))
-    d.grad_accum_dtype = read_dtype(*dt, "grad_accum_dtype").value_or(model_dtype(s.training.precision));
+  FieldReader dt = r.map_or_empty("data_types");
+  d.grad_accum_dtype = read_dtype(dt, "grad_accum_dtype").value_or(model_dtype(s.training.precision));
   if (r.is_auto("gradient_clipping")) {
     r.take("gradient_clipping");
     d.gradient_clipping = 1.0; // HF Trainer: max_grad_norm, default 1.0
   } else {
-    d.gradient_clipping =
-        r.opt_number("gradient_clipping", 0, 1e300, "a non-negative number or auto").value_or(d.gradient_clipping);
+    d.gradient_clipping = r.opt_number("gradient_clipping", 0, 1e300, "a non-negative number or auto")
+                              .value_or(s.deepspeed_version == "0.19" ? 1.0 : 0.0); // constants.py (§14)
   }
-  d.prescale_gradients = r.get_bool("prescale_gradients", false);
-  d.gradient_predivide_factor =
-      r.opt_number("gradient_predivide_factor", 1e-300, 1e300, "a positive number").value_or(1.0);
-  if (std::optional<FieldReader> ac = r.opt_map("activation_checkpointing"))
-    read_activation_checkpointing(*ac, d.activation_checkpointing, s);
+  d.prescale_gradients = r.get_bool("prescale_gradients");
+  d.gradient_predivide_factor = r.get_number("gradient_predivide_factor", 1e-300, 1e300, "a positive number");
+  FieldReader ac = r.map_or_empty("activation_checkpointing");
+  read_activation_checkpointing(ac, d.activation_checkpointing, s);
 
   collect_warnings(r.node(), r.schema(), r.path(), s);
   no_effect_warnings(s);
@@ -444,33 +444,31 @@ spec::FsdpSpec read_fsdp(FieldReader& r)
 {
   spec::FsdpSpec f;
   f.sharding_strategy =
-      r.opt_enum<spec::FsdpSharding>("sharding_strategy", {{"FULL_SHARD", spec::FsdpSharding::FULL_SHARD},
+      r.get_enum<spec::FsdpSharding>("sharding_strategy", {{"FULL_SHARD", spec::FsdpSharding::FULL_SHARD},
                                                            {"SHARD_GRAD_OP", spec::FsdpSharding::SHARD_GRAD_OP},
                                                            {"HYBRID_SHARD", spec::FsdpSharding::HYBRID_SHARD},
-                                                           {"NO_SHARD", spec::FsdpSharding::NO_SHARD}})
-          .value_or(spec::FsdpSharding::FULL_SHARD);
+                                                           {"NO_SHARD", spec::FsdpSharding::NO_SHARD}});
   if (std::optional<FieldReader> mp = r.opt_map("mixed_precision")) {
     f.param_dtype = read_dtype(*mp, "param_dtype");
     f.reduce_dtype = read_dtype(*mp, "reduce_dtype");
     read_dtype(*mp, "buffer_dtype"); // checked, no effect on time or memory here
   }
   f.backward_prefetch =
-      r.opt_enum<spec::BackwardPrefetch>("backward_prefetch", {{"BACKWARD_PRE", spec::BackwardPrefetch::BACKWARD_PRE},
+      r.get_enum<spec::BackwardPrefetch>("backward_prefetch", {{"BACKWARD_PRE", spec::BackwardPrefetch::BACKWARD_PRE},
                                                                {"BACKWARD_POST", spec::BackwardPrefetch::BACKWARD_POST},
-                                                               {"NONE", spec::BackwardPrefetch::NONE}})
-          .value_or(spec::BackwardPrefetch::BACKWARD_PRE);
-  f.forward_prefetch = r.get_bool("forward_prefetch", false);
-  f.limit_all_gathers = r.get_bool("limit_all_gathers", true);
+                                                               {"NONE", spec::BackwardPrefetch::NONE}});
+  f.forward_prefetch = r.get_bool("forward_prefetch");
+  f.limit_all_gathers = r.get_bool("limit_all_gathers");
   f.reshard_after_forward = r.opt_bool("reshard_after_forward");
-  f.cpu_offload = r.get_bool("cpu_offload", false);
-  f.wrap = r.opt_enum<std::string>("wrap", {{"block", "block"}, {"model", "model"}}).value_or("block");
+  f.cpu_offload = r.get_bool("cpu_offload");
+  f.wrap = r.get_enum<std::string>("wrap", {{"block", "block"}, {"model", "model"}});
   return f;
 }
 
 spec::DdpSpec read_ddp(FieldReader& r)
 {
   spec::DdpSpec d;
-  d.bucket_cap_mb = r.opt_number("bucket_cap_mb", 1e-300, 1e300, "a positive number").value_or(25);
+  d.bucket_cap_mb = r.get_number("bucket_cap_mb", 1e-300, 1e300, "a positive number");
   return d;
 }
 

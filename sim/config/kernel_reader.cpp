@@ -262,7 +262,7 @@ spec::AttentionFigure read_attention(FieldReader& a)
   fig.bwd = common;
   if (!has_value)
     fig.bwd.value = a.req_number("bwd", FRACTION_LO, 1.0, FRACTION);
-  fig.causal_skip = a.get_bool("causal_skip", true);
+  fig.causal_skip = a.get_bool("causal_skip");
   return fig;
 }
 

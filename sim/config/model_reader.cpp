@@ -30,12 +30,11 @@ spec::ModelSpec read_model(FieldReader& r)
   m.heads = static_cast<int>(r.req_int("heads", 1, POS));
   if (m.hidden % m.heads != 0)
     r.fail_expected("heads", "a divisor of hidden (" + std::to_string(m.hidden) + ")");
-  m.kv_heads = static_cast<int>(r.get_int("kv_heads", m.heads, 1, POS));
+  m.kv_heads = static_cast<int>(r.opt_int("kv_heads", 1, POS).value_or(m.heads));
   if (m.heads % m.kv_heads != 0)
     r.fail_expected("kv_heads", "a divisor of heads (" + std::to_string(m.heads) + ")");
-  m.ffn_hidden = static_cast<int>(r.get_int("ffn_hidden", 4LL * m.hidden, 1, POS));
-  m.ffn = r.opt_enum<spec::FfnKind>("ffn", {{"gelu", spec::FfnKind::GELU}, {"swiglu", spec::FfnKind::SWIGLU}})
-              .value_or(spec::FfnKind::GELU);
+  m.ffn_hidden = static_cast<int>(r.opt_int("ffn_hidden", 1, POS).value_or(4LL * m.hidden));
+  m.ffn = r.get_enum<spec::FfnKind>("ffn", {{"gelu", spec::FfnKind::GELU}, {"swiglu", spec::FfnKind::SWIGLU}});
   m.vocab = static_cast<int>(r.req_int("vocab", 1, POS));
   // A resource bound: parameter and byte counts are int64 (9.2e18). Attention and the FFN's projections, and the
   // embeddings, counted in double, must stay below 1e15 parameters (the largest model shipped has 20T).
@@ -46,17 +45,14 @@ spec::ModelSpec read_model(FieldReader& r)
                          core::format_number(m.layers * per_layer + 2.0 * m.vocab * h) + " (layers " +
                          std::to_string(m.layers) + ", hidden " + std::to_string(m.hidden) + ", ffn_hidden " +
                          std::to_string(m.ffn_hidden) + ", vocab " + std::to_string(m.vocab) + ")");
-  m.tied_embeddings = r.get_bool("tied_embeddings", false);
-  m.norm = r.opt_enum<spec::NormKind>("norm",
-                                      {{"layernorm", spec::NormKind::LAYERNORM}, {"rmsnorm", spec::NormKind::RMSNORM}})
-               .value_or(spec::NormKind::LAYERNORM);
-  m.position = r.opt_enum<spec::PositionKind>("position", {{"learned", spec::PositionKind::LEARNED},
+  m.tied_embeddings = r.get_bool("tied_embeddings");
+  m.norm = r.get_enum<spec::NormKind>("norm",
+                                      {{"layernorm", spec::NormKind::LAYERNORM}, {"rmsnorm", spec::NormKind::RMSNORM}});
+  m.position = r.get_enum<spec::PositionKind>("position", {{"learned", spec::PositionKind::LEARNED},
                                                            {"rope", spec::PositionKind::ROPE},
-                                                           {"alibi", spec::PositionKind::ALIBI}})
-                   .value_or(spec::PositionKind::LEARNED);
-  m.bias = r.get_bool("bias", true);
-  m.loss = r.opt_enum<spec::LossKind>("loss", {{"hf", spec::LossKind::HF}, {"megatron", spec::LossKind::MEGATRON}})
-               .value_or(spec::LossKind::HF);
+                                                           {"alibi", spec::PositionKind::ALIBI}});
+  m.bias = r.get_bool("bias");
+  m.loss = r.get_enum<spec::LossKind>("loss", {{"hf", spec::LossKind::HF}, {"megatron", spec::LossKind::MEGATRON}});
   m.dropout = r.opt_number("dropout", 0.0, 0.999999, "a probability, 0 <= p < 1");
   std::optional<std::int64_t> max_position = r.opt_int("max_position", 1, POS);
   if (m.position == spec::PositionKind::LEARNED) {
@@ -66,7 +62,7 @@ spec::ModelSpec read_model(FieldReader& r)
   } else if (max_position) {
     r.fail("max_position", "only with position: learned (the model has no position table)");
   }
-  m.source = r.opt_string("source").value_or("");
+  m.source = r.get_string("source");
   return m;
 }
 

@@ -11,20 +11,6 @@
 namespace zerosim::config {
 namespace {
 
-// NCCL src/graph/tuning.cc, hwLat[NCCL_HW_NVLINK] and hwLat[NCCL_HW_PCI], LL protocol: 0.6 us and 1.0 us.
-constexpr double DEFAULT_NVLINK_LATENCY_S = 0.6e-6;
-constexpr double DEFAULT_PCIE_LATENCY_S = 1.0e-6;
-// NVMe per-request latency, typical, QD 1: Micron 9200 NVMe SSDs datasheet (micron.com, "Latency to media
-// performance, typical (QD = 1): READ: 92-150 us, WRITE: 21 us"; read latency varies by capacity, 92 us is the
-// lowest). Other enterprise TLC NVMe datasheets agree within ~10 %: Intel SSD DC P4500 (Lenovo product guide,
-// random read 85 us, random write 20 us). One charge per wave of aio requests (docs/engine.md "NVMe").
-constexpr double DEFAULT_NVME_READ_LATENCY_S = 92e-6;
-constexpr double DEFAULT_NVME_WRITE_LATENCY_S = 21e-6;
-// Host memory kept for the OS when cpu.reserved is not given: 5 % of cpu.memory (an assumption, docs/config.md).
-constexpr double DEFAULT_CPU_RESERVED_FRACTION = 0.05;
-// CPU-Adam DRAM traffic per element: read p, g, m, v (16 B), write p, m, v (12 B) (zero-schedule.md §9.1).
-constexpr double DEFAULT_ADAM_BYTES_PER_PARAM = 28;
-
 const char* peak_key(spec::Precision p)
 {
   switch (p) {
@@ -43,6 +29,28 @@ const char* peak_key(spec::Precision p)
 std::int64_t to_bytes(double b)
 {
   return static_cast<std::int64_t>(std::llround(b));
+}
+
+/// cpu.reserved in bytes: bytes, or a percentage of cpu.memory ("5%"). nullopt when absent.
+std::optional<double> read_reserved(FieldReader& cpu, double memory)
+{
+  const YAML::Node v = cpu.take("reserved");
+  if (!v.IsDefined() || v.IsNull())
+    return std::nullopt;
+  const std::string what = "a size with a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB) or a percentage of "
+                           "cpu.memory (\"5%\")";
+  std::string text = v.IsScalar() ? v.Scalar() : "";
+  double bytes = -1;
+  if (!text.empty() && text.back() == '%') {
+    std::optional<double> pct = parse_number(text.substr(0, text.size() - 1));
+    if (pct && *pct >= 0 && *pct < 100)
+      bytes = memory * *pct / 100;
+  } else if (std::optional<double> q = parse_quantity(text, UnitKind::BYTES); q && *q >= 0) {
+    bytes = *q;
+  }
+  if (bytes < 0)
+    cpu.fail_expected("reserved", what);
+  return bytes;
 }
 
 } // namespace
@@ -83,72 +91,49 @@ spec::NodeSpec read_node(FieldReader& r, std::optional<spec::Precision> precisio
   if (std::optional<FieldReader> nv = r.opt_map("nvlink")) {
     n.nvlink.present = true;
     n.nvlink.bandwidth_Bps = nv->req_quantity("bandwidth", UnitKind::BANDWIDTH);
-    n.nvlink.latency_s = nv->opt_quantity("latency", UnitKind::TIME, false).value_or(DEFAULT_NVLINK_LATENCY_S);
+    n.nvlink.latency_s = nv->get_quantity("latency", UnitKind::TIME, false);
   }
 
   FieldReader pcie = r.req_map("pcie");
   n.pcie.bandwidth_Bps = pcie.req_quantity("bandwidth", UnitKind::BANDWIDTH);
-  n.pcie.gpus_per_switch = static_cast<int>(pcie.get_int("gpus_per_switch", 1, 1, POS));
+  n.pcie.gpus_per_switch = static_cast<int>(pcie.get_int("gpus_per_switch", 1, POS));
   n.pcie.switch_uplink_Bps = pcie.opt_quantity("switch_uplink", UnitKind::BANDWIDTH).value_or(n.pcie.bandwidth_Bps);
-  n.pcie.latency_s = pcie.opt_quantity("latency", UnitKind::TIME, false).value_or(DEFAULT_PCIE_LATENCY_S);
+  n.pcie.latency_s = pcie.get_quantity("latency", UnitKind::TIME, false);
 
   FieldReader cpu = r.req_map("cpu");
-  n.cpu.sockets = static_cast<int>(cpu.get_int("sockets", 1, 1, POS));
+  n.cpu.sockets = static_cast<int>(cpu.get_int("sockets", 1, POS));
   n.cpu.cores = static_cast<int>(cpu.req_int("cores", 1, POS));
   n.cpu.memory_bytes = to_bytes(cpu.req_quantity("memory", UnitKind::BYTES));
   n.cpu.memory_bandwidth_Bps = cpu.req_quantity("memory_bandwidth", UnitKind::BANDWIDTH);
-  n.cpu.reserved_bytes = to_bytes(static_cast<double>(n.cpu.memory_bytes) * DEFAULT_CPU_RESERVED_FRACTION);
-  if (cpu.has("reserved")) {
-    YAML::Node v = cpu.take("reserved");
-    const std::string what = "a size with a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB) or a percentage of "
-                             "cpu.memory (\"5%\")";
-    std::string text = v.IsScalar() ? v.Scalar() : "";
-    double bytes = -1;
-    if (!text.empty() && text.back() == '%') {
-      std::optional<double> pct = parse_number(text.substr(0, text.size() - 1));
-      if (pct && *pct >= 0 && *pct < 100)
-        bytes = static_cast<double>(n.cpu.memory_bytes) * *pct / 100;
-    } else if (std::optional<double> q = parse_quantity(text, UnitKind::BYTES); q && *q >= 0) {
-      bytes = *q;
-    }
-    if (bytes < 0)
-      cpu.fail_expected("reserved", what);
-    if (bytes >= static_cast<double>(n.cpu.memory_bytes))
-      cpu.fail_expected("reserved", "less than cpu.memory (" +
-                                        format_quantity(static_cast<double>(n.cpu.memory_bytes), UnitKind::BYTES) +
-                                        ")");
-    n.cpu.reserved_bytes = to_bytes(bytes);
-  }
-  n.cpu.adam_bytes_per_param =
-      cpu.opt_number("adam_bytes_per_param", 1e-300, 1e300, "a positive number").value_or(DEFAULT_ADAM_BYTES_PER_PARAM);
+  const double memory = static_cast<double>(n.cpu.memory_bytes);
+  const double reserved = cpu.get<double>("reserved", [&](FieldReader& c) { return read_reserved(c, memory); });
+  if (cpu.has("reserved") && reserved >= memory)
+    cpu.fail_expected("reserved", "less than cpu.memory (" + format_quantity(memory, UnitKind::BYTES) + ")");
+  n.cpu.reserved_bytes = to_bytes(reserved);
+  n.cpu.adam_bytes_per_param = cpu.get_number("adam_bytes_per_param", 1e-300, 1e300, "a positive number");
 
-  n.nvme.read_latency_s = DEFAULT_NVME_READ_LATENCY_S;
-  n.nvme.write_latency_s = DEFAULT_NVME_WRITE_LATENCY_S;
-  if (std::optional<FieldReader> nvme = r.opt_map("nvme")) {
-    n.nvme.devices = static_cast<int>(nvme->get_int("devices", 0, 0, NONNEG));
-    if (n.nvme.devices > 0) {
-      n.nvme.read_Bps = nvme->req_quantity("read", UnitKind::BANDWIDTH);
-      n.nvme.write_Bps = nvme->req_quantity("write", UnitKind::BANDWIDTH);
-      n.nvme.capacity_bytes = to_bytes(nvme->req_quantity("capacity", UnitKind::BYTES));
-    } else {
-      n.nvme.read_Bps = nvme->opt_quantity("read", UnitKind::BANDWIDTH).value_or(0);
-      n.nvme.write_Bps = nvme->opt_quantity("write", UnitKind::BANDWIDTH).value_or(0);
-      n.nvme.capacity_bytes = to_bytes(nvme->opt_quantity("capacity", UnitKind::BYTES).value_or(0));
-    }
-    n.nvme.read_latency_s = nvme->opt_quantity("read_latency", UnitKind::TIME, false).value_or(n.nvme.read_latency_s);
-    n.nvme.write_latency_s =
-        nvme->opt_quantity("write_latency", UnitKind::TIME, false).value_or(n.nvme.write_latency_s);
+  FieldReader nvme = r.map_or_empty("nvme");
+  n.nvme.devices = static_cast<int>(nvme.get_int("devices", 0, NONNEG));
+  if (n.nvme.devices > 0) {
+    n.nvme.read_Bps = nvme.req_quantity("read", UnitKind::BANDWIDTH);
+    n.nvme.write_Bps = nvme.req_quantity("write", UnitKind::BANDWIDTH);
+    n.nvme.capacity_bytes = to_bytes(nvme.req_quantity("capacity", UnitKind::BYTES));
+  } else {
+    n.nvme.read_Bps = nvme.opt_quantity("read", UnitKind::BANDWIDTH).value_or(0);
+    n.nvme.write_Bps = nvme.opt_quantity("write", UnitKind::BANDWIDTH).value_or(0);
+    n.nvme.capacity_bytes = to_bytes(nvme.opt_quantity("capacity", UnitKind::BYTES).value_or(0));
   }
+  n.nvme.read_latency_s = nvme.get_quantity("read_latency", UnitKind::TIME, false);
+  n.nvme.write_latency_s = nvme.get_quantity("write_latency", UnitKind::TIME, false);
 
-  if (std::optional<FieldReader> nics = r.opt_map("nics")) {
-    n.nics.count = static_cast<int>(nics->get_int("count", 0, 0, NONNEG));
-    if (n.nics.count > 0)
-      n.nics.bandwidth_Bps = nics->req_quantity("bandwidth", UnitKind::BANDWIDTH);
-    else
-      n.nics.bandwidth_Bps = nics->opt_quantity("bandwidth", UnitKind::BANDWIDTH).value_or(0);
-  }
+  FieldReader nics = r.map_or_empty("nics");
+  n.nics.count = static_cast<int>(nics.get_int("count", 0, NONNEG));
+  if (n.nics.count > 0)
+    n.nics.bandwidth_Bps = nics.req_quantity("bandwidth", UnitKind::BANDWIDTH);
+  else
+    n.nics.bandwidth_Bps = nics.opt_quantity("bandwidth", UnitKind::BANDWIDTH).value_or(0);
 
-  n.source = r.opt_string("source").value_or("");
+  n.source = r.get_string("source");
   if (std::optional<std::string> c = r.opt_string("calibration")) {
     if (c->empty())
       r.fail_expected("calibration", "the path of a calibration profile, or none");

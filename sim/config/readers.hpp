@@ -17,17 +17,15 @@ spec::NodeSpec read_node(FieldReader& r, std::optional<spec::Precision> precisio
 
 /// The DeepSpeed block. Reads into s.deepspeed with the defaults of s.deepspeed_version, resolves "auto"
 /// from s.training and s.model, checks the batch keys against s.training and s.dp() and the precision keys
-/// against s.training.precision, and appends "not modelled" warnings to s.warnings. `batch_from_training`
-/// tells which batch keys the training block gave (the others may be taken from here; see docs/config.md).
+/// against s.training.precision, and appends "not modelled" warnings to s.warnings. `given` tells which batch
+/// keys the training block gave (the others may be taken from here; see docs/config.md). An empty block gives
+/// every key its default (an absent sub-block reads as an empty one).
 struct TrainingBatchGiven {
   bool micro_batch = false;
   bool grad_accum = false;
   bool global_batch = false;
 };
 void read_deepspeed(FieldReader& r, spec::Scenario& s, TrainingBatchGiven given);
-
-/// The defaults of an absent DeepSpeed block (every key at DeepSpeed's default for s.deepspeed_version).
-void default_deepspeed(spec::Scenario& s);
 
 spec::FsdpSpec read_fsdp(FieldReader& r);
 spec::DdpSpec read_ddp(FieldReader& r);

@@ -18,9 +18,6 @@ namespace fs = std::filesystem;
 namespace zerosim::config {
 namespace {
 
-// One-way NIC-to-NIC latency when cluster.network.latency is not given: NCCL's network base latency
-// (src/graph/tuning.cc hwLat[NCCL_HW_NET], Tree/LL: 5.0 us), also the example of scenario-format.md.
-constexpr double DEFAULT_NETWORK_LATENCY_S = 5e-6;
 /// Resource bounds (not physical ones): the cluster's GPUs in all, and the tokens one inference request generates.
 constexpr std::int64_t MAX_CLUSTER_GPUS = std::int64_t{1} << 26;
 constexpr std::int64_t MAX_GENERATE_TOKENS = std::int64_t{1} << 20;
@@ -40,27 +37,22 @@ TrainingRead read_training(FieldReader& t, spec::TrainingSpec& out)
   tr.global_batch = t.opt_int("global_batch", 1, POS);
   if (tr.grad_accum && tr.global_batch)
     t.fail("global_batch", "give grad_accum or global_batch, not both");
-  out.precision = t.opt_enum<spec::Precision>("precision", {{"bf16", spec::Precision::BF16},
+  out.precision = t.get_enum<spec::Precision>("precision", {{"bf16", spec::Precision::BF16},
                                                             {"fp16", spec::Precision::FP16},
                                                             {"amp_bf16", spec::Precision::AMP_BF16},
                                                             {"amp_fp16", spec::Precision::AMP_FP16},
-                                                            {"fp32", spec::Precision::FP32}})
-                      .value_or(spec::Precision::BF16);
+                                                            {"fp32", spec::Precision::FP32}});
   out.activation_checkpointing =
-      t.opt_enum<spec::Checkpointing>("activation_checkpointing", {{"none", spec::Checkpointing::NONE},
+      t.get_enum<spec::Checkpointing>("activation_checkpointing", {{"none", spec::Checkpointing::NONE},
                                                                    {"full", spec::Checkpointing::FULL},
                                                                    {"selective", spec::Checkpointing::SELECTIVE},
-                                                                   {"per_op", spec::Checkpointing::PER_OP}})
-          .value_or(spec::Checkpointing::NONE);
+                                                                   {"per_op", spec::Checkpointing::PER_OP}});
   // flash_attention: read with software: (read_software).
-  out.optimizer = t.opt_enum<spec::Optimizer>("optimizer", {{"adamw", spec::Optimizer::ADAMW},
-                                                            {"adam", spec::Optimizer::ADAM},
-                                                            {"sgd", spec::Optimizer::SGD}})
-                      .value_or(spec::Optimizer::ADAMW);
-  out.mode = t.opt_enum<spec::Mode>("mode", {{"train", spec::Mode::TRAIN}, {"inference", spec::Mode::INFERENCE}})
-                 .value_or(spec::Mode::TRAIN);
+  out.optimizer = t.get_enum<spec::Optimizer>(
+      "optimizer", {{"adamw", spec::Optimizer::ADAMW}, {"adam", spec::Optimizer::ADAM}, {"sgd", spec::Optimizer::SGD}});
+  out.mode = t.get_enum<spec::Mode>("mode", {{"train", spec::Mode::TRAIN}, {"inference", spec::Mode::INFERENCE}});
   out.total_tokens = t.opt_number("total_tokens", 1e-300, 1e300, "a positive number");
-  out.tensor_parallel = static_cast<int>(t.get_int("tensor_parallel", 1, 1, POS));
+  out.tensor_parallel = static_cast<int>(t.get_int("tensor_parallel", 1, POS));
   return tr;
 }
 
@@ -69,35 +61,30 @@ TrainingRead read_training(FieldReader& t, spec::TrainingSpec& out)
 void read_software(FieldReader& r, FieldReader& t, spec::Scenario& s)
 {
   spec::SoftwareSpec& sw = s.software;
-  std::optional<FieldReader> b = r.opt_map("software");
-  sw.stated = b.has_value();
-  const bool attention_given = b && b->has("attention");
+  sw.stated = r.has("software");
+  FieldReader b = r.map_or_empty("software"); // absent: today's stack, the keys' defaults
   const std::optional<bool> flash = t.opt_bool("flash_attention");
-  sw.attention = flash.value_or(true) ? spec::AttentionKernel::FLASH2 : spec::AttentionKernel::EAGER;
-  if (attention_given) {
+  sw.attention = t.get_bool("flash_attention") ? spec::AttentionKernel::FLASH2 : spec::AttentionKernel::EAGER;
+  if (b.has("attention")) {
     sw.attention =
-        *b->opt_named<spec::AttentionKernel>("attention", spec::attention_kernel, spec::attention_kernel_names(", "));
+        *b.opt_named<spec::AttentionKernel>("attention", spec::attention_kernel, spec::attention_kernel_names(", "));
     if (flash && *flash != spec::is_fused(sw.attention))
-      b->fail("attention", std::string("contradicts training.flash_attention: ") + (*flash ? "true" : "false") + " (" +
-                               t.where("flash_attention") + "): " + spec::to_string(sw.attention) +
-                               (spec::is_fused(sw.attention) ? " is" : " is not") +
-                               " a fused kernel; give one of the two keys");
+      b.fail("attention", std::string("contradicts training.flash_attention: ") + (*flash ? "true" : "false") + " (" +
+                              t.where("flash_attention") + "): " + spec::to_string(sw.attention) +
+                              (spec::is_fused(sw.attention) ? " is" : " is not") +
+                              " a fused kernel; give one of the two keys");
   }
   s.training.flash_attention = spec::is_fused(sw.attention);
-  if (b) {
-    sw.compile = b->get_bool("compile", false);
-    if (std::optional<std::string> v = b->opt_string("torch")) {
-      if (!spec::torch_generation(*v))
-        b->fail_expected("torch", "a major.minor version such as \"2.4\" (quoted, so YAML keeps it a string)");
-      sw.torch = *v;
-    }
-    // torch.compile came with torch 2.0 (PyTorch 2.0 release notes).
-    constexpr int FIRST_COMPILE_GENERATION = 2000; // spec::torch_generation("2.0")
-    if (sw.compile && *spec::torch_generation(sw.torch) < FIRST_COMPILE_GENERATION)
-      b->fail("compile", "true needs software.torch 2.0 or later (torch.compile came with torch 2.0), but "
-                         "software.torch is " +
-                             sw.torch + " (" + b->where("torch") + ")");
-  }
+  sw.compile = b.get_bool("compile");
+  sw.torch = b.get_string("torch");
+  if (!spec::torch_generation(sw.torch))
+    b.fail_expected("torch", "a major.minor version such as \"2.4\" (quoted, so YAML keeps it a string)");
+  // torch.compile came with torch 2.0 (PyTorch 2.0 release notes).
+  constexpr int FIRST_COMPILE_GENERATION = 2000; // spec::torch_generation("2.0")
+  if (sw.compile && *spec::torch_generation(sw.torch) < FIRST_COMPILE_GENERATION)
+    b.fail("compile", "true needs software.torch 2.0 or later (torch.compile came with torch 2.0), but "
+                      "software.torch is " +
+                          sw.torch + " (" + b.where("torch") + ")");
 }
 
 /// The calibration profile (docs/calibration.md "Precedence"): --calibration, the scenario's key, the node file's
@@ -163,8 +150,9 @@ void read_cluster(FieldReader& c, ScenarioDocument& doc, spec::Scenario& s)
   if (YAML::Node ov = c.take("overrides"); ov.IsDefined() && !ov.IsNull() && !ov.IsMap())
     c.fail_expected("overrides", "a mapping of node keys to values (gpu.memory: 40 GiB)");
 
-  const std::int64_t nodes = c.get_int("nodes", 1, 1, "a positive integer");
-  s.cluster.gpus_per_node = static_cast<int>(c.get_int("gpus_per_node", s.cluster.node.gpus, 1, "a positive integer"));
+  const std::int64_t nodes = c.get_int("nodes", 1, "a positive integer");
+  s.cluster.gpus_per_node =
+      static_cast<int>(c.opt_int("gpus_per_node", 1, "a positive integer").value_or(s.cluster.node.gpus));
   if (s.cluster.gpus_per_node > s.cluster.node.gpus)
     c.fail_expected("gpus_per_node", "at most the node's gpus (" + std::to_string(s.cluster.node.gpus) + ")");
   // A resource bound: ranks are counted in int, and the symmetric replay's per-rank tables grow with them.
@@ -174,17 +162,13 @@ void read_cluster(FieldReader& c, ScenarioDocument& doc, spec::Scenario& s)
   s.cluster.nodes = static_cast<int>(nodes);
 
   spec::NetworkSpec& net = s.cluster.network;
-  net.nic_bandwidth_Bps = s.cluster.node.nics.bandwidth_Bps;
-  net.nics_per_node = s.cluster.node.nics.count;
-  net.latency_s = DEFAULT_NETWORK_LATENCY_S;
-  net.oversubscription = 1;
-  std::optional<FieldReader> n = c.opt_map("network");
-  if (n) {
-    net.nic_bandwidth_Bps = n->opt_quantity("nic_bandwidth", UnitKind::BANDWIDTH).value_or(net.nic_bandwidth_Bps);
-    net.nics_per_node = static_cast<int>(n->get_int("nics_per_node", net.nics_per_node, 1, "a positive integer"));
-    net.latency_s = n->opt_quantity("latency", UnitKind::TIME, false).value_or(net.latency_s);
-    net.oversubscription = n->opt_number("oversubscription", 1, 1e300, "a number >= 1").value_or(1);
-  }
+  FieldReader n = c.map_or_empty("network");
+  net.nic_bandwidth_Bps =
+      n.opt_quantity("nic_bandwidth", UnitKind::BANDWIDTH).value_or(s.cluster.node.nics.bandwidth_Bps);
+  net.nics_per_node =
+      static_cast<int>(n.opt_int("nics_per_node", 1, "a positive integer").value_or(s.cluster.node.nics.count));
+  net.latency_s = n.get_quantity("latency", UnitKind::TIME, false);
+  net.oversubscription = n.get_number("oversubscription", 1, 1e300, "a number >= 1");
   if (s.cluster.nodes > 1 && (net.nics_per_node == 0 || net.nic_bandwidth_Bps <= 0))
     c.fail("nodes", std::to_string(s.cluster.nodes) + " nodes need a network, but node '" + s.cluster.node.name +
                         "' has no NICs and cluster.network gives none (set nics_per_node and nic_bandwidth)");
@@ -277,11 +261,11 @@ void read_ddp_block(FieldReader& d, spec::Scenario& s)
   spec::DdpSpec& out = s.ddp;
   out.first_bucket_cap_mb = d.opt_number("first_bucket_cap_mb", 1e-300, 1e300, "a positive number")
                                 .value_or(cap_given ? out.bucket_cap_mb : 1.0);
-  out.gradient_as_bucket_view = d.get_bool("gradient_as_bucket_view", false);
-  out.no_sync = d.get_bool("no_sync", false);
-  out.find_unused_parameters = d.get_bool("find_unused_parameters", false);
-  out.static_graph = d.get_bool("static_graph", false);
-  out.broadcast_buffers = d.get_bool("broadcast_buffers", true);
+  out.gradient_as_bucket_view = d.get_bool("gradient_as_bucket_view");
+  out.no_sync = d.get_bool("no_sync");
+  out.find_unused_parameters = d.get_bool("find_unused_parameters");
+  out.static_graph = d.get_bool("static_graph");
+  out.broadcast_buffers = d.get_bool("broadcast_buffers");
   if (out.find_unused_parameters)
     s.warnings.push_back("ddp.find_unused_parameters: not modelled (the autograd-graph traversal on the CPU at every "
                          "forward; its buckets and used-map all-reduce are modelled)");
@@ -301,7 +285,7 @@ void read_measured(FieldReader& m, spec::MeasuredSpec& out)
   out.tflops_definition = def.value_or("");
   if (std::optional<double> pm = m.opt_quantity("peak_memory", UnitKind::BYTES))
     out.peak_memory_bytes = static_cast<std::int64_t>(*pm);
-  out.source = m.opt_string("source").value_or("");
+  out.source = m.get_string("source");
 }
 
 spec::Scenario read_scenario(ScenarioDocument& doc)
@@ -318,9 +302,7 @@ spec::Scenario read_scenario(ScenarioDocument& doc)
   spec::Scenario s;
   s.file = doc.file;
   s.name = r.opt_string("name").value_or(fs::path(doc.file).stem().string());
-  std::optional<std::string> version =
-      r.opt_enum<std::string>("deepspeed_version", {{"0.19", "0.19"}, {"0.16", "0.16"}});
-  s.deepspeed_version = version.value_or("0.19");
+  s.deepspeed_version = r.get_enum<std::string>("deepspeed_version", {{"0.19", "0.19"}, {"0.16", "0.16"}});
 
   FieldReader t = r.req_map("training");
   TrainingRead tr = read_training(t, s.training);
@@ -345,11 +327,11 @@ spec::Scenario read_scenario(ScenarioDocument& doc)
   if (!inf && s.training.mode == spec::Mode::INFERENCE)
     r.fail_missing("inference", "training.mode: inference needs it");
   if (inf) {
-    s.inference.batch = static_cast<int>(inf->get_int("batch", 1, 1, "a positive integer"));
+    s.inference.batch = static_cast<int>(inf->get_int("batch", 1, "a positive integer"));
     s.inference.prompt_tokens = static_cast<int>(inf->req_int("prompt_tokens", 1, "a positive integer"));
     // A resource bound: the metrics keep a time per pass of the request (measured: 2^20 tokens of the BLOOM scenario
     // take 29 s and 3.4 GiB; 10^8 did not finish in a minute within 8 GiB).
-    const std::int64_t generate = inf->get_int("generate_tokens", 0, 0, "a non-negative integer");
+    const std::int64_t generate = inf->get_int("generate_tokens", 0, "a non-negative integer");
     if (generate > MAX_GENERATE_TOKENS)
       inf->fail("generate_tokens", "expected at most " + std::to_string(MAX_GENERATE_TOKENS) +
                                        " tokens per request (zerosim keeps a time per forward pass), found " +
@@ -367,16 +349,15 @@ spec::Scenario read_scenario(ScenarioDocument& doc)
       first = fw;
     }
   TrainingBatchGiven given{tr.micro_batch.has_value(), tr.grad_accum.has_value(), tr.global_batch.has_value()};
-  default_deepspeed(s);
+  // The DeepSpeed block, absent (also with fsdp and ddp) read as an empty one: every key at DeepSpeed's default.
+  YAML::Node ds = r.take("deepspeed");
+  if (ds.IsDefined() && !ds.IsNull() && !ds.IsMap())
+    r.fail_expected("deepspeed", "a mapping or the path of a ds_config.json");
+  FieldReader dr(is_map(ds) ? ds : YAML::Node(YAML::NodeType::Map), doc.file_of("deepspeed"), "deepspeed",
+                 deepspeed_schema(), &doc.origins);
+  read_deepspeed(dr, s, given);
   if (first == "deepspeed" || first.empty()) {
     s.framework = spec::Framework::DEEPSPEED;
-    YAML::Node ds = r.take("deepspeed");
-    if (ds.IsDefined() && !ds.IsNull()) {
-      if (!ds.IsMap())
-        r.fail_expected("deepspeed", "a mapping or the path of a ds_config.json");
-      FieldReader dr(ds, doc.file_of("deepspeed"), "deepspeed", deepspeed_schema(), &doc.origins);
-      read_deepspeed(dr, s, given);
-    }
   } else if (first == "fsdp") {
     s.framework = spec::Framework::FSDP;
     if (std::optional<FieldReader> f = r.opt_map("fsdp"))

@@ -114,6 +114,7 @@ const Schema& node_schema()
   static const Schema nvlink{
       "node.nvlink",
       {key("bandwidth", "bandwidth", "required", "per GPU, per direction"),
+       // NCCL src/graph/tuning.cc, hwLat[NCCL_HW_NVLINK], LL protocol: 0.6 us (Tree and Ring).
        key("latency", "time", "0.6 us",
            "per message; NCCL's NVLink base latency (src/graph/tuning.cc hwLat[NVLINK], LL protocol)")}};
   static const Schema pcie{
@@ -121,6 +122,7 @@ const Schema& node_schema()
       {key("bandwidth", "bandwidth", "required", "per GPU link, per direction, as achieved"),
        key("gpus_per_switch", "integer >= 1", "1", "GPUs (and their NIC/NVMe) sharing one switch uplink"),
        key("switch_uplink", "bandwidth", "pcie.bandwidth", "switch to CPU root complex, per direction (one x16 link)"),
+       // NCCL src/graph/tuning.cc, hwLat[NCCL_HW_PCI], LL protocol: 1.0 us.
        key("latency", "time", "1 us", "per transfer; NCCL's PCI base latency (src/graph/tuning.cc hwLat[PCI], LL)")}};
   static const Schema cpu{
       "node.cpu",
@@ -128,8 +130,10 @@ const Schema& node_schema()
        key("cores", "integer >= 1", "required", "physical cores, all sockets"),
        key("memory", "bytes", "required", "host memory"),
        key("memory_bandwidth", "bandwidth", "required", "achievable DRAM bandwidth, all sockets together"),
+       // An assumption (docs/config.md): host memory kept for the OS, page cache and daemons.
        key("reserved", "bytes or percent of memory", "5%",
            "host memory kept for the OS and not usable by training (a stated assumption, docs/config.md)"),
+       // CPU-Adam DRAM traffic per element: read p, g, m, v (16 B), write p, m, v (12 B).
        key("adam_bytes_per_param", "number > 0", "28",
            "DRAM bytes moved per CPU-Adam element update: read p, g, m, v, write p, m, v (zero-schedule.md §9.1)")}};
   static const Schema nvme{"node.nvme",
@@ -137,6 +141,11 @@ const Schema& node_schema()
                             key("read", "bandwidth", "required when devices > 0", "per device"),
                             key("write", "bandwidth", "required when devices > 0", "per device"),
                             key("capacity", "bytes", "required when devices > 0", "per device"),
+                            // Per request, typical, QD 1: Micron 9200 NVMe SSDs datasheet (micron.com, "Latency to
+                            // media performance, typical (QD = 1): READ: 92-150 us, WRITE: 21 us"; read latency
+                            // varies by capacity, 92 us is the lowest). Other enterprise TLC NVMe datasheets agree
+                            // within ~10 %: Intel SSD DC P4500 (Lenovo product guide, random read 85 us, random
+                            // write 20 us). One charge per wave of aio requests (docs/engine.md "NVMe").
                             key("read_latency", "time", "92 us",
                                 "per wave of aio read requests; Micron 9200 datasheet, typical QD1 read latency"),
                             key("write_latency", "time", "21 us",
@@ -155,14 +164,16 @@ const Schema& node_schema()
        key("nvme", "mapping", "no NVMe", "local NVMe drives", &nvme),
        key("nics", "mapping", "no NICs", "network cards for the inter-node fabric", &nics),
        key("source", "string", "\"\"", "public source of the figures (for people)"),
-       key("calibration", "path or none", "none",
+       key("calibration", "path or none", "the shipped calibration/default.yaml",
            "a calibration profile fitted on this cluster (docs/calibration.md); a scenario's or --calibration wins")}};
   return s;
 }
 
-const Schema& deepspeed_schema()
+namespace {
+
+const Schema& offload_optimizer_schema()
 {
-  static const Schema offload_optimizer{
+  static const Schema s{
       "deepspeed.zero_optimization.offload_optimizer",
       {key("device", "one of none, cpu, nvme", "none", "where optimizer states live and Adam runs (offload_config.py)"),
        key("nvme_path", "string", "\"\"",
@@ -187,7 +198,12 @@ const Schema& deepspeed_schema()
            "share of the cores for SuperOffload's CPU Adam; used only with super_offload, which is not modelled",
            nullptr, N),
        unmodelled("convert_grad_on_cpu", "bool", "true", "gradient dtype conversion on the GPU instead of the CPU")}};
-  static const Schema offload_param{
+  return s;
+}
+
+const Schema& offload_param_schema()
+{
+  static const Schema s{
       "deepspeed.zero_optimization.offload_param",
       {key("device", "one of none, cpu, nvme", "none", "where stage-3 parameter partitions live"),
        key("nvme_path", "string", "\"\"",
@@ -201,7 +217,12 @@ const Schema& deepspeed_schema()
            "training: no effect (named in warnings when not the default): stage 3 always pins its CPU parameter "
            "flat buffer and the NVMe swap buffers (zero-schedule.md §6.2, §8); inference: pins the CPU "
            "parameter partitions (docs/inference.md)")}};
-  static const Schema zero{
+  return s;
+}
+
+const Schema& zero_optimization_schema()
+{
+  static const Schema s{
       "deepspeed.zero_optimization",
       {key("stage", "integer 0..3", "0", "ZeRO stage"),
        key("contiguous_gradients", "bool", "true", "copy gradients into a contiguous buffer"),
@@ -230,8 +251,8 @@ const Schema& deepspeed_schema()
        key("allgather_sequential", "bool", "false", "alias"),
        key("round_robin_gradients", "bool", "false", "stage 1/2 offload gradient copy order"),
        key("offload_optimizer", "mapping", "none", "optimizer offload (ZeRO-Offload, ZeRO-Infinity)",
-           &offload_optimizer),
-       key("offload_param", "mapping", "none", "stage-3 parameter offload", &offload_param),
+           &offload_optimizer_schema()),
+       key("offload_param", "mapping", "none", "stage-3 parameter offload", &offload_param_schema()),
        key("cpu_offload", "bool", "false",
            "deprecated: true = offload_optimizer {device: cpu} with its default pin_memory; not with "
            "offload_optimizer"),
@@ -265,23 +286,32 @@ const Schema& deepspeed_schema()
        ignored("save_muon_momentum_buffer_in_memory", "Muon optimizer only"),
        ignored("leaf_module", "module hooks configuration"),
        ignored("stage3_partition_stream_chunk_size", "initialisation only")}};
-  static const Schema aio{
-      "deepspeed.aio",
-      {key("block_size", "integer >= 1", "1048576", "bytes per aio request"),
-       key("queue_depth", "integer >= 1", "8", "aio queue depth"),
-       key("intra_op_parallelism", "integer >= 1", "1", "aio threads"),
-       key("thread_count", "integer >= 1", "1", "docs' name of intra_op_parallelism (§13)"),
-       key("single_submit", "bool", "false",
-           "submit the aio requests one by one instead of in batches (the submission cost "
-           "is not modelled)",
-           nullptr, N),
-       key("overlap_events", "bool", "true",
-           "overlap request submission and completion in the aio handle (not modelled)", nullptr, N),
-       key("use_gds", "bool", "false",
-           "GPUDirect Storage: NVMe to GPU memory without the pinned host buffers (not "
-           "modelled: NVMe traffic goes through host memory)",
-           nullptr, N)}};
-  static const Schema fp16{
+  return s;
+}
+
+const Schema& aio_schema()
+{
+  static const Schema s{"deepspeed.aio",
+                        {key("block_size", "integer >= 1", "1048576", "bytes per aio request"),
+                         key("queue_depth", "integer >= 1", "8", "aio queue depth"),
+                         key("intra_op_parallelism", "integer >= 1", "1", "aio threads"),
+                         key("thread_count", "integer >= 1", "1", "docs' name of intra_op_parallelism (§13)"),
+                         key("single_submit", "bool", "false",
+                             "submit the aio requests one by one instead of in batches (the submission cost "
+                             "is not modelled)",
+                             nullptr, N),
+                         key("overlap_events", "bool", "true",
+                             "overlap request submission and completion in the aio handle (not modelled)", nullptr, N),
+                         key("use_gds", "bool", "false",
+                             "GPUDirect Storage: NVMe to GPU memory without the pinned host buffers (not "
+                             "modelled: NVMe traffic goes through host memory)",
+                             nullptr, N)}};
+  return s;
+}
+
+const Schema& fp16_schema()
+{
+  static const Schema s{
       "deepspeed.fp16",
       {key("enabled", "bool or auto", "false", "fp16 mixed precision; must agree with training.precision"),
        unmodelled("auto_cast", "bool", "false", "cast inputs to fp16"),
@@ -290,16 +320,31 @@ const Schema& deepspeed_schema()
        ignored("loss_scale_window", "numerics only"), ignored("hysteresis", "numerics only"),
        ignored("consecutive_hysteresis", "numerics only"), ignored("min_loss_scale", "numerics only"),
        ignored("fused_mode", "legacy")}};
-  static const Schema bf16{
+  return s;
+}
+
+const Schema& bf16_schema()
+{
+  static const Schema s{
       "deepspeed.bf16",
       {key("enabled", "bool or auto", "false", "bf16 mixed precision; must agree with training.precision"),
        unmodelled("bf16_master_weights_and_grads", "bool", "false", "bf16 master weights"),
        unmodelled("bf16_optimizer_states", "bool", "false", "bf16 optimizer states"),
        ignored("immediate_grad_update", "numerics only"), ignored("check_grad_overflow", "numerics only")}};
-  static const Schema data_types{
+  return s;
+}
+
+const Schema& data_types_schema()
+{
+  static const Schema s{
       "deepspeed.data_types",
       {key("grad_accum_dtype", DTYPE, "the model dtype (0.19, §1.3)", "gradient accumulation dtype")}};
-  static const Schema act{
+  return s;
+}
+
+const Schema& activation_checkpointing_schema()
+{
+  static const Schema s{
       "deepspeed.activation_checkpointing",
       {key("partition_activations", "bool", "false",
            "no effect with model-parallel size 1 (zerosim has no tensor parallelism): each checkpoint's partition "
@@ -316,23 +361,31 @@ const Schema& deepspeed_schema()
            "a device synchronize at the start and end of each checkpointed block's forward and backward"),
        key("profile", "bool", "false",
            "times each checkpointed forward and backward; reading the CUDA-event timer makes the host wait for it")}};
+  return s;
+}
+
+} // namespace
+
+const Schema& deepspeed_schema()
+{
   static const Schema s{
       "deepspeed",
       {key("train_batch_size", "integer >= 1 or auto", "micro_batch x grad_accum x GPUs", "must agree with training"),
        key("train_micro_batch_size_per_gpu", "integer >= 1 or auto", "training.micro_batch", "must agree"),
        key("gradient_accumulation_steps", "integer >= 1 or auto", "training.grad_accum", "must agree"),
-       key("zero_optimization", "mapping", "stage 0", "ZeRO (runtime/zero/config.py)", &zero),
-       key("aio", "mapping", "defaults", "async I/O for NVMe offload (swap_tensor/constants.py)", &aio),
-       key("fp16", "mapping", "disabled", "fp16 mixed precision", &fp16),
-       key("bf16", "mapping", "disabled", "bf16 mixed precision", &bf16),
-       key("bfloat16", "mapping", "disabled", "old name of bf16", &bf16),
+       key("zero_optimization", "mapping", "stage 0", "ZeRO (runtime/zero/config.py)", &zero_optimization_schema()),
+       key("aio", "mapping", "defaults", "async I/O for NVMe offload (swap_tensor/constants.py)", &aio_schema()),
+       key("fp16", "mapping", "disabled", "fp16 mixed precision", &fp16_schema()),
+       key("bf16", "mapping", "disabled", "bf16 mixed precision", &bf16_schema()),
+       key("bfloat16", "mapping", "disabled", "old name of bf16", &bf16_schema()),
        key("communication_data_type", DTYPE, "the model dtype (§1.3)", "dtype of gradient reduction"),
-       key("data_types", "mapping", "defaults", "gradient accumulation dtype", &data_types),
+       key("data_types", "mapping", "defaults", "gradient accumulation dtype", &data_types_schema()),
        key("gradient_clipping", "number >= 0 or auto", "0.19: 1.0; 0.16: 0.0",
            "global-norm clipping (§14); auto = 1.0"),
        key("prescale_gradients", "bool", "false", "scale gradients before reduction"),
        key("gradient_predivide_factor", "number > 0", "1.0", "divide before reduction"),
-       key("activation_checkpointing", "mapping", "defaults", "DeepSpeed's checkpointing options", &act),
+       key("activation_checkpointing", "mapping", "defaults", "DeepSpeed's checkpointing options",
+           &activation_checkpointing_schema()),
        unmodelled("sparse_attention", "mapping", "none", "sparse attention kernels"),
        unmodelled("pipeline", "mapping", "none", "pipeline parallelism"),
        unmodelled("compression_training", "mapping", "none", "compression (quantisation, pruning) during training"),
@@ -424,6 +477,7 @@ const Schema& scenario_schema()
       "cluster.network",
       {key("nic_bandwidth", "bandwidth", "the node's nics.bandwidth", "per NIC, per direction"),
        key("nics_per_node", "integer >= 1", "the node's nics.count", "NICs used per node"),
+       // NCCL src/graph/tuning.cc hwLat[NCCL_HW_NET], Tree/LL: 5.0 us; also the example of scenario-format.md.
        key("latency", "time", "5 us",
            "one-way NIC-to-NIC; NCCL's network base latency (tuning.cc hwLat[NET], Tree LL)"),
        key("oversubscription", "number >= 1", "1", "fabric oversubscription; 1 = non-blocking fat tree")}};

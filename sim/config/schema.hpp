@@ -1,7 +1,10 @@
 // The schema of model, node and scenario files, and of the DeepSpeed, FSDP and DDP blocks: one table per
 // mapping, each key with its type (and unit), default and a one-line description. The readers accept
 // exactly these keys (their unknown-key errors list them), `--set` and `sweep` paths are checked against
-// them, and `zerosim describe` prints them: one source of truth (style-anchors.md §7.3.8).
+// them, `zerosim describe` prints them (docs/config.md holds that print), and a default that is a value is
+// applied from here: the readers' get_* reads (yaml_reader.hpp) read default_text as if it were written in the
+// file. One source of truth (style-anchors.md §7.3.8); tests/unit/config/schema_test.cpp checks the readers, the
+// resolved writer and docs/config.md against it.
 #pragma once
 
 #include <string>
@@ -22,7 +25,8 @@ struct Schema;
 struct KeyDoc {
   std::string key;
   std::string type;              ///< "integer >= 1", "bytes", "bandwidth", "bool", "one of a | b", ...
-  std::string default_text;      ///< "required", a value, or how the default is derived
+  std::string default_text;      ///< a value as written in a file ("0.6 us", "5e8", "\"\""), "required", or how
+                                 ///< the default is derived ("heads", "the node's gpus")
   std::string description;       ///< one line, with the source of the default where it has one
   const Schema* child = nullptr; ///< a nested mapping with a schema of its own
   KeyUse use = KeyUse::MODELLED;

@@ -233,7 +233,7 @@ const Schema& source_schema()
 
 std::string opt_text(FieldReader& r, const std::string& key)
 {
-  return r.opt_string(key).value_or("");
+  return r.get_string(key);
 }
 
 int req_positive(FieldReader& r, const std::string& key)
@@ -310,17 +310,16 @@ spec::SourceDeepSpeed read_deepspeed_entry(FieldReader& e)
     e.fail_missing("zero_note", "(the assumption printed with each row the keys apply to)");
   if (std::optional<FieldReader> a = e.opt_map("aio")) {
     spec::SourceAio aio;
-    aio.block_size = a->opt_count("block_size", 1, "a count >= 1 (1048576)").value_or(aio.block_size);
-    aio.queue_depth = static_cast<int>(a->get_int("queue_depth", aio.queue_depth, 1, "an integer >= 1"));
-    aio.thread_count = static_cast<int>(a->get_int("thread_count", aio.thread_count, 1, "an integer >= 1"));
+    aio.block_size = a->get_count("block_size", 1, "a count >= 1 (1048576)");
+    aio.queue_depth = static_cast<int>(a->get_int("queue_depth", 1, "an integer >= 1"));
+    aio.thread_count = static_cast<int>(a->get_int("thread_count", 1, "an integer >= 1"));
     d.aio = aio;
   }
   d.aio_note = opt_text(e, "aio_note");
   d.cpu_checkpoints =
-      e.opt_enum<spec::CpuCheckpoints>("cpu_checkpoints", {{"never", spec::CpuCheckpoints::NEVER},
+      e.get_enum<spec::CpuCheckpoints>("cpu_checkpoints", {{"never", spec::CpuCheckpoints::NEVER},
                                                            {"always", spec::CpuCheckpoints::ALWAYS},
-                                                           {"where_needed", spec::CpuCheckpoints::WHERE_NEEDED}})
-          .value_or(spec::CpuCheckpoints::NEVER);
+                                                           {"where_needed", spec::CpuCheckpoints::WHERE_NEEDED}});
   d.checkpoint_note = opt_text(e, "checkpoint_note");
   d.where_needed_text = opt_text(e, "where_needed_text");
   if (d.cpu_checkpoints == spec::CpuCheckpoints::WHERE_NEEDED && d.where_needed_text.empty())
@@ -337,7 +336,7 @@ void read_fsdp_parts(FieldReader& r, spec::SourceRule& s)
   for_each_entry(r, "mixed_precision", mixed_precision_schema(), [&](FieldReader& e) {
     spec::SourceMixedPrecision m;
     m.when = read_when(e);
-    m.autocast = e.get_bool("autocast", false);
+    m.autocast = e.get_bool("autocast");
     m.param_dtype = read_dtype(e, "param_dtype");
     m.reduce_dtype = read_dtype(e, "reduce_dtype");
     m.note = e.req_string("note");
@@ -485,8 +484,8 @@ spec::SourceRule read_source(const YAML::Node& root, const std::string& file)
     m.layers = req_positive(e, "layers");
     m.hidden = req_positive(e, "hidden");
     m.heads = req_positive(e, "heads");
-    m.micro_batch = static_cast<int>(e.get_int("micro_batch", 0, 1, "an integer >= 1"));
-    m.tensor_parallel = static_cast<int>(e.get_int("tensor_parallel", 1, 1, "an integer >= 1"));
+    m.micro_batch = static_cast<int>(e.opt_int("micro_batch", 1, "an integer >= 1").value_or(0)); // 0: the row's
+    m.tensor_parallel = static_cast<int>(e.get_int("tensor_parallel", 1, "an integer >= 1"));
     m.citation = e.req_string("citation");
     s.model_sizes.push_back(m);
   });

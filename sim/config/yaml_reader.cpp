@@ -145,9 +145,9 @@ std::optional<std::int64_t> FieldReader::opt_int(const std::string& key, std::in
   return i;
 }
 
-std::int64_t FieldReader::get_int(const std::string& key, std::int64_t def, std::int64_t min, const std::string& what)
+std::int64_t FieldReader::get_int(const std::string& key, std::int64_t min, const std::string& what)
 {
-  return opt_int(key, min, what).value_or(def);
+  return get<std::int64_t>(key, [&](FieldReader& r) { return r.opt_int(key, min, what); });
 }
 
 std::int64_t FieldReader::req_int(const std::string& key, std::int64_t min, const std::string& what)
@@ -176,6 +176,11 @@ std::optional<std::int64_t> FieldReader::opt_count(const std::string& key, std::
   return static_cast<std::int64_t>(*d);
 }
 
+std::int64_t FieldReader::get_count(const std::string& key, std::int64_t min, const std::string& what)
+{
+  return get<std::int64_t>(key, [&](FieldReader& r) { return r.opt_count(key, min, what); });
+}
+
 std::optional<double> FieldReader::opt_number(const std::string& key, double min, double max, const std::string& what)
 {
   YAML::Node v = take(key);
@@ -185,6 +190,11 @@ std::optional<double> FieldReader::opt_number(const std::string& key, double min
   if (!d || *d < min || *d > max)
     fail_expected(key, what);
   return d;
+}
+
+double FieldReader::get_number(const std::string& key, double min, double max, const std::string& what)
+{
+  return get<double>(key, [&](FieldReader& r) { return r.opt_number(key, min, max, what); });
 }
 
 double FieldReader::req_number(const std::string& key, double min, double max, const std::string& what)
@@ -210,9 +220,9 @@ std::optional<bool> FieldReader::opt_bool(const std::string& key)
   fail_expected(key, "true or false");
 }
 
-bool FieldReader::get_bool(const std::string& key, bool def)
+bool FieldReader::get_bool(const std::string& key)
 {
-  return opt_bool(key).value_or(def);
+  return get<bool>(key, [&](FieldReader& r) { return r.opt_bool(key); });
 }
 
 std::optional<std::string> FieldReader::opt_string(const std::string& key)
@@ -223,6 +233,11 @@ std::optional<std::string> FieldReader::opt_string(const std::string& key)
   if (!v.IsScalar())
     fail_expected(key, "a string");
   return v.Scalar();
+}
+
+std::string FieldReader::get_string(const std::string& key)
+{
+  return get<std::string>(key, [&](FieldReader& r) { return r.opt_string(key); });
 }
 
 std::string FieldReader::req_string(const std::string& key)
@@ -246,6 +261,11 @@ std::optional<double> FieldReader::opt_quantity(const std::string& key, UnitKind
   if (!positive && *q < 0)
     fail_expected(key, "a non-negative " + unit_expectation(kind).substr(2));
   return q;
+}
+
+double FieldReader::get_quantity(const std::string& key, UnitKind kind, bool positive)
+{
+  return get<double>(key, [&](FieldReader& r) { return r.opt_quantity(key, kind, positive); });
 }
 
 double FieldReader::req_quantity(const std::string& key, UnitKind kind, bool positive)
@@ -282,6 +302,36 @@ FieldReader FieldReader::req_map(const std::string& key, const std::string& why)
   if (!m)
     fail_missing(key, why);
   return std::move(*m);
+}
+
+FieldReader FieldReader::map_or_empty(const std::string& key)
+{
+  if (std::optional<FieldReader> m = opt_map(key))
+    return std::move(*m);
+  return FieldReader(YAML::Node(YAML::NodeType::Map), file_, key_path(key), sub_schema(*schema_, key), origins_);
+}
+
+FieldReader FieldReader::schema_default(const std::string& key) const
+{
+  const KeyDoc* doc = schema_->find(key);
+  if (!doc)
+    throw core::InternalError("config: key '" + key + "' read but not in schema " + schema_->name);
+  YAML::Node defaults(YAML::NodeType::Map);
+  try {
+    defaults[key] = YAML::Load(doc->default_text);
+  } catch (const YAML::Exception& e) {
+    bad_default(key, e.msg);
+  }
+  return FieldReader(defaults, "schema.cpp", path_, *schema_, nullptr);
+}
+
+void FieldReader::bad_default(const std::string& key, const std::string& why) const
+{
+  std::string name = schema_->name;
+  name += '.';
+  name += key;
+  throw core::InternalError("config: the schema's default of " + name + " (" + schema_->find(key)->default_text +
+                            ") is not a value of the key: " + why);
 }
 
 void FieldReader::check_keys() const

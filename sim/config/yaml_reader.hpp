@@ -91,20 +91,26 @@ public:
   [[noreturn]] void fail(const std::string& key, const std::string& message) const;
   [[noreturn]] void fail_missing(const std::string& key, const std::string& why = "") const;
 
-  // Typed reads. opt_*: nullopt when absent (or null). The others: the default when absent; req_*: required.
+  // Typed reads. opt_*: nullopt when absent (or null); req_*: required; get_*: the key's default from the schema
+  // when absent (see get()), so a literal default is written once, in the schema's table. A default derived from
+  // other keys ("heads", "the node's gpus") is opt_*(...).value_or(derived) in the reader, and says how in the table.
   std::optional<std::int64_t> opt_int(const std::string& key, std::int64_t min, const std::string& what);
-  std::int64_t get_int(const std::string& key, std::int64_t def, std::int64_t min, const std::string& what);
+  std::int64_t get_int(const std::string& key, std::int64_t min, const std::string& what);
   std::int64_t req_int(const std::string& key, std::int64_t min, const std::string& what);
   /// A number as DeepSpeed writes it (5e8, "5e8", 500000000): must be a whole number >= min.
   std::optional<std::int64_t> opt_count(const std::string& key, std::int64_t min, const std::string& what);
+  std::int64_t get_count(const std::string& key, std::int64_t min, const std::string& what);
   std::optional<double> opt_number(const std::string& key, double min, double max, const std::string& what);
+  double get_number(const std::string& key, double min, double max, const std::string& what);
   double req_number(const std::string& key, double min, double max, const std::string& what);
   std::optional<bool> opt_bool(const std::string& key);
-  bool get_bool(const std::string& key, bool def);
+  bool get_bool(const std::string& key);
   std::optional<std::string> opt_string(const std::string& key);
+  std::string get_string(const std::string& key);
   std::string req_string(const std::string& key);
   /// A quantity with a unit; `positive`: zero and negative values are refused.
   std::optional<double> opt_quantity(const std::string& key, UnitKind kind, bool positive = true);
+  double get_quantity(const std::string& key, UnitKind kind, bool positive = true);
   double req_quantity(const std::string& key, UnitKind kind, bool positive = true);
   /// "auto" (as the Hugging Face Trainer writes it): true when the value is the string auto.
   bool is_auto(const std::string& key) const;
@@ -126,6 +132,32 @@ public:
         listed);
   }
 
+  template <class E> E get_enum(const std::string& key, const std::vector<std::pair<std::string, E>>& names)
+  {
+    return get<E>(key, [&](FieldReader& r) { return r.opt_enum<E>(key, names); });
+  }
+
+  /// `read(*this)` (an optional<T>: nullopt when `key` is absent); when absent, `read` of a reader over
+  /// {key: DEFAULT}, DEFAULT the schema's default_text of `key` parsed as YAML ("0.6 us", "5e8", "gelu",
+  /// "\"\"" for the empty string): the default is read as if it were written in the file, by the same code. A
+  /// default_text that does not read ("required", "heads") is an internal error: such a key is read with opt_* and its
+  /// derived default.
+  template <class T, class Read> T get(const std::string& key, Read&& read)
+  {
+    if (std::optional<T> v = read(*this))
+      return *v;
+    std::optional<T> d;
+    try {
+      FieldReader defaults = schema_default(key);
+      d = read(defaults);
+    } catch (const core::InputError& e) {
+      bad_default(key, e.what());
+    }
+    if (!d)
+      bad_default(key, "it reads as absent");
+    return *d;
+  }
+
   /// A name looked up by `lookup` (string -> optional<E>, e.g. spec::attention_kernel); anything it does not
   /// know is "expected one of `listed`".
   template <class E, class Lookup>
@@ -144,8 +176,15 @@ public:
   std::optional<FieldReader> opt_map(const std::string& key);
   /// The same, required: absent is "required key is missing" (with `why` when given).
   FieldReader req_map(const std::string& key, const std::string& why = "");
+  /// The same, an empty mapping when absent: a block whose absence means nothing of its own reads as its keys'
+  /// schema defaults.
+  FieldReader map_or_empty(const std::string& key);
 
 private:
+  /// A reader over {key: the schema's default of `key`}, for get().
+  FieldReader schema_default(const std::string& key) const;
+  [[noreturn]] void bad_default(const std::string& key, const std::string& why) const;
+
   /// Throws for the first key not in the schema, the first duplicate key, the first key that is no name.
   void check_keys() const;
 
