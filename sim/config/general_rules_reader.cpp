@@ -125,12 +125,12 @@ std::optional<spec::LossKind> read_loss(FieldReader& r)
   return r.opt_enum<spec::LossKind>("loss", {{"hf", spec::LossKind::HF}, {"megatron", spec::LossKind::MEGATRON}});
 }
 
-/// A small positive integer of the FFN width rule (at most 4096, so that times x hidden stays within an int), `def`
-/// when absent unless `required`.
-int positive(FieldReader& r, const std::string& key, int def, bool required = false)
+/// A small positive integer of the FFN width rule (at most 4096, so that times x hidden stays within an int), the
+/// schema's default when absent unless `required`.
+int positive(FieldReader& r, const std::string& key, bool required = false)
 {
   const std::string what = "an integer from 1 to 4096";
-  const std::int64_t v = required ? r.req_int(key, 1, what) : r.get_int(key, def, 1, what);
+  const std::int64_t v = required ? r.req_int(key, 1, what) : r.get_int(key, 1, what);
   if (v > 4096)
     r.fail_expected(key, what);
   return static_cast<int>(v);
@@ -187,12 +187,12 @@ spec::ModelLayout read_layout(FieldReader& e)
   if (l.max_position_seq_len != (l.position == spec::PositionKind::LEARNED))
     e.fail_expected("max_position", l.max_position_seq_len ? "none (only position: learned has a table)"
                                                            : "seq_len (position: learned needs a table)");
-  l.max_position_at_least = static_cast<int>(e.get_int("max_position_at_least", 0, 1, "an integer >= 1"));
+  l.max_position_at_least = static_cast<int>(e.opt_int("max_position_at_least", 1, "an integer >= 1").value_or(0));
   l.dropout = e.opt_number("dropout", 0.0, 0.999999, "a probability, 0 <= p < 1");
   FieldReader f = e.req_map("ffn_hidden");
-  l.ffn_hidden.times = positive(f, "times", 0, true);
-  l.ffn_hidden.over = positive(f, "over", 1);
-  l.ffn_hidden.multiple_of = positive(f, "multiple_of", 1);
+  l.ffn_hidden.times = positive(f, "times", true);
+  l.ffn_hidden.over = positive(f, "over");
+  l.ffn_hidden.multiple_of = positive(f, "multiple_of");
   l.ffn_hidden.note = f.opt_string("note").value_or("");
   if (auto v = e.opt_int("vocab", 1, "an integer >= 1")) {
     l.vocab = static_cast<int>(*v);
@@ -217,7 +217,7 @@ spec::FrameworkConvention read_framework(FieldReader& e)
     c.loss_note = e.req_string("loss_note");
   else if (e.has("loss_note"))
     e.fail("loss_note", "only with loss");
-  c.tflops_recompute_counted = e.get_bool("tflops_recompute_counted", false);
+  c.tflops_recompute_counted = e.get_bool("tflops_recompute_counted");
   if (c.tflops_recompute_counted)
     c.tflops_note = e.req_string("tflops_note");
   else if (e.has("tflops_note"))
