@@ -2,6 +2,8 @@
 // the platform and the engine share (docs/architecture.md).
 #pragma once
 
+#include <compare>
+
 namespace zerosim::spec {
 
 /// A GPU of the cluster.
