@@ -200,7 +200,7 @@ void add_memory(CLI::App& c, Args& a)
 
 void add_describe(CLI::App& c, Args& a)
 {
-  add_one_positional(c, a, "KIND", "model, node or scenario (default: all three)");
+  add_one_positional(c, a, "KIND", "model, node or scenario (default: scenario, whose table nests the model, node and framework keys)");
 }
 
 void add_validate(CLI::App& c, Args& a)
