@@ -151,21 +151,12 @@ void check_inference(const spec::Scenario& s, const workload::Workload& w, int r
         where + ": training.mode inference with " + (s.framework == spec::Framework::DDP ? "ddp" : "fsdp") +
         ": only DeepSpeed inference is modelled (ZeRO-Inference: stage 3 with or without offload_param; a replica: "
         "stage 0, 1 or 2); give a deepspeed block instead (docs/inference.md)");
-  if (s.world() < 1)
-    throw core::InputError(where + ": cluster: no GPU (nodes x gpus_per_node = " + std::to_string(s.world()) + ")");
-  if (rank < 0 || rank >= s.world())
-    throw core::InputError(where + ": rank " + std::to_string(rank) + " outside 0.." + std::to_string(s.world() - 1));
+  check_rank(s, rank, where);
   if (s.training.grad_accum != 1)
     throw core::InputError(where + ": training.grad_accum: inference accumulates no gradients, expected 1, found " +
                            std::to_string(s.training.grad_accum));
-  const spec::Precision p = s.training.precision;
-  if (p == spec::Precision::AMP_BF16 || p == spec::Precision::AMP_FP16)
-    throw core::UnsupportedError(where + ": training.precision amp_*: PyTorch autocast with DeepSpeed is not "
-                                         "modelled (use bf16, fp16 or fp32)");
+  check_deepspeed_precision_and_stage(s, where, "");
   const spec::ZeroSpec& z = s.deepspeed.zero;
-  if (z.stage < 0 || z.stage > 3)
-    throw core::InputError(where + ": deepspeed.zero_optimization.stage: expected 0, 1, 2 or 3, found " +
-                           std::to_string(z.stage));
   if (z.stage < 3 && z.offload_param.device != spec::OffloadDevice::NONE)
     throw core::UnsupportedError(
         where + ": deepspeed.zero_optimization.offload_param.device " + device_name(z.offload_param.device) +

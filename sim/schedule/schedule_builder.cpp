@@ -583,4 +583,26 @@ std::int64_t Builder::autocast_numel(int layer) const
   return e;
 }
 
+void check_rank(const spec::Scenario& s, int rank, const std::string& where)
+{
+  if (s.world() < 1)
+    throw core::InputError(where + ": cluster: no GPU (nodes x gpus_per_node = " + std::to_string(s.world()) + ")");
+  if (rank < 0 || rank >= s.world())
+    throw core::InputError(where + ": rank " + std::to_string(rank) + " outside 0.." + std::to_string(s.world() - 1));
+}
+
+void check_deepspeed_precision_and_stage(const spec::Scenario& s, const std::string& where,
+                                         const std::string& amp_hint)
+{
+  const spec::Precision p = s.training.precision;
+  if (p == spec::Precision::AMP_BF16 || p == spec::Precision::AMP_FP16)
+    throw core::UnsupportedError(where + ": training.precision amp_*: PyTorch autocast with DeepSpeed is not "
+                                         "modelled (use bf16, fp16 or fp32" +
+                                 amp_hint + ")");
+  const int stage = s.deepspeed.zero.stage;
+  if (stage < 0 || stage > 3)
+    throw core::InputError(where + ": deepspeed.zero_optimization.stage: expected 0, 1, 2 or 3, found " +
+                           std::to_string(stage));
+}
+
 } // namespace zerosim::schedule::detail

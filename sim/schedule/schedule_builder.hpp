@@ -109,6 +109,14 @@ inline std::string scenario_label(const spec::Scenario& s)
   return s.name.empty() ? std::string("scenario") : "scenario '" + s.name + "'";
 }
 
+/// A step graph's first checks: the cluster has a GPU, and `rank` is one of them (errors name `where`).
+void check_rank(const spec::Scenario& s, int rank, const std::string& where);
+
+/// A DeepSpeed step graph's checks of the DeepSpeed block: bf16, fp16 or fp32 (autocast with DeepSpeed is not
+/// modelled; `amp_hint` is appended to the advice, e.g. where amp_* is modelled), and a ZeRO stage of 0 to 3.
+void check_deepspeed_precision_and_stage(const spec::Scenario& s, const std::string& where,
+                                         const std::string& amp_hint);
+
 /// Ceil division for non-negative values.
 inline std::int64_t ceil_div(std::int64_t a, std::int64_t b)
 {

@@ -14,10 +14,7 @@ namespace {
 void check_supported(const spec::Scenario& s, const workload::Workload& w, int rank)
 {
   const std::string where = detail::scenario_label(s);
-  if (s.world() < 1)
-    throw core::InputError(where + ": cluster: no GPU (nodes x gpus_per_node = " + std::to_string(s.world()) + ")");
-  if (rank < 0 || rank >= s.world())
-    throw core::InputError(where + ": rank " + std::to_string(rank) + " outside 0.." + std::to_string(s.world() - 1));
+  detail::check_rank(s, rank, where);
   if (s.training.grad_accum < 1)
     throw core::InputError(where + ": training.grad_accum: expected >= 1, found " +
                            std::to_string(s.training.grad_accum));
@@ -25,14 +22,9 @@ void check_supported(const spec::Scenario& s, const workload::Workload& w, int r
     throw core::InternalError("schedule: the workload has no layers");
   if (s.framework != spec::Framework::DEEPSPEED)
     return; // the DDP and FSDP builders check their own blocks
+  detail::check_deepspeed_precision_and_stage(s, where, "; amp_* is for ddp and fsdp");
   const spec::Precision p = s.training.precision;
-  if (p == spec::Precision::AMP_BF16 || p == spec::Precision::AMP_FP16)
-    throw core::UnsupportedError(where + ": training.precision amp_*: PyTorch autocast with DeepSpeed is not "
-                                         "modelled (use bf16, fp16 or fp32; amp_* is for ddp and fsdp)");
   const spec::ZeroSpec& z = s.deepspeed.zero;
-  if (z.stage < 0 || z.stage > 3)
-    throw core::InputError(where + ": deepspeed.zero_optimization.stage: expected 0, 1, 2 or 3, found " +
-                           std::to_string(z.stage));
   if (z.stage == 0 && z.offload_optimizer.device != spec::OffloadDevice::NONE)
     throw core::UnsupportedError(where + ": offload_optimizer needs ZeRO stage 1, 2 or 3 (stage 0 has no "
                                          "partitioned optimizer to offload)");

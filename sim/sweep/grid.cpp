@@ -156,9 +156,10 @@ std::vector<std::string> expand(const std::string& where, const std::string& ent
   // (d places): value i is (lo·10^d + i·step·10^d) / 10^d, whole numbers divided once, the double nearest the
   // decimal. So 0..1:+0.1 gives 0.3, where lo + 3·step is 0.30000000000000004.
   const double tolerance = 1e-9 * std::max(1.0, std::abs(hi));
-  const int places = geometric ? -1 : std::max(decimal_places(lo), decimal_places(step));
-  const bool decimal = places >= 0 && decimal_places(lo) >= 0 && decimal_places(step) >= 0;
-  const double scale = decimal ? std::pow(10.0, places) : 1.0;
+  const int lo_places = decimal_places(lo);
+  const int step_places = decimal_places(step);
+  const bool decimal = !geometric && lo_places >= 0 && step_places >= 0;
+  const double scale = decimal ? std::pow(10.0, std::max(lo_places, step_places)) : 1.0;
   for (std::size_t i = 0;; ++i) {
     const double n = static_cast<double>(i);
     const double v = geometric ? lo * std::pow(step, n)
