@@ -7,6 +7,8 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <mutex>
+#include <unordered_map>
 
 namespace zerosim::config {
 
@@ -316,12 +318,25 @@ FieldReader FieldReader::schema_default(const std::string& key) const
   const KeyDoc* doc = schema_->find(key);
   if (!doc)
     throw core::InternalError("config: key '" + key + "' read but not in schema " + schema_->name);
-  YAML::Node defaults(YAML::NodeType::Map);
-  try {
-    defaults[key] = YAML::Load(doc->default_text);
-  } catch (const YAML::Exception& e) {
-    bad_default(key, e.msg);
+  // Each default text is parsed once per process (a scenario load reads some hundred defaults, a sweep loads a
+  // scenario per point); each use gets a clone, since yaml-cpp nodes share their data.
+  static std::mutex mutex;
+  static std::unordered_map<std::string, YAML::Node> parsed;
+  YAML::Node value;
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    auto it = parsed.find(doc->default_text);
+    if (it == parsed.end()) {
+      try {
+        it = parsed.emplace(doc->default_text, YAML::Load(doc->default_text)).first;
+      } catch (const YAML::Exception& e) {
+        bad_default(key, e.msg);
+      }
+    }
+    value = YAML::Clone(it->second);
   }
+  YAML::Node defaults(YAML::NodeType::Map);
+  defaults[key] = value;
   return FieldReader(defaults, "schema.cpp", path_, *schema_, nullptr);
 }
 
