@@ -219,7 +219,6 @@ Timeline StepReplay::run()
   if (!symmetric_ && s_.cluster.nodes > 1)
     po.inter_node_pairs = collectives::inter_node_pairs(fabric_, copts_);
   platform_ = std::make_unique<platform::Platform>(s_.cluster, po);
-  sm_pool_.assign(timeline_.ranks.size(), {});
 
   static bool registered = false;
   if (!registered) {
@@ -238,21 +237,8 @@ Timeline StepReplay::run()
         ready_.emplace_back(static_cast<int>(ri), t);
   drain();
   e.run();
-  // Interference's pooled executions never finish: cancel them and let the engine reap them while it exists
-  // (an unfinished activity outlives the engine and crashes SimGrid's teardown at exit).
-  bool pooled = false;
-  for (std::map<int, SmPool>& pools : sm_pool_)
-    for (auto& [ctas, p] : pools)
-      for (sg4::ExecPtr& x : p.execs) {
-        x->cancel();
-        pooled = true;
-      }
-  if (pooled)
-    e.run();
   g_active = nullptr;
   graveyard_.clear();
-  sm_pool_.clear();
-  cancelled_.clear();
   tokens_.clear();
   platform_.reset();
 
@@ -286,9 +272,9 @@ void StepReplay::on_complete(const sg4::Activity& a)
 {
   auto* tok = a.get_data<Token>();
   if (tok != nullptr && tok->what == Cont::INTERFERENCE) {
-    // A collective's SM share (suspended at the collective's end, so this fires only if SimGrid ends it some
-    // other way): kept alive until the replay ends, and the graveyard is left alone.
-    cancelled_.push_back(std::move(tok->activity));
+    // A collective's SM share, cancelled at the collective's end: SimGrid reports it twice (at cancel(), inside
+    // release_sm_share, and when it reaps the action). Its token keeps it alive until the replay ends, and the
+    // graveyard is left alone (this may run inside another activity's completion).
     return;
   }
   graveyard_.clear(); // activities completed earlier; never the one whose callback this is

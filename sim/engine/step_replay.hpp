@@ -36,15 +36,15 @@ inline constexpr double PAGEABLE_STAGING_DRAM_FACTOR = 2.0;
 /// few SMs; NCCL never launches more CTAs than it has channels).
 inline constexpr double MAX_SM_SHARE = 0.5;
 /// Interference: the work of the execution that holds a collective's SM share, in seconds at full speed. It is
-/// suspended when the collective ends, long before it could finish.
+/// suspended and cancelled when the collective ends, long before it could finish.
 inline constexpr double SM_SHARE_HORIZON_S = 1e9;
 
 /// What an activity's completion continues.
 /// TASK_DELAY: a copy's or an NVMe task's latency before its data (index: jobs_); COLL_FLOW_DELAY: the route
 /// latency of a group of a collective phase's flows before they start (index: flow_groups_).
-/// INTERFERENCE: the SM share an NCCL kernel holds on a GPU while its collective runs (suspended at its end;
-/// nothing continues from it). TASK_STAGE: a COMPUTE task's SM-bound stage, which its memory-bound stage follows
-/// (index: jobs_; docs/engine.md "Interference").
+/// INTERFERENCE: the SM share an NCCL kernel holds on a GPU while its collective runs (suspended and cancelled at
+/// its end; nothing continues from it). TASK_STAGE: a COMPUTE task's SM-bound stage, which its memory-bound stage
+/// follows (index: jobs_; docs/engine.md "Interference").
 enum class Cont { TASK_PART, COLL_FLOW, COLL_DELAY, TASK_DELAY, COLL_FLOW_DELAY, INTERFERENCE, TASK_STAGE };
 
 struct Token {
@@ -84,6 +84,7 @@ struct Collective {
   int flows_left = 0;
   std::string name;
   int ctas = 0; ///< interference: the CTAs its kernel holds (collectives::nccl_ctas), 0 with interference off
+  std::vector<sg4::ExecPtr> shares; ///< interference: per simulated rank, the execution holding the SM share
 };
 
 class StepReplay {
@@ -152,17 +153,18 @@ private:
   /// Interference: a collective that moves data holds an SM share on every simulated GPU while it runs.
   bool holds_share(const Collective& cl) const { return sm_sms_ > 0 && cl.ctas > 0 && !cl.plan.phases.empty(); }
 
-  /// Interference: rank `r`'s GPU gets one more running collective of `cl.ctas` CTAs. The k-th concurrent
-  /// collective of that CTA count on a GPU holds the k-th execution of the GPU's pool for the count, bounded at its
-  /// share (ctas x the calibration's multiplier / SMs, at most MAX_SM_SHARE): created the first time, resumed after.
-  /// Suspended, not cancelled, at the collective's end: SimGrid 3.32's cancel() leaves the action's max-min
-  /// variable, and so its share, in place until the action is reaped (interference_test.cpp caught a kernel
-  /// losing the share after a 1-byte collective had ended); a suspended action's variable has penalty 0 and takes
-  /// nothing. A pool, not one execution per collective: thousands of suspended actions slowed the solver 30x.
-  void take_sm_share(std::size_t r, const Collective& cl);
+  /// Interference: rank `r`'s GPU gets the SM share of collective `cl` while it runs: an execution of its own,
+  /// bounded at ctas x the calibration's multiplier / SMs (at most MAX_SM_SHARE), so concurrent collectives stack.
+  void take_sm_share(std::size_t r, Collective& cl);
 
-  /// Interference: rank `r`'s GPU has one running collective of `cl.ctas` CTAs fewer.
-  void release_sm_share(std::size_t r, const Collective& cl);
+  /// Interference: collective `cl` has ended: its share on rank `r`'s GPU is given back at this instant. The
+  /// execution is suspended (its max-min variable gets penalty 0 and takes nothing from now on), then cancelled so
+  /// that SimGrid reaps it at its next step. Both are needed in SimGrid 3.32: cancel() alone leaves the variable,
+  /// and so the share, in the solver until the reaping; and each execution is suspended once only, because s4u's
+  /// Activity::resume() does not clear the flag that suspend() checks, so an execution suspended, resumed and
+  /// suspended again keeps running (the pool of reused executions this replaced held every share after a rank's
+  /// second collective until the step ended; docs/engine.md "Interference").
+  void release_sm_share(std::size_t r, Collective& cl);
 
   void run_phase(int idx);
 
@@ -190,16 +192,10 @@ private:
   std::deque<Job> jobs_;
   std::deque<Token> tokens_;
   std::vector<sg4::ActivityPtr> graveyard_;
-  std::vector<sg4::ActivityPtr> cancelled_; ///< interference executions SimGrid ended (kept until the replay ends)
-  int sm_sms_ = 0;                          ///< interference: the GPU's SMs (0: interference off)
-  int sm_one_node_ctas_ = 0;                ///< interference: CTAs of a collective kernel inside one node
-  double sm_factor_ = 1;                    ///< interference: the calibration's multiplier on the CTAs
-  bool serialize_communicators_ = true;     ///< a group's collectives run one at a time (Mechanisms::communicator)
-  struct SmPool {
-    std::vector<sg4::ExecPtr> execs; ///< bounded executions, one per concurrent collective seen
-    int active = 0;                  ///< how many of them run now
-  };
-  std::vector<std::map<int, SmPool>> sm_pool_; ///< per simulated rank, per CTA count
+  int sm_sms_ = 0;                      ///< interference: the GPU's SMs (0: interference off)
+  int sm_one_node_ctas_ = 0;            ///< interference: CTAs of a collective kernel inside one node
+  double sm_factor_ = 1;                ///< interference: the calibration's multiplier on the CTAs
+  bool serialize_communicators_ = true; ///< a group's collectives run one at a time (Mechanisms::communicator)
   std::deque<std::pair<int, TaskId>> ready_;
   std::vector<std::vector<char>> done_;
   std::map<std::string, int> track_ids_;

@@ -180,32 +180,28 @@ void StepReplay::start_collective(int idx)
   if (sm_sms_ > 0)
     cl.ctas = collectives::nccl_ctas(fabric_, group, sm_one_node_ctas_);
   if (holds_share(cl)) {
+    cl.shares.assign(timeline_.ranks.size(), nullptr);
     for (std::size_t r = 0; r < timeline_.ranks.size(); ++r)
       take_sm_share(r, cl);
   }
   run_phase(idx);
 }
 
-void StepReplay::take_sm_share(std::size_t r, const Collective& cl)
+void StepReplay::take_sm_share(std::size_t r, Collective& cl)
 {
-  SmPool& p = sm_pool_[r][cl.ctas];
-  const auto k = static_cast<std::size_t>(p.active++);
-  if (k < p.execs.size()) {
-    p.execs[k]->resume();
-    return;
-  }
   const RankTimeline& rk = timeline_.ranks[r];
   const double share = std::min(MAX_SM_SHARE, cl.ctas * sm_factor_ / sm_sms_);
-  p.execs.push_back(exec(token(Cont::INTERFERENCE, static_cast<int>(r), cl.name + " (SM share)"),
-                         platform_->gpu(rk.node, rk.local),
-                         share * SM_SHARE_HORIZON_S * platform::WORK_UNITS_PER_SECOND, 1,
-                         share * platform::WORK_UNITS_PER_SECOND)); // max-min leaves the compute beside it the rest
+  cl.shares[r] = exec(token(Cont::INTERFERENCE, static_cast<int>(r), cl.name + " (SM share)"),
+                      platform_->gpu(rk.node, rk.local), share * SM_SHARE_HORIZON_S * platform::WORK_UNITS_PER_SECOND,
+                      1, share * platform::WORK_UNITS_PER_SECOND); // max-min leaves the compute beside it the rest
 }
 
-void StepReplay::release_sm_share(std::size_t r, const Collective& cl)
+void StepReplay::release_sm_share(std::size_t r, Collective& cl)
 {
-  SmPool& p = sm_pool_[r][cl.ctas];
-  p.execs[static_cast<std::size_t>(--p.active)]->suspend();
+  sg4::ExecPtr& x = cl.shares[r];
+  x->suspend();
+  x->cancel(); // its token keeps the activity alive until the replay ends (on_complete ignores its completions)
+  x = nullptr;
 }
 
 void StepReplay::run_phase(int idx)
