@@ -3,7 +3,8 @@
 #   tools/dev.sh run    install what is missing, build, run the default scenario
 #   tools/dev.sh test   install what is missing, build, run the whole test suite (CTest's summary last)
 #   tools/dev.sh bench [ARGS]  install what is missing, build the speed benchmarks (build-bench/), run them
-#                       (docs/benchmarks.md): console table, JSON in results/bench/bench.json; ARGS go to
+#                       (docs/benchmarks.md): console table (also results/bench/bench.txt), JSON in
+#                       results/bench/bench.json; ARGS go to
 #                       zerosim_bench (e.g. --benchmark_filter=BM_default_scenario)
 #   tools/dev.sh sanitize [CTEST ARGS]  install what is missing, build the project and the suite with
 #                       AddressSanitizer and UndefinedBehaviorSanitizer (build-sanitize/, every report fatal),
@@ -41,9 +42,10 @@ if [ "$what" = bench ]; then
     -DZEROSIM_BUILD_BENCHMARKS=ON -DZEROSIM_BUILD_TESTS=OFF >/dev/null
   cmake --build build-bench -j "$jobs" --target zerosim_bench
   mkdir -p results/bench
-  echo "== build-bench/bench/zerosim_bench (JSON: results/bench/bench.json)"
-  ./build-bench/bench/zerosim_bench --benchmark_out=results/bench/bench.json --benchmark_out_format=json "${@:2}"
-  exit 0
+  echo "== build-bench/bench/zerosim_bench (JSON: results/bench/bench.json, console: results/bench/bench.txt)"
+  ./build-bench/bench/zerosim_bench --benchmark_out=results/bench/bench.json --benchmark_out_format=json \
+    --benchmark_color=false "${@:2}" | tee results/bench/bench.txt
+  exit "${PIPESTATUS[0]}"
 fi
 if [ "$what" = sanitize ]; then
   # -O1 keeps the suite quick under the sanitizers; frame pointers give whole stacks in reports.

@@ -535,8 +535,9 @@ config::CalibrationProfile profile_of(const CalibrateArgs& a, const CalibrationR
       if (g.n == 0)
         continue;
       spec::AccuracyBand b;
-      b.loso_median_abs_error_pct = g.median_abs_pct;
-      b.loso_p90_abs_error_pct = g.p90_abs_pct;
+      b.kind = spec::AccuracyKind::LEAVE_ONE_SOURCE_OUT;
+      b.median_abs_error_pct = g.median_abs_pct;
+      b.p90_abs_error_pct = g.p90_abs_pct;
       b.rows = g.n;
       p.accuracy[group] = b;
     }

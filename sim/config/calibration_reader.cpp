@@ -57,6 +57,64 @@ const Schema& profile_schema()
   return s;
 }
 
+constexpr const char* PRIORS_ACCURACY_FORMAT = "zerosim-priors-accuracy 1";
+
+const Schema& priors_band_schema()
+{
+  static const Schema s{
+      "priors accuracy band",
+      {modelled_key("median_abs_error", "percent >= 0", "required", "median |error| of the priors' predictions"),
+       modelled_key("p90_abs_error", "percent >= 0", "required", "p90 |error| of the priors' predictions"),
+       modelled_key("median_signed_error", "percent", "required",
+                    "median signed error (+ = predicted faster than measured)"),
+       modelled_key("rows", "integer >= 1", "required", "whole-step rows of the group")}};
+  return s;
+}
+
+const Schema& priors_accuracy_schema()
+{
+  static const Schema s{
+      "priors accuracy",
+      {modelled_key("format", "\"zerosim-priors-accuracy 1\"", "required", "the file format"),
+       modelled_key("command", "string", "\"\"", "the command that wrote it"),
+       modelled_key("groups", "mapping of group -> mapping", "required",
+                    "the priors' error per GPU kind x framework, and overall", &priors_band_schema())}};
+  return s;
+}
+
+std::map<std::string, spec::AccuracyBand> read_priors_accuracy(const YAML::Node& root, const std::string& file)
+{
+  require_mapping(root, file);
+  FieldReader r(root, file, "", priors_accuracy_schema(), nullptr);
+  if (r.req_string("format") != PRIORS_ACCURACY_FORMAT)
+    r.fail_expected("format", std::string("\"") + PRIORS_ACCURACY_FORMAT + "\"");
+  r.opt_string("command");
+  YAML::Node groups = r.take("groups");
+  if (!groups.IsDefined() || groups.IsNull())
+    r.fail_missing("groups");
+  if (!groups.IsMap())
+    r.fail_expected("groups", "a mapping of groups (\"A100 / deepspeed\", \"overall\") to their bands");
+  std::map<std::string, spec::AccuracyBand> out;
+  for (auto it = groups.begin(); it != groups.end(); ++it) {
+    const std::string group = key_name(it->first, file, "groups");
+    const std::string path = join_path("groups", group);
+    if (!is_map(it->second))
+      throw core::InputError(position(file, it->second.Mark()) + ": " + path +
+                             ": expected a mapping with median_abs_error, p90_abs_error, median_signed_error and "
+                             "rows, found " +
+                             describe_found(it->second));
+    FieldReader b(it->second, file, path, priors_band_schema(), nullptr);
+    spec::AccuracyBand band;
+    band.kind = spec::AccuracyKind::PRIORS;
+    band.median_abs_error_pct = b.req_number("median_abs_error", 0, 1e6, "a percentage >= 0");
+    band.p90_abs_error_pct = b.req_number("p90_abs_error", 0, 1e6, "a percentage >= 0");
+    band.median_signed_error_pct = b.req_number("median_signed_error", -1e6, 1e6, "a percentage");
+    band.rows = static_cast<int>(b.req_int("rows", 1, "a positive integer"));
+    out[group] = band;
+  }
+  return out;
+}
+
 /// The names a family takes after its dot, for messages.
 std::string family_keys_text(const spec::ParamFamilyInfo& f)
 {
@@ -102,13 +160,15 @@ spec::Calibration read_profile(const YAML::Node& root, const std::string& file, 
                                describe_found(it->second));
       FieldReader b(it->second, file, path, band_schema(), nullptr);
       spec::AccuracyBand band;
-      band.loso_median_abs_error_pct = b.req_number("loso_median_abs_error", 0, 1e6, "a percentage >= 0");
-      band.loso_p90_abs_error_pct = b.req_number("loso_p90_abs_error", 0, 1e6, "a percentage >= 0");
+      band.kind = spec::AccuracyKind::LEAVE_ONE_SOURCE_OUT;
+      band.median_abs_error_pct = b.req_number("loso_median_abs_error", 0, 1e6, "a percentage >= 0");
+      band.p90_abs_error_pct = b.req_number("loso_p90_abs_error", 0, 1e6, "a percentage >= 0");
       band.rows = static_cast<int>(b.req_int("rows", 1, "a positive integer"));
       c.accuracy[group] = band;
     }
   }
   c.path = file;
+  c.accuracy_file = c.accuracy.empty() ? "" : file;
   c.hash = spec::fnv1a64_hex(text);
   YAML::Node params = r.take("parameters");
   if (!params.IsDefined() || params.IsNull())
@@ -225,9 +285,40 @@ std::string calibration_profile_yaml(const CalibrationProfile& p)
   if (!p.accuracy.empty()) {
     y << "accuracy:\n";
     for (const auto& [group, b] : p.accuracy)
-      y << "  " << quoted(group) << ": {loso_median_abs_error: " << number(b.loso_median_abs_error_pct, 4)
-        << ", loso_p90_abs_error: " << number(b.loso_p90_abs_error_pct, 4) << ", rows: " << b.rows << "}\n";
+      y << "  " << quoted(group) << ": {loso_median_abs_error: " << number(b.median_abs_error_pct, 4)
+        << ", loso_p90_abs_error: " << number(b.p90_abs_error_pct, 4) << ", rows: " << b.rows << "}\n";
   }
+  return y.str();
+}
+
+std::map<std::string, spec::AccuracyBand> load_priors_accuracy(const std::string& path)
+{
+  bool ok = false;
+  const std::string text = read_text(path, ok);
+  if (!ok)
+    throw core::InputError(path + ": cannot read the priors' accuracy bands");
+  return guard_yaml(path, [&] { return read_priors_accuracy(parse_yaml(text, path), path); });
+}
+
+std::map<std::string, spec::AccuracyBand> load_priors_accuracy_text(const std::string& text, const std::string& file)
+{
+  return guard_yaml(file, [&] { return read_priors_accuracy(parse_yaml(text, file), file); });
+}
+
+std::string priors_accuracy_yaml(const std::map<std::string, spec::AccuracyBand>& bands, const std::string& command)
+{
+  std::ostringstream y;
+  y << "# zerosim: the error of its predictions on the priors (no calibration profile) per GPU kind x framework,\n"
+    << "# over the whole-step rows of the validation report (report.md, \"Priors only\"). Written by\n"
+    << "# `zerosim validate --run`; do not edit by hand. Percent; signed + = predicted faster than measured.\n"
+    << "# `zerosim run` prints the band of the scenario's group when it runs without a profile.\n"
+    << "format: " << quoted(PRIORS_ACCURACY_FORMAT) << "\n"
+    << "command: " << quoted(command) << "\n"
+    << "groups:\n";
+  for (const auto& [group, b] : bands)
+    y << "  " << quoted(group) << ": {median_abs_error: " << number(b.median_abs_error_pct, 4)
+      << ", p90_abs_error: " << number(b.p90_abs_error_pct, 4)
+      << ", median_signed_error: " << number(b.median_signed_error_pct.value_or(0), 4) << ", rows: " << b.rows << "}\n";
   return y.str();
 }
 

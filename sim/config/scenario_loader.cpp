@@ -12,6 +12,8 @@
 #include <algorithm>
 
 #include <filesystem>
+#include <map>
+#include <mutex>
 
 namespace fs = std::filesystem;
 
@@ -87,6 +89,23 @@ void read_software(FieldReader& r, FieldReader& t, spec::Scenario& s)
                           sw.torch + " (" + b.where("torch") + ")");
 }
 
+/// Without a calibration profile: the priors' accuracy bands of the validation report (SHIPPED_PRIORS_ACCURACY, looked
+/// up as data files are), each file read once per process. None found: no band.
+void attach_priors_accuracy(const ScenarioDocument& doc, spec::Calibration& c)
+{
+  const std::string file = find_data_file(SHIPPED_PRIORS_ACCURACY, doc.options.data_dir, doc.dir).file;
+  if (file.empty())
+    return;
+  static std::mutex mutex;
+  static std::map<std::string, std::map<std::string, spec::AccuracyBand>> read;
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto it = read.find(file);
+  if (it == read.end())
+    it = read.emplace(file, load_priors_accuracy(file)).first;
+  c.accuracy = it->second;
+  c.accuracy_file = SHIPPED_PRIORS_ACCURACY; // its name in the data folder: outputs carry no machine path
+}
+
 /// The calibration profile (docs/calibration.md "Precedence"): --calibration, the scenario's key, the node file's
 /// key, the shipped profile; `none` at any level means the priors alone. A profile naming a GPU kind the kernel
 /// data do not know is an input error.
@@ -112,10 +131,13 @@ void read_calibration(FieldReader& r, const ScenarioDocument& doc, spec::Scenari
   if (chosen == "none") {
     s.calibration = spec::Calibration{};
     s.calibration.path = "none";
+    attach_priors_accuracy(doc, s.calibration);
     return;
   }
-  if (chosen.empty())
-    return; // no profile shipped: the priors
+  if (chosen.empty()) {
+    attach_priors_accuracy(doc, s.calibration); // no profile shipped: the priors
+    return;
+  }
   if (!core::path_exists(chosen, from + ": calibration profile"))
     throw core::InputError(from + ": calibration profile " + chosen + " does not exist");
   s.calibration = load_calibration(chosen);

@@ -65,6 +65,20 @@ spec::Calibration load_calibration_text(const std::string& text, const std::stri
 /// directory, ZEROSIM_DATA_DIR); empty when there is none.
 std::string shipped_calibration_path(const std::string& data_dir, const std::string& scenario_dir);
 
+/// The priors' accuracy bands, relative to the data folder: written by `zerosim validate --run` beside report.md
+/// (priors-accuracy.yaml), shipped in results/validation/. Without a calibration profile, a scenario's
+/// spec::Calibration::accuracy holds them (kind PRIORS), so `zerosim run` prints the priors' error of its group.
+inline constexpr const char* SHIPPED_PRIORS_ACCURACY = "results/validation/priors-accuracy.yaml";
+
+/// A priors-accuracy file: group ("A100 / deepspeed", or spec::ACCURACY_OVERALL) -> band of kind PRIORS. Throws
+/// core::InputError naming file, line and key for anything else than the format's keys and values.
+std::map<std::string, spec::AccuracyBand> load_priors_accuracy(const std::string& path);
+/// The same from text in memory (tests); `file` names the text in messages.
+std::map<std::string, spec::AccuracyBand> load_priors_accuracy_text(const std::string& text, const std::string& file);
+/// The priors-accuracy file's text for `bands` (median, p90 and median signed |error| in percent, rows), with the
+/// command that wrote it; loadable by load_priors_accuracy.
+std::string priors_accuracy_yaml(const std::map<std::string, spec::AccuracyBand>& bands, const std::string& command);
+
 /// What `zerosim calibrate` writes: the fitted parameters with what the fit knows of them.
 struct CalibrationProfile {
   struct Parameter {

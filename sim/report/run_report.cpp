@@ -1,5 +1,6 @@
 #include "report/run_report.hpp"
 
+#include "config/scenario_loader.hpp"
 #include "core/error.hpp"
 #include "core/text.hpp"
 #include "report/memory_report.hpp"
@@ -15,6 +16,47 @@
 namespace zerosim::report {
 
 namespace {
+
+/// The accuracy band a run shows: its group's, else (priors only) the overall one; none when the scenario's
+/// calibration has neither.
+struct AccuracyChoice {
+  std::string group;      ///< the scenario's (spec::accuracy_group)
+  std::string band_group; ///< the group whose band is shown ("" without one)
+  const spec::AccuracyBand* band = nullptr;
+};
+
+AccuracyChoice accuracy_of(const spec::Scenario& s)
+{
+  AccuracyChoice c;
+  c.group = spec::accuracy_group(s);
+  const auto& bands = s.calibration.accuracy;
+  auto it = bands.find(c.group);
+  // A profile's band speaks for its group only; the priors' overall band stands in for a group with no rows.
+  if (it == bands.end()) {
+    it = bands.find(spec::ACCURACY_OVERALL);
+    if (it != bands.end() && it->second.kind != spec::AccuracyKind::PRIORS)
+      it = bands.end();
+  }
+  if (it != bands.end()) {
+    c.band_group = it->first;
+    c.band = &it->second;
+  }
+  return c;
+}
+
+std::string fixed(double v, int decimals)
+{
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+std::string signed_whole_pct(double v)
+{
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%+.0f %%", v);
+  return buf;
+}
 
 constexpr metrics::BreakdownKey BREAKDOWN_ORDER[metrics::BREAKDOWN_KEY_COUNT] = {
     metrics::BreakdownKey::COMPUTE,      metrics::BreakdownKey::OPTIMIZER,    metrics::BreakdownKey::EXPOSED_COMM,
@@ -87,17 +129,30 @@ core::Json run_json(const spec::Scenario& s, const run::RunResult& result)
                     {{"per_step", optional_number(m.cost_per_step)}, {"to_train", optional_number(m.cost_to_train)}})},
        {"warnings", m.warnings},
        {"meta", meta}});
-  // How far to trust it: the calibration's leave-one-source-out band of the scenario's group (docs/calibration.md).
-  const std::string group = spec::accuracy_group(s);
-  const auto band = s.calibration.accuracy.find(group);
-  if (band == s.calibration.accuracy.end())
-    j["accuracy"] = core::Json::object(
-        {{"group", group}, {"loso_median_abs_error", nullptr}, {"loso_p90_abs_error", nullptr}, {"rows", 0}});
+  // How far to trust it: the band of the scenario's group (docs/calibration.md §4): the calibration's
+  // leave-one-source-out band, or without a profile the priors' band of the validation report.
+  const AccuracyChoice acc = accuracy_of(s);
+  if (acc.band == nullptr)
+    j["accuracy"] = core::Json::object({{"group", acc.group},
+                                        {"kind", "none"},
+                                        {"median_abs_error", nullptr},
+                                        {"p90_abs_error", nullptr},
+                                        {"median_signed_error", nullptr},
+                                        {"rows", 0},
+                                        {"band_group", nullptr},
+                                        {"from", nullptr}});
   else
-    j["accuracy"] = core::Json::object({{"group", group},
-                                        {"loso_median_abs_error", band->second.loso_median_abs_error_pct / 100.0},
-                                        {"loso_p90_abs_error", band->second.loso_p90_abs_error_pct / 100.0},
-                                        {"rows", band->second.rows}});
+    j["accuracy"] =
+        core::Json::object({{"group", acc.group},
+                            {"kind", spec::to_string(acc.band->kind)},
+                            {"median_abs_error", acc.band->median_abs_error_pct / 100.0},
+                            {"p90_abs_error", acc.band->p90_abs_error_pct / 100.0},
+                            {"median_signed_error", acc.band->median_signed_error_pct
+                                                        ? core::Json(*acc.band->median_signed_error_pct / 100.0)
+                                                        : core::Json(nullptr)},
+                            {"rows", acc.band->rows},
+                            {"band_group", acc.band_group},
+                            {"from", s.calibration.accuracy_file}});
   // zerosim's own keys, after the contract's.
   j["rank"] = m.rank;
   j["peak_task"] = m.memory.peak_task;
@@ -193,24 +248,35 @@ void write_figures(std::ostream& out, const spec::Scenario& s, const metrics::Ru
 /// The accuracy band of the scenario's group (docs/calibration.md §4), or why there is none.
 void write_accuracy(std::ostream& out, const spec::Scenario& s)
 {
-  char line[512];
-  {
-    const std::string group = spec::accuracy_group(s);
-    const auto band = s.calibration.accuracy.find(group);
-    if (band != s.calibration.accuracy.end())
-      std::snprintf(line, sizeof line,
-                    "  %-22s runs like this (%s) were predicted within %.0f %% (median) / %.0f %% (p90) of measured, "
-                    "each source left out of the fit (%d runs)\n",
-                    "accuracy", group.c_str(), band->second.loso_median_abs_error_pct,
-                    band->second.loso_p90_abs_error_pct, band->second.rows);
-    else if (s.calibration.path.empty() || s.calibration.path == "none")
-      std::snprintf(line, sizeof line, "  %-22s priors only (no calibration profile): no leave-one-source-out band\n",
-                    "accuracy");
+  const AccuracyChoice acc = accuracy_of(s);
+  const bool priors = s.calibration.path.empty() || s.calibration.path == "none";
+  std::string line = "  accuracy               ";
+  if (acc.band == nullptr) {
+    if (priors)
+      line += "priors only (no calibration profile): no error band (" + std::string(config::SHIPPED_PRIORS_ACCURACY) +
+              " not found)";
     else
-      std::snprintf(line, sizeof line, "  %-22s no measured runs of %s in the calibration %s: no error band\n",
-                    "accuracy", group.c_str(), s.calibration.path.c_str());
-    out << line;
+      line += "no measured runs of " + acc.group + " in the calibration " + s.calibration.path + ": no error band";
+    out << line << "\n";
+    return;
   }
+  const spec::AccuracyBand& b = *acc.band;
+  const std::string runs = std::to_string(b.rows) + (b.rows == 1 ? " published run" : " published runs");
+  if (b.kind == spec::AccuracyKind::PRIORS) {
+    const std::string whose = acc.band_group == acc.group ? "runs like this (" + acc.group + ")"
+                                                          : "no published run of " + acc.group + "; all runs";
+    line += "priors only (no calibration profile): " + whose + " were predicted within " +
+            fixed(b.median_abs_error_pct, 0) + " % (median) / " + fixed(b.p90_abs_error_pct, 0) +
+            " % (p90) of measured";
+    if (b.median_signed_error_pct)
+      line += ", median signed " + signed_whole_pct(*b.median_signed_error_pct);
+    line += " (" + runs + "; " + s.calibration.accuracy_file + ")";
+  } else {
+    line += "runs like this (" + acc.group + ") were predicted within " + fixed(b.median_abs_error_pct, 0) +
+            " % (median) / " + fixed(b.p90_abs_error_pct, 0) +
+            " % (p90) of measured, each source left out of the fit (" + std::to_string(b.rows) + " runs)";
+  }
+  out << line << "\n";
 }
 
 /// Time to train and cost, when the scenario gives their inputs.

@@ -112,13 +112,29 @@ inline std::string param_key(std::string_view name)
   return dot == std::string_view::npos ? std::string() : std::string(name.substr(dot + 1));
 }
 
-/// How far to trust a prediction of one group of runs (GPU kind x framework): the leave-one-source-out error of the
-/// profile's fit over that group's rows (docs/calibration.md §4).
+/// Which predictions an accuracy band measured.
+enum class AccuracyKind {
+  LEAVE_ONE_SOURCE_OUT, ///< a calibration profile's fit, each source predicted with the fit made without it
+  PRIORS                ///< the model's priors, nothing fitted (the validation report's "Priors only" section)
+};
+
+inline const char* to_string(AccuracyKind k)
+{
+  return k == AccuracyKind::PRIORS ? "priors" : "leave-one-source-out";
+}
+
+/// How far to trust a prediction of one group of runs (GPU kind x framework): the |error| over that group's
+/// published runs of the predictions `kind` names (docs/calibration.md §4).
 struct AccuracyBand {
-  double loso_median_abs_error_pct = 0;
-  double loso_p90_abs_error_pct = 0;
+  AccuracyKind kind = AccuracyKind::LEAVE_ONE_SOURCE_OUT;
+  double median_abs_error_pct = 0;
+  double p90_abs_error_pct = 0;
+  std::optional<double> median_signed_error_pct; ///< + = predicted faster than measured; when the source gives it
   int rows = 0;
 };
+
+/// The group of every run, for a scenario whose own group has no band.
+inline constexpr const char* ACCURACY_OVERALL = "overall";
 
 /// The group a scenario's accuracy band is kept under: "<GPU kind> / <framework>" ("A100 / deepspeed").
 inline std::string accuracy_group(const std::string& gpu_kind, const std::string& framework)
@@ -134,7 +150,10 @@ struct Calibration {
   std::string path;
   std::string hash; ///< FNV-1a 64 of the profile's bytes, 16 hex digits ("" without a file)
   std::map<std::string, double> factors;
-  std::map<std::string, AccuracyBand> accuracy; ///< group (accuracy_group) -> its band, when the fit judged one
+  /// Group (accuracy_group, or ACCURACY_OVERALL) -> its band: with a profile, the fit's leave-one-source-out bands;
+  /// without one (path "none" or ""), the priors' bands of the validation report (priors-accuracy.yaml).
+  std::map<std::string, AccuracyBand> accuracy;
+  std::string accuracy_file; ///< the file the bands came from ("" when none was found)
 
   /// The multiplier of `name` (1 when the profile does not name it).
   double factor(const std::string& name) const

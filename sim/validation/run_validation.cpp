@@ -3,6 +3,7 @@
 #include "validation/throughput_parts.hpp"
 
 #include "compute/compute_model.hpp"
+#include "config/scenario_loader.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/worker_pool.hpp"
@@ -167,6 +168,8 @@ std::vector<ErrorStats> stats_of(const std::vector<const ThroughputComparison*>&
   add_group_stats(out, "", rows, error_of, [](const ThroughputComparison& r) { return strategy_group(r.c.info); });
   add_group_stats(out, "offload ", rows, error_of, [](const ThroughputComparison& r) { return r.c.info.offload; });
   add_group_stats(out, "GPU ", rows, error_of, [](const ThroughputComparison& r) { return r.c.scenario.gpu_kind(); });
+  add_group_stats(out, "GPU / framework ", rows, error_of,
+                  [](const ThroughputComparison& r) { return spec::accuracy_group(r.c.scenario); });
   add_group_stats(out, "scale ", rows, error_of, [](const ThroughputComparison& r) { return scale_band(r.c); });
   out.push_back(error_stats("overall", all));
   return out;
@@ -588,6 +591,27 @@ ErrorStats stats_on(const ThroughputReport& r, const std::set<std::string>& row_
 
 } // namespace
 
+std::map<std::string, spec::AccuracyBand> priors_accuracy_bands(const ThroughputReport& r)
+{
+  std::map<std::string, std::vector<double>> errors;
+  for (const ThroughputComparison* c : whole_step_rows(r)) {
+    errors[spec::accuracy_group(c->c.scenario)].push_back(c->figures.front().error_pct);
+    errors[spec::ACCURACY_OVERALL].push_back(c->figures.front().error_pct);
+  }
+  std::map<std::string, spec::AccuracyBand> out;
+  for (const auto& [group, e] : errors) {
+    const ErrorStats st = error_stats(group, e);
+    spec::AccuracyBand b;
+    b.kind = spec::AccuracyKind::PRIORS;
+    b.median_abs_error_pct = st.median_abs_pct;
+    b.p90_abs_error_pct = st.p90_abs_pct;
+    b.median_signed_error_pct = st.median_signed_pct;
+    b.rows = st.n;
+    out[group] = b;
+  }
+  return out;
+}
+
 ThroughputReport run_throughput_report(const std::string& csv, std::ostream& out, int jobs, double row_time_limit_s,
                                        const spec::Mechanisms& mechanisms)
 {
@@ -603,6 +627,8 @@ void write_throughput_report(const ThroughputReport& r, const std::string& out_d
   core::create_directories(out_dir, "--out");
   write_file(out_dir + "/report.md", render_throughput_markdown(r));
   write_file(out_dir + "/report.csv", render_throughput_csv(r));
+  write_file(out_dir + "/priors-accuracy.yaml",
+             config::priors_accuracy_yaml(priors_accuracy_bands(r), "zerosim validate --run"));
   out << render_headline(r) << "report: " << out_dir << "/report.md\n";
 }
 

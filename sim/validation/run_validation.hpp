@@ -200,7 +200,12 @@ std::string render_headline(const ThroughputReport& r);
 ThroughputReport run_throughput_report(const std::string& csv, std::ostream& out, int jobs = 2,
                                        double row_time_limit_s = 300, const spec::Mechanisms& mechanisms = {});
 
-/// Writes report.md and report.csv of `r` into `out_dir` (created) and prints the headline to `out`.
+/// The priors' error of the whole-step rows per GPU kind x framework (spec::accuracy_group) and overall
+/// (spec::ACCURACY_OVERALL): what `zerosim run` prints without a calibration profile.
+std::map<std::string, spec::AccuracyBand> priors_accuracy_bands(const ThroughputReport& r);
+
+/// Writes report.md, report.csv and priors-accuracy.yaml (priors_accuracy_bands) of `r` into `out_dir` (created) and
+/// prints the headline to `out`.
 void write_throughput_report(const ThroughputReport& r, const std::string& out_dir, std::ostream& out);
 
 /// `zerosim validate --ablation`: the throughput validation with the default mechanisms, then with each switched

@@ -1,11 +1,13 @@
 // The command line end to end, in-process: exit statuses, the JSON contract of `zerosim memory`,
 // the default scenario's fit verdict and the ladder's answer without optimizer offload.
 #include "cli/commands.hpp"
+#include "core/json.hpp"
 
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -122,6 +124,50 @@ TEST_SUITE("cli")
     INFO(r.err);
     REQUIRE(r.status == 0);
     CHECK(has(r.out, "offload_param.buffer_size: 899153921 (the largest partition must fit one swap buffer)"));
+  }
+
+  TEST_CASE("cli: without a calibration profile, run prints the priors' error band of its group as report.md has it")
+  {
+    // The default scenario (A100, DeepSpeed) on the priors: the band is the "GPU / framework A100 / deepspeed" row of
+    // the committed report's "Priors only" table (results/validation/report.md), which validate --run also writes
+    // into priors-accuracy.yaml.
+    const std::string report = read_file(std::string(ZEROSIM_SOURCE_DIR) + "/results/validation/report.md");
+    const std::size_t section = report.find("## Priors only");
+    REQUIRE(section != std::string::npos);
+    const std::string prefix = "| GPU / framework A100 / deepspeed | ";
+    const std::size_t at = report.find(prefix, section);
+    REQUIRE(at != std::string::npos);
+    std::istringstream cells(report.substr(at + prefix.size(), report.find('\n', at) - at - prefix.size()));
+    int rows = 0;
+    double median = 0, p90 = 0, signed_median = 0;
+    std::string bar, pct;
+    cells >> rows >> bar >> median >> pct >> bar >> p90 >> pct >> bar >> signed_median;
+    REQUIRE(rows > 0);
+
+    const std::string dir = (std::filesystem::temp_directory_path() / "zerosim-cli-test-priors-band").string();
+    std::filesystem::remove_all(dir);
+    Result r = run_zerosim({"run", DEFAULT_SCENARIO, "--out", dir});
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    char expected[256];
+    std::snprintf(expected, sizeof expected,
+                  "accuracy               priors only (no calibration profile): runs like this (A100 / deepspeed) "
+                  "were predicted within %.0f %% (median) / %.0f %% (p90) of measured, median signed %+.0f %% (%d "
+                  "published runs; results/validation/priors-accuracy.yaml)",
+                  median, p90, signed_median, rows);
+    INFO(r.out);
+    CHECK(has(r.out, expected));
+    const zerosim::core::Json j = zerosim::core::Json::parse(read_file(dir + "/summary.json"));
+    const zerosim::core::Json& a = j.at("accuracy");
+    CHECK(a.at("kind") == "priors");
+    CHECK(a.at("group") == "A100 / deepspeed");
+    CHECK(a.at("band_group") == "A100 / deepspeed");
+    CHECK(a.at("rows") == rows);
+    // The report prints one decimal: the band agrees to its rounding.
+    CHECK(a.at("median_abs_error").get<double>() * 100 == doctest::Approx(median).epsilon(0.051 / median));
+    CHECK(a.at("p90_abs_error").get<double>() * 100 == doctest::Approx(p90).epsilon(0.051 / p90));
+    CHECK(a.at("from") == "results/validation/priors-accuracy.yaml");
+    std::filesystem::remove_all(dir);
   }
 
   TEST_CASE("cli: the same input gives the same bytes")

@@ -6,6 +6,9 @@
 
 #include <doctest/doctest.h>
 
+#include <map>
+#include <string>
+
 using namespace zerosim;
 using namespace zerosim::config;
 using namespace zerosim::config::test;
@@ -81,6 +84,63 @@ TEST_SUITE("config")
     CHECK(profile_error("format: \"zerosim-calibration 1\"\n") ==
           "profile.yaml:1:1: parameters: required key is missing");
     CHECK(profile_error("- a\n- b\n").find("profile.yaml") == 0);
+  }
+
+  TEST_CASE("priors accuracy: what validate writes reads back, and every bad input names file, line and key")
+  {
+    std::map<std::string, spec::AccuracyBand> bands;
+    spec::AccuracyBand a;
+    a.median_abs_error_pct = 21.7;
+    a.p90_abs_error_pct = 59.8;
+    a.median_signed_error_pct = -18.9;
+    a.rows = 50;
+    bands["A100 / deepspeed"] = a;
+    a.median_abs_error_pct = 14.8;
+    a.rows = 297;
+    bands[spec::ACCURACY_OVERALL] = a;
+    const auto back = load_priors_accuracy_text(priors_accuracy_yaml(bands, "zerosim validate --run"), "p.yaml");
+    REQUIRE(back.size() == 2);
+    const spec::AccuracyBand& g = back.at("A100 / deepspeed");
+    CHECK(g.kind == spec::AccuracyKind::PRIORS);
+    CHECK(g.median_abs_error_pct == 21.7);
+    CHECK(g.p90_abs_error_pct == 59.8);
+    CHECK(g.median_signed_error_pct == -18.9);
+    CHECK(g.rows == 50);
+    CHECK(back.at("overall").rows == 297);
+
+    const auto err = [](const std::string& text) {
+      return error_of([&] { load_priors_accuracy_text(text, "p.yaml"); });
+    };
+    const std::string HEAD = "format: \"zerosim-priors-accuracy 1\"\ngroups:\n";
+    CHECK(err(HEAD + "  overall: {median_abs_error: 1, p90_abs_eror: 2, median_signed_error: 0, rows: 3}\n") ==
+          "p.yaml:3:34: groups.overall.p90_abs_eror: unknown key (did you mean 'p90_abs_error'?); accepted "
+          "keys: median_abs_error, p90_abs_error, median_signed_error, rows");
+    CHECK(err(HEAD + "  overall: {median_abs_error: -1, p90_abs_error: 2, median_signed_error: 0, rows: 3}\n") ==
+          "p.yaml:3:31: groups.overall.median_abs_error: expected a percentage >= 0, found \"-1\"");
+    CHECK(err(HEAD + "  overall: 3\n") == "p.yaml:3:12: groups.overall: expected a mapping with median_abs_error, "
+                                          "p90_abs_error, median_signed_error and rows, found \"3\"");
+    CHECK(err("format: \"zerosim-priors-accuracy 2\"\ngroups: {}\n") ==
+          "p.yaml:1:9: format: expected \"zerosim-priors-accuracy 1\", found \"zerosim-priors-accuracy 2\"");
+    CHECK(err("format: \"zerosim-priors-accuracy 1\"\n") == "p.yaml:1:1: groups: required key is missing");
+  }
+
+  TEST_CASE("priors accuracy: without a profile a scenario carries the shipped priors' bands, with one the profile's")
+  {
+    LoadOptions o;
+    o.calibration = "none";
+    const spec::Scenario none = load_scenario_text(BASE, SCEN, o);
+    REQUIRE_FALSE(none.calibration.accuracy.empty());
+    CHECK(none.calibration.accuracy_file == SHIPPED_PRIORS_ACCURACY);
+    CHECK(none.calibration.accuracy.count(spec::ACCURACY_OVERALL) == 1);
+    for (const auto& [group, band] : none.calibration.accuracy)
+      CHECK(band.kind == spec::AccuracyKind::PRIORS);
+    // The shipped file, read on its own, is what the scenario carries.
+    const auto shipped = load_priors_accuracy(std::string(ZEROSIM_DATA_DIR) + "/" + SHIPPED_PRIORS_ACCURACY);
+    CHECK(shipped.size() == none.calibration.accuracy.size());
+    o.calibration = PROFILES + "/a100.yaml";
+    const spec::Scenario with = load_scenario_text(BASE, SCEN, o);
+    for (const auto& [group, band] : with.calibration.accuracy)
+      CHECK(band.kind == spec::AccuracyKind::LEAVE_ONE_SOURCE_OUT);
   }
 
   TEST_CASE("calibration profile: --calibration beats the scenario's key, which beats the node file's")

@@ -199,9 +199,10 @@ TEST_SUITE("report")
                                    "peak_task_device_time", "capacity_bytes", "memory_model_bytes",
                                    "peak_flops_per_gpu", "simulation"});
     CHECK(keys(j.at("tflops_per_gpu")) == std::vector<std::string>{"model", "hardware"});
-    // accuracy: the calibration's leave-one-source-out band of the scenario's group (docs/calibration.md §4).
-    CHECK(keys(j.at("accuracy")) ==
-          std::vector<std::string>{"group", "loso_median_abs_error", "loso_p90_abs_error", "rows"});
+    // accuracy: the band of the scenario's group, the calibration's leave-one-source-out one or the priors'
+    // (docs/calibration.md §4); kind "none" with nulls when there is none.
+    CHECK(keys(j.at("accuracy")) == std::vector<std::string>{"group", "kind", "median_abs_error", "p90_abs_error",
+                                                             "median_signed_error", "rows", "band_group", "from"});
     CHECK(keys(j.at("peak_memory_bytes")) == std::vector<std::string>{"gpu", "gpu_reserved", "gpu_device",
                                                                       "cpu_per_node", "cpu_pinned_per_node",
                                                                       "nvme_per_node"});

@@ -1158,7 +1158,8 @@ TEST_SUITE("validation")
         std::find_if(r.stats.begin(), r.stats.end(), [](const ErrorStats& s) { return s.group == "source S01"; });
     REQUIRE(s01 != r.stats.end());
     CHECK(s01->n == 1);
-    REQUIRE(r.component_stats.size() == 7); // source, framework, stage, offload, GPU kind, scale band, overall
+    // source, framework, stage, offload, GPU kind, GPU kind x framework (the accuracy group), scale band, overall
+    REQUIRE(r.component_stats.size() == 8);
     CHECK(r.component_stats.back().median_abs_pct == doctest::Approx(20.0));
 
     std::string md = render_throughput_markdown(r);
