@@ -44,6 +44,13 @@ AccuracyChoice accuracy_of(const spec::Scenario& s)
   return c;
 }
 
+/// A percentage as a fraction, to 1e-6: the bands are read with four significant digits, and 19.47 / 100 would
+/// print as 0.19469999999999998.
+double fraction_of_pct(double pct)
+{
+  return std::round(pct * 1e4) / 1e6;
+}
+
 std::string fixed(double v, int decimals)
 {
   char buf[64];
@@ -142,17 +149,17 @@ core::Json run_json(const spec::Scenario& s, const run::RunResult& result)
                                         {"band_group", nullptr},
                                         {"from", nullptr}});
   else
-    j["accuracy"] =
-        core::Json::object({{"group", acc.group},
-                            {"kind", spec::to_string(acc.band->kind)},
-                            {"median_abs_error", acc.band->median_abs_error_pct / 100.0},
-                            {"p90_abs_error", acc.band->p90_abs_error_pct / 100.0},
-                            {"median_signed_error", acc.band->median_signed_error_pct
-                                                        ? core::Json(*acc.band->median_signed_error_pct / 100.0)
-                                                        : core::Json(nullptr)},
-                            {"rows", acc.band->rows},
-                            {"band_group", acc.band_group},
-                            {"from", s.calibration.accuracy_file}});
+    j["accuracy"] = core::Json::object(
+        {{"group", acc.group},
+         {"kind", spec::to_string(acc.band->kind)},
+         {"median_abs_error", fraction_of_pct(acc.band->median_abs_error_pct)},
+         {"p90_abs_error", fraction_of_pct(acc.band->p90_abs_error_pct)},
+         {"median_signed_error", acc.band->median_signed_error_pct
+                                     ? core::Json(fraction_of_pct(*acc.band->median_signed_error_pct))
+                                     : core::Json(nullptr)},
+         {"rows", acc.band->rows},
+         {"band_group", acc.band_group},
+         {"from", s.calibration.accuracy_file}});
   // zerosim's own keys, after the contract's.
   j["rank"] = m.rank;
   j["peak_task"] = m.memory.peak_task;
