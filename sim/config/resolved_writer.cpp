@@ -318,6 +318,10 @@ std::string resolved_yaml(const spec::Scenario& s)
   t["optimizer"] = s.training.optimizer == spec::Optimizer::ADAMW  ? "adamw"
                    : s.training.optimizer == spec::Optimizer::ADAM ? "adam"
                                                                    : "sgd";
+  t["optimizer_impl"] = s.training.optimizer_impl == spec::OptimizerImpl::AUTO            ? "auto"
+                        : s.training.optimizer_impl == spec::OptimizerImpl::SINGLE_TENSOR ? "single_tensor"
+                        : s.training.optimizer_impl == spec::OptimizerImpl::FOREACH       ? "foreach"
+                                                                                          : "fused";
   t["mode"] = s.training.mode == spec::Mode::TRAIN ? "train" : "inference";
   if (s.training.total_tokens)
     t["total_tokens"] = num(*s.training.total_tokens);

@@ -52,6 +52,11 @@ TrainingRead read_training(FieldReader& t, spec::TrainingSpec& out)
   // flash_attention: read with software: (read_software).
   out.optimizer = t.get_enum<spec::Optimizer>(
       "optimizer", {{"adamw", spec::Optimizer::ADAMW}, {"adam", spec::Optimizer::ADAM}, {"sgd", spec::Optimizer::SGD}});
+  out.optimizer_impl =
+      t.get_enum<spec::OptimizerImpl>("optimizer_impl", {{"auto", spec::OptimizerImpl::AUTO},
+                                                         {"single_tensor", spec::OptimizerImpl::SINGLE_TENSOR},
+                                                         {"foreach", spec::OptimizerImpl::FOREACH},
+                                                         {"fused", spec::OptimizerImpl::FUSED}});
   out.mode = t.get_enum<spec::Mode>("mode", {{"train", spec::Mode::TRAIN}, {"inference", spec::Mode::INFERENCE}});
   out.total_tokens = t.opt_number("total_tokens", 1e-300, 1e300, "a positive number");
   out.tensor_parallel = static_cast<int>(t.get_int("tensor_parallel", 1, POS));
@@ -394,6 +399,26 @@ spec::Scenario read_scenario(ScenarioDocument& doc)
                                           "block); with ") +
                                   (s.framework == spec::Framework::FSDP ? "fsdp" : "ddp") +
                                   " it is not modelled (docs/tensor-parallel.md)");
+  // training.optimizer_impl: torch.optim's implementation (docs/ddp.md "Optimizer"). DeepSpeed steps with its own
+  // optimizer (FusedAdam on the GPU, DeepSpeedCPUAdam offloaded); fused=True came with torch 2.0 for Adam and AdamW.
+  if (s.training.optimizer_impl != spec::OptimizerImpl::AUTO) {
+    if (s.framework == spec::Framework::DEEPSPEED)
+      t.fail("optimizer_impl", "chooses torch.optim's implementation (a ddp: or fsdp: run); DeepSpeed steps with its "
+                               "own optimizer (FusedAdam, or DeepSpeedCPUAdam when offloaded): leave it at auto");
+    if (s.training.optimizer_impl == spec::OptimizerImpl::FUSED) {
+      if (s.training.optimizer == spec::Optimizer::SGD)
+        t.fail("optimizer_impl", "fused is modelled for adam and adamw (torch.optim.AdamW/Adam fused=True), found "
+                                 "training.optimizer sgd");
+      constexpr int FIRST_FUSED_ADAM_GENERATION = 2000; // spec::torch_generation("2.0")
+      if (*spec::torch_generation(s.software.torch) < FIRST_FUSED_ADAM_GENERATION)
+        t.fail("optimizer_impl", "fused needs software.torch 2.0 or later (AdamW's fused=True came with torch 2.0), "
+                                 "found software.torch " +
+                                     s.software.torch);
+    }
+    if (s.framework == spec::Framework::FSDP && s.fsdp.cpu_offload)
+      s.warnings.push_back("training.optimizer_impl: with fsdp.cpu_offload the optimizer steps on the CPU, priced as "
+                           "torch's per-parameter CPU AdamW whatever the implementation (docs/fsdp.md)");
+  }
   if (s.tp() > 1 && s.training.mode == spec::Mode::INFERENCE)
     t.fail("tensor_parallel", "tensor parallelism in inference (DeepSpeed-Inference's kernel injection) is not "
                               "modelled: ZeRO-Inference runs one rank per model copy (docs/inference.md)");

@@ -501,6 +501,9 @@ const Schema& scenario_schema()
        key("flash_attention", "bool", "true",
            "shorthand for software.attention when that is absent: true = flash2, false = eager"),
        key("optimizer", "one of adamw, adam, sgd", "adamw", "optimizer kind"),
+       key("optimizer_impl", "one of auto, single_tensor, foreach, fused", "auto",
+           "torch.optim's implementation on CUDA (ddp:, fsdp:): auto = torch's default for software.torch (foreach "
+           "from 2.0, single_tensor before); fused = AdamW/Adam(fused=True), torch 2.0+; docs/ddp.md"),
        key("mode", "one of train, inference", "train", "inference: forward only"),
        key("total_tokens", "number > 0", "none", "tokens to train (reports time to train)"),
        key("tensor_parallel", "integer >= 1 dividing gpus_per_node, heads, kv_heads, ffn_hidden", "1",

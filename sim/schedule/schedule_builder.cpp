@@ -511,9 +511,15 @@ TaskId Builder::torch_optimizer(std::string name, std::int64_t elements, std::in
                                 std::vector<TaskId> deps)
 {
   const bool sgd = s.training.optimizer == spec::Optimizer::SGD;
-  const bool foreach =
-      spec::torch_generation(s.priced_software().torch).value_or(0) >= TORCH_FOREACH_DEFAULT_GENERATION;
+  // training.optimizer_impl; auto: torch's CUDA default for the stack's version (docs/ddp.md "Optimizer").
+  spec::OptimizerImpl impl = s.training.optimizer_impl;
+  if (impl == spec::OptimizerImpl::AUTO)
+    impl = spec::torch_generation(s.priced_software().torch).value_or(0) >= TORCH_FOREACH_DEFAULT_GENERATION
+               ? spec::OptimizerImpl::FOREACH
+               : spec::OptimizerImpl::SINGLE_TENSOR;
+  const bool foreach = impl == spec::OptimizerImpl::FOREACH, fused = impl == spec::OptimizerImpl::FUSED;
   const double bytes_per_elem = sgd       ? TORCH_SGD_FOREACH_BYTES_PER_ELEM
+                                : fused   ? TORCH_ADAMW_FUSED_BYTES_PER_ELEM
                                 : foreach ? TORCH_ADAMW_FOREACH_BYTES_PER_ELEM
                                           : TORCH_ADAMW_SINGLE_BYTES_PER_ELEM;
   const TaskId id = gpu_pass(name, Phase::OPTIMIZER, -1, elements, static_cast<double>(elements) * bytes_per_elem,
@@ -521,7 +527,7 @@ TaskId Builder::torch_optimizer(std::string name, std::int64_t elements, std::in
   if (foreach && !sgd)
     scratch(id, name + ".foreach_sqrt", MemCategory::BUFFERS,
             static_cast<std::int64_t>(elements * TORCH_ADAMW_FOREACH_TEMP_BYTES_PER_ELEM));
-  else if (!sgd)
+  else if (!sgd && !fused)
     scratch(id, name + ".sqrt", MemCategory::BUFFERS,
             static_cast<std::int64_t>(std::min(largest_tensor, elements) * TORCH_ADAMW_SINGLE_TEMP_BYTES_PER_ELEM));
   return id;
@@ -591,13 +597,13 @@ void check_rank(const spec::Scenario& s, int rank, const std::string& where)
     throw core::InputError(where + ": rank " + std::to_string(rank) + " outside 0.." + std::to_string(s.world() - 1));
 }
 
-void check_deepspeed_precision_and_stage(const spec::Scenario& s, const std::string& where,
-                                         const std::string& amp_hint)
+void check_deepspeed_precision_and_stage(const spec::Scenario& s, const std::string& where, const std::string& amp_hint)
 {
   const spec::Precision p = s.training.precision;
   if (p == spec::Precision::AMP_BF16 || p == spec::Precision::AMP_FP16)
-    throw core::UnsupportedError(where + ": training.precision amp_*: PyTorch autocast with DeepSpeed is not "
-                                         "modelled (use bf16, fp16 or fp32" +
+    throw core::UnsupportedError(where +
+                                 ": training.precision amp_*: PyTorch autocast with DeepSpeed is not "
+                                 "modelled (use bf16, fp16 or fp32" +
                                  amp_hint + ")");
   const int stage = s.deepspeed.zero.stage;
   if (stage < 0 || stage > 3)

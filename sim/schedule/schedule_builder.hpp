@@ -64,6 +64,10 @@ inline constexpr double TORCH_ADAMW_FOREACH_TEMP_BYTES_PER_ELEM = 4;
 /// sqrt and the quotient at once: 8 B per element of the parameter being stepped.
 inline constexpr double TORCH_ADAMW_SINGLE_BYTES_PER_ELEM = 88;
 inline constexpr double TORCH_ADAMW_SINGLE_TEMP_BYTES_PER_ELEM = 8;
+/// torch.optim.AdamW/Adam(fused=True) (torch 2.0+, `_fused_adamw`: `torch._fused_adamw_`, one multi-tensor kernel
+/// over params, grads, exp_avgs and exp_avg_sqs, aten/src/ATen/native/cuda/fused_adamw_impl.cu): each fp32 element
+/// of the four read once (16 B) and param, exp_avg, exp_avg_sq written once (12 B) = 28 B/elem, no temporary.
+inline constexpr double TORCH_ADAMW_FUSED_BYTES_PER_ELEM = 28;
 /// The first torch generation (spec::torch_generation) whose torch.optim defaults to foreach on CUDA.
 inline constexpr int TORCH_FOREACH_DEFAULT_GENERATION = 2000;
 /// torch.optim.SGD (momentum 0, the default): `_foreach_add_(params, grads, alpha=-lr)`: read p, g, write p.

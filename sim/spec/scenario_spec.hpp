@@ -23,6 +23,9 @@ enum class Precision { BF16, FP16, AMP_BF16, AMP_FP16, FP32 };
 /// outputs saved, the rest recomputed; docs/workload.md).
 enum class Checkpointing { NONE, FULL, SELECTIVE, PER_OP };
 enum class Optimizer { ADAMW, ADAM, SGD };
+/// torch.optim's implementation on CUDA (training.optimizer_impl): AUTO is torch's default for the stack's version
+/// (foreach from 2.0, single_tensor before); FUSED is `AdamW(fused=True)` (torch 2.0+).
+enum class OptimizerImpl { AUTO, SINGLE_TENSOR, FOREACH, FUSED };
 enum class Mode { TRAIN, INFERENCE };
 enum class Framework { DEEPSPEED, FSDP, DDP };
 enum class Dtype { FP32, FP16, BF16 };
@@ -43,6 +46,7 @@ struct TrainingSpec {
   Checkpointing activation_checkpointing = Checkpointing::NONE;
   bool flash_attention = true;
   Optimizer optimizer = Optimizer::ADAMW;
+  OptimizerImpl optimizer_impl = OptimizerImpl::AUTO; ///< torch.optim frameworks (ddp:, fsdp:) only
   Mode mode = Mode::TRAIN;
   std::optional<double> total_tokens;
   /// Megatron-LM tensor (intra-layer) model parallelism: t consecutive ranks of a node share every block's

@@ -24,7 +24,7 @@ std::string replaced(std::string s, const std::string& from, const std::string& 
 
 const std::string TRAINING_KEYS =
     "seq_len, micro_batch, grad_accum, global_batch, precision, "
-    "activation_checkpointing, flash_attention, optimizer, mode, total_tokens, tensor_parallel";
+    "activation_checkpointing, flash_attention, optimizer, optimizer_impl, mode, total_tokens, tensor_parallel";
 
 } // namespace
 

@@ -285,6 +285,29 @@ measured: {step_time: 12.3 s, tflops_per_gpu: 145, tflops_definition: hardware, 
     CHECK(inf.inference.generate_tokens == 128);
   }
 
+  TEST_CASE("scenario_loader: training.optimizer_impl, its refusals and its round trip")
+  {
+    // docs/ddp.md "Optimizer": torch.optim's implementation, for ddp: and fsdp: only.
+    CHECK(load_scenario_text(BASE + "ddp: {}\n", SCEN).training.optimizer_impl == spec::OptimizerImpl::AUTO);
+    const spec::Scenario f = load_scenario_text(BASE + "  optimizer_impl: fused\nddp: {}\n", SCEN);
+    CHECK(f.training.optimizer_impl == spec::OptimizerImpl::FUSED);
+    CHECK(load_scenario_text(resolved_yaml(f), SCEN).training.optimizer_impl == spec::OptimizerImpl::FUSED);
+    CHECK(error_of([&] { load_scenario_text(BASE + "  optimizer_impl: fused\n", SCEN); }) ==
+          SCEN +
+              ":9:19: training.optimizer_impl: chooses torch.optim's implementation (a ddp: or fsdp: run); DeepSpeed "
+              "steps with its own optimizer (FusedAdam, or DeepSpeedCPUAdam when offloaded): leave it at auto");
+    CHECK(error_of([&] { load_scenario_text(BASE + "  optimizer: sgd\n  optimizer_impl: fused\nddp: {}\n", SCEN); }) ==
+          SCEN + ":10:19: training.optimizer_impl: fused is modelled for adam and adamw (torch.optim.AdamW/Adam "
+                 "fused=True), found training.optimizer sgd");
+    CHECK(error_of([&] {
+            load_scenario_text(BASE + "  optimizer_impl: fused\nsoftware: {torch: \"1.13\"}\nddp: {}\n", SCEN);
+          }) == SCEN + ":9:19: training.optimizer_impl: fused needs software.torch 2.0 or later (AdamW's fused=True "
+                       "came with torch 2.0), found software.torch 1.13");
+    CHECK(error_of([&] {
+            load_scenario_text(BASE + "  optimizer_impl: fast\nddp: {}\n", SCEN);
+          }).find("training.optimizer_impl: expected one of auto, single_tensor, foreach, fused") != std::string::npos);
+  }
+
   TEST_CASE("scenario_loader: the ddp block, its first-bucket rule, warnings and round trip")
   {
     // A given bucket_cap_mb is also the first bucket's cap (distributed.py passes _DEFAULT_FIRST_BUCKET_BYTES
