@@ -82,6 +82,45 @@ const Schema& priors_accuracy_schema()
   return s;
 }
 
+/// The bands of a mapping of groups ("A100 / deepspeed" -> band) under `key`: a profile's leave-one-source-out
+/// `accuracy` (figures named loso_*; absent or null: none) or a priors file's `groups` (with the median signed
+/// error; required).
+std::map<std::string, spec::AccuracyBand> read_bands(FieldReader& r, const std::string& key, const std::string& file,
+                                                     const Schema& schema, spec::AccuracyKind kind)
+{
+  std::map<std::string, spec::AccuracyBand> out;
+  YAML::Node groups = r.take(key);
+  if (!groups.IsDefined() || groups.IsNull()) {
+    if (kind == spec::AccuracyKind::PRIORS)
+      r.fail_missing(key);
+    return out;
+  }
+  if (!groups.IsMap())
+    r.fail_expected(key, "a mapping of groups (\"A100 / deepspeed\") to their bands");
+  const std::vector<std::string> names = schema.names();
+  std::string with;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    with += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+  const std::string prefix = kind == spec::AccuracyKind::LEAVE_ONE_SOURCE_OUT ? "loso_" : "";
+  for (auto it = groups.begin(); it != groups.end(); ++it) {
+    const std::string group = key_name(it->first, file, key);
+    const std::string path = join_path(key, group);
+    if (!is_map(it->second))
+      throw core::InputError(position(file, it->second.Mark()) + ": " + path + ": expected a mapping with " + with +
+                             ", found " + describe_found(it->second));
+    FieldReader b(it->second, file, path, schema, nullptr);
+    spec::AccuracyBand band;
+    band.kind = kind;
+    band.median_abs_error_pct = b.req_number(prefix + "median_abs_error", 0, 1e6, "a percentage >= 0");
+    band.p90_abs_error_pct = b.req_number(prefix + "p90_abs_error", 0, 1e6, "a percentage >= 0");
+    if (kind == spec::AccuracyKind::PRIORS)
+      band.median_signed_error_pct = b.req_number("median_signed_error", -1e6, 1e6, "a percentage");
+    band.rows = static_cast<int>(b.req_int("rows", 1, "a positive integer"));
+    out[group] = band;
+  }
+  return out;
+}
+
 std::map<std::string, spec::AccuracyBand> read_priors_accuracy(const YAML::Node& root, const std::string& file)
 {
   require_mapping(root, file);
@@ -89,30 +128,7 @@ std::map<std::string, spec::AccuracyBand> read_priors_accuracy(const YAML::Node&
   if (r.req_string("format") != PRIORS_ACCURACY_FORMAT)
     r.fail_expected("format", std::string("\"") + PRIORS_ACCURACY_FORMAT + "\"");
   r.opt_string("command");
-  YAML::Node groups = r.take("groups");
-  if (!groups.IsDefined() || groups.IsNull())
-    r.fail_missing("groups");
-  if (!groups.IsMap())
-    r.fail_expected("groups", "a mapping of groups (\"A100 / deepspeed\", \"overall\") to their bands");
-  std::map<std::string, spec::AccuracyBand> out;
-  for (auto it = groups.begin(); it != groups.end(); ++it) {
-    const std::string group = key_name(it->first, file, "groups");
-    const std::string path = join_path("groups", group);
-    if (!is_map(it->second))
-      throw core::InputError(position(file, it->second.Mark()) + ": " + path +
-                             ": expected a mapping with median_abs_error, p90_abs_error, median_signed_error and "
-                             "rows, found " +
-                             describe_found(it->second));
-    FieldReader b(it->second, file, path, priors_band_schema(), nullptr);
-    spec::AccuracyBand band;
-    band.kind = spec::AccuracyKind::PRIORS;
-    band.median_abs_error_pct = b.req_number("median_abs_error", 0, 1e6, "a percentage >= 0");
-    band.p90_abs_error_pct = b.req_number("p90_abs_error", 0, 1e6, "a percentage >= 0");
-    band.median_signed_error_pct = b.req_number("median_signed_error", -1e6, 1e6, "a percentage");
-    band.rows = static_cast<int>(b.req_int("rows", 1, "a positive integer"));
-    out[group] = band;
-  }
-  return out;
+  return read_bands(r, "groups", file, priors_band_schema(), spec::AccuracyKind::PRIORS);
 }
 
 /// The names a family takes after its dot, for messages.
@@ -147,26 +163,7 @@ spec::Calibration read_profile(const YAML::Node& root, const std::string& file, 
   r.opt_string("fitted_on");
   r.take("fit");
   spec::Calibration c;
-  YAML::Node acc = r.take("accuracy");
-  if (acc.IsDefined() && !acc.IsNull()) {
-    if (!acc.IsMap())
-      r.fail_expected("accuracy", "a mapping of groups (\"A100 / deepspeed\") to their bands");
-    for (auto it = acc.begin(); it != acc.end(); ++it) {
-      const std::string group = key_name(it->first, file, "accuracy");
-      const std::string path = join_path("accuracy", group);
-      if (!is_map(it->second))
-        throw core::InputError(position(file, it->second.Mark()) + ": " + path +
-                               ": expected a mapping with loso_median_abs_error, loso_p90_abs_error and rows, found " +
-                               describe_found(it->second));
-      FieldReader b(it->second, file, path, band_schema(), nullptr);
-      spec::AccuracyBand band;
-      band.kind = spec::AccuracyKind::LEAVE_ONE_SOURCE_OUT;
-      band.median_abs_error_pct = b.req_number("loso_median_abs_error", 0, 1e6, "a percentage >= 0");
-      band.p90_abs_error_pct = b.req_number("loso_p90_abs_error", 0, 1e6, "a percentage >= 0");
-      band.rows = static_cast<int>(b.req_int("rows", 1, "a positive integer"));
-      c.accuracy[group] = band;
-    }
-  }
+  c.accuracy = read_bands(r, "accuracy", file, band_schema(), spec::AccuracyKind::LEAVE_ONE_SOURCE_OUT);
   c.path = file;
   c.accuracy_file = c.accuracy.empty() ? "" : file;
   c.hash = spec::fnv1a64_hex(text);

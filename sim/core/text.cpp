@@ -85,4 +85,18 @@ std::string format_number(double v)
   return std::string(buf, end);
 }
 
+std::string format_fixed(double v, int decimals)
+{
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+std::string format_signed_pct(double v, int decimals)
+{
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%+.*f %%", decimals, v);
+  return buf;
+}
+
 } // namespace zerosim::core

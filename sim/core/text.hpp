@@ -25,6 +25,12 @@ std::string format_gib(std::int64_t bytes);
 /// finite double in std::to_chars' shortest round-trip form ("0.1", "1e-04"); NaN and the infinities as "null".
 std::string format_number(double v);
 
+/// `v` with `decimals` digits after the point ("%.*f").
+std::string format_fixed(double v, int decimals);
+
+/// A signed percentage with `decimals` digits after the point: "+12.3 %".
+std::string format_signed_pct(double v, int decimals);
+
 /// `s` without leading and trailing spaces, tabs and carriage returns.
 std::string trim(std::string_view s);
 

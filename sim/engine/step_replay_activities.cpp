@@ -191,7 +191,7 @@ void StepReplay::take_sm_share(std::size_t r, Collective& cl)
 {
   const RankTimeline& rk = timeline_.ranks[r];
   const double share = std::min(MAX_SM_SHARE, cl.ctas * sm_factor_ / sm_sms_);
-  cl.shares[r] = exec(token(Cont::INTERFERENCE, static_cast<int>(r), cl.name + " (SM share)"),
+  cl.shares[r] = exec(token(Cont::INTERFERENCE, static_cast<int>(r), o_.record_tracks ? cl.name + " (SM share)" : ""),
                       platform_->gpu(rk.node, rk.local), share * SM_SHARE_HORIZON_S * platform::WORK_UNITS_PER_SECOND,
                       1, share * platform::WORK_UNITS_PER_SECOND); // max-min leaves the compute beside it the rest
 }

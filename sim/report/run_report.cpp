@@ -51,20 +51,6 @@ double fraction_of_pct(double pct)
   return std::round(pct * 1e4) / 1e6;
 }
 
-std::string fixed(double v, int decimals)
-{
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
-
-std::string signed_whole_pct(double v)
-{
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%+.0f %%", v);
-  return buf;
-}
-
 constexpr metrics::BreakdownKey BREAKDOWN_ORDER[metrics::BREAKDOWN_KEY_COUNT] = {
     metrics::BreakdownKey::COMPUTE,      metrics::BreakdownKey::OPTIMIZER,    metrics::BreakdownKey::EXPOSED_COMM,
     metrics::BreakdownKey::EXPOSED_PCIE, metrics::BreakdownKey::EXPOSED_NVME, metrics::BreakdownKey::IDLE};
@@ -273,15 +259,16 @@ void write_accuracy(std::ostream& out, const spec::Scenario& s)
     const std::string whose = acc.band_group == acc.group ? "runs like this (" + acc.group + ")"
                                                           : "no published run of " + acc.group + "; all runs";
     line += "priors only (no calibration profile): " + whose + " were predicted within " +
-            fixed(b.median_abs_error_pct, 0) + " % (median) / " + fixed(b.p90_abs_error_pct, 0) +
-            " % (p90) of measured";
+            core::format_fixed(b.median_abs_error_pct, 0) + " % (median) / " +
+            core::format_fixed(b.p90_abs_error_pct, 0) + " % (p90) of measured";
     if (b.median_signed_error_pct)
-      line += ", median signed " + signed_whole_pct(*b.median_signed_error_pct);
+      line += ", median signed " + core::format_signed_pct(*b.median_signed_error_pct, 0);
     line += " (" + runs + "; " + s.calibration.accuracy_file + ")";
   } else {
-    line += "runs like this (" + acc.group + ") were predicted within " + fixed(b.median_abs_error_pct, 0) +
-            " % (median) / " + fixed(b.p90_abs_error_pct, 0) +
-            " % (p90) of measured, each source left out of the fit (" + std::to_string(b.rows) + " runs)";
+    line += "runs like this (" + acc.group + ") were predicted within " +
+            core::format_fixed(b.median_abs_error_pct, 0) + " % (median) / " +
+            core::format_fixed(b.p90_abs_error_pct, 0) + " % (p90) of measured, each source left out of the fit (" +
+            std::to_string(b.rows) + " runs)";
   }
   out << line << "\n";
 }

@@ -1,6 +1,7 @@
 // Small text helpers shared by the validation reports (memory.md, report.md).
 #pragma once
 
+#include "core/text.hpp"
 #include "validation/memory_validation.hpp"
 
 #include <cstdio>
@@ -13,17 +14,13 @@ namespace zerosim::validation::text {
 /// `v` with `decimals` digits after the point.
 inline std::string fixed(double v, int decimals)
 {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
+  return core::format_fixed(v, decimals);
 }
 
 /// A signed percentage, "+12.3 %".
 inline std::string signed_pct(double v)
 {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%+.1f %%", v);
-  return buf;
+  return core::format_signed_pct(v, 1);
 }
 
 /// A Markdown table cell: no pipe, no line break.

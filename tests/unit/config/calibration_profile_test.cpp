@@ -122,6 +122,7 @@ TEST_SUITE("config")
     CHECK(err("format: \"zerosim-priors-accuracy 2\"\ngroups: {}\n") ==
           "p.yaml:1:9: format: expected \"zerosim-priors-accuracy 1\", found \"zerosim-priors-accuracy 2\"");
     CHECK(err("format: \"zerosim-priors-accuracy 1\"\n") == "p.yaml:1:1: groups: required key is missing");
+    CHECK(err("format: \"zerosim-priors-accuracy 1\"\ngroups:\n") == "p.yaml:1:1: groups: required key is missing");
   }
 
   TEST_CASE("priors accuracy: without a profile a scenario carries the shipped priors' bands, with one the profile's")

@@ -28,3 +28,12 @@ TEST_SUITE("core")
     CHECK(format_bytes(80LL * 1000 * 1000 * 1000) == "80.00 GB (74.51 GiB)"); // 80e9 / 2^30 = 74.505...
   }
 }
+
+TEST_CASE("text: fixed decimals and signed percentages, rounded by printf")
+{
+  CHECK(zerosim::core::format_fixed(28.64, 0) == "29");
+  CHECK(zerosim::core::format_fixed(19.47, 1) == "19.5");
+  CHECK(zerosim::core::format_signed_pct(28.64, 0) == "+29 %");
+  CHECK(zerosim::core::format_signed_pct(-4.2, 1) == "-4.2 %");
+  CHECK(zerosim::core::format_signed_pct(0, 1) == "+0.0 %");
+}
