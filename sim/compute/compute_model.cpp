@@ -68,6 +68,10 @@ constexpr double CAUSAL_SHARE = 0.5;
 /// forward (benchmark_flash_attention.py; tridao in Dao-AILab/flash-attention#1525). The workload's
 /// backward counts 4 products (2x the forward), so the kernel does 5/4 of it.
 constexpr double FLASH_BWD_WORK = 5.0 / 4.0;
+/// The head dim the attention figures of calibration/kernels.yaml are at (FA2, FA3 and cuDNN benchmarks, head dim 128).
+constexpr double HEAD_DIM_OF_FIGURES = 128;
+/// ... and the key length they are at (the same benchmarks' 4k points).
+constexpr double SEQ_OF_FIGURES = 4096;
 /// Kernels of FlashAttention-2's backward: dO·O preprocessing, the main dQ/dK/dV kernel, dQ conversion
 /// (flash-attention csrc/flash_attn/src/flash_bwd_launch_template.h).
 constexpr int FLASH_BWD_KERNELS = 3;
@@ -140,6 +144,9 @@ GpuEfficiency gpu_efficiency(const spec::GpuSpec& gpu, const spec::SoftwareSpec&
   e.attention_kernel = used;
   e.attention_fwd = fig->fwd.value;
   e.attention_bwd = fig->bwd.value;
+  e.attention_fwd_softmax_share = fig->fwd_softmax_share;
+  e.attention_bwd_softmax_share = fig->bwd_softmax_share;
+  e.attention_seq_half = fig->seq_half;
   e.causal_skip = fig->causal_skip;
   e.sms = kind.sms;
   e.kernel_overhead_s = KERNEL_OVERHEAD_S;
@@ -246,7 +253,14 @@ TaskTime op_times(const workload::Op& op, bool backward, const spec::GpuSpec& gp
       if (op.kind == workload::OpKind::ATTENTION && workload::is_fused_attention(op)) {
         const double work = flops * (e.causal_skip ? CAUSAL_SHARE : 1.0) * (backward ? FLASH_BWD_WORK : 1.0);
         const double blocks = std::ceil(double(op.m) / FLASH_BLOCK_ROWS);
-        compute = work / (peak * (backward ? e.attention_bwd : e.attention_fwd) * wave_share(blocks, e.sms));
+        // The figures are at head dim 128; the softmax's share of the time scales as 128 / d (op.k = d).
+        const double share = backward ? e.attention_bwd_softmax_share : e.attention_fwd_softmax_share;
+        const double head_dim = (1 - share) + share * HEAD_DIM_OF_FIGURES / static_cast<double>(op.k);
+        // ... and at a key length of 4096; the rate rises as 1 / (1 + s0 / s) with the key length s = op.n.
+        const double s0 = e.attention_seq_half;
+        const double seq = (1 + s0 / SEQ_OF_FIGURES) / (1 + s0 / static_cast<double>(op.n));
+        compute = work * head_dim /
+                  (peak * (backward ? e.attention_bwd : e.attention_fwd) * seq * wave_share(blocks, e.sms));
       } else if (!backward) {
         compute = gemm_seconds(flops, op.m, op.n, op.k, peak, e);
       } else {
@@ -345,7 +359,8 @@ TaskTime compute_task_times(const spec::Task& t, const workload::Workload& w, co
     if (e.clock != 1.0)
       compute /= e.clock;
     const double memory = t.mem_bytes > 0 ? t.mem_bytes / hbm_bandwidth(gpu, e) : 0;
-    return {std::max(compute, memory) + e.kernel_overhead_s, compute >= memory ? compute : 0.0};
+    return {std::max(compute, memory) + std::max(1, t.kernels) * e.kernel_overhead_s,
+            compute >= memory ? compute : 0.0};
   }
   const workload::Layer& layer = task_layer(t, w, "compute_task_time");
   const OpRange range = task_ops(t, layer, "compute_task_time");
@@ -402,6 +417,8 @@ int op_kernels(const workload::Op& op, bool backward)
   const double bytes = backward ? op.bwd_bytes : op.fwd_bytes;
   if (flops <= 0 && bytes <= 0)
     return 0;
+  if (const int explicit_count = backward ? op.bwd_kernels : op.fwd_kernels; explicit_count >= 0)
+    return explicit_count; // as the model code launches the op (workload::Op, docs/workload.md §5.2)
   if (!backward || flops <= 0)
     return 1;
   if (op.kind == workload::OpKind::GEMM)
@@ -448,7 +465,8 @@ double host_task_time(const spec::Task& t, const workload::Workload& w, const sp
     const int k = op_kernels(op, backward);
     if (k == 0)
       continue;
-    if (compiled && op.kind == workload::OpKind::ELEMENTWISE) {
+    const bool counted = (backward ? op.bwd_kernels : op.fwd_kernels) >= 0; // the model code's count, fusion included
+    if (compiled && op.kind == workload::OpKind::ELEMENTWISE && !counted) {
       if (!in_run)
         kernels += 1;
       in_run = true;

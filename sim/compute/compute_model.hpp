@@ -20,11 +20,14 @@ struct GpuEfficiency {
   double gemm_max = 0; ///< achieved / dense peak for a large, well-shaped GEMM
   double hbm = 0;      ///< achieved / nominal HBM bandwidth of a streaming kernel
   spec::AttentionKernel attention_kernel = spec::AttentionKernel::FLASH2; ///< the fused kernel priced
-  double attention_fwd = 0;     ///< achieved / dense peak of the fused attention kernel, forward (own FLOPs)
-  double attention_bwd = 0;     ///< ... backward
-  bool causal_skip = true;      ///< the fused kernel computes only the unmasked half of a causal square
-  int sms = 0;                  ///< streaming multiprocessors (wave quantisation)
-  double kernel_overhead_s = 0; ///< launch + tail per kernel
+  double attention_fwd = 0;               ///< achieved / dense peak of the fused attention kernel, forward (own FLOPs)
+  double attention_bwd = 0;               ///< ... backward
+  double attention_fwd_softmax_share = 0; ///< spec::AttentionFigure::fwd_softmax_share
+  double attention_bwd_softmax_share = 0; ///< ... bwd_softmax_share
+  double attention_seq_half = 0;          ///< spec::AttentionFigure::seq_half
+  bool causal_skip = true;                ///< the fused kernel computes only the unmasked half of a causal square
+  int sms = 0;                            ///< streaming multiprocessors (wave quantisation)
+  double kernel_overhead_s = 0;           ///< launch + tail per kernel
   /// Sustained SM clock / the clock the peak and the efficiency figures hold at (1 at the rated power; below 1
   /// under a power cap, docs/compute.md §1.8). Scales every compute roof, not HBM bandwidth.
   double clock = 1.0;

@@ -51,7 +51,12 @@ const Schema& attention_schema()
         a.keys.begin() + 1,
         {modelled_key("fwd", "number in (0, 1]", "value", "forward achieved / dense peak, in the kernel's own FLOPs"),
          modelled_key("bwd", "number in (0, 1]", "value", "backward achieved / dense peak, in the kernel's own FLOPs"),
-         modelled_key("causal_skip", "bool", "true", "the kernel skips fully masked tiles of a causal mask")});
+         modelled_key("causal_skip", "bool", "true", "the kernel skips fully masked tiles of a causal mask"),
+         modelled_key("fwd_softmax_share", "number in [0, 1)", "0",
+                      "forward: the share of the time at head dim 128 that does not scale with the head dim"),
+         modelled_key("bwd_softmax_share", "number in [0, 1)", "0", "backward: the same"),
+         modelled_key("seq_half", "number >= 0 (tokens)", "0",
+                      "s0 of the rate's rise with the key length, r(s) ~ 1 / (1 + s0 / s); the figures are at 4096")});
     return a;
   }();
   return s;
@@ -263,6 +268,9 @@ spec::AttentionFigure read_attention(FieldReader& a)
   if (!has_value)
     fig.bwd.value = a.req_number("bwd", FRACTION_LO, 1.0, FRACTION);
   fig.causal_skip = a.get_bool("causal_skip");
+  fig.fwd_softmax_share = a.opt_number("fwd_softmax_share", 0, 0.999, "a number in [0, 1)").value_or(0);
+  fig.bwd_softmax_share = a.opt_number("bwd_softmax_share", 0, 0.999, "a number in [0, 1)").value_or(0);
+  fig.seq_half = a.opt_number("seq_half", 0, 1e6, "a number of tokens in [0, 1e6]").value_or(0);
   return fig;
 }
 

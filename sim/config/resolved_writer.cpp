@@ -312,6 +312,7 @@ std::string resolved_yaml(const spec::Scenario& s)
   const spec::SoftwareSpec today;
   const bool shorthand =
       !s.software.stated && !s.software.compile && s.software.torch == today.torch &&
+      s.software.model_code == spec::ModelCode::AUTO &&
       (s.software.attention == spec::AttentionKernel::FLASH2 || s.software.attention == spec::AttentionKernel::EAGER);
   if (shorthand && s.software.attention == spec::AttentionKernel::EAGER)
     t["flash_attention"] = false;
@@ -331,6 +332,8 @@ std::string resolved_yaml(const spec::Scenario& s)
   if (!shorthand) { // stated, or a stack the absent block cannot give (built in code): written out
     root["software"]["attention"] = spec::to_string(s.software.attention);
     root["software"]["compile"] = s.software.compile;
+    if (s.software.model_code != spec::ModelCode::AUTO)
+      root["software"]["model_code"] = spec::to_string(s.software.model_code);
     root["software"]["torch"] = s.software.torch;
   }
   if (s.training.mode == spec::Mode::INFERENCE) {

@@ -83,6 +83,8 @@ void read_software(FieldReader& r, FieldReader& t, spec::Scenario& s)
   }
   s.training.flash_attention = spec::is_fused(sw.attention);
   sw.compile = b.get_bool("compile");
+  if (b.has("model_code"))
+    sw.model_code = *b.opt_named<spec::ModelCode>("model_code", spec::model_code, spec::model_code_names(", "));
   sw.torch = b.get_string("torch");
   if (!spec::torch_generation(sw.torch))
     b.fail_expected("torch", "a major.minor version such as \"2.4\" (quoted, so YAML keeps it a string)");

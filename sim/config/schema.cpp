@@ -524,6 +524,9 @@ const Schema& scenario_schema()
       {key("attention", "one of " + spec::attention_kernel_names(", "), "flash2 (or training.flash_attention's)",
            "the attention kernel that ran"),
        key("compile", "bool", "false", "torch.compile (or equivalent fused kernels) on"),
+       key("model_code", "one of " + spec::model_code_names(", "), "auto",
+           "the model code that ran, which fixes its element-wise kernels (auto: megatron under DeepSpeed, hf under "
+           "DDP and FSDP)"),
        key("torch", "major.minor string", "\"2.6\"", "the torch generation; its nearest earlier data applies")}};
   static const Schema s{
       "scenario",

@@ -524,6 +524,10 @@ TaskId Builder::torch_optimizer(std::string name, std::int64_t elements, std::in
                                           : TORCH_ADAMW_SINGLE_BYTES_PER_ELEM;
   const TaskId id = gpu_pass(name, Phase::OPTIMIZER, -1, elements, static_cast<double>(elements) * bytes_per_elem,
                              static_cast<double>(elements) * opt_flops_per_elem, std::move(deps));
+  const auto launches = static_cast<int>(std::ceil(static_cast<double>(elements) / MULTI_TENSOR_ELEMS_PER_LAUNCH));
+  task(id).kernels =
+      std::max(1, !foreach && !fused && !sgd ? TORCH_ADAMW_SINGLE_KERNELS_PER_TENSOR * static_cast<int>(params.size())
+                                             : (foreach && !sgd ? TORCH_ADAMW_FOREACH_OPS : 1) * launches);
   if (foreach && !sgd)
     scratch(id, name + ".foreach_sqrt", MemCategory::BUFFERS,
             static_cast<std::int64_t>(elements * TORCH_ADAMW_FOREACH_TEMP_BYTES_PER_ELEM));

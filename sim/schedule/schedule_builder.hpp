@@ -68,6 +68,13 @@ inline constexpr double TORCH_ADAMW_SINGLE_TEMP_BYTES_PER_ELEM = 8;
 /// over params, grads, exp_avgs and exp_avg_sqs, aten/src/ATen/native/cuda/fused_adamw_impl.cu): each fp32 element
 /// of the four read once (16 B) and param, exp_avg, exp_avg_sq written once (12 B) = 28 B/elem, no temporary.
 inline constexpr double TORCH_ADAMW_FUSED_BYTES_PER_ELEM = 28;
+/// torch's multi-tensor kernels (aten/src/ATen/native/cuda/MultiTensorApply.cuh: kChunkSize 65536, at most 320
+/// blocks per launch): one launch per 320 chunks of 65,536 elements, per foreach op. `_multi_tensor_adamw` runs 8
+/// foreach ops on the GPU (weight-decay mul, lerp, mul, addcmul, sqrt, div, add eps, addcdiv; the step counters are
+/// CPU tensors), `_single_tensor_adamw` 9 kernels per parameter tensor, `_fused_adamw_` one op; SGD's foreach step 1.
+inline constexpr double MULTI_TENSOR_ELEMS_PER_LAUNCH = 65536.0 * 320.0;
+inline constexpr int TORCH_ADAMW_FOREACH_OPS = 8;
+inline constexpr int TORCH_ADAMW_SINGLE_KERNELS_PER_TENSOR = 9;
 /// The first torch generation (spec::torch_generation) whose torch.optim defaults to foreach on CUDA.
 inline constexpr int TORCH_FOREACH_DEFAULT_GENERATION = 2000;
 /// torch.optim.SGD (momentum 0, the default): `_foreach_add_(params, grads, alpha=-lr)`: read p, g, write p.

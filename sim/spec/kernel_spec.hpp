@@ -24,10 +24,25 @@ inline bool is_fused(AttentionKernel k)
   return k != AttentionKernel::EAGER && k != AttentionKernel::SDPA_MATH;
 }
 
+/// The model code that ran (scenario-format.md `software.model_code`): it fixes the element-wise kernels each block
+/// launches, their dtypes and bytes (docs/workload.md §5.2, docs/research/model-code-kernels.md).
+///  AUTO              the framework's usual code (Scenario::model_code): Megatron's for DeepSpeed, Hugging Face's for
+///                    PyTorch DDP and FSDP
+///  HF                transformers' eager modules (RMSNorm as several fp32 kernels, eager rotary, autocast's casts)
+///  MEGATRON          Megatron-LM / Megatron-DeepSpeed from 2020-09 on: apex fused norms, fused scale-mask-softmax,
+///                    jit bias-gelu and bias-dropout-add
+///  MEGATRON_UNFUSED  Megatron-LM before its fused kernels (2020-09-11): only the norm is fused
+///  TORCHTITAN        torchtitan's Llama (Triton fused RMSNorm, complex rotary, bf16 parameters)
+///  LLM_FOUNDRY       MosaicML llm-foundry's MPT (low-precision LayerNorm, bias, GELU)
+///  MINGPT            minGPT (as PyTorch's FSDP benchmark ran it: eager attention, LayerNorm, GELU, dropout)
+///  FMS_FSDP          IBM foundation-model-stack's LLaMA under fms-fsdp (eager fp32 RMSNorm, real-valued rotary)
+enum class ModelCode { AUTO, HF, MEGATRON, MEGATRON_UNFUSED, TORCHTITAN, LLM_FOUNDRY, MINGPT, FMS_FSDP };
+
 /// scenario-format.md `software:`.
 struct SoftwareSpec {
   AttentionKernel attention = AttentionKernel::FLASH2;
   bool compile = false;
+  ModelCode model_code = ModelCode::AUTO;
   std::string torch = "2.6"; ///< major.minor; the data of the nearest earlier generation applies
   bool stated = false;       ///< false: the block was absent and today's stack is assumed
 };
@@ -50,6 +65,15 @@ struct AttentionFigure {
   KernelFigure fwd;
   KernelFigure bwd;
   bool causal_skip = true; ///< the kernel skips fully masked tiles of a causal mask (half the square)
+  /// The share of the kernel's time at head dim 128 that does not scale with the head dim (the softmax's
+  /// exponentials and rescaling, per score element; the matmuls are per score element x d). At head dim d the
+  /// kernel's time per FLOP is (1 - share) + share x 128 / d of its figure's (docs/compute.md §1.3). 0: none known.
+  double fwd_softmax_share = 0;
+  double bwd_softmax_share = 0;
+  /// The rate's rise with the key length s: every published fused kernel's rate follows r∞ / (1 + s0 / s) (faster
+  /// with s, level by 8k-16k; docs/research/attention-rate-by-sequence.md §2). The figures are at s = 4096, so at s
+  /// the rate is the figure x (1 + s0 / 4096) / (1 + s0 / s). 0: flat.
+  double seq_half = 0;
 };
 
 /// A GPU name as kinds match it: upper-cased, without '-', '_' and blanks ("A100-SXM4 80GB" -> "A100SXM480GB").

@@ -4,6 +4,7 @@
 
 #include "spec/scenario_spec.hpp"
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -76,6 +77,66 @@ inline constexpr std::pair<const char*, AttentionKernel> ATTENTION_KERNELS[] = {
     {"cudnn", AttentionKernel::CUDNN},
 };
 
+/// Every model code with its name as scenario files write it (scenario-format.md `software.model_code`).
+inline constexpr std::pair<const char*, ModelCode> MODEL_CODES[] = {
+    {"auto", ModelCode::AUTO},
+    {"hf", ModelCode::HF},
+    {"megatron", ModelCode::MEGATRON},
+    {"megatron_unfused", ModelCode::MEGATRON_UNFUSED},
+    {"torchtitan", ModelCode::TORCHTITAN},
+    {"llm_foundry", ModelCode::LLM_FOUNDRY},
+    {"mingpt", ModelCode::MINGPT},
+    {"fms_fsdp", ModelCode::FMS_FSDP},
+};
+
+/// A name table's helpers (ATTENTION_KERNELS, MODEL_CODES): the name of a value, the value of a name, the names.
+template <typename E, std::size_t N>
+const char* name_in(const std::pair<const char*, E> (&table)[N], E value)
+{
+  for (const auto& [name, v] : table)
+    if (v == value)
+      return name;
+  return table[0].first;
+}
+
+template <typename E, std::size_t N>
+std::optional<E> value_in(const std::pair<const char*, E> (&table)[N], std::string_view name)
+{
+  for (const auto& [n, v] : table)
+    if (name == n)
+      return v;
+  return std::nullopt;
+}
+
+template <typename E, std::size_t N>
+std::string names_in(const std::pair<const char*, E> (&table)[N], std::string_view separator)
+{
+  std::string out;
+  for (const auto& [n, v] : table) {
+    if (!out.empty())
+      out += separator;
+    out += n;
+  }
+  return out;
+}
+
+inline const char* to_string(ModelCode c)
+{
+  return name_in(MODEL_CODES, c);
+}
+
+/// The model code a scenario file names `name` (MODEL_CODES); none for an unknown name.
+inline std::optional<ModelCode> model_code(std::string_view name)
+{
+  return value_in(MODEL_CODES, name);
+}
+
+/// The names of MODEL_CODES joined by `separator`, for schemas and messages.
+inline std::string model_code_names(std::string_view separator = "|")
+{
+  return names_in(MODEL_CODES, separator);
+}
+
 /// Every switchable mechanism with its name (`--without NAME`) and the flag it sets.
 inline constexpr std::pair<const char*, bool Mechanisms::*> MECHANISMS[] = {
     {"stack", &Mechanisms::stack},
@@ -88,35 +149,24 @@ inline constexpr std::pair<const char*, bool Mechanisms::*> MECHANISMS[] = {
     {"communicator", &Mechanisms::communicator},
     {"copies", &Mechanisms::copies},
     {"allocator", &Mechanisms::allocator},
+    {"model_code", &Mechanisms::model_code},
 };
 
 inline const char* to_string(AttentionKernel k)
 {
-  for (const auto& [name, kernel] : ATTENTION_KERNELS)
-    if (kernel == k)
-      return name;
-  return "flash2";
+  return name_in(ATTENTION_KERNELS, k);
 }
 
 /// The kernel a scenario file names `name` (ATTENTION_KERNELS); none for an unknown name.
 inline std::optional<AttentionKernel> attention_kernel(std::string_view name)
 {
-  for (const auto& [n, kernel] : ATTENTION_KERNELS)
-    if (name == n)
-      return kernel;
-  return std::nullopt;
+  return value_in(ATTENTION_KERNELS, name);
 }
 
 /// The names of ATTENTION_KERNELS joined by `separator` ("eager|sdpa_math|..."), for schemas and messages.
 inline std::string attention_kernel_names(std::string_view separator = "|")
 {
-  std::string out;
-  for (const auto& [n, kernel] : ATTENTION_KERNELS) {
-    if (!out.empty())
-      out += separator;
-    out += n;
-  }
-  return out;
+  return names_in(ATTENTION_KERNELS, separator);
 }
 
 } // namespace zerosim::spec

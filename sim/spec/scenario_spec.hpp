@@ -202,6 +202,9 @@ struct Mechanisms {
   bool communicator = true;
   bool copies = true;    ///< "copies": AMP casts and FSDP flat-parameter copies
   bool allocator = true; ///< "allocator": reserved memory from the caching allocator's mechanism
+  /// "model_code": each block's element-wise kernels as the model code launches them (docs/workload.md §5.2; off:
+  /// one fused kernel per element-wise op over its 16-bit tensors)
+  bool model_code = true;
 };
 
 struct Scenario {
@@ -236,6 +239,15 @@ struct Scenario {
   /// The software stack kernels are priced for: the run's (`software`), or today's default stack when the `stack`
   /// mechanism is switched off (the ablation). The one place that switch applies.
   SoftwareSpec priced_software() const { return mechanisms.stack ? software : SoftwareSpec{}; }
+  /// The model code whose kernels the blocks launch (`software.model_code`); `auto` is the framework's usual code:
+  /// Megatron's under DeepSpeed (its published runs and tutorials run Megatron-DeepSpeed), Hugging Face's under
+  /// PyTorch DDP and FSDP (the Trainer's and Accelerate's). Not switched by the `stack` mechanism.
+  ModelCode model_code() const
+  {
+    if (software.model_code != ModelCode::AUTO)
+      return software.model_code;
+    return framework == Framework::DEEPSPEED ? ModelCode::MEGATRON : ModelCode::HF;
+  }
   /// The GPU kind of the kernel data this run is priced with (the GPU's model when there are no data).
   std::string gpu_kind() const
   {

@@ -105,6 +105,9 @@ struct Task {
   double flops = 0;          ///< arithmetic work
   double mem_bytes = 0;      ///< memory traffic (HBM for GPU, DRAM for CPU)
   std::int64_t elements = 0; ///< elements updated (optimizer steps)
+  /// Kernels a GPU task outside the layers launches (each pays the launch gap): torch's multi-tensor optimizer
+  /// launches one kernel per 320 chunks of 65,536 elements per foreach op (docs/ddp.md "Optimizer"); 1 otherwise.
+  int kernels = 1;
 
   // COLLECTIVE
   CollectiveKind collective = CollectiveKind::ALL_REDUCE;

@@ -121,6 +121,13 @@ std::vector<PublishedRow> read_published_rows(const std::string& csv)
     const std::string status = stacks.get(i, "status");
     if (status != "quoted" && status != "inferred")
       throw core::InputError(where + ": status: expected quoted or inferred, found \"" + status + "\"");
+    const std::string code = stacks.get(i, "model_code");
+    if (!spec::model_code(code) || code == "auto")
+      throw core::InputError(where + ": model_code: expected one of " + spec::model_code_names(", ") +
+                             " but auto, found \"" + code + "\"");
+    const std::string code_status = stacks.get(i, "model_code_status");
+    if (code_status != "quoted" && code_status != "inferred")
+      throw core::InputError(where + ": model_code_status: expected quoted or inferred, found \"" + code_status + "\"");
     const std::string torch = stacks.get(i, "torch");
     if (!spec::torch_generation(torch))
       throw core::InputError(where + ": torch: expected major.minor, found \"" + torch + "\"");
@@ -137,6 +144,8 @@ std::vector<PublishedRow> read_published_rows(const std::string& csv)
       row["stack.torch"] = torch;
       row["stack.compile"] = compile;
       row["stack.status"] = status;
+      row["stack.model_code"] = code;
+      row["stack.model_code_status"] = code_status;
     }
   }
   return rows;
@@ -196,6 +205,7 @@ spec::SoftwareSpec software_of(const PublishedRow& row, const spec::MappingRules
   sw.attention = *kernel;
   sw.torch = row.at("stack.torch");
   sw.compile = row.at("stack.compile") == "true";
+  sw.model_code = *spec::model_code(row.at("stack.model_code")); // read_published_rows checked it
   sw.stated = true;
   return sw;
 }

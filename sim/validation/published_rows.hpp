@@ -239,10 +239,11 @@ spec::MappingRules mapping_rules_near(const std::string& csv);
 
 /// The rows of published.csv at `csv`, each with the software stack that stacks.csv beside it gives for the row
 /// (results/validation/stacks.csv; docs/validation.md "Software stacks"), as the fields stack.attention,
-/// stack.torch, stack.compile and stack.status (quoted | inferred); stacks.csv's locator, quote and reason are for
-/// the reader and are not merged. A row stacks.csv does not list has none of them (its stack is today's, unstated).
-/// Throws core::InputError for an unreadable file, a malformed range, a row listed twice or a value outside the
-/// contract's. The `stack` mechanism does not change what is read: a scenario's priced_software() applies it.
+/// stack.torch, stack.compile, stack.status (quoted | inferred), stack.model_code and stack.model_code_status;
+/// stacks.csv's locator, quote and reason are for the reader and are not merged. A row stacks.csv does not list has
+/// none of them (its stack is today's, unstated). Throws core::InputError for an unreadable file, a malformed range, a
+/// row listed twice or a value outside the contract's. The `stack` mechanism does not change what is read: a scenario's
+/// priced_software() applies it.
 std::vector<PublishedRow> read_published_rows(const std::string& csv);
 
 /// One row's cause of a large error (results/validation/causes.csv, docs/research/validation-causes.md).

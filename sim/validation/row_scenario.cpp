@@ -610,7 +610,8 @@ spec::Scenario row_scenario(const PublishedRow& row, const NodeLoader& load_node
   if (sw.stated)
     add_note(info.assumptions, "stack: attention " + kernel + ", torch " + sw.torch +
                                    (sw.compile ? ", torch.compile" : "") + " (stacks.csv, " +
-                                   field(row, "stack.status") + ")");
+                                   field(row, "stack.status") + "); model code " + spec::to_string(sw.model_code) +
+                                   " (" + field(row, "stack.model_code_status") + ")");
   else
     add_note(info.assumptions,
              "stack: not in stacks.csv, today's; attention " + kernel +

@@ -3,6 +3,7 @@
 #include "workload/transformer.hpp"
 
 #include "core/error.hpp"
+#include "workload/model_code.hpp"
 #include "workload/op_graph.hpp"
 
 #include <algorithm>
@@ -558,8 +559,45 @@ GraphMode mode_for(const WorkloadOptions& o, bool checkpointed)
   return GraphMode::TRAIN;
 }
 
+/// How a block's element-wise ops are launched (docs/workload.md §5.2): the model code and the block's tensor sizes.
+struct KernelPricing {
+  detail::KernelContext ctx;
+  detail::BlockDims dims;
+};
+
+/// The pricing of a block (or the final norm) for `o`; none without a model code (the graph's fused pricing). `past`
+/// as block_graph's.
+std::optional<KernelPricing> kernel_pricing(const Shape& s, const WorkloadOptions& o, std::int64_t past = 0)
+{
+  if (!o.model_code)
+    return std::nullopt;
+  KernelPricing p;
+  p.ctx.code = *o.model_code;
+  p.ctx.autocast_casts = o.autocast_casts;
+  p.ctx.compiled = o.compiled;
+  p.ctx.fused_attention = o.flash_attention;
+  p.ctx.inference = o.inference;
+  p.ctx.activation_bytes = o.activation_dtype_bytes;
+  const auto T = static_cast<double>(std::int64_t{o.micro_batch} * o.seq_len);
+  detail::BlockDims& d = p.dims;
+  d.H = T * static_cast<double>(s.h);
+  d.Q = T * static_cast<double>(s.h_r);
+  d.K = T * static_cast<double>(s.kvd_r);
+  d.F = T * static_cast<double>(s.f_r);
+  d.A = static_cast<double>(std::int64_t{o.micro_batch} * s.a_r * o.seq_len) * static_cast<double>(past + o.seq_len);
+  d.q_inputs = s.fused_qkv ? 1 : 3;
+  d.mlp_inputs = s.swiglu ? 2 : 1;
+  d.layernorm = s.layernorm;
+  d.swiglu = s.swiglu;
+  d.gqa = s.kv < s.a;
+  d.bias = s.bias;
+  d.seq = o.seq_len;
+  d.attn_batches = std::int64_t{o.micro_batch} * s.a_r;
+  return p;
+}
+
 Layer make_layer(std::string name, LayerKind kind, std::vector<ParamTensor> params, const OpGraph& graph,
-                 GraphMode mode)
+                 GraphMode mode, const std::optional<KernelPricing>& pricing = std::nullopt)
 {
   GraphResult r = graph.analyse(mode);
   Layer l;
@@ -567,6 +605,8 @@ Layer make_layer(std::string name, LayerKind kind, std::vector<ParamTensor> para
   l.kind = kind;
   l.params = std::move(params);
   l.ops = std::move(r.ops);
+  if (pricing)
+    detail::price_block_kernels(l.ops, pricing->ctx, pricing->dims);
   for (const Op& op : l.ops) {
     l.fwd_flops += op.fwd_flops;
     l.bwd_flops += op.bwd_flops;
@@ -617,7 +657,8 @@ void add_decode_layers(Workload& w, const Shape& s, const WorkloadOptions& o)
   w.decode_embed = static_cast<int>(w.layers.size());
   w.layers.push_back(make_layer("decode.embed", LayerKind::EMBEDDING, {}, embed_graph(s, d), mode));
   w.decode_final_norm = static_cast<int>(w.layers.size());
-  w.layers.push_back(make_layer("decode.final_norm", LayerKind::FINAL_NORM, {}, final_norm_graph(s, d), mode));
+  w.layers.push_back(
+      make_layer("decode.final_norm", LayerKind::FINAL_NORM, {}, final_norm_graph(s, d), mode, kernel_pricing(s, d)));
   w.decode_lm_head = static_cast<int>(w.layers.size());
   w.layers.push_back(make_layer("decode.lm_head", LayerKind::LM_HEAD, {}, lm_head_graph(s, d), mode));
   const double fixed = w.layers[static_cast<std::size_t>(w.decode_embed)].fwd_flops +
@@ -628,8 +669,8 @@ void add_decode_layers(Workload& w, const Shape& s, const WorkloadOptions& o)
     // Pass t feeds the token at position prompt + t - 1: prompt + t - 1 positions are already cached.
     const std::int64_t past = std::int64_t{o.seq_len} + t - 1;
     w.decode_block.push_back(static_cast<int>(w.layers.size()));
-    Layer& l = w.layers.emplace_back(
-        make_layer("decode." + std::to_string(t) + ".block", LayerKind::BLOCK, {}, block_graph(s, d, past), mode));
+    Layer& l = w.layers.emplace_back(make_layer("decode." + std::to_string(t) + ".block", LayerKind::BLOCK, {},
+                                                block_graph(s, d, past), mode, kernel_pricing(s, d, past)));
     w.decode_flops += fixed + static_cast<double>(s.layers) * l.fwd_flops;
   }
 }
@@ -652,14 +693,15 @@ Workload build_workload(const spec::ModelSpec& m, const WorkloadOptions& o)
   w.layers.reserve(static_cast<std::size_t>(s.layers) + 3);
   w.layers.push_back(make_layer("embed", LayerKind::EMBEDDING, embed_params(s), embed_graph(s, o), mode_for(o, false)));
   // Blocks are identical: build and analyse one, copy it (docs/workload.md §6).
-  const Layer block = make_layer("block.0", LayerKind::BLOCK, block_params(s), block_graph(s, o), mode_for(o, true));
+  const Layer block = make_layer("block.0", LayerKind::BLOCK, block_params(s), block_graph(s, o), mode_for(o, true),
+                                 kernel_pricing(s, o));
   for (int i = 0; i < s.layers; ++i) {
     Layer& l = w.layers.emplace_back(block);
     l.name = "block." + std::to_string(i);
     l.block = i;
   }
   w.layers.push_back(make_layer("final_norm", LayerKind::FINAL_NORM, final_norm_params(s), final_norm_graph(s, o),
-                                mode_for(o, false)));
+                                mode_for(o, false), kernel_pricing(s, o)));
   w.layers.push_back(
       make_layer("lm_head", LayerKind::LM_HEAD, lm_head_params(s), lm_head_graph(s, o), mode_for(o, false)));
 
@@ -699,6 +741,17 @@ WorkloadOptions workload_options(const spec::Scenario& s)
   o.flash_attention = spec::is_fused(s.priced_software().attention);
   o.activation_dtype_bytes = s.training.precision == spec::Precision::FP32 ? 4 : 2;
   o.tensor_parallel = s.tp();
+  if (s.mechanisms.model_code) {
+    o.model_code = s.model_code();
+    o.compiled = s.priced_software().compile;
+    // Autocast over fp32 parameters: DDP, and FSDP unless its param_dtype is 16-bit (DeepSpeed refuses amp_*).
+    const bool amp =
+        s.training.precision == spec::Precision::AMP_BF16 || s.training.precision == spec::Precision::AMP_FP16;
+    const bool fp32_params =
+        s.framework == spec::Framework::DDP ||
+        (s.framework == spec::Framework::FSDP && s.fsdp.param_dtype.value_or(spec::Dtype::FP32) == spec::Dtype::FP32);
+    o.autocast_casts = amp && fp32_params;
+  }
   if (s.training.mode == spec::Mode::INFERENCE) {
     o.inference = true;
     o.micro_batch = s.inference.batch;

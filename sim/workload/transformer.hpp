@@ -8,6 +8,7 @@
 #include "spec/scenario_spec.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,10 @@ struct Op {
   /// Re-run by the backward's recomputation under the chosen checkpointing: every op under full, the flagged
   /// ones under selective, the ops whose outputs the policy does not save under per_op (docs/workload.md).
   bool recomputed = false;
+  /// Kernels the op launches as the model code runs it (docs/workload.md §5.2); -1: the op is one kernel forward and
+  /// its family's count backward (compute::op_kernels).
+  int fwd_kernels = -1;
+  int bwd_kernels = -1;
 };
 
 /// An ATTENTION op whose FLOPs cover both products (4·m·n·k: QKᵀ and PV in one kernel) is a fused (flash/SDPA)
@@ -87,6 +92,14 @@ struct WorkloadOptions {
   /// ones (attention output, MLP down) their inputs; norms, dropout and residuals stay replicated; the embedding and
   /// LM head are vocab-parallel (ceil(vocab / t) rows).
   int tensor_parallel = 1;
+  /// The model code whose element-wise kernels the blocks launch (docs/workload.md §5.2), resolved (never AUTO);
+  /// unset: one fused kernel per element-wise op over its 16-bit tensors (the `model_code` mechanism off).
+  std::optional<spec::ModelCode> model_code;
+  /// amp_* over fp32 parameters (DDP, FSDP without a 16-bit param_dtype): autocast casts every linear's input and
+  /// the residual stream is fp32.
+  bool autocast_casts = false;
+  /// torch.compile: Inductor fuses each chain of element-wise ops into one kernel.
+  bool compiled = false;
 };
 
 struct Workload {

@@ -171,7 +171,9 @@ TEST_SUITE("schedule")
     const workload::Workload w = workload::build_workload(on.model, workload::workload_options(on));
     const double t_on = engine::simulate(on, w).step_time_s;
     const double t_off = engine::simulate(off, w).step_time_s;
-    CHECK(t_off < 0.1 * host); // per block it is not host-bound
+    // Per block it is not host-bound: the blocks' own dispatch (Megatron's code, DeepSpeed's default: 7 GEMMs, the
+    // attention and 8 element-wise kernels forward, 18 backward, at 10 / 7 us each) is a small part of the hooks'.
+    CHECK(t_off < 0.15 * host);
     // The host's time is serial: the step takes at least all of it, and at most all of it plus the device work
     // that could not overlap it.
     CHECK(t_on >= host);

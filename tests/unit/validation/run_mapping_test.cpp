@@ -1015,14 +1015,17 @@ TEST_SUITE("validation")
     const ThroughputCase listed = assumptions(with(row_350(), {{"stack.attention", "eager"},
                                                                {"stack.torch", "1.13"},
                                                                {"stack.compile", "true"},
-                                                               {"stack.status", "inferred"}}));
+                                                               {"stack.status", "inferred"},
+                                                               {"stack.model_code", "llm_foundry"},
+                                                               {"stack.model_code_status", "quoted"}}));
     CHECK(listed.scenario.software.stated);
     CHECK(listed.scenario.software.attention == spec::AttentionKernel::EAGER);
     CHECK(listed.scenario.software.torch == "1.13");
     CHECK(listed.scenario.software.compile);
     CHECK_FALSE(listed.scenario.training.flash_attention); // the shorthand follows the kernel
-    CHECK(listed.info.assumptions.find("stack: attention eager, torch 1.13, torch.compile (stacks.csv, inferred)") !=
-          std::string::npos);
+    CHECK(listed.scenario.software.model_code == spec::ModelCode::LLM_FOUNDRY);
+    CHECK(listed.info.assumptions.find("stack: attention eager, torch 1.13, torch.compile (stacks.csv, inferred); "
+                                       "model code llm_foundry (quoted)") != std::string::npos);
     CHECK(listed.info.assumptions.find("FlashAttention on") == std::string::npos); // no note of the old rules
     CHECK(listed.info.config.find("FlashAttention") == std::string::npos);
     // `--without stack` is one switch: the priced stack becomes today's default (flash2, SoftwareSpec's) and the
