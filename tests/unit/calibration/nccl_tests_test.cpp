@@ -676,7 +676,7 @@ TEST_SUITE("calibration")
     CHECK(f.checked == 5);
     CHECK(f.max_deviation_pct <= 5.0);
     // The table's largest sizes sit at 467-469 GB/s busbw (lines of the fixture); the fitted plateau is there.
-    CHECK(f.busbw_GBps == doctest::Approx(466.4).epsilon(0.01));
+    CHECK(f.busbw_GBps == doctest::Approx(466.4).epsilon(0.01).scale(0));
     CHECK(f.latency_us >= 0);
     // On a DGX H100 (8 x 400 Gb/s NICs, topologies/dgx-h100.yaml) the prior busbw across 2 nodes is
     // 8 x 50 GB/s x 0.96 (NET_BUSBW_FRACTION, no fall-off at 2 nodes) = 384 GB/s: the multiplier is busbw / 384.
@@ -788,8 +788,8 @@ TEST_SUITE("calibration")
     CHECK(f.busbw_GBps == doctest::Approx(400.0).epsilon(1e-3));
     CHECK(f.latency_us == 0.0);
     // Measured: 381.97 against 446.28 GB/s at 1 GiB, -14.41 %; the prior (0.96 of line) -17.78 %.
-    CHECK(f.max_deviation_pct == doctest::Approx(14.41).epsilon(0.005));
-    CHECK(f.prior_max_deviation_pct == doctest::Approx(17.78).epsilon(0.005));
+    CHECK(f.max_deviation_pct == doctest::Approx(14.41).epsilon(0.005).scale(0));
+    CHECK(f.prior_max_deviation_pct == doctest::Approx(17.78).epsilon(0.005).scale(0));
   }
 
   TEST_CASE("nccl planned fit: OCI A100 2x8 all-reduce: within 5 % from 1 to 128 MiB, not at the tree's sizes")
@@ -814,8 +814,8 @@ TEST_SUITE("calibration")
     }
     CHECK(f.multiplier == doctest::Approx(1.0 / 0.96).epsilon(1e-6));
     // Worst: 512 MiB, 190.88 GB/s against 156.41 measured (+22.04 %); 8 GiB 199.40 against 237.94 (-16.20 %).
-    CHECK(f.max_deviation_pct == doctest::Approx(22.04).epsilon(0.005));
-    CHECK(f.prior_max_deviation_pct == doctest::Approx(19.54).epsilon(0.005));
+    CHECK(f.max_deviation_pct == doctest::Approx(22.04).epsilon(0.005).scale(0));
+    CHECK(f.prior_max_deviation_pct == doctest::Approx(19.54).epsilon(0.005).scale(0));
   }
 
   TEST_CASE("nccl planned fit: OCI A100 1x8 all-reduce: one size gives the NVLink multiplier alone")
@@ -828,7 +828,7 @@ TEST_SUITE("calibration")
     REQUIRE(f.checked_rows.size() == 1);
     CHECK(f.checked_rows[0].algorithm == "ring");
     // 232.20 GB/s at 10 GiB (the fixture's row) against the prior 0.8 x 300 = 240 GB/s: -3.27 %, multiplier 0.968.
-    CHECK(f.prior_max_deviation_pct == doctest::Approx(3.27).epsilon(0.005));
+    CHECK(f.prior_max_deviation_pct == doctest::Approx(3.27).epsilon(0.005).scale(0));
     CHECK(f.multiplier == doctest::Approx(0.9683).epsilon(1e-3));
     CHECK(f.max_deviation_pct < 0.01);
   }
@@ -845,9 +845,9 @@ TEST_SUITE("calibration")
     // Measured: 2 MiB +53.98 %, 256 MiB +51.64 %; the fit needs a 1.08 ms per-call latency (NCCL's ring of 16 ranks
     // is about 0.1 ms), and from 2 GiB, where bandwidth dominates, it is within 7.4 % (busbw 280 GB/s, 0.73 of the
     // prior's 8 x 50 x 0.96 = 384).
-    CHECK(f.max_deviation_pct == doctest::Approx(53.98).epsilon(0.005));
-    CHECK(f.latency_us == doctest::Approx(1075.1).epsilon(0.005));
-    CHECK(f.multiplier == doctest::Approx(0.7296).epsilon(0.005));
+    CHECK(f.max_deviation_pct == doctest::Approx(53.98).epsilon(0.005).scale(0));
+    CHECK(f.latency_us == doctest::Approx(1075.1).epsilon(0.005).scale(0));
+    CHECK(f.multiplier == doctest::Approx(0.7296).epsilon(0.005).scale(0));
     for (const NcclFitRow& r : f.checked_rows) {
       CHECK(r.algorithm == "ring");
       if (r.size_bytes >= (std::int64_t{2} << 30))

@@ -159,7 +159,7 @@ TEST_SUITE("cli")
     INFO(runs);
     std::smatch st;
     REQUIRE(std::regex_search(runs, st, std::regex("step time \\(s\\) +12.5 s +([0-9.]+) s +([-+0-9.]+) %")));
-    CHECK(std::stod(st[2]) == doctest::Approx((12.5 - std::stod(st[1])) / 12.5 * 100).epsilon(0.005));
+    CHECK(std::stod(st[2]) == doctest::Approx((12.5 - std::stod(st[1])) / 12.5 * 100).epsilon(0.005).scale(0));
     CHECK(std::regex_search(runs, std::regex("TFLOPs per GPU \\(model\\) +145 ")));
     // 6.4e10 bytes reserved = 59.6 GiB.
     CHECK(std::regex_search(runs, std::regex("peak GPU memory, reserved +59.6 GiB ")));
@@ -240,7 +240,7 @@ TEST_SUITE("cli")
     CHECK(has(priced, "Ranked (cheapest per million tokens first):"));
     std::smatch p;
     REQUIRE(std::regex_search(priced, p, std::regex("\\n +1 +([0-9.]+) s .*GiB\\) +([0-9.]+) ")));
-    CHECK(std::stod(p[2]) == doctest::Approx(8 * 2.0 * std::stod(p[1]) / 3600 / 524288 * 1e6).epsilon(0.002));
+    CHECK(std::stod(p[2]) == doctest::Approx(8 * 2.0 * std::stod(p[1]) / 3600 / 524288 * 1e6).epsilon(0.002).scale(0));
   }
 
   TEST_CASE("sweep: under mpirun -np 2 (each rank forking 2 workers) and as two merged shards, the local run's files")

@@ -1246,7 +1246,7 @@ TEST_CASE("achieved bus bandwidth, physics: nccl-tests busbw on 8 A100 and 8 H10
   // GB/s at 4 GB, of 300 GB/s per direction (the NVLink fraction 0.80 is topo.h's 20 of 25 GB/s per link).
   // Predicted within 5 %; at line rate it would be 300 (+29 %).
   const Fabric a100 = fabric(1, 8, 8);
-  CHECK(busbw(a100, 4e9) == doctest::Approx(232.54e9).epsilon(0.05));
+  CHECK(busbw(a100, 4e9) == doctest::Approx(232.54e9).epsilon(0.05).scale(0));
   Options line_rate;
   line_rate.achieved_busbw = false;
   CHECK(busbw(a100, 4e9, line_rate) > 1.25 * 232.54e9);
@@ -1254,10 +1254,10 @@ TEST_CASE("achieved bus bandwidth, physics: nccl-tests busbw on 8 A100 and 8 H10
   // NCCL can get an effective NVLink bandwidth of 370GB/s" (ring). Within 5 %.
   Fabric h100 = fabric(1, 8, 8);
   h100.intra_Bps = 450e9;
-  CHECK(busbw(h100, 8e9, forced(Algorithm::RING)) == doctest::Approx(370e9).epsilon(0.05));
+  CHECK(busbw(h100, 8e9, forced(Algorithm::RING)) == doctest::Approx(370e9).epsilon(0.05).scale(0));
   // nccl-tests issue 119: 3 nodes x 8 A100, 4 HDR NICs each: peak busbw 96 GB/s of 100 GB/s (0.96); the fall-off
   // (fitted at 8 nodes, below) gives 0.96 / (1 + 0.046 log2 1.5) = 0.935 at 3 nodes, within 3 %.
-  CHECK(collectives::achieved_fraction(fabric(3, 8, 4), true, Options{}) == doctest::Approx(0.96).epsilon(0.03));
+  CHECK(collectives::achieved_fraction(fabric(3, 8, 4), true, Options{}) == doctest::Approx(0.96).epsilon(0.03).scale(0));
 }
 
 TEST_CASE("achieved bus bandwidth, data and fit checks: the transport fractions, and the figures they were taken from")
@@ -1272,11 +1272,11 @@ TEST_CASE("achieved bus bandwidth, data and fit checks: the transport fractions,
   CHECK(collectives::achieved_fraction(fabric(2, 8, 8), true, o) == doctest::Approx(0.96)); // NET_BUSBW_FRACTION
   // Fit check: NVIDIA/nccl issue 812, D. Addison (NVIDIA): "On an Nvidia DGX-A100 system we have 8x200Gbit/s IB
   // cards and we measure 192GB/s AllReduce BusBW" (two nodes, ring), the source of 0.96 = 192 / 200. Within 2 %.
-  CHECK(busbw(fabric(2, 8, 8), 8e9, forced(Algorithm::RING)) == doctest::Approx(192e9).epsilon(0.02));
+  CHECK(busbw(fabric(2, 8, 8), 8e9, forced(Algorithm::RING)) == doctest::Approx(192e9).epsilon(0.02).scale(0));
   // Fit check: NVIDIA/nccl issue 319: 8 nodes, ring busbw 43.57 GB/s on one switch, 39.93 across two (0.916), the
   // pair k = 0.046 was fitted to: the fall-off at 8 nodes is 1 / (1 + 0.046 x 2) = 0.916 of the two-node fraction.
   CHECK(collectives::achieved_fraction(fabric(8, 8, 8), true, o) / 0.96 ==
-        doctest::Approx(39.93 / 43.57).epsilon(0.01));
+        doctest::Approx(39.93 / 43.57).epsilon(0.01).scale(0));
   // Monotone in node count; off: line rate everywhere.
   double last = 1;
   for (int nodes : {2, 4, 16, 64, 192}) {

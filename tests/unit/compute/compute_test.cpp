@@ -130,16 +130,16 @@ TEST_CASE("gpu_efficiency: every shipped node file maps to a known GPU kind with
   // Data checks, not physics: the cited figures themselves (docs/compute.md §1.4), each the ratio kernels.yaml was
   // written from.
   const GpuEfficiency a100 = eff(node("dgx-a100-80gb").gpu);
-  CHECK(a100.gemm_max == doctest::Approx(271.2 / 312.0).epsilon(0.001)); // MAMF A100 SXM (stas00/ml-engineering)
-  CHECK(a100.hbm == doctest::Approx(1759.0 / 2039.0).epsilon(0.001));    // gpu-benches a100_80 triad
+  CHECK(a100.gemm_max == doctest::Approx(271.2 / 312.0).epsilon(0.001).scale(0)); // MAMF A100 SXM (stas00/ml-engineering)
+  CHECK(a100.hbm == doctest::Approx(1759.0 / 2039.0).epsilon(0.001).scale(0));    // gpu-benches a100_80 triad
   // FA2 paper Fig. 4 (assets/flash2_a100_fwd_bwd_benchmark.png), causal, head dim 128, 4k: 173 TFLOPS of 312.
-  CHECK(a100.attention_fwd == doctest::Approx(173.0 / 312.0).epsilon(0.01));
+  CHECK(a100.attention_fwd == doctest::Approx(173.0 / 312.0).epsilon(0.01).scale(0));
   const GpuEfficiency h100 = eff(node("dgx-h100").gpu);
-  CHECK(h100.gemm_max == doctest::Approx(792.1 / 989.0).epsilon(0.01)); // MAMF H100 SXM, CUDA 12.1
+  CHECK(h100.gemm_max == doctest::Approx(792.1 / 989.0).epsilon(0.01).scale(0)); // MAMF H100 SXM, CUDA 12.1
   // FA3 paper forward figure, causal, head dim 128, 4k: FlashAttention-2 319 TFLOPS of 989.
-  CHECK(h100.attention_fwd == doctest::Approx(319.0 / 989.0).epsilon(0.01));
+  CHECK(h100.attention_fwd == doctest::Approx(319.0 / 989.0).epsilon(0.01).scale(0));
   const GpuEfficiency v100 = eff(node("dgx-2").gpu);
-  CHECK(v100.gemm_max == doctest::Approx(97.36 / 125.0).epsilon(0.001)); // torch-performance-test-data #140
+  CHECK(v100.gemm_max == doctest::Approx(97.36 / 125.0).epsilon(0.001).scale(0)); // torch-performance-test-data #140
 
   spec::GpuSpec unknown;
   unknown.model = "MI300X";
@@ -148,7 +148,7 @@ TEST_CASE("gpu_efficiency: every shipped node file maps to a known GPU kind with
   CHECK_FALSE(known);
   CHECK(g.kind == "generic");
   CHECK(g.gemm_max ==
-        doctest::Approx(97.36 / 125.0).epsilon(0.001)); // the lowest GEMM figure of the known kinds at torch 2.6
+        doctest::Approx(97.36 / 125.0).epsilon(0.001).scale(0)); // the lowest GEMM figure of the known kinds at torch 2.6
 }
 
 TEST_CASE("a large square GEMM runs at gemm_max x peak")
@@ -163,7 +163,7 @@ TEST_CASE("a large square GEMM runs at gemm_max x peak")
   const double t = op_time(op, false, gpu, spec::Precision::BF16);
   CHECK(t == doctest::Approx(op.fwd_flops / (312e12 * eff) + OVERHEAD).epsilon(1e-12));
   // ... which is gemm_max x peak within 1 %.
-  CHECK(op.fwd_flops / t / 312e12 == doctest::Approx(e.gemm_max).epsilon(0.01));
+  CHECK(op.fwd_flops / t / 312e12 == doctest::Approx(e.gemm_max).epsilon(0.01).scale(0));
 }
 
 TEST_CASE("wave quantisation: four tiles more than one wave cost a partly empty second wave")
@@ -219,7 +219,7 @@ TEST_CASE("the shape model against published square-GEMM sweeps (torch.matmul, 2
       const double model = op.fwd_flops / op_time(op, false, gpu, sw.p) / 1e12;
       CAPTURE(sw.topology);
       CAPTURE(n);
-      CHECK(model == doctest::Approx(sw.tflops[static_cast<std::size_t>(i)]).epsilon(0.15));
+      CHECK(model == doctest::Approx(sw.tflops[static_cast<std::size_t>(i)]).epsilon(0.15).scale(0));
     }
   }
 }
@@ -258,7 +258,7 @@ TEST_CASE("the backward of a GEMM takes about twice its forward")
                      f / (312e12 * compute::gemm_efficiency(11008, 4096, 4096, e)) + 2 * OVERHEAD;
   CHECK(op_time(op, false, gpu, spec::Precision::BF16) == doctest::Approx(fwd).epsilon(1e-12));
   CHECK(op_time(op, true, gpu, spec::Precision::BF16) == doctest::Approx(bwd).epsilon(1e-12));
-  CHECK(bwd / fwd == doctest::Approx(2.0).epsilon(0.05));
+  CHECK(bwd / fwd == doctest::Approx(2.0).epsilon(0.05).scale(0));
 }
 
 TEST_CASE("flash attention: the causal half of the FLOPs at the attention efficiency, backward 5/4 of it")
@@ -326,16 +326,16 @@ TEST_CASE("gpu_efficiency: the stack selects the GEMM generation and the attenti
   spec::SoftwareSpec old_stack;
   old_stack.torch = "1.5";
   // V100 FP16 GEMM with CUDA 9: 83 TFLOPS of 125 (Markidis et al. 2018); torch 2.7: 97.36 (issue #140).
-  CHECK(eff(v100, old_stack).gemm_max == doctest::Approx(83.0 / 125.0).epsilon(0.001));
-  CHECK(eff(v100).gemm_max == doctest::Approx(97.36 / 125.0).epsilon(0.001));
+  CHECK(eff(v100, old_stack).gemm_max == doctest::Approx(83.0 / 125.0).epsilon(0.001).scale(0));
+  CHECK(eff(v100).gemm_max == doctest::Approx(97.36 / 125.0).epsilon(0.001).scale(0));
   // H100 at torch 2.0 (cuBLAS 11.11, pytorch/pytorch#100850: 720.3 TFLOPS) below torch 2.1+ (MAMF 792.1); "2.0"
   // itself selects the 2.0 entry, "2.0" < "2.10" numerically.
   spec::SoftwareSpec t20;
   t20.torch = "2.0";
-  CHECK(eff(h100, t20).gemm_max == doctest::Approx(720.3 / 989.0).epsilon(0.01));
+  CHECK(eff(h100, t20).gemm_max == doctest::Approx(720.3 / 989.0).epsilon(0.01).scale(0));
   spec::SoftwareSpec t210;
   t210.torch = "2.10";
-  CHECK(eff(h100, t210).gemm_max == doctest::Approx(792.1 / 989.0).epsilon(0.01));
+  CHECK(eff(h100, t210).gemm_max == doctest::Approx(792.1 / 989.0).epsilon(0.01).scale(0));
   // A torch older than every entry takes the first.
   spec::SoftwareSpec t09;
   t09.torch = "0.9";
@@ -348,7 +348,7 @@ TEST_CASE("gpu_efficiency: the stack selects the GEMM generation and the attenti
   const GpuEfficiency e1 = eff(a100, fa1);
   const GpuEfficiency e2 = eff(a100);
   CHECK(e1.attention_kernel == spec::AttentionKernel::FLASH1);
-  CHECK(e1.attention_fwd / e2.attention_fwd == doctest::Approx(76.0 / 173.0).epsilon(0.05));
+  CHECK(e1.attention_fwd / e2.attention_fwd == doctest::Approx(76.0 / 173.0).epsilon(0.05).scale(0));
   // FlashAttention-2 does not run on Volta: the V100's listed kernel (memory-efficient) is priced instead.
   CHECK(eff(v100).attention_kernel == spec::AttentionKernel::MEM_EFFICIENT);
 }
