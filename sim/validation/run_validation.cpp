@@ -555,6 +555,8 @@ const AblationTarget ABLATION_TARGETS[] = {
        return c.c.scenario.framework == spec::Framework::FSDP || p == spec::Precision::AMP_BF16 ||
               p == spec::Precision::AMP_FP16;
      }},
+    {&spec::Mechanisms::model_code, "every row (each runs its model code's element-wise kernels)",
+     [](const ThroughputComparison&) { return true; }},
 };
 
 /// One line of ablation.md: the medians with the mechanism on (`a`) and off (`b`) over the same rows; "none" when
