@@ -259,8 +259,8 @@ TaskTime op_times(const workload::Op& op, bool backward, const spec::GpuSpec& gp
         // ... and at a key length of 4096; the rate rises as 1 / (1 + s0 / s) with the key length s = op.n.
         const double s0 = e.attention_seq_half;
         const double seq = (1 + s0 / SEQ_OF_FIGURES) / (1 + s0 / static_cast<double>(op.n));
-        compute = work * head_dim /
-                  (peak * (backward ? e.attention_bwd : e.attention_fwd) * seq * wave_share(blocks, e.sms));
+        compute =
+            work * head_dim / (peak * (backward ? e.attention_bwd : e.attention_fwd) * seq * wave_share(blocks, e.sms));
       } else if (!backward) {
         compute = gemm_seconds(flops, op.m, op.n, op.k, peak, e);
       } else {

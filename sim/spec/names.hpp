@@ -90,8 +90,7 @@ inline constexpr std::pair<const char*, ModelCode> MODEL_CODES[] = {
 };
 
 /// A name table's helpers (ATTENTION_KERNELS, MODEL_CODES): the name of a value, the value of a name, the names.
-template <typename E, std::size_t N>
-const char* name_in(const std::pair<const char*, E> (&table)[N], E value)
+template <typename E, std::size_t N> const char* name_in(const std::pair<const char*, E> (&table)[N], E value)
 {
   for (const auto& [name, v] : table)
     if (v == value)

@@ -1257,7 +1257,8 @@ TEST_CASE("achieved bus bandwidth, physics: nccl-tests busbw on 8 A100 and 8 H10
   CHECK(busbw(h100, 8e9, forced(Algorithm::RING)) == doctest::Approx(370e9).epsilon(0.05).scale(0));
   // nccl-tests issue 119: 3 nodes x 8 A100, 4 HDR NICs each: peak busbw 96 GB/s of 100 GB/s (0.96); the fall-off
   // (fitted at 8 nodes, below) gives 0.96 / (1 + 0.046 log2 1.5) = 0.935 at 3 nodes, within 3 %.
-  CHECK(collectives::achieved_fraction(fabric(3, 8, 4), true, Options{}) == doctest::Approx(0.96).epsilon(0.03).scale(0));
+  CHECK(collectives::achieved_fraction(fabric(3, 8, 4), true, Options{}) ==
+        doctest::Approx(0.96).epsilon(0.03).scale(0));
 }
 
 TEST_CASE("achieved bus bandwidth, data and fit checks: the transport fractions, and the figures they were taken from")

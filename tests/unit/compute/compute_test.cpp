@@ -130,8 +130,9 @@ TEST_CASE("gpu_efficiency: every shipped node file maps to a known GPU kind with
   // Data checks, not physics: the cited figures themselves (docs/compute.md §1.4), each the ratio kernels.yaml was
   // written from.
   const GpuEfficiency a100 = eff(node("dgx-a100-80gb").gpu);
-  CHECK(a100.gemm_max == doctest::Approx(271.2 / 312.0).epsilon(0.001).scale(0)); // MAMF A100 SXM (stas00/ml-engineering)
-  CHECK(a100.hbm == doctest::Approx(1759.0 / 2039.0).epsilon(0.001).scale(0));    // gpu-benches a100_80 triad
+  CHECK(a100.gemm_max ==
+        doctest::Approx(271.2 / 312.0).epsilon(0.001).scale(0));               // MAMF A100 SXM (stas00/ml-engineering)
+  CHECK(a100.hbm == doctest::Approx(1759.0 / 2039.0).epsilon(0.001).scale(0)); // gpu-benches a100_80 triad
   // FA2 paper Fig. 4 (assets/flash2_a100_fwd_bwd_benchmark.png), causal, head dim 128, 4k: 173 TFLOPS of 312.
   CHECK(a100.attention_fwd == doctest::Approx(173.0 / 312.0).epsilon(0.01).scale(0));
   const GpuEfficiency h100 = eff(node("dgx-h100").gpu);
@@ -147,8 +148,9 @@ TEST_CASE("gpu_efficiency: every shipped node file maps to a known GPU kind with
   const GpuEfficiency g = eff(unknown, {}, &known);
   CHECK_FALSE(known);
   CHECK(g.kind == "generic");
-  CHECK(g.gemm_max ==
-        doctest::Approx(97.36 / 125.0).epsilon(0.001).scale(0)); // the lowest GEMM figure of the known kinds at torch 2.6
+  CHECK(
+      g.gemm_max ==
+      doctest::Approx(97.36 / 125.0).epsilon(0.001).scale(0)); // the lowest GEMM figure of the known kinds at torch 2.6
 }
 
 TEST_CASE("a large square GEMM runs at gemm_max x peak")

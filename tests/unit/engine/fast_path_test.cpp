@@ -98,8 +98,8 @@ TEST_CASE("accumulation reuse gives the step of every micro-step simulated")
 
 TEST_CASE("accumulation reuse: the replay's size does not grow with grad_accum")
 {
-  // The cost of a step is independent of grad_accum beyond a constant (design.md "Speed and scale"): 8 and 512 micro-steps
-  // create the same SimGrid activities, and the step grows by exactly 504 periods.
+  // The cost of a step is independent of grad_accum beyond a constant (design.md "Speed and scale"): 8 and 512
+  // micro-steps create the same SimGrid activities, and the step grows by exactly 504 periods.
   const spec::Scenario s8 = job("gpt2-xl", 1, 4, 8, FRAMEWORKS[3].second);
   const spec::Scenario s512 = job("gpt2-xl", 1, 4, 512, FRAMEWORKS[3].second);
   const Run a = run(s8, {});
