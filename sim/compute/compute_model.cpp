@@ -137,6 +137,7 @@ GpuEfficiency gpu_efficiency(const spec::GpuSpec& gpu, const spec::SoftwareSpec&
   e.kind = kind.kind;
   e.gemm_max = gemm.max.value;
   e.hbm = kind.hbm.value;
+  e.hbm_nonvectorized = kind.hbm_nonvectorized.value > 0 ? kind.hbm_nonvectorized.value : 1.0;
   spec::AttentionKernel used = software.attention;
   const spec::AttentionFigure* fig = spec::attention_figure(kind, software.attention, &used);
   if (!fig)
@@ -239,7 +240,9 @@ TaskTime op_times(const workload::Op& op, bool backward, const spec::GpuSpec& gp
   const int kernels = op_kernels(op, backward);
   if (kernels == 0)
     return {}; // nothing runs (the backward of an inference workload)
-  const double memory = bytes > 0 ? bytes / hbm_bandwidth(gpu, e) : 0;
+  // Non-vectorized TensorIterator kernels move their bytes at a share of the streaming rate (docs/compute.md §1.5).
+  const double nonvec = std::min(bytes, backward ? op.bwd_nonvec_bytes : op.fwd_nonvec_bytes);
+  const double memory = bytes > 0 ? (bytes - nonvec + nonvec / e.hbm_nonvectorized) / hbm_bandwidth(gpu, e) : 0;
   double compute = 0;
   switch (op.kind) {
   case workload::OpKind::ELEMENTWISE:
@@ -400,7 +403,9 @@ TaskTime compute_task_times(const spec::Task& t, const workload::Workload& w, co
       int casts = 0;
       for (const workload::Op& op : layer.ops)
         casts += op.kind == workload::OpKind::GEMM ? 1 : 0;
-      seconds += extra / hbm_bandwidth(gpu, e) + std::max(1, casts) * e.kernel_overhead_s;
+      // Backward they are ToCopyBackward's 16-bit -> fp32 casts, TensorIterator's non-vectorized casting path.
+      const double rate = t.phase == spec::Phase::BACKWARD ? e.hbm_nonvectorized : 1.0;
+      seconds += extra / (hbm_bandwidth(gpu, e) * rate) + std::max(1, casts) * e.kernel_overhead_s;
     }
   }
   if (s.mechanisms.host_dispatch) {

@@ -16,9 +16,10 @@ namespace zerosim::compute {
 
 /// The achieved-efficiency data of one GPU kind (docs/compute.md gives each figure's source).
 struct GpuEfficiency {
-  std::string kind;    ///< e.g. "A100", "H100", "V100", "generic"
-  double gemm_max = 0; ///< achieved / dense peak for a large, well-shaped GEMM
-  double hbm = 0;      ///< achieved / nominal HBM bandwidth of a streaming kernel
+  std::string kind;             ///< e.g. "A100", "H100", "V100", "generic"
+  double gemm_max = 0;          ///< achieved / dense peak for a large, well-shaped GEMM
+  double hbm = 0;               ///< achieved / nominal HBM bandwidth of a streaming kernel
+  double hbm_nonvectorized = 1; ///< non-vectorized element-wise kernels' bandwidth / the streaming kernel's
   spec::AttentionKernel attention_kernel = spec::AttentionKernel::FLASH2; ///< the fused kernel priced
   double attention_fwd = 0;               ///< achieved / dense peak of the fused attention kernel, forward (own FLOPs)
   double attention_bwd = 0;               ///< ... backward

@@ -70,6 +70,8 @@ const Schema& kind_schema()
        modelled_key("match_also", "list of strings", "none", "names that must be present too (PCIE)"),
        modelled_key("sms", "integer >= 1", "required", "streaming multiprocessors (wave quantisation)"),
        modelled_key("hbm", "mapping", "required", "streaming-kernel bandwidth / nominal", &figure_schema()),
+       modelled_key("hbm_nonvectorized", "mapping", "none: as streaming",
+                    "non-vectorized element-wise kernels' bandwidth / the streaming kernel's", &figure_schema()),
        modelled_key("gemm", "list of mappings", "required", "large-GEMM cap by torch generation"),
        modelled_key("attention", "mapping of kernel -> figures", "required",
                     "fused attention kernels that run on this kind"),
@@ -285,6 +287,10 @@ spec::GpuKindData read_kind(FieldReader& r, const std::string& name, bool last)
   k.sms = static_cast<int>(r.req_int("sms", 1, "a positive integer"));
   FieldReader hbm = r.req_map("hbm");
   k.hbm = read_figure(hbm, true);
+  if (r.has("hbm_nonvectorized")) {
+    FieldReader nv = r.req_map("hbm_nonvectorized");
+    k.hbm_nonvectorized = read_figure(nv, true);
+  }
 
   k.gemm = read_generations<spec::GemmGeneration>(
       r, "gemm", gemm_schema(), true,

@@ -93,7 +93,10 @@ struct GpuKindData {
   std::vector<std::string> match;      ///< names matched in gpu.model (gpu_match_name form)
   std::vector<std::string> match_also; ///< every one of these must be present too ("PCIE")
   int sms = 0;
-  KernelFigure hbm;                 ///< achieved / nominal HBM bandwidth of a streaming kernel
+  KernelFigure hbm; ///< achieved / nominal HBM bandwidth of a streaming kernel
+  /// Achieved bandwidth of PyTorch's non-vectorized element-wise kernels (TensorIterator's broadcast, strided,
+  /// mixed-dtype and casting paths) / that of the streaming kernel; value 0: not given, priced as streaming.
+  KernelFigure hbm_nonvectorized;
   std::vector<GemmGeneration> gemm; ///< ascending torch versions
   /// Fused kernels that run on this kind, in file order (the first is the fallback of attention_figure).
   std::vector<std::pair<AttentionKernel, AttentionFigure>> attention;

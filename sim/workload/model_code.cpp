@@ -14,14 +14,25 @@ namespace {
 
 KernelCost cost(int fk, double fb, int bk, double bb)
 {
-  return KernelCost{fk, fb, bk, bb};
+  return KernelCost{fk, fb, bk, bb, 0, 0};
+}
+
+/// `c` with `fnv` forward and `bnv` backward of its bytes moved by non-vectorized TensorIterator kernels: a broadcast
+/// or strided operand (`elementwise_kernel` with an offset calculator), mixed dtypes or a dtype cast
+/// (`unrolled_elementwise_kernel`), `cat` (model-code-kernels.md §2, the profile's kernel names).
+KernelCost nonvec(KernelCost c, double fnv, double bnv)
+{
+  c.fwd_nonvec = fnv;
+  c.bwd_nonvec = bnv;
+  return c;
 }
 
 /// Casts of a norm's output for `n` linears under autocast (one `_to_copy` each, fp32 read, bf16 written: 6 B per
 /// element) and, backward, each linear's bf16 dX cast back to fp32 plus the n - 1 fp32 sums of those dX (12 B).
 KernelCost autocast_inputs(int n, double H)
 {
-  return cost(n, 6.0 * n * H, n + (n - 1), 6.0 * n * H + 12.0 * (n - 1) * H);
+  // The backward's bf16 -> fp32 casts are `unrolled_elementwise_kernel`s.
+  return nonvec(cost(n, 6.0 * n * H, n + (n - 1), 6.0 * n * H + 12.0 * (n - 1) * H), 0, 6.0 * n * H);
 }
 
 /// Backward only: the n - 1 16-bit sums of the dX of n linears that read one tensor (6 B per element).
@@ -48,7 +59,8 @@ KernelCost eager_swiglu_mul(const BlockDims& d)
 KernelCost megatron_softmax(const BlockDims& d)
 {
   const bool fused = d.seq > 16 && d.seq <= 2048 && d.seq % 4 == 0 && d.attn_batches % 4 == 0;
-  return fused ? cost(1, 4 * d.A, 1, 6 * d.A) : cost(5, 36 * d.A, 5, 40 * d.A);
+  // The fallback's `masked_fill` broadcasts the mask over batch and heads.
+  return fused ? cost(1, 4 * d.A, 1, 6 * d.A) : nonvec(cost(5, 36 * d.A, 5, 40 * d.A), 4 * d.A, 4 * d.A);
 }
 
 /// Hugging Face transformers' eager modules (model-code-kernels.md §1). Under autocast over fp32 parameters (the
@@ -63,19 +75,29 @@ std::optional<KernelCost> hf(Role role, const KernelContext& c, const BlockDims&
   case Role::NORM:
     if (d.layernorm) // nn.LayerNorm: one kernel each way (+ its gamma/beta reduction and the fork's sum backward)
       return casts ? cost(1, 8 * d.H, 3, 28 * d.H) : cost(1, 4 * d.H, 3, 16 * d.H);
-    return casts ? cost(6, 28 * d.H, 14, 92 * d.H) : cost(8, 36 * d.H, 15, 88 * d.H);
+    // LlamaRMSNorm's `x * rsqrt(var)` and `weight * x` broadcast (8H each under autocast); backward grad·w, grad·r
+    // and the mean's expand.
+    return casts ? nonvec(cost(6, 28 * d.H, 14, 92 * d.H), 16 * d.H, 20 * d.H)
+                 : nonvec(cost(8, 36 * d.H, 15, 88 * d.H), 12 * d.H, 16 * d.H);
   case Role::QKV_IN:
     return casts ? autocast_inputs(d.q_inputs, d.H) : grad_sums(d.q_inputs, d.H);
   case Role::ROTARY: // q·cos + rotate_half(q)·sin per q and k (mul, neg, cat, mul, add), SDPA's casts under autocast
-    return casts ? cost(12, 36 * (d.Q + d.K), 24, 56 * (d.Q + d.K)) : cost(10, 22 * (d.Q + d.K), 18, 30 * (d.Q + d.K));
+    // Every rotary kernel but SDPA's fp32 -> bf16 casts and the backward's bf16 sums reads a broadcast cos/sin, a
+    // strided half, mixed dtypes or is the cat.
+    return casts ? nonvec(cost(12, 36 * (d.Q + d.K), 24, 56 * (d.Q + d.K)), 30 * (d.Q + d.K), 40 * (d.Q + d.K))
+                 : nonvec(cost(10, 22 * (d.Q + d.K), 18, 30 * (d.Q + d.K)), 22 * (d.Q + d.K), 24 * (d.Q + d.K));
   case Role::ATTN_LAYOUT:
     // SDPA: `attn_output.transpose(1, 2).contiguous()`. Eager (GPT-2 `_attn`): matmul on permuted views copies q,
     // k and v, and the heads are merged by a copy.
-    return c.fused_attention ? cost(1, 4 * d.Q, 1, 4 * d.Q) : cost(4, 8 * (d.Q + d.K), 4, 8 * (d.Q + d.K));
+    // Strided copies, all of them.
+    return c.fused_attention ? nonvec(cost(1, 4 * d.Q, 1, 4 * d.Q), 4 * d.Q, 4 * d.Q)
+                             : nonvec(cost(4, 8 * (d.Q + d.K), 4, 8 * (d.Q + d.K)), 8 * (d.Q + d.K), 8 * (d.Q + d.K));
   case Role::SOFTMAX: // `/ scale`, `torch.where(causal_mask, ...)`, softmax (fp32 under autocast), `.type(v.dtype)`
-    return casts ? cost(4, 20 * d.A, 4, 26 * d.A) : cost(3, 12 * d.A, 3, 14 * d.A);
+    // The `where` broadcasts the mask; backward under autocast the cast back to fp32 too.
+    return casts ? nonvec(cost(4, 20 * d.A, 4, 26 * d.A), 4 * d.A, 10 * d.A)
+                 : nonvec(cost(3, 12 * d.A, 3, 14 * d.A), 4 * d.A, 4 * d.A);
   case Role::RESIDUAL: // fp32 + bf16 -> fp32 under autocast; backward the branch's cast and the fork's sum
-    return casts ? cost(1, 10 * d.H, 2, 18 * d.H) : cost(1, 6 * d.H, 1, 6 * d.H);
+    return casts ? nonvec(cost(1, 10 * d.H, 2, 18 * d.H), 10 * d.H, 0) : cost(1, 6 * d.H, 1, 6 * d.H);
   case Role::MLP_IN:
     return casts ? autocast_inputs(d.mlp_inputs, d.H) : grad_sums(d.mlp_inputs, d.H);
   case Role::ACT:
@@ -83,7 +105,8 @@ std::optional<KernelCost> hf(Role role, const KernelContext& c, const BlockDims&
       return eager_silu(d);
     // GPT-2's gelu_new, 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))): 8 kernels over F (pow runs in fp32 under
     // autocast, so the chain is fp32 and the next linear casts it back), about 12 backward (inferred, §1 "HF GPT-2").
-    return casts ? cost(10, 80 * d.F, 14, 100 * d.F) : cost(8, 36 * d.F, 12, 60 * d.F);
+    // Under autocast two of its ops mix the bf16 input with the fp32 chain (10F each way, inferred).
+    return casts ? nonvec(cost(10, 80 * d.F, 14, 100 * d.F), 20 * d.F, 20 * d.F) : cost(8, 36 * d.F, 12, 60 * d.F);
   case Role::MUL:
     return eager_swiglu_mul(d);
   default:
@@ -99,11 +122,11 @@ std::optional<KernelCost> megatron(Role role, const BlockDims& d)
   case Role::NORM:
     return cost(1, 4 * d.H, 3, 10 * d.H);
   case Role::QKV_IN: // backward: the cat of dq, dk, dv out of the fused QKV's split, and its dbias
-    return cost(0, 0, d.bias ? 2 : 1, (d.bias ? 6.0 : 4.0) * (d.Q + 2 * d.K));
+    return nonvec(cost(0, 0, d.bias ? 2 : 1, (d.bias ? 6.0 : 4.0) * (d.Q + 2 * d.K)), 0, 4 * (d.Q + 2 * d.K));
   case Role::ROTARY: // Megatron-DeepSpeed's Llama: eager 16-bit `t*cos + rotate_half(t)*sin`
-    return cost(10, 22 * (d.Q + d.K), 18, 30 * (d.Q + d.K));
+    return nonvec(cost(10, 22 * (d.Q + d.K), 18, 30 * (d.Q + d.K)), 22 * (d.Q + d.K), 24 * (d.Q + d.K));
   case Role::ATTN_LAYOUT: // the context's permute `.contiguous()`; the backward bmm reads strided views
-    return cost(1, 4 * d.Q, 0, 0);
+    return nonvec(cost(1, 4 * d.Q, 0, 0), 4 * d.Q, 0);
   case Role::SOFTMAX:
     return megatron_softmax(d);
   case Role::RESID_DROPOUT: // fused into bias-dropout-add
@@ -115,7 +138,7 @@ std::optional<KernelCost> megatron(Role role, const BlockDims& d)
   case Role::ACT: // jit bias_gelu / bias_gelu_back + dbias; Llama: F.silu
     return d.swiglu ? eager_silu(d) : cost(1, 4 * d.F, 2, 8 * d.F);
   case Role::MUL: // SwiGLU's product, and the backward's cat of the chunked halves
-    return cost(1, 6 * d.F, 3, 16 * d.F);
+    return nonvec(cost(1, 6 * d.F, 3, 16 * d.F), 0, 4 * d.F);
   default:
     return std::nullopt;
   }
@@ -129,18 +152,19 @@ std::optional<KernelCost> megatron_unfused(Role role, const BlockDims& d)
   switch (role) {
   case Role::NORM:
     return cost(1, 4 * d.H, 3, 10 * d.H);
-  case Role::QKV_IN: // the QKV bias add and the two scalings forward; the dbias, cat and two scalings backward
-    return cost(3, 8 * d.Q + 12 * d.K, 3, 8 * d.Q + 12 * d.K);
+  case Role::QKV_IN: // the QKV bias add (a broadcast) and the two scalings forward; the dbias, cat and scalings
+                     // backward
+    return nonvec(cost(3, 8 * d.Q + 12 * d.K, 3, 8 * d.Q + 12 * d.K), 4 * (d.Q + 2 * d.K), 4 * (d.Q + 2 * d.K));
   case Role::ATTN_LAYOUT:
-    return cost(1, 4 * d.Q, 0, 0);
-  case Role::SOFTMAX:
-    return cost(2, 8 * d.A, 2, 10 * d.A);
-  case Role::RESIDUAL: // the row-parallel linear's bias add, then the residual add; dbias and the fork's sum
-    return cost(2, 10 * d.H, 3, 14 * d.H);
+    return nonvec(cost(1, 4 * d.Q, 0, 0), 4 * d.Q, 0);
+  case Role::SOFTMAX: // `masked_fill_` broadcasts the mask
+    return nonvec(cost(2, 8 * d.A, 2, 10 * d.A), 4 * d.A, 4 * d.A);
+  case Role::RESIDUAL: // the row-parallel linear's bias add (a broadcast), then the residual add; dbias, fork's sum
+    return nonvec(cost(2, 10 * d.H, 3, 14 * d.H), 4 * d.H, 0);
   case Role::MLP_IN:
     return cost(0, 0, 0, 0);
-  case Role::ACT: // the bias add, then gelu
-    return d.swiglu ? eager_silu(d) : cost(2, 8 * d.F, 3, 12 * d.F);
+  case Role::ACT: // the bias add (a broadcast), then gelu
+    return d.swiglu ? eager_silu(d) : nonvec(cost(2, 8 * d.F, 3, 12 * d.F), 4 * d.F, 0);
   case Role::MUL:
     return eager_swiglu_mul(d);
   default:
@@ -157,10 +181,11 @@ std::optional<KernelCost> torchtitan(Role role, const BlockDims& d)
     return cost(1, 4 * d.H, 3, 6 * d.H);
   case Role::QKV_IN:
     return grad_sums(d.q_inputs, d.H);
-  case Role::ROTARY:
-    return d.gqa ? cost(8, 24 * (d.Q + d.K), 8, 24 * (d.Q + d.K)) : cost(6, 20 * (d.Q + d.K), 6, 20 * (d.Q + d.K));
+  case Role::ROTARY: // the complex mul broadcasts freqs_cis; repeat_kv's copies are strided
+    return d.gqa ? nonvec(cost(8, 24 * (d.Q + d.K), 8, 24 * (d.Q + d.K)), 12 * (d.Q + d.K), 12 * (d.Q + d.K))
+                 : nonvec(cost(6, 20 * (d.Q + d.K), 6, 20 * (d.Q + d.K)), 8 * (d.Q + d.K), 8 * (d.Q + d.K));
   case Role::ATTN_LAYOUT:
-    return cost(1, 4 * d.Q, 1, 4 * d.Q);
+    return nonvec(cost(1, 4 * d.Q, 1, 4 * d.Q), 4 * d.Q, 4 * d.Q);
   case Role::RESIDUAL:
     return cost(1, 6 * d.H, 1, 6 * d.H);
   case Role::MLP_IN:
@@ -182,14 +207,14 @@ std::optional<KernelCost> llm_foundry(Role role, const KernelContext& c, const B
   switch (role) {
   case Role::NORM:
     return cost(1, 4 * d.H, 2, 8 * d.H);
-  case Role::QKV_IN:
-    return cost(0, 0, 1 + dbias, (4.0 + 2 * dbias) * (d.Q + 2 * d.K));
+  case Role::QKV_IN: // backward: the cat of dq, dk, dv out of Wqkv's split, and its dbias
+    return nonvec(cost(0, 0, 1 + dbias, (4.0 + 2 * dbias) * (d.Q + 2 * d.K)), 0, 4 * (d.Q + 2 * d.K));
   case Role::ROTARY:
     return torchtitan(role, d);
   case Role::ATTN_LAYOUT:
-    return c.fused_attention ? cost(0, 0, 2, 10 * d.Q) : cost(1, 4 * d.Q, 1, 4 * d.Q);
-  case Role::SOFTMAX: // attn_impl torch: scale, masked_fill, softmax
-    return cost(3, 12 * d.A, 3, 14 * d.A);
+    return c.fused_attention ? cost(0, 0, 2, 10 * d.Q) : nonvec(cost(1, 4 * d.Q, 1, 4 * d.Q), 4 * d.Q, 4 * d.Q);
+  case Role::SOFTMAX: // attn_impl torch: scale, masked_fill (a broadcast mask), softmax
+    return nonvec(cost(3, 12 * d.A, 3, 14 * d.A), 4 * d.A, 4 * d.A);
   case Role::RESIDUAL: // backward: the fork's sum and the out_proj/down dbias
     return cost(1, 6 * d.H, 1 + dbias, 6 * d.H + 2 * dbias * d.H);
   case Role::MLP_IN:
@@ -212,10 +237,10 @@ std::optional<KernelCost> mingpt(Role role, const BlockDims& d)
     return cost(1, 4 * d.H, 2, 8 * d.H);
   case Role::QKV_IN: // backward: the dX sums of q, k, v and their three dbias
     return cost(0, 0, 5, 12 * d.H + 2 * d.Q + 4 * d.K);
-  case Role::ATTN_LAYOUT:
-    return cost(4, 8 * (d.Q + d.K), 4, 8 * (d.Q + d.K));
-  case Role::SOFTMAX:
-    return cost(3, 12 * d.A, 3, 14 * d.A);
+  case Role::ATTN_LAYOUT: // strided copies of the permuted q, k, v and the merged heads
+    return nonvec(cost(4, 8 * (d.Q + d.K), 4, 8 * (d.Q + d.K)), 8 * (d.Q + d.K), 8 * (d.Q + d.K));
+  case Role::SOFTMAX: // masked_fill broadcasts the causal mask
+    return nonvec(cost(3, 12 * d.A, 3, 14 * d.A), 4 * d.A, 4 * d.A);
   case Role::RESIDUAL:
     return cost(1, 6 * d.H, 2, 8 * d.H);
   case Role::MLP_IN:
@@ -235,14 +260,15 @@ std::optional<KernelCost> mingpt(Role role, const BlockDims& d)
 std::optional<KernelCost> fms_fsdp(Role role, const BlockDims& d)
 {
   switch (role) {
-  case Role::NORM:
-    return cost(8, 36 * d.H, 15, 85 * d.H);
+  case Role::NORM: // the normalisation and the weight broadcast, as hf's RMSNorm in 16-bit
+    return nonvec(cost(8, 36 * d.H, 15, 85 * d.H), 12 * d.H, 16 * d.H);
   case Role::QKV_IN:
     return grad_sums(d.q_inputs, d.H);
-  case Role::ROTARY:
-    return d.gqa ? cost(10, 40 * (d.Q + d.K), 10, 40 * (d.Q + d.K)) : cost(8, 36 * (d.Q + d.K), 8, 36 * (d.Q + d.K));
+  case Role::ROTARY: // the 2×2 mul broadcasts the frequencies; GQA's expand copies are strided
+    return d.gqa ? nonvec(cost(10, 40 * (d.Q + d.K), 10, 40 * (d.Q + d.K)), 20 * (d.Q + d.K), 20 * (d.Q + d.K))
+                 : nonvec(cost(8, 36 * (d.Q + d.K), 8, 36 * (d.Q + d.K)), 16 * (d.Q + d.K), 16 * (d.Q + d.K));
   case Role::ATTN_LAYOUT:
-    return cost(1, 4 * d.Q, 1, 4 * d.Q);
+    return nonvec(cost(1, 4 * d.Q, 1, 4 * d.Q), 4 * d.Q, 4 * d.Q);
   case Role::RESIDUAL:
     return cost(1, 6 * d.H, 1, 6 * d.H);
   case Role::MLP_IN:
@@ -316,8 +342,10 @@ void apply(Op& op, const KernelCost& c, const KernelContext& ctx)
   const double scale = ctx.activation_bytes / 2.0;
   op.fwd_kernels = c.fwd_kernels;
   op.fwd_bytes = c.fwd_bytes * scale;
+  op.fwd_nonvec_bytes = c.fwd_nonvec * scale;
   op.bwd_kernels = ctx.inference ? 0 : c.bwd_kernels;
   op.bwd_bytes = ctx.inference ? 0 : c.bwd_bytes * scale;
+  op.bwd_nonvec_bytes = ctx.inference ? 0 : c.bwd_nonvec * scale;
 }
 
 } // namespace

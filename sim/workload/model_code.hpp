@@ -48,6 +48,9 @@ struct KernelCost {
   double fwd_bytes = 0;
   int bwd_kernels = 0;
   double bwd_bytes = 0;
+  /// Of the bytes, those moved by non-vectorized TensorIterator kernels (workload::Op::fwd_nonvec_bytes).
+  double fwd_nonvec = 0;
+  double bwd_nonvec = 0;
 };
 
 /// The element-wise roles an op of the block graph plays (by its name), and the glue kernels the graph has no op

@@ -213,13 +213,18 @@ std::int64_t sum_numel(const std::vector<ParamTensor>& ps)
 struct GraphBuilder {
   GraphBuilder(const Shape& s, const WorkloadOptions& o)
       : shape(s), batch(o.micro_batch), seq(o.seq_len), tokens(std::int64_t{o.micro_batch} * o.seq_len),
-        ba(o.activation_dtype_bytes)
+        ba(o.activation_dtype_bytes), fp32_stream(o.autocast_casts),
+        hf_rmsnorm(o.model_code == spec::ModelCode::HF && !s.layernorm)
   {
   }
 
   OpGraph graph;
 
   int act(const char* name, std::int64_t numel) { return graph.add_tensor(name, numel, ba); }
+
+  /// A tensor of the residual stream: fp32 under autocast over fp32 parameters (the embedding's output and every
+  /// residual add are fp32 there; docs/workload.md §1.4), else the activation dtype.
+  int stream(const char* name, std::int64_t numel) { return graph.add_tensor(name, numel, fp32_stream ? 4 : ba); }
 
   /// A linear layer y = x·Wᵀ (+ bias): m = tokens, n = out, k = in; 2mnk FLOPs forward, twice that
   /// backward (dX and dW). Saves its input. `outs` are the output tensors (views of one result).
@@ -242,17 +247,42 @@ struct GraphBuilder {
     return y;
   }
 
-  /// A fused norm kernel (Apex/TE/Megatron): saves its input and fp32 statistics (mean and rstd for
-  /// layernorm, rstd for RMSNorm), one per token.
-  int norm(const char* name, int in)
+  /// A norm: saves its input and fp32 statistics (mean and rstd for layernorm, rstd for RMSNorm), one per token,
+  /// as a fused kernel (Apex/TE/Megatron) does. Hugging Face's eager LlamaRMSNorm saves more (docs/workload.md
+  /// §1.4): `pow` saves the input as fp32 (a copy unless it is fp32 already) and the weight multiply saves the
+  /// normalised tensor (fp32 under autocast, else 16-bit). Under autocast over fp32 parameters the output is fp32
+  /// and each of the `readers` linears casts it itself and saves its own 16-bit copy (autocast caches weight casts
+  /// only): `inputs` receives what each reader reads and saves (the casts, outputs of this op; else the output).
+  int norm(const char* name, int in, int readers = 1, std::vector<int>* inputs = nullptr)
   {
-    const int y = act(name, tokens * shape.h);
+    const int y = fp32_stream ? stream(name, tokens * shape.h) : act(name, tokens * shape.h);
     const int stats = graph.add_tensor(std::string(name) + ".stats", tokens * (shape.layernorm ? 2 : 1), 4, false);
     OpDef o;
     o.op = elementwise_op(name);
     o.inputs = {in};
     o.outputs = {y, stats};
     o.saved = {in, stats};
+    if (hf_rmsnorm) {
+      int x32 = in;
+      if (graph.tensor(in).elem_bytes != 4) {
+        x32 = graph.add_tensor(std::string(name) + ".fp32", tokens * shape.h, 4, false);
+        o.outputs.push_back(x32);
+      }
+      const int normalised =
+          graph.add_tensor(std::string(name) + ".normalised", tokens * shape.h, fp32_stream ? 4 : ba, false);
+      o.outputs.push_back(normalised);
+      o.saved = {x32, normalised, stats};
+    }
+    if (inputs) {
+      inputs->assign(static_cast<std::size_t>(readers), y);
+      if (fp32_stream)
+        for (int i = 0; i < readers; ++i) {
+          const int cast =
+              graph.add_tensor(std::string(name) + ".cast" + std::to_string(i), tokens * shape.h, ba, false);
+          o.outputs.push_back(cast);
+          (*inputs)[static_cast<std::size_t>(i)] = cast;
+        }
+    }
     const std::int64_t weights = (shape.layernorm ? 2 : 1) * shape.h * ba;
     o.weight_read_fwd = weights;
     o.weight_read_bwd = weights;
@@ -278,15 +308,16 @@ struct GraphBuilder {
   int dropout(const char* name, int in, bool core = false)
   {
     const std::int64_t numel = graph.tensor(in).numel;
-    const int y = act(name, numel);
+    const int y = graph.add_tensor(name, numel, graph.tensor(in).elem_bytes); // the input's dtype
     const int mask = graph.add_tensor(std::string(name) + ".mask", numel, 1, false);
     elementwise(name, {in}, {y, mask}, {mask}, core);
     return y;
   }
 
+  /// A residual add: its output is on the residual stream (stream()).
   int add(const char* name, int x, int y)
   {
-    const int out = act(name, graph.tensor(x).numel);
+    const int out = stream(name, graph.tensor(x).numel);
     elementwise(name, {x, y}, {out}, {});
     return out;
   }
@@ -312,11 +343,13 @@ struct GraphBuilder {
     return op;
   }
 
-  Shape shape;             ///< the model
-  std::int64_t batch = 0;  ///< b, sequences per micro-batch
-  std::int64_t seq = 0;    ///< s, tokens per sequence
-  std::int64_t tokens = 0; ///< b * s
-  int ba = 2;              ///< activation dtype, bytes per element
+  Shape shape;              ///< the model
+  std::int64_t batch = 0;   ///< b, sequences per micro-batch
+  std::int64_t seq = 0;     ///< s, tokens per sequence
+  std::int64_t tokens = 0;  ///< b * s
+  int ba = 2;               ///< activation dtype, bytes per element
+  bool fp32_stream = false; ///< autocast over fp32 parameters: an fp32 residual stream, per-linear input casts
+  bool hf_rmsnorm = false;  ///< Hugging Face's eager LlamaRMSNorm (its saved tensors, norm())
 };
 
 /// One transformer block. Inference with generation (docs/inference.md): the new tokens' k and v are written into
@@ -332,8 +365,10 @@ OpGraph block_graph(const Shape& s, const WorkloadOptions& o, std::int64_t past 
   const bool train_dropout = s.dropout && !o.inference;
   const bool kv_cache = o.inference && o.generate_tokens >= 1;
 
-  const int x = g.act("x", T * s.h);
-  const int y1 = g.norm("attn_norm", x);
+  const int x = g.stream("x", T * s.h);
+  std::vector<int> y1s;
+  g.norm("attn_norm", x, s.fused_qkv ? 1 : 3, &y1s);
+  const int y1 = y1s[0];
 
   int q = -1, k = -1, v = -1;
   // From here to the attention output projection every tensor is this rank's heads (h_r, kvd_r;
@@ -344,9 +379,9 @@ OpGraph block_graph(const Shape& s, const WorkloadOptions& o, std::int64_t past 
     v = g.act("v", T * s.kvd_r);
     g.linear("attn.qkv", y1, {q, k, v}, s.h_r + 2 * s.kvd_r, s.h);
   } else {
-    q = g.linear("attn.q_proj", "q", y1, s.h_r, s.h);
-    k = g.linear("attn.k_proj", "k", y1, s.kvd_r, s.h);
-    v = g.linear("attn.v_proj", "v", y1, s.kvd_r, s.h);
+    q = g.linear("attn.q_proj", "q", y1s[0], s.h_r, s.h);
+    k = g.linear("attn.k_proj", "k", y1s[1], s.kvd_r, s.h);
+    v = g.linear("attn.v_proj", "v", y1s[2], s.kvd_r, s.h);
   }
   if (s.rope) {
     // q·cos + rotate_half(q)·sin: autograd saves only cos/sin (s x d, negligible), not q or k.
@@ -423,11 +458,13 @@ OpGraph block_graph(const Shape& s, const WorkloadOptions& o, std::int64_t past 
     attn = g.dropout("attn.resid_dropout", attn);
   const int x2 = g.add("attn.residual", x, attn);
 
-  const int y2 = g.norm("mlp_norm", x2);
+  std::vector<int> y2s;
+  g.norm("mlp_norm", x2, s.swiglu ? 2 : 1, &y2s);
+  const int y2 = y2s[0];
   int mlp_in = -1;
   if (s.swiglu) {
-    const int gate = g.linear("mlp.gate_proj", "mlp.gate", y2, s.f_r, s.h);
-    const int up = g.linear("mlp.up_proj", "mlp.up", y2, s.f_r, s.h);
+    const int gate = g.linear("mlp.gate_proj", "mlp.gate", y2s[0], s.f_r, s.h);
+    const int up = g.linear("mlp.up_proj", "mlp.up", y2s[1], s.f_r, s.h);
     const int act = g.act("mlp.act", T * s.f_r);
     g.elementwise("mlp.act", {gate}, {act}, {gate}); // SiLU saves its input
     mlp_in = g.act("mlp.mul", T * s.f_r);
@@ -451,7 +488,7 @@ OpGraph embed_graph(const Shape& s, const WorkloadOptions& o)
   const std::int64_t T = g.tokens;
   const int ba = g.ba;
   const int ids = g.graph.add_tensor("token_ids", T, 8, false);
-  const int tok = g.act("embed.tokens", T * s.h);
+  const int tok = g.stream("embed.tokens", T * s.h);
   // nn.Embedding: gathers T rows; its backward (embedding_dense_backward) writes a dense vocab x h gradient.
   OpDef lookup;
   lookup.op = GraphBuilder::elementwise_op("embed.tokens");
@@ -484,7 +521,7 @@ OpGraph embed_graph(const Shape& s, const WorkloadOptions& o)
 OpGraph final_norm_graph(const Shape& s, const WorkloadOptions& o)
 {
   GraphBuilder g(s, o);
-  const int x = g.act("x", g.tokens * s.h);
+  const int x = g.stream("x", g.tokens * s.h);
   const int y = g.norm("final_norm", x);
   g.graph.set_boundary(x, y);
   return std::move(g.graph);
@@ -524,8 +561,21 @@ OpGraph lm_head_graph(const Shape& s, const WorkloadOptions& o)
     return std::move(g.graph);
   }
   // Loss (docs/workload.md §4.4): the logits are returned to the caller (HF CausalLMOutput.logits) and
-  // stay alive until backward; cross_entropy upcasts to fp32 and log_softmax saves its fp32 output.
-  g.graph.hold(logits);
+  // stay alive until backward, except where the training loop drops them first (torchtitan's train step: `del pred`
+  // before `loss.backward()`).
+  if (o.model_code != spec::ModelCode::TORCHTITAN)
+    g.graph.hold(logits);
+  const int labels = g.graph.add_tensor("labels", T, 8, false);
+  const int loss = g.graph.add_tensor("loss", 1, 4);
+  if (o.compiled && g.ba < 4) {
+    // Compiled (Inductor): the upcast, log_softmax and nll are one kernel each way, and the partitioner saves the
+    // 16-bit logits and each row's fp32 logsumexp (2 B + 4/V per element) instead of the fp32 log-probabilities.
+    const int lse = g.graph.add_tensor("loss.logsumexp", T, 4, false);
+    g.elementwise("loss.cross_entropy", {logits, labels}, {loss, lse}, {logits, lse, labels});
+    g.graph.set_boundary(y, loss);
+    return std::move(g.graph);
+  }
+  // Eager: cross_entropy upcasts to fp32 and log_softmax saves its fp32 output.
   int lf = logits;
   if (g.ba < 4) {
     lf = g.graph.add_tensor("logits.fp32", T * s.vocab_r, 4);
@@ -533,8 +583,6 @@ OpGraph lm_head_graph(const Shape& s, const WorkloadOptions& o)
   }
   const int lsm = g.graph.add_tensor("loss.log_softmax", T * s.vocab_r, 4);
   g.elementwise("loss.log_softmax", {lf}, {lsm}, {lsm});
-  const int labels = g.graph.add_tensor("labels", T, 8, false);
-  const int loss = g.graph.add_tensor("loss", 1, 4);
   g.elementwise("loss.nll", {lsm, labels}, {loss}, {labels});
   g.graph.set_boundary(y, loss);
   return std::move(g.graph);

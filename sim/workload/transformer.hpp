@@ -43,6 +43,11 @@ struct Op {
   /// its family's count backward (compute::op_kernels).
   int fwd_kernels = -1;
   int bwd_kernels = -1;
+  /// Of fwd_bytes / bwd_bytes, the bytes PyTorch's non-vectorized element-wise kernels move (broadcast, strided,
+  /// mixed-dtype and casting TensorIterator paths; docs/workload.md §5.2), priced at the GPU kind's
+  /// `hbm_nonvectorized` share of the streaming bandwidth.
+  double fwd_nonvec_bytes = 0;
+  double bwd_nonvec_bytes = 0;
 };
 
 /// An ATTENTION op whose FLOPs cover both products (4·m·n·k: QKᵀ and PV in one kernel) is a fused (flash/SDPA)

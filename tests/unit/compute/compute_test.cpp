@@ -247,6 +247,28 @@ TEST_CASE("a memory-bound op takes bytes / (HBM bandwidth x hbm efficiency) plus
   CHECK(op_time(none, true, gpu, spec::Precision::BF16) == 0);
 }
 
+TEST_CASE("non-vectorized element-wise bytes move at the kind's hbm_nonvectorized share of the streaming rate")
+{
+  // docs/compute.md §1.5; kernels.yaml H100 `hbm_nonvectorized` 0.611 (the project's H100 profile: TensorIterator's
+  // broadcast, strided, mixed-dtype and casting kernels at 1.88 TB/s against the streaming 3.07).
+  const spec::GpuSpec gpu = node("dgx-h100").gpu;
+  const GpuEfficiency e = eff(gpu);
+  CHECK(e.hbm_nonvectorized == doctest::Approx(0.611).scale(0));
+  Op rotary;
+  rotary.name = "attn.rotary";
+  rotary.kind = OpKind::ELEMENTWISE;
+  rotary.fwd_bytes = 1e9;
+  rotary.fwd_nonvec_bytes = 0.4e9;
+  const double bw = gpu.memory_bandwidth_Bps * e.hbm;
+  CHECK(op_time(rotary, false, gpu, spec::Precision::BF16) ==
+        doctest::Approx(0.6e9 / bw + 0.4e9 / (bw * 0.611) + OVERHEAD).epsilon(1e-9).scale(0));
+  // A kind without a measurement prices every byte at the streaming rate (A100: the key is absent).
+  const spec::GpuSpec a100 = node("dgx-a100-80gb").gpu;
+  CHECK(eff(a100).hbm_nonvectorized == 1.0);
+  CHECK(op_time(rotary, false, a100, spec::Precision::BF16) ==
+        doctest::Approx(1e9 / (a100.memory_bandwidth_Bps * eff(a100).hbm) + OVERHEAD).epsilon(1e-9).scale(0));
+}
+
 TEST_CASE("the backward of a GEMM takes about twice its forward")
 {
   // Llama-2-7B's up_proj at 4096 tokens: forward [4096×4096]·[4096×11008]; backward dX (4096×4096 over

@@ -400,6 +400,53 @@ TEST_SUITE("workload")
     CHECK(lm_head(w).recompute_flops == 0);                               // the head is never checkpointed
   }
 
+  TEST_CASE("workload: Hugging Face's eager RMSNorm and autocast's per-linear casts keep what autograd saves")
+  {
+    // docs/workload.md §1.4, from transformers' LlamaRMSNorm (`hidden.to(float32)`; `pow` saves the fp32 input; the
+    // weight multiply saves the normalised tensor) and autocast (no cache for activation casts: each linear saves
+    // its own 16-bit copy of its input). Per token per hidden unit, against a fused norm that saves its 16-bit
+    // input x and whose 16-bit output the readers share (2 + 2):
+    //  - amp over fp32 parameters: an fp32 residual stream; a norm saves x (4) and the fp32 normalised (4); its n
+    //    readers each save a cast (2n): q/k/v 4 + 4 + 6 = 14, gate/up 4 + 4 + 4 = 12, i.e. 18·T·h more per block,
+    //    the gap the H100 steps measured (results/measurements/h100-2026-11-27/training-step/README.md, "Memory");
+    //  - 16-bit parameters (no casts): a norm saves an fp32 copy of x (4) and the 16-bit normalised (2) where the
+    //    fused one saves x (2): 4·T·h more per norm, 8·T·h per block.
+    const auto m = llama(16, 2048, 32, 8, 8192, 128256); // Llama-3.2-1B's block
+    const std::int64_t T = 8192, h = 2048;
+    WorkloadOptions fused = options(2, 4096, spec::Checkpointing::NONE, true);
+    fused.model_code = spec::ModelCode::MEGATRON;
+    WorkloadOptions hf16 = fused;
+    hf16.model_code = spec::ModelCode::HF;
+    WorkloadOptions amp = hf16;
+    amp.autocast_casts = true;
+    const std::int64_t base = block0(workload::build_workload(m, fused)).activation_bytes_kept;
+    CHECK(block0(workload::build_workload(m, amp)).activation_bytes_kept - base == 18 * T * h);
+    CHECK(block0(workload::build_workload(m, hf16)).activation_bytes_kept - base == 8 * T * h);
+    // Under full checkpointing only the block's input is kept: fp32 on the autocast stream (4·T·h, not 2).
+    WorkloadOptions amp_full = amp;
+    amp_full.checkpointing = spec::Checkpointing::FULL;
+    CHECK(block0(workload::build_workload(m, amp_full)).activation_bytes_kept == 4 * T * h);
+  }
+
+  TEST_CASE("workload: the loss as the training loop and torch.compile leave it")
+  {
+    // docs/workload.md §4.4. torchtitan's train step frees the logits before backward (`del pred`, torchtitan
+    // train.py at 775a486e): the head keeps its input, the fp32 log-softmax and the labels, not the 16-bit logits.
+    const auto m = llama3_8b();
+    const std::int64_t T = 8192, V = 128256, h = 4096;
+    WorkloadOptions titan = options(1, 8192, spec::Checkpointing::FULL, true);
+    titan.model_code = spec::ModelCode::TORCHTITAN;
+    CHECK(lm_head(workload::build_workload(m, titan)).activation_bytes_kept == T * h * 2 + T * V * 4 + T * 8);
+    // Compiled (torchtitan compiles its loss with its blocks): the upcast, log-softmax and nll are one Inductor
+    // kernel, whose partitioner saves the 16-bit logits and the fp32 logsumexp per row rather than T·V·4.
+    titan.compiled = true;
+    const Layer& head = lm_head(workload::build_workload(m, titan));
+    CHECK(head.activation_bytes_kept == T * h * 2 + T * V * 2 + T * 4 + T * 8);
+    // Backward: the logits' 16-bit gradient, written by the fused backward kernel (no fp32 copy), beside the head
+    // GEMM's input gradient (its largest gradient pair, op_graph's rule).
+    CHECK(head.activation_bytes_backward_working == T * V * 2 + T * h * 2);
+  }
+
   TEST_CASE("workload: Megatron-LM's loss keeps one fp32 copy of the logits")
   {
     // docs/workload.md §4.4, loss: megatron (vocab_parallel_cross_entropy(output.float(), labels)): the 16-bit
