@@ -75,6 +75,10 @@ constexpr double SEQ_OF_FIGURES = 4096;
 /// Kernels of FlashAttention-2's backward: dO·O preprocessing, the main dQ/dK/dV kernel, dQ conversion
 /// (flash-attention csrc/flash_attn/src/flash_bwd_launch_template.h).
 constexpr int FLASH_BWD_KERNELS = 3;
+/// Under grouped-query attention a fused backward writes dK and dV per query head and reduces them over each group:
+/// two more kernels (flash-attention csrc/flash_attn/flash_api.cpp mha_bwd, `at::sum_out` of dk_expanded and
+/// dv_expanded; cuDNN's two `fmha_reduce_head` in the project's H100 profile). workload::Op::gqa_reductions.
+constexpr int GQA_REDUCTION_KERNELS = 2;
 
 /// Useful share of the SM slots when `blocks` equal thread blocks run in waves over `sms` SMs.
 double wave_share(double blocks, int sms)
@@ -429,7 +433,7 @@ int op_kernels(const workload::Op& op, bool backward)
   if (op.kind == workload::OpKind::GEMM)
     return 2; // dX and dW
   if (op.kind == workload::OpKind::ATTENTION)
-    return workload::is_fused_attention(op) ? FLASH_BWD_KERNELS : 2;
+    return workload::is_fused_attention(op) ? FLASH_BWD_KERNELS + (op.gqa_reductions ? GQA_REDUCTION_KERNELS : 0) : 2;
   return 1;
 }
 

@@ -402,11 +402,9 @@ void price_block_kernels(std::vector<Op>& ops, const KernelContext& ctx, const B
   std::vector<Op> out;
   out.reserve(ops.size() + 3);
   for (Op& op : ops) {
-    // Under GQA a fused kernel's backward writes dK and dV per query head and reduces them over the group: two more
-    // kernels (flash-attention csrc/flash_attn/flash_api.cpp mha_bwd `at::sum_out` of dk_expanded and dv_expanded;
-    // cuDNN's two `fmha_reduce_head` in the H100 profile), beside the 3 of FlashAttention-2's backward.
+    // Under GQA a fused kernel's backward reduces dK and dV over each group (compute::op_kernels counts them).
     if (op.kind == OpKind::ATTENTION && is_fused_attention(op) && d.gqa && !ctx.inference)
-      op.bwd_kernels = 5;
+      op.gqa_reductions = true;
     if (op.kind == OpKind::ELEMENTWISE)
       if (const std::optional<KernelCost> c = role_cost(role_of(op.name), ctx, d))
         apply(op, *c, ctx);

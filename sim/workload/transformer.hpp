@@ -48,6 +48,9 @@ struct Op {
   /// `hbm_nonvectorized` share of the streaming bandwidth.
   double fwd_nonvec_bytes = 0;
   double bwd_nonvec_bytes = 0;
+  /// A fused attention kernel under grouped-query attention as the model code runs it: its backward writes dK and dV
+  /// per query head and reduces them over each group (compute::op_kernels adds those kernels).
+  bool gqa_reductions = false;
 };
 
 /// An ATTENTION op whose FLOPs cover both products (4·m·n·k: QKᵀ and PV in one kernel) is a fused (flash/SDPA)
