@@ -273,8 +273,26 @@ AllocatorReplay replay_allocator(const spec::TaskGraph& g, const std::vector<Rep
   std::vector<std::vector<int>> tokens(g.buffers.size());
   std::vector<std::vector<std::int64_t>> requests(g.buffers.size()); // allocator_requests, computed once
   auto malloc_all = [&](size_t id, spec::TaskId task) {
+    const spec::Buffer& b = g.buffers[id];
+    if (!b.trace.empty()) {
+      // The requests in the framework's order (Buffer::trace): the ones never freed there are the buffer's blocks.
+      std::vector<int> block(b.trace_bytes.size(), -1);
+      std::vector<bool> freed(b.trace_bytes.size(), false);
+      for (int step : b.trace) {
+        if (step >= 0) {
+          block[static_cast<size_t>(step)] = a.malloc(b.trace_bytes[static_cast<size_t>(step)], stream_of(task));
+        } else {
+          a.free(block[static_cast<size_t>(-step - 1)]);
+          freed[static_cast<size_t>(-step - 1)] = true;
+        }
+      }
+      for (size_t k = 0; k < block.size(); ++k)
+        if (!freed[k] && block[k] >= 0)
+          handles[id].push_back(block[k]);
+      return;
+    }
     if (requests[id].empty())
-      requests[id] = allocator_requests(g.buffers[id]);
+      requests[id] = allocator_requests(b);
     for (std::int64_t bytes : requests[id])
       handles[id].push_back(a.malloc(bytes, stream_of(task)));
   };
@@ -316,8 +334,8 @@ AllocatorReplay replay_allocator(const spec::TaskGraph& g, const std::vector<Rep
         continue;
       const auto id = static_cast<size_t>(e.buffer);
       const spec::Buffer& b = g.buffers[id];
-      if (b.device != spec::Device::GPU || b.bytes <= 0)
-        continue; // torch hands out no block for an empty tensor
+      if (b.device != spec::Device::GPU || b.bytes <= 0 || b.in_trace)
+        continue; // torch hands out no block for an empty tensor; a traced working set is in its layer's trace
       switch (e.kind) {
       case ReplayEvent::Kind::ALLOC:
         if ((step > 0 && e.task < 0) || (e.task < 0 && b.lazy))

@@ -143,7 +143,7 @@ void ddp_step(Builder& b, std::int64_t psi, int bp, bool lowp, bool scaler, cons
   std::int64_t largest = 0; // every parameter whole: the largest is the single-tensor step's temporary
   for (const ParamInfo& pi : b.params)
     largest = std::max(largest, pi.numel);
-  const TaskId opt = b.torch_optimizer("step.optimizer", psi, largest);
+  const TaskId opt = b.torch_optimizer("step.optimizer", psi, largest, b.param_elements());
   b.free_on(opt, fp32_grads);
   for (BufferId gb : grads)
     b.free_on(opt, gb); // zero_grad(set_to_none=True)

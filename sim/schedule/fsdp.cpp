@@ -212,7 +212,13 @@ void Fsdp::step()
     opt = b_.cpu_work("step.cpu_optimizer", Phase::OPTIMIZER, p, per * static_cast<double>(p),
                       b_.opt_flops_per_elem * static_cast<double>(p));
   } else {
-    opt = b_.torch_optimizer("step.optimizer", p, largest_tensor_);
+    std::vector<std::int64_t> held = b_.param_elements(); // FSDP2: the sharded parameters
+    if (!c_.v2) {                                         // FSDP1: one flat parameter per unit
+      held.clear();
+      for (const Unit& un : units_)
+        held.push_back(un.shard);
+    }
+    opt = b_.torch_optimizer("step.optimizer", p, largest_tensor_, held);
   }
   // optimizer.zero_grad() (set_to_none) frees the sharded gradients.
   for (std::size_t u = 0; u < units_.size(); ++u) {

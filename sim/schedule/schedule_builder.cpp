@@ -69,7 +69,7 @@ BufferId Builder::resident(std::string name, Device d, MemCategory c, std::int64
 {
   if (bytes <= 0)
     return -1;
-  const BufferId id = graph.add_buffer(Buffer{std::move(name), d, pinned, c, bytes, {}, false, false});
+  const BufferId id = graph.add_buffer(Buffer{std::move(name), d, pinned, c, bytes, {}, false, false, {}, {}, false});
   graph.resident.push_back(id);
   return id;
 }
@@ -78,7 +78,7 @@ BufferId Builder::transient(std::string name, Device d, MemCategory c, std::int6
 {
   if (bytes <= 0)
     return -1;
-  return graph.add_buffer(Buffer{std::move(name), d, pinned, c, bytes, {}, false, false});
+  return graph.add_buffer(Buffer{std::move(name), d, pinned, c, bytes, {}, false, false, {}, {}, false});
 }
 
 BufferId Builder::scratch(TaskId t, std::string name, MemCategory c, std::int64_t bytes)
@@ -104,13 +104,18 @@ void Builder::torch_optimizer_state(BufferId b, const std::vector<std::int64_t>&
         buf.tensors.push_back(4 * elements);
 }
 
+std::vector<std::int64_t> Builder::param_elements() const
+{
+  std::vector<std::int64_t> out;
+  out.reserve(params.size());
+  for (const ParamInfo& p : params)
+    out.push_back(p.numel);
+  return out;
+}
+
 void Builder::torch_optimizer_state(BufferId b)
 {
-  std::vector<std::int64_t> param_elements;
-  param_elements.reserve(params.size());
-  for (const ParamInfo& p : params)
-    param_elements.push_back(p.numel);
-  torch_optimizer_state(b, param_elements);
+  torch_optimizer_state(b, param_elements());
 }
 
 void Builder::tensors_of(BufferId b, const std::vector<std::int64_t>& tensors)
@@ -378,6 +383,15 @@ TaskId Builder::forward(int mb, int layer, std::vector<TaskId> deps, const Compu
   const BufferId work = transient(mbs + ".fwd_working." + l.name, Device::GPU, MemCategory::ACTIVATIONS,
                                   l.activation_bytes_forward_working);
   tensors_of(work, l.forward_working_tensors);
+  // The caching allocator sees the forward op by op (docs/memory.md §2.1): the kept buffer carries the trace of
+  // every request, its transients among them, and the working set's own requests are skipped.
+  if (s.mechanisms.allocation_order && act_kept_[li] >= 0 && l.activation_bytes_kept > 0 && !l.forward_trace.empty() &&
+      !(ck && (ckpt_.config.copy == DsCheckpointing::Copy::BLOCKING || ckpt_.config.contiguous))) {
+    spec::Buffer& kb = graph.buffers[static_cast<std::size_t>(act_kept_[li])];
+    kb.trace_bytes = l.forward_trace_bytes;
+    kb.trace = l.forward_trace;
+    graph.buffers[static_cast<std::size_t>(work)].in_trace = true;
+  }
   alloc_on(compute, work);
   free_on(last, work);
   if (!ck)
@@ -508,7 +522,7 @@ TaskId Builder::gpu_optimizer(std::string name, std::int64_t elements, double ex
 }
 
 TaskId Builder::torch_optimizer(std::string name, std::int64_t elements, std::int64_t largest_tensor,
-                                std::vector<TaskId> deps)
+                                const std::vector<std::int64_t>& tensors, std::vector<TaskId> deps)
 {
   const bool sgd = s.training.optimizer == spec::Optimizer::SGD;
   // training.optimizer_impl; auto: torch's CUDA default for the stack's version (docs/ddp.md "Optimizer").
@@ -528,9 +542,10 @@ TaskId Builder::torch_optimizer(std::string name, std::int64_t elements, std::in
   task(id).kernels =
       std::max(1, !foreach && !fused && !sgd ? TORCH_ADAMW_SINGLE_KERNELS_PER_TENSOR * static_cast<int>(params.size())
                                              : (foreach && !sgd ? TORCH_ADAMW_FOREACH_OPS : 1) * launches);
-  if (foreach && !sgd)
-    scratch(id, name + ".foreach_sqrt", MemCategory::BUFFERS,
-            static_cast<std::int64_t>(elements * TORCH_ADAMW_FOREACH_TEMP_BYTES_PER_ELEM));
+  if (foreach && !sgd) // one new tensor per parameter (`torch._foreach_sqrt`): the allocator's requests
+    tensors_of(scratch(id, name + ".foreach_sqrt", MemCategory::BUFFERS,
+                       static_cast<std::int64_t>(elements * TORCH_ADAMW_FOREACH_TEMP_BYTES_PER_ELEM)),
+               tensors);
   else if (!sgd && !fused)
     scratch(id, name + ".sqrt", MemCategory::BUFFERS,
             static_cast<std::int64_t>(std::min(largest_tensor, elements) * TORCH_ADAMW_SINGLE_TEMP_BYTES_PER_ELEM));

@@ -261,9 +261,12 @@ public:
   /// torch.optim's step on the GPU over `elements` fp32 parameters (AdamW/Adam, or SGD): the PyTorch frameworks'
   /// optimizer (DDP, FSDP). Its CUDA default is the foreach implementation from torch 2.0 (one sqrt temporary over
   /// every parameter) and the single-tensor one before (a sqrt and a quotient of the largest parameter,
-  /// `largest_tensor` elements, at once); the stack assumed is Scenario::priced_software().
+  /// `largest_tensor` elements, at once); the stack assumed is Scenario::priced_software(). `tensors`: the elements
+  /// of each parameter the optimizer holds (their relative sizes), whose foreach temporaries are one tensor each.
   TaskId torch_optimizer(std::string name, std::int64_t elements, std::int64_t largest_tensor,
-                         std::vector<TaskId> deps = {});
+                         const std::vector<std::int64_t>& tensors, std::vector<TaskId> deps = {});
+  /// The elements of every parameter of the model, in order (the tensors DDP's and FSDP2's optimizer holds).
+  std::vector<std::int64_t> param_elements() const;
   /// CPU optimizer (DeepSpeedCPUAdam, §9.1: 28 B/elem) on the HOST thread; the host waits for it.
   TaskId cpu_optimizer(std::string name, std::int64_t elements, std::vector<TaskId> deps = {});
   /// The 1-element all-reduces of the step: overflow flag (1 byte, MAX) when `overflow`, grad norm (1 fp32).

@@ -148,6 +148,7 @@ inline constexpr std::pair<const char*, bool Mechanisms::*> MECHANISMS[] = {
     {"communicator", &Mechanisms::communicator},
     {"copies", &Mechanisms::copies},
     {"allocator", &Mechanisms::allocator},
+    {"alloc_order", &Mechanisms::allocation_order},
     {"model_code", &Mechanisms::model_code},
 };
 

@@ -79,6 +79,15 @@ struct Buffer {
   /// per parameter): the caching allocator first sees it at the first step's optimizer, carved out of whatever the
   /// first forward and backward left cached. The live sums count it from the start (the steady state).
   bool lazy = false;
+  /// GPU only: the caching allocator's requests in the order the framework makes them, short-lived ones among them
+  /// (a layer's forward, op by op: docs/memory.md §2.1). `trace_bytes` lists every request, `trace` the steps: k >= 0
+  /// mallocs request k, -k - 1 frees it. The requests the trace never frees are this buffer's blocks (they sum to
+  /// `bytes`, and replace `tensors` for the allocator); the others live only inside the trace.
+  std::vector<std::int64_t> trace_bytes;
+  std::vector<int> trace;
+  /// Its requests are in another buffer's trace (a layer's forward working set): the allocator replay skips it; the
+  /// live sums still count it.
+  bool in_trace = false;
 };
 
 struct Task {

@@ -38,6 +38,41 @@ std::vector<std::int64_t> OpGraph::tensors_of(const std::vector<bool>& set) cons
   return sizes;
 }
 
+void OpGraph::forward_trace(const std::vector<bool>& kept, const std::vector<int>& produced,
+                            const std::vector<int>& last_use, GraphResult& r) const
+{
+  const auto idx = [](int t) { return static_cast<std::size_t>(t); };
+  std::vector<int> slot(tensors_.size(), -1);
+  const auto allocate = [&](int t) {
+    const TensorDef& d = tensors_[idx(t)];
+    if (d.resident || d.bytes() <= 0 || slot[idx(t)] >= 0)
+      return;
+    slot[idx(t)] = static_cast<int>(r.forward_trace_bytes.size());
+    r.forward_trace_bytes.push_back(d.bytes());
+    r.forward_trace.push_back(slot[idx(t)]);
+  };
+  // Kept tensors no op of the layer writes (its input, token ids, labels): this layer's blocks from its start (the
+  // previous layer freed its output).
+  for (std::size_t t = 0; t < tensors_.size(); ++t)
+    if (kept[t] && produced[t] < 0)
+      allocate(static_cast<int>(t));
+  for (std::size_t i = 0; i < ops_.size(); ++i) {
+    for (int t : ops_[i].outputs)
+      if (produced[idx(t)] == static_cast<int>(i))
+        allocate(t);
+    // Transients whose last reader is this op (or that nobody reads) die here; the layer's output lives on.
+    for (std::size_t t = 0; t < tensors_.size(); ++t) {
+      if (slot[t] < 0 || kept[t] || static_cast<int>(t) == output_)
+        continue;
+      const int end = std::max(last_use[t], produced[t]);
+      if (end == static_cast<int>(i))
+        r.forward_trace.push_back(-slot[t] - 1);
+    }
+  }
+  if (slot[idx(output_)] >= 0 && !kept[idx(output_)])
+    r.forward_trace.push_back(-slot[idx(output_)] - 1); // handed to the next layer, which allocates its own input
+}
+
 GraphResult OpGraph::analyse(GraphMode mode) const
 {
   const std::size_t n_tensors = tensors_.size();
@@ -158,6 +193,8 @@ GraphResult OpGraph::analyse(GraphMode mode) const
   for (std::size_t t = 0; t < n_tensors; ++t)
     if (produced[t] == n_ops) // written by no op: an external input (token ids, labels)
       produced[t] = -1;
+  if (!inference)
+    forward_trace(kept, produced, last_use, r);
   last_use[idx(output_)] = n_ops;
   for (int i = 0; i < n_ops; ++i) {
     std::vector<bool> alive(n_tensors, false);

@@ -68,6 +68,12 @@ struct GraphResult {
   std::vector<std::int64_t> kept_tensors;
   std::vector<std::int64_t> forward_working_tensors;  ///< the transient tensors live at the forward's peak op
   std::vector<std::int64_t> backward_working_tensors; ///< the rebuilt tensors, then the largest gradient pair's
+  /// The forward's requests in op order (docs/memory.md §2.1): `forward_trace_bytes` lists every tensor the forward
+  /// allocates, kept or transient, in the order the ops write them (the layer's input first when kept);
+  /// `forward_trace` is the sequence of steps, k >= 0 allocating tensor k, -k - 1 freeing it after its last
+  /// reader (the layer's output at the end). Kept tensors are never freed in it.
+  std::vector<std::int64_t> forward_trace_bytes;
+  std::vector<int> forward_trace;
 };
 
 class OpGraph {
@@ -94,6 +100,8 @@ private:
   std::vector<std::int64_t> tensors_of(const std::vector<bool>& set) const;
   std::vector<Op> op_bytes(const std::vector<bool>& rerun, bool inference) const;
   std::vector<std::int64_t> largest_gradient_pair(std::int64_t& bytes) const;
+  void forward_trace(const std::vector<bool>& kept, const std::vector<int>& produced, const std::vector<int>& last_use,
+                     GraphResult& r) const;
 
   std::vector<TensorDef> tensors_;
   std::vector<OpDef> ops_;

@@ -665,6 +665,8 @@ Layer make_layer(std::string name, LayerKind kind, std::vector<ParamTensor> para
   l.activation_bytes_backward_working = r.backward_working_bytes;
   l.activation_bytes_forward_working = r.forward_working_bytes;
   l.kept_tensors = std::move(r.kept_tensors);
+  l.forward_trace_bytes = std::move(r.forward_trace_bytes);
+  l.forward_trace = std::move(r.forward_trace);
   l.forward_working_tensors = std::move(r.forward_working_tensors);
   l.backward_working_tensors = std::move(r.backward_working_tensors);
   return l;

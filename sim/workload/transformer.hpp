@@ -79,6 +79,9 @@ struct Layer {
   /// The tensors each of the three sums above stands for (bytes each; they sum to it): the caching allocator's
   /// requests (docs/memory.md §2.1). Empty: the sum is one tensor.
   std::vector<std::int64_t> kept_tensors, forward_working_tensors, backward_working_tensors;
+  /// The forward's allocations in op order (GraphResult::forward_trace_bytes / forward_trace).
+  std::vector<std::int64_t> forward_trace_bytes;
+  std::vector<int> forward_trace;
 
   std::int64_t param_count() const;
 };

@@ -92,6 +92,34 @@ TEST_SUITE("workload")
     CHECK(full.backward_working_tensors == V{40, 20, 40, 20}); // z rebuilt, then C's pair
   }
 
+  TEST_CASE("op_graph: the forward's allocations in op order, transients freed after their last reader")
+  {
+    // docs/memory.md §2.1 "alloc_order". Steps: k >= 0 allocates trace tensor k, -k - 1 frees it.
+    const OpGraph g = tiny();
+    using V = std::vector<std::int64_t>;
+    using S = std::vector<int>;
+    // TRAIN (x and z kept): x (kept input) first; A writes y; B writes z, and y (last read by B) dies; C writes w,
+    // the layer's output, freed at the end (the next layer allocates its own input).
+    const GraphResult train = g.analyse(GraphMode::TRAIN);
+    CHECK(train.forward_trace_bytes == V{20, 20, 40, 20}); // x, y, z, w
+    CHECK(train.forward_trace == S{0, 1, 2, -2, 3, -4});
+    // FULL (x kept): z is transient too, dying after C.
+    const GraphResult full = g.analyse(GraphMode::TRAIN_FULL);
+    CHECK(full.forward_trace == S{0, 1, 2, -2, 3, -3, -4});
+    // The kept tensors are the ones the trace never frees: they sum to kept_bytes.
+    std::int64_t never_freed = 0;
+    for (std::size_t k = 0; k < full.forward_trace_bytes.size(); ++k) {
+      bool freed = false;
+      for (int step : full.forward_trace)
+        freed = freed || step == -static_cast<int>(k) - 1;
+      if (!freed)
+        never_freed += full.forward_trace_bytes[k];
+    }
+    CHECK(never_freed == full.kept_bytes);
+    // Inference keeps nothing and has no trace (its forward is one pass the working set stands for).
+    CHECK(g.analyse(GraphMode::INFERENCE).forward_trace.empty());
+  }
+
   TEST_CASE("op_graph: bytes of GEMM and streaming ops")
   {
     const GraphResult r = tiny().analyse(GraphMode::TRAIN);
