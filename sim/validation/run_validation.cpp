@@ -652,10 +652,10 @@ int validate_ablation_command(const std::string& csv, const std::string& out_dir
         "one\n"
      << "mechanism switched from its default (`--without NAME` for one on by default, `--with NAME` for one off by\n"
      << "default) and compares, on the rows that mechanism acts on and that both runs compared, the median |error|\n"
-     << "and the median signed error of the primary whole-step figure with it on and off (the allocator, a memory\n"
-     << "mechanism: the measured reserved figures of the memory validation). Signed error: + = predicted faster\n"
-     << "than measured (throughput), + = predicted above measured (memory). A mechanism whose rows get worse with\n"
-     << "it on is wrong, not tunable.\n\n"
+     << "and the median signed error of the primary whole-step figure with it on and off (the allocator and\n"
+     << "alloc_order, memory mechanisms: the measured reserved figures of the memory validation). Signed error:\n"
+     << "+ = predicted faster than measured (throughput), + = predicted above measured (memory). A mechanism whose\n"
+     << "rows get worse with it on is wrong, not tunable.\n\n"
      << "| mechanism | rows it acts on | n | median abs error on | off | change | median signed on | "
         "off |\n|---|---|---:|---:|---:|---:|---:|---:|\n";
   int status = defaults.failures.empty() ? 0 : 1;
@@ -687,10 +687,10 @@ int validate_ablation_command(const std::string& csv, const std::string& out_dir
     out.flush();
   }
   {
-    // The allocator is a memory mechanism: its rows are the measured reserved figures of the memory validation, with
-    // the caching allocator replayed (on) or the old fraction of allocated (off, ALLOCATOR_FRAGMENTATION_FRACTION).
-    // Only those cases are predicted, each with the allocator on and off; a case either run cannot express is left
-    // out of both.
+    // The memory mechanisms (the allocator; the order the allocator sees a forward in): their rows are the measured
+    // reserved figures of the memory validation, each predicted with the mechanism on and off (the allocator off: the
+    // old fraction of allocated, ALLOCATOR_FRAGMENTATION_FRACTION). A case either run cannot express is left out of
+    // both.
     RowMapping mapping;
     for (const PublishedRow& row : rows) {
       try {
@@ -699,34 +699,36 @@ int validate_ablation_command(const std::string& csv, const std::string& out_dir
         // not mapped: the memory validation lists it as not covered; it has no reserved figure to compare here
       }
     }
-    std::vector<double> on_errors, off_errors;
-    for (const MemoryCase& c : mapping.memory) {
-      if (c.metric != MemMetric::RESERVED || !c.scenario)
-        continue;
-      std::optional<double> errors[2];
-      for (bool allocator : {true, false}) {
-        MemoryCase k = c;
-        k.scenario->mechanisms.allocator = allocator;
-        try {
-          errors[allocator ? 0 : 1] = compare_memory_case(k).error_pct;
-        } catch (const core::UnsupportedError&) {
-        } catch (const core::InputError&) {
-        } catch (const std::exception& e) {
-          out << "  allocator: row " << c.info.row_id << " failed: " << e.what() << "\n";
-          status = 1;
+    for (bool spec::Mechanisms::*flag : {&spec::Mechanisms::allocator, &spec::Mechanisms::allocation_order}) {
+      const std::string name = mechanism_name(flag);
+      std::vector<double> on_errors, off_errors;
+      for (const MemoryCase& c : mapping.memory) {
+        if (c.metric != MemMetric::RESERVED || !c.scenario)
+          continue;
+        std::optional<double> errors[2];
+        for (bool on : {true, false}) {
+          MemoryCase k = c;
+          k.scenario->mechanisms.*flag = on;
+          try {
+            errors[on ? 0 : 1] = compare_memory_case(k).error_pct;
+          } catch (const core::UnsupportedError&) {
+          } catch (const core::InputError&) {
+          } catch (const std::exception& e) {
+            out << "  " << name << ": row " << c.info.row_id << " failed: " << e.what() << "\n";
+            status = 1;
+          }
+        }
+        if (errors[0] && errors[1]) {
+          on_errors.push_back(*errors[0]);
+          off_errors.push_back(*errors[1]);
         }
       }
-      if (errors[0] && errors[1]) {
-        on_errors.push_back(*errors[0]);
-        off_errors.push_back(*errors[1]);
-      }
+      const ErrorStats a = error_stats("reserved", on_errors);
+      const ErrorStats b = error_stats("reserved", off_errors);
+      md << ablation_line(name, "rows with a measured reserved figure (memory validation)", a, b);
+      out << "  " << name << ": median |error| on its " << a.n << " reserved figures " << fixed(a.median_abs_pct, 1)
+          << " % with it, " << fixed(b.median_abs_pct, 1) << " % without\n";
     }
-    const ErrorStats a = error_stats("reserved", on_errors);
-    const ErrorStats b = error_stats("reserved", off_errors);
-    md << ablation_line(mechanism_name(&spec::Mechanisms::allocator),
-                        "rows with a measured reserved figure (memory validation)", a, b);
-    out << "  allocator: median |error| on its " << a.n << " reserved figures " << fixed(a.median_abs_pct, 1)
-        << " % with it, " << fixed(b.median_abs_pct, 1) << " % without\n";
   }
   const ErrorStats all = stats_on(defaults, compared_by_default);
   std::string off_by_default;
