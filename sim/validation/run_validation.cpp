@@ -725,7 +725,9 @@ int validate_ablation_command(const std::string& csv, const std::string& out_dir
       }
       const ErrorStats a = error_stats("reserved", on_errors);
       const ErrorStats b = error_stats("reserved", off_errors);
-      md << ablation_line(name, "rows with a measured reserved figure (memory validation)", a, b);
+      const bool default_on = spec::Mechanisms{}.*flag;
+      md << ablation_line(name + (default_on ? "" : " (off by default)"),
+                          "rows with a measured reserved figure (memory validation)", a, b);
       out << "  " << name << ": median |error| on its " << a.n << " reserved figures " << fixed(a.median_abs_pct, 1)
           << " % with it, " << fixed(b.median_abs_pct, 1) << " % without\n";
     }
