@@ -440,7 +440,8 @@ TEST_SUITE("workload")
     // Compiled (torchtitan compiles its loss with its blocks): the upcast, log-softmax and nll are one Inductor
     // kernel, whose partitioner saves the 16-bit logits and the fp32 logsumexp per row rather than T·V·4.
     titan.compiled = true;
-    const Layer& head = lm_head(workload::build_workload(m, titan));
+    const Workload compiled = workload::build_workload(m, titan);
+    const Layer& head = lm_head(compiled);
     CHECK(head.activation_bytes_kept == T * h * 2 + T * V * 2 + T * 4 + T * 8);
     // Backward: the logits' 16-bit gradient, written by the fused backward kernel (no fp32 copy), beside the head
     // GEMM's input gradient (its largest gradient pair, op_graph's rule).
