@@ -56,18 +56,21 @@ void OpGraph::forward_trace(const std::vector<bool>& kept, const std::vector<int
   for (std::size_t t = 0; t < tensors_.size(); ++t)
     if (kept[t] && produced[t] < 0)
       allocate(static_cast<int>(t));
+  // Transients by the op after which they die (their last reader, or their writer when nobody reads them); the
+  // layer's output lives on.
+  std::vector<std::vector<int>> dies_after(ops_.size());
+  for (std::size_t t = 0; t < tensors_.size(); ++t) {
+    const int end = std::max(last_use[t], produced[t]);
+    if (!kept[t] && static_cast<int>(t) != output_ && end >= 0 && end < static_cast<int>(ops_.size()))
+      dies_after[static_cast<std::size_t>(end)].push_back(static_cast<int>(t));
+  }
   for (std::size_t i = 0; i < ops_.size(); ++i) {
     for (int t : ops_[i].outputs)
       if (produced[idx(t)] == static_cast<int>(i))
         allocate(t);
-    // Transients whose last reader is this op (or that nobody reads) die here; the layer's output lives on.
-    for (std::size_t t = 0; t < tensors_.size(); ++t) {
-      if (slot[t] < 0 || kept[t] || static_cast<int>(t) == output_)
-        continue;
-      const int end = std::max(last_use[t], produced[t]);
-      if (end == static_cast<int>(i))
-        r.forward_trace.push_back(-slot[t] - 1);
-    }
+    for (int t : dies_after[i])
+      if (slot[idx(t)] >= 0)
+        r.forward_trace.push_back(-slot[idx(t)] - 1);
   }
   if (slot[idx(output_)] >= 0 && !kept[idx(output_)])
     r.forward_trace.push_back(-slot[idx(output_)] - 1); // handed to the next layer, which allocates its own input

@@ -255,7 +255,7 @@ struct GraphBuilder {
   /// only): `inputs` receives what each reader reads and saves (the casts, outputs of this op; else the output).
   int norm(const char* name, int in, int readers = 1, std::vector<int>* inputs = nullptr)
   {
-    const int y = fp32_stream ? stream(name, tokens * shape.h) : act(name, tokens * shape.h);
+    const int y = stream(name, tokens * shape.h); // fp32 under autocast over fp32 parameters
     const int stats = graph.add_tensor(std::string(name) + ".stats", tokens * (shape.layernorm ? 2 : 1), 4, false);
     OpDef o;
     o.op = elementwise_op(name);
