@@ -46,6 +46,10 @@ const CommandDoc COMMAND_DOCS[] = {
         in-sample and on the priors (the fit and its folds take about 17 minutes on 2 cores; --no-loso fits
         without the folds, --priors-only skips the fit); neither flag: both
 )"},
+    {"validate", R"(  zerosim validate --scenarios DIR [CSV]
+        each compared row's scenario as the report maps it, resolved, in DIR/row-<id>.yaml, nothing simulated:
+        'zerosim run DIR/row-51.yaml' replays that row with its time breakdown
+)"},
     {"validate", R"(  zerosim validate --ablation [CSV] [--out DIR] [--jobs N]
         the throughput validation with the default mechanisms, then with each switched from its
         default in turn: ablation.md, the change in median error on the rows each mechanism acts on
@@ -200,7 +204,9 @@ void add_memory(CLI::App& c, Args& a)
 
 void add_describe(CLI::App& c, Args& a)
 {
-  add_one_positional(c, a, "KIND", "model, node or scenario (default: scenario, whose table nests the model, node and framework keys)");
+  add_one_positional(
+      c, a, "KIND",
+      "model, node or scenario (default: scenario, whose table nests the model, node and framework keys)");
 }
 
 void add_validate(CLI::App& c, Args& a)
@@ -214,6 +220,9 @@ void add_validate(CLI::App& c, Args& a)
   add_jobs(c, a, "scenarios simulated at once, one worker process each (default 2)");
   add_mechanisms(c, a);
   c.add_flag("--ablation", a.ablation, "each mechanism switched off in turn: ablation.md");
+  c.add_option("--scenarios", a.scenarios_dir,
+               "write each compared row's scenario to DIR/row-<id>.yaml, without simulating (zerosim run replays one)")
+      ->type_name("DIR");
   add_calibration(c, a);
 }
 

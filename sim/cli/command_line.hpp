@@ -40,16 +40,17 @@ struct Args {
   bool memory = false, run = false, ablation = false, priors_only = false;
   bool no_loso = false; ///< validate --run and calibrate
   // calibrate
-  std::vector<std::string> runs;           ///< --runs CSV (calibrate, compare)
-  std::vector<std::string> scenario_files; ///< --scenario FILE
-  std::optional<std::string> fit_params;   ///< --fit-params A,B
-  std::optional<std::string> fold_by;      ///< --fold-by source
-  std::vector<std::string> nccl;           ///< --nccl FILE[:COLLECTIVE]
-  std::optional<std::string> node;         ///< --node NAME|PATH
-  std::optional<std::string> gemm;         ///< --gemm CSV
-  std::optional<std::string> synthetic;    ///< --synthetic TRUE_PROFILE
-  std::optional<std::string> noise;        ///< --noise SD
-  std::optional<std::string> seed;         ///< --seed N
+  std::vector<std::string> runs;            ///< --runs CSV (calibrate, compare)
+  std::vector<std::string> scenario_files;  ///< --scenario FILE
+  std::optional<std::string> fit_params;    ///< --fit-params A,B
+  std::optional<std::string> fold_by;       ///< --fold-by source
+  std::vector<std::string> nccl;            ///< --nccl FILE[:COLLECTIVE]
+  std::optional<std::string> node;          ///< --node NAME|PATH
+  std::optional<std::string> gemm;          ///< --gemm CSV
+  std::optional<std::string> synthetic;     ///< --synthetic TRUE_PROFILE
+  std::optional<std::string> scenarios_dir; ///< validate --scenarios DIR
+  std::optional<std::string> noise;         ///< --noise SD
+  std::optional<std::string> seed;          ///< --seed N
   // sweep
   std::vector<std::string> sweeps; ///< --sweep KEY=V1,V2,...
   bool resume = false, merge = false, mpi = false;

@@ -237,6 +237,13 @@ int validate_command(const Args& a, std::ostream& out)
   const std::filesystem::path given =
       a.out_dir ? std::filesystem::path(*a.out_dir) : std::filesystem::path(csv).parent_path();
   const std::string dir = (given.empty() ? std::filesystem::path(".") : given).string();
+  if (a.scenarios_dir) {
+    if (a.memory || a.run || a.ablation || a.no_loso || a.priors_only || a.out_dir || a.jobs || !a.without.empty() ||
+        !a.with.empty())
+      usage_error("validate --scenarios DIR: writes the rows' scenarios and simulates nothing; give it with the CSV "
+                  "alone");
+    return validation::write_row_scenarios(csv, *a.scenarios_dir, out);
+  }
   if (a.ablation) {
     if (a.memory || a.run || a.no_loso || a.priors_only || !a.without.empty() || !a.with.empty())
       usage_error("validate --ablation: switches every mechanism off in turn by itself; give it without --memory, "

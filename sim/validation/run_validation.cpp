@@ -634,6 +634,26 @@ void write_throughput_report(const ThroughputReport& r, const std::string& out_d
   out << render_headline(r) << "report: " << out_dir << "/report.md\n";
 }
 
+int write_row_scenarios(const std::string& csv, const std::string& out_dir, std::ostream& out)
+{
+  const std::vector<PublishedRow> rows = read_published_rows(csv);
+  const ThroughputInput input = map_throughput_input(rows, node_loader_near(csv), mapping_rules_near(csv));
+  core::create_directories(out_dir, "--scenarios");
+  for (const ThroughputCase& c : input.mapping.cases) {
+    std::ostringstream text;
+    text << "# Validation row " << c.info.row_id << " (" << c.info.source_id << ": " << c.info.source << ", "
+         << c.info.locator << "), as `zerosim validate --run` maps it; generated, do not edit.\n"
+         << "# Measured: " << c.figures.front().column << " = " << c.figures.front().written << "\n";
+    if (!c.info.assumptions.empty())
+      text << "# Assumed: " << c.info.assumptions << "\n";
+    text << config::resolved_yaml(c.scenario);
+    write_file(out_dir + "/row-" + c.info.row_id + ".yaml", text.str());
+  }
+  out << "wrote " << input.mapping.cases.size() << " row scenarios (of " << input.rows_total << " rows; the rest are "
+      << "not covered, as report.md says) to " << out_dir << "\n";
+  return 0;
+}
+
 int validate_ablation_command(const std::string& csv, const std::string& out_dir, std::ostream& out, int jobs,
                               double row_time_limit_s)
 {

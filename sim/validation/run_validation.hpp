@@ -208,6 +208,12 @@ std::map<std::string, spec::AccuracyBand> priors_accuracy_bands(const Throughput
 /// prints the headline to `out`.
 void write_throughput_report(const ThroughputReport& r, const std::string& out_dir, std::ostream& out);
 
+/// `zerosim validate --scenarios DIR`: maps every row of `csv` as `validate --run` does and writes each compared
+/// row's scenario, resolved, to DIR/row-<id>.yaml (a comment header names the row, its source and the mapping's
+/// assumptions), without simulating; `zerosim run DIR/row-<id>.yaml` then replays the row with its breakdown and
+/// trace. Prints how many were written. Throws core::InputError for an unreadable file.
+int write_row_scenarios(const std::string& csv, const std::string& out_dir, std::ostream& out);
+
 /// `zerosim validate --ablation`: the throughput validation with the default mechanisms, then with each switched
 /// from its default in turn (off, or on for one off by default); writes ablation.md into `out_dir`: per mechanism,
 /// on the rows it acts on that both runs compared, the median |error| and the median signed error on and off, and

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -317,6 +318,37 @@ TEST_SUITE("cli")
     Result abl = run_zerosim({"validate", "--ablation", "--priors-only"});
     CHECK(abl.status == 2);
     CHECK(has(abl.err, "validate --ablation: switches every mechanism off in turn by itself"));
+  }
+
+  // `validate --scenarios DIR` writes the scenario of every row `validate --run` compares (report.csv lists them,
+  // kind "compared", one line per figure) and nothing else; each loads as a scenario of its own.
+  TEST_CASE("cli: validate --scenarios writes one loadable scenario per compared row")
+  {
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / "zerosim-cli-test-row-scenarios";
+    std::filesystem::remove_all(dir);
+    const std::string csv = std::string(ZEROSIM_SOURCE_DIR) + "/results/validation/published.csv";
+    Result r = run_zerosim({"validate", "--scenarios", dir.string(), csv});
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    std::set<std::string> compared;
+    std::istringstream report(read_file(std::string(ZEROSIM_SOURCE_DIR) + "/results/validation/report.csv"));
+    for (std::string line; std::getline(report, line);)
+      if (line.find(",compared,") != std::string::npos)
+        compared.insert(line.substr(0, line.find(',')));
+    std::set<std::string> written;
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+      written.insert(e.path().stem().string().substr(4)); // "row-51" -> "51"
+    CHECK(written == compared);
+    CHECK(has(r.out, "wrote " + std::to_string(compared.size()) + " row scenarios"));
+    const std::string row51 = (dir / "row-51.yaml").string();
+    CHECK(read_file(row51).rfind("# Validation row 51 (S03: ", 0) == 0);
+    Result mem = run_zerosim({"memory", row51});
+    INFO(mem.err);
+    CHECK(mem.status == 0);
+    Result mixed = run_zerosim({"validate", "--scenarios", dir.string(), "--run"});
+    CHECK(mixed.status == 2);
+    CHECK(has(mixed.err, "validate --scenarios DIR: writes the rows' scenarios and simulates nothing"));
+    std::filesystem::remove_all(dir);
   }
 
   // Malformed copies of the default scenario, as a user's typo makes them: exit 2 with FILE:LINE:COL, never the
