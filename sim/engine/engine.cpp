@@ -45,7 +45,7 @@ void add_memory_only_ranks(const spec::Scenario& s, const workload::Workload& w,
   for (const RankTimeline& r : t.ranks)
     if (r.rank >= 0 && r.rank < s.world())
       simulated[static_cast<std::size_t>(r.rank)] = true;
-  for (int rank : schedule::memory_ranks(s))
+  for (int rank : schedule::memory_ranks(s, w))
     if (!simulated[static_cast<std::size_t>(rank)])
       t.memory_only_ranks.push_back(RankGraph{rank, schedule::build_step_graph(s, w, rank, step)});
 }

@@ -310,6 +310,11 @@ private:
 // Stage builders (one file each).
 void build_stage0(Builder& b);
 void build_stage12(Builder& b);
+/// The data-parallel ranks of a ZeRO-1/2 step among which the largest GPU peak lies (docs/schedule.md "Ranks that
+/// can differ"): the ranks' graphs differ only in the buffer of the gradients their partition touches (its size
+/// and the bucket that allocates it) and, with offload, the slices the buckets copy out; a rank that another
+/// dominates in all of these cannot hold more. A handful of ranks instead of N.
+std::vector<int> stage12_memory_dp_ranks(const Builder& b);
 void build_stage3(Builder& b);
 /// PyTorch DistributedDataParallel (docs/ddp.md); also a plain single-GPU PyTorch run (dp = 1).
 void build_ddp(Builder& b);

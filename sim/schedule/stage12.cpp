@@ -2,10 +2,23 @@
 #include "schedule/offload.hpp"
 
 #include <algorithm>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <tuple>
 
 namespace zerosim::schedule::detail {
 
 namespace {
+
+/// The flat buffer padded to a multiple of 2N (nccl_start_alignment_factor = 2) and each rank's partition P of it
+/// (§3.1): {padded size, P}.
+std::pair<std::int64_t, std::int64_t> flat_partition(const Builder& b)
+{
+  const std::int64_t align = 2LL * b.n;
+  const std::int64_t psi_pad = ceil_div(b.psi, align) * align;
+  return {psi_pad, psi_pad / b.n};
+}
 
 /// One IPG bucket being filled by gradient hooks (§3.2).
 struct IpgBucket {
@@ -74,9 +87,7 @@ Stage12::Stage12(Builder& builder)
   // Flat buffer padded to a multiple of 2N (nccl_start_alignment_factor = 2) and cut into N
   // partitions (§3.1). This rank owns [rank·P, (rank+1)·P); a param straddling a boundary belongs
   // to both neighbours (P_in >= P, §10.1 notes).
-  const std::int64_t align = 2LL * b.n;
-  psi_pad = ceil_div(b.psi, align) * align;
-  part = psi_pad / b.n;
+  std::tie(psi_pad, part) = flat_partition(b);
   const std::int64_t p_begin = static_cast<std::int64_t>(b.dp_rank) * part;
   const std::int64_t p_end = p_begin + part;
   slice.assign(b.params.size(), 0);
@@ -283,6 +294,90 @@ void Stage12::step()
 }
 
 } // namespace
+
+std::vector<int> stage12_memory_dp_ranks(const Builder& b)
+{
+  const spec::ZeroSpec& z = b.s.deepspeed.zero;
+  const bool offload = z.offload_optimizer.device != spec::OffloadDevice::NONE;
+  const std::int64_t br = z.reduce_bucket_size;
+  const std::int64_t part = flat_partition(b).second;
+  const std::size_t np = b.params.size();
+
+  // The order the gradient hooks fill the IPG buckets: backward (layers and their params reversed) for stage 2 and
+  // for stage 1 with overlap_comm; stage 1 without it reduces after backward in flat order (§3.2-§3.4). The
+  // buckets follow Stage12::add_param's rule, which no rank changes: a bucket is flushed when the next param would
+  // overflow B_r.
+  std::vector<int> order;
+  if (z.stage == 2 || z.overlap_comm) {
+    for (auto l = b.layer_params.rbegin(); l != b.layer_params.rend(); ++l)
+      order.insert(order.end(), l->rbegin(), l->rend());
+  } else {
+    order.resize(np);
+    std::iota(order.begin(), order.end(), 0);
+  }
+  std::vector<int> bucket(np, 0);
+  std::int64_t filled = 0;
+  int k = 0;
+  for (int pi : order) {
+    const std::int64_t e = b.params[static_cast<std::size_t>(pi)].numel;
+    if (filled > 0 && filled + e > br) {
+      ++k;
+      filled = 0;
+    }
+    filled += e;
+    bucket[static_cast<std::size_t>(pi)] = k;
+  }
+  std::vector<std::int64_t> begin(np + 1, 0); // flat offsets
+  for (std::size_t i = 0; i < np; ++i)
+    begin[i + 1] = begin[i] + b.params[i].numel;
+
+  // Per data-parallel rank, what alone differs between the ranks' graphs (the constructor's walk, one pass over the
+  // params for every rank): P_in (the grads_in_partition buffer, and host memory with offload), the first bucket
+  // whose reduction allocates it, and with offload the largest slice a bucket copies out (its fp32 scratch).
+  struct Key {
+    int first_bucket = 0;
+    std::int64_t p_in = 0, slice = 0;
+    int dp_rank = 0;
+  };
+  std::vector<Key> keys;
+  keys.reserve(static_cast<std::size_t>(b.n));
+  std::size_t i0 = 0;
+  for (int r = 0; r < b.n; ++r) {
+    const std::int64_t lo = static_cast<std::int64_t>(r) * part, hi = lo + part;
+    while (i0 < np && begin[i0 + 1] <= lo)
+      ++i0;
+    Key key{std::numeric_limits<int>::max(), 0, 0, r};
+    std::map<int, std::int64_t> slices; // per bucket
+    for (std::size_t i = i0; i < np && begin[i] < hi; ++i) {
+      const std::int64_t in = std::min(begin[i + 1], hi) - std::max(begin[i], lo);
+      if (in <= 0)
+        continue;
+      key.p_in += b.params[i].numel;
+      key.first_bucket = std::min(key.first_bucket, bucket[i]);
+      slices[bucket[i]] += in;
+    }
+    for (const auto& [_, e] : slices)
+      key.slice = std::max(key.slice, offload ? e : 0);
+    keys.push_back(key);
+  }
+
+  // A rank whose buffer is allocated no later and is no smaller than another's holds at least as much at every
+  // task of the same program, so its peak is at least the other's: only the ranks no earlier rank dominates can
+  // hold the largest peak. Walked from the earliest allocation, largest first, lowest rank first on equal keys.
+  std::sort(keys.begin(), keys.end(), [](const Key& x, const Key& y) {
+    return std::tie(x.first_bucket, y.p_in, y.slice, x.dp_rank) < std::tie(y.first_bucket, x.p_in, x.slice, y.dp_rank);
+  });
+  std::vector<Key> front;
+  for (const Key& key : keys)
+    if (std::none_of(front.begin(), front.end(),
+                     [&](const Key& f) { return f.p_in >= key.p_in && f.slice >= key.slice; }))
+      front.push_back(key);
+  std::vector<int> kept;
+  for (const Key& f : front)
+    kept.push_back(f.dp_rank);
+  std::sort(kept.begin(), kept.end());
+  return kept;
+}
 
 void build_stage12(Builder& b)
 {

@@ -43,11 +43,12 @@ struct StepOptions {
   int sampled_decode_passes = INFERENCE_SAMPLED_DECODE_PASSES;
 };
 
-/// The ranks whose peak memory can differ: every rank for ZeRO-1/2 (each rank's partition boundary cuts
-/// the flat buffer at a different tensor, so its gradient buckets differ); otherwise 0 and dp-1 (ZeRO-3,
-/// FSDP shard every tensor or unit evenly with padding; DDP and ZeRO-0 replicate: only the last rank could
-/// differ). Metrics take the peak over these and the simulated ranks.
-std::vector<int> memory_ranks(const spec::Scenario& s);
+/// The ranks among which the largest peak memory lies. ZeRO-1/2: each rank's partition boundary cuts the flat
+/// buffer at a different tensor, so its gradient buffer and buckets differ; the ranks no other rank dominates
+/// (detail::stage12_memory_dp_ranks, docs/schedule.md "Ranks that can differ"), a handful whatever N. Otherwise 0
+/// and dp-1 (ZeRO-3, FSDP shard every tensor or unit evenly with padding; DDP and ZeRO-0 replicate: only the last
+/// rank could differ). Metrics take the peak over these and the simulated ranks.
+std::vector<int> memory_ranks(const spec::Scenario& s, const workload::Workload& w);
 
 /// The graph of one optimizer step (all `grad_accum` micro-steps and the step) of `rank`; for
 /// `training.mode: inference` the forward passes of one generate() request (docs/inference.md): Task::micro_step

@@ -262,7 +262,7 @@ TEST_SUITE("schedule")
       CHECK(count(g, TaskKind::NVME_READ) == 0);
       CHECK(count(g, TaskKind::COLLECTIVE) == 0);
       check_invariants(g, "replica stage " + std::to_string(stage));
-      CHECK(memory_ranks(s) == std::vector<int>{0, 1}); // every rank holds the same: the first and last stand for all
+      CHECK(memory_ranks(s, w) == std::vector<int>{0, 1}); // every rank holds the same: the first and last stand for all
     }
   }
 

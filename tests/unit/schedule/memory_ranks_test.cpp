@@ -1,0 +1,114 @@
+// The ranks that stand for all in ZeRO-1/2's memory (schedule::memory_ranks, docs/schedule.md "Ranks that can
+// differ"): on a small GPT whose partitions cut the flat buffer inside and across tensors, the largest peak over the
+// few ranks memory_ranks names is the largest over every rank, each rank's graph built and replayed as `zerosim run`
+// replays the ranks it does not simulate. The expected value is the brute force over all ranks, not a formula.
+#include "memory/memory_model.hpp"
+#include "schedule/step_graph.hpp"
+#include "workload/transformer.hpp"
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+using namespace zerosim;
+
+namespace {
+
+constexpr std::int64_t GiB = 1024LL * 1024 * 1024;
+
+/// A 4-block GPT (h 256, ffn 1024, vocab 5000, untied head) on `nodes` x 8 GPUs, bf16 AdamW, DeepSpeed stage
+/// `stage`, micro-batch 1 x 64 tokens, 2 micro-steps, IPG buckets of `bucket` elements (small, so that the partitions
+/// fall in several buckets).
+spec::Scenario gpt(int stage, int nodes, std::int64_t bucket)
+{
+  spec::Scenario s;
+  s.name = "memory-ranks";
+  auto& m = s.model;
+  m.name = "gpt-ranks";
+  m.layers = 4;
+  m.hidden = 256;
+  m.heads = 4;
+  m.kv_heads = 4;
+  m.ffn_hidden = 1024;
+  m.vocab = 5000;
+  m.max_position = 512;
+  s.cluster.nodes = nodes;
+  s.cluster.gpus_per_node = 8;
+  s.cluster.node.gpus = 8;
+  s.cluster.node.gpu.memory_bytes = 80 * GiB;
+  s.cluster.node.cpu.memory_bytes = 1024 * GiB;
+  m.tied_embeddings = false; // the LM head ends the flat buffer: the last ranks' partitions hold its gradients
+  // Few activations (64 tokens a micro-step), so that the gradient buffers a partition touches decide the peak.
+  s.training.seq_len = 64;
+  s.training.micro_batch = 1;
+  s.training.grad_accum = 2;
+  s.training.global_batch = 2LL * s.world();
+  s.training.precision = spec::Precision::BF16;
+  s.deepspeed.zero.stage = stage;
+  s.deepspeed.zero.reduce_bucket_size = bucket;
+  return s;
+}
+
+struct Peak {
+  std::int64_t gpu = -1, reserved = 0, cpu_per_node = 0;
+  int rank = -1;
+};
+
+/// The largest allocated peak over `ranks` (lowest rank on ties), as run_metrics takes it.
+Peak largest(const spec::Scenario& s, const workload::Workload& w, const std::vector<int>& ranks)
+{
+  Peak p;
+  for (int r : ranks) {
+    const memory::MemoryReport m = memory::replay_memory(s, schedule::build_step_graph(s, w, r));
+    if (m.gpu > p.gpu || (m.gpu == p.gpu && r < p.rank))
+      p = {m.gpu, m.gpu_reserved, m.cpu_per_node, r};
+  }
+  return p;
+}
+
+} // namespace
+
+TEST_CASE("memory ranks: ZeRO-1/2's largest peak over the named ranks is the largest over every rank")
+{
+  struct Case {
+    std::string what;
+    int stage, nodes;
+    std::int64_t bucket;
+    bool overlap, offload;
+    int tp = 1;
+  };
+  const std::vector<Case> cases = {
+      {"stage 2, 16 GPUs", 2, 2, 200000, false, false},
+      {"stage 2 overlap_comm, 32 GPUs", 2, 4, 300000, true, false},
+      {"stage 1, 16 GPUs", 1, 2, 200000, false, false},
+      {"stage 1 overlap_comm, 24 GPUs", 1, 3, 150000, true, false},
+      {"stage 2 optimizer offload, 16 GPUs", 2, 2, 200000, false, true},
+      {"stage 1 tensor parallel 2, 32 GPUs", 1, 4, 200000, false, false, 2},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    spec::Scenario s = gpt(c.stage, c.nodes, c.bucket);
+    s.deepspeed.zero.overlap_comm = c.overlap;
+    if (c.offload)
+      s.deepspeed.zero.offload_optimizer.device = spec::OffloadDevice::CPU;
+    s.training.tensor_parallel = c.tp;
+    s.training.global_batch = 2LL * s.dp();
+    const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
+    std::vector<int> every;
+    for (int r = 0; r < s.world(); ++r)
+      every.push_back(r);
+    const std::vector<int> named = schedule::memory_ranks(s, w);
+    CHECK(named.size() < every.size() / 2); // the point of it: a few ranks stand for all
+    // `zerosim run` replays node 0's ranks (the symmetric replay simulates them) beside the named ones: with them,
+    // a tie goes to the lowest rank as it does over every rank.
+    std::vector<int> replayed = named;
+    for (int r = 0; r < 8; ++r)
+      replayed.push_back(r);
+    const Peak all = largest(s, w, every), few = largest(s, w, replayed);
+    CHECK(few.gpu == all.gpu);
+    CHECK(few.reserved == all.reserved);
+    CHECK(few.cpu_per_node == all.cpu_per_node);
+    CHECK(few.rank == all.rank);
+  }
+}
