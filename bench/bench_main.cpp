@@ -5,6 +5,7 @@
 // created, the micro-steps it simulated (accumulation reuse), and the peak resident set of the process while
 // the benchmark ran (the 1 GiB target).
 #include "config/scenario_loader.hpp"
+#include "core/huge_pages.hpp"
 #include "core/json.hpp"
 #include "engine/engine.hpp"
 #include "metrics/run_metrics.hpp"
@@ -193,4 +194,14 @@ BENCHMARK(BM_sweep_1000)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime()
 
 } // namespace zerosim::bench
 
-BENCHMARK_MAIN();
+// BENCHMARK_MAIN() with the heap on huge pages first, as the zerosim binary runs (core/huge_pages.hpp).
+int main(int argc, char** argv)
+{
+  zerosim::core::rerun_with_huge_page_heap(argv);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv))
+    return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

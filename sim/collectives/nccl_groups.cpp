@@ -48,13 +48,14 @@ void check_tensor_parallel(const Fabric& f)
                            " must divide the " + std::to_string(f.gpus_per_node) + " GPUs of a node");
 }
 
-/// Places the flows of a one-group plan on every group: `place(flow, group)` maps the group's GPUs to the cluster's.
-template <class Place> Plan replicate(const Plan& p, int groups, const Options& o, Place place)
+/// Places the flows of a one-group plan on groups [first, last): `place(flow, group)` maps the group's GPUs to the
+/// cluster's; with a focus node, only the flows with an end on it are kept.
+template <class Place> Plan replicate(const Plan& p, int first, int last, const Options& o, Place place)
 {
   Plan out = p;
   for (std::size_t i = 0; i < p.phases.size(); ++i) {
     out.phases[i].flows.clear();
-    for (int grp = 0; grp < groups; ++grp)
+    for (int grp = first; grp < last; ++grp)
       for (const Flow& fl : p.phases[i].flows) {
         const Flow placed = place(fl, grp);
         if (o.focus_node >= 0 && placed.src.node != o.focus_node && placed.dst.node != o.focus_node)
@@ -75,7 +76,7 @@ Plan plan(CollectiveKind kind, std::int64_t bytes, const Fabric& f, const Option
   check_options(f, o);
   check_tensor_parallel(f);
   Options one_group = o;
-  one_group.focus_node = -1;
+  one_group.focus_node = -1;      // a group inside one node: the replicas are placed, then filtered by the focus
   one_group.hierarchical = false; // a group inside one node, or of one GPU per node, has no hierarchy
   if (one_group.all_reduce == Algorithm::HIERARCHICAL)
     one_group.all_reduce = Algorithm::AUTO;
@@ -86,7 +87,10 @@ Plan plan(CollectiveKind kind, std::int64_t bytes, const Fabric& f, const Option
     group.gpus_per_node = t;
     group.tensor_parallel = 1;
     const int per_node = f.gpus_per_node / t;
-    return replicate(plan(kind, bytes, group, one_group), f.nodes * per_node, o, [&](Flow fl, int grp) {
+    // Groups inside one node: with a focus, only the focus node's (the others' flows would all be dropped).
+    const int from = o.focus_node < 0 ? 0 : o.focus_node * per_node;
+    const int to = o.focus_node < 0 ? f.nodes * per_node : from + per_node;
+    return replicate(plan(kind, bytes, group, one_group), from, to, o, [&](Flow fl, int grp) {
       const int node = grp / per_node, first = grp % per_node * t;
       fl.src = spec::Gpu{node, first + fl.src.local};
       fl.dst = spec::Gpu{node, first + fl.dst.local};
@@ -94,9 +98,10 @@ Plan plan(CollectiveKind kind, std::int64_t bytes, const Fabric& f, const Option
     });
   }
   if (g == spec::CommGroup::DATA_PARALLEL) {
-    Options dp_o = o; // a data-parallel group spanning nodes keeps the caller's algorithm choice
-    dp_o.focus_node = -1;
-    return replicate(plan(kind, bytes, data_parallel_group_fabric(f), dp_o), t, o, [&](Flow fl, int c) {
+    // A data-parallel group spanning nodes keeps the caller's algorithm choice, and its focus: the group's nodes are
+    // the cluster's, so only the flows with an end on the focus node are built (not every node's, then filtered).
+    const Options& dp_o = o;
+    return replicate(plan(kind, bytes, data_parallel_group_fabric(f), dp_o), 0, t, o, [&](Flow fl, int c) {
       fl.src.local = fl.src.local * t + c;
       fl.dst.local = fl.dst.local * t + c;
       return fl;
@@ -105,14 +110,17 @@ Plan plan(CollectiveKind kind, std::int64_t bytes, const Fabric& f, const Option
   if (g == spec::CommGroup::INTRA_NODE) {
     Fabric node = f;
     node.nodes = 1;
-    return replicate(plan(kind, bytes, node, one_group), f.nodes, o, [](Flow fl, int n) {
+    const int from = o.focus_node < 0 ? 0 : o.focus_node, to = o.focus_node < 0 ? f.nodes : from + 1;
+    return replicate(plan(kind, bytes, node, one_group), from, to, o, [](Flow fl, int n) {
       fl.src.node = n;
       fl.dst.node = n;
       return fl;
     });
   }
-  // INTER_NODE
-  return replicate(plan(kind, bytes, inter_node_group_fabric(f), one_group), f.gpus_per_node, o,
+  // INTER_NODE: the group's nodes are the cluster's, so the focus applies inside the group's plan as well.
+  Options inter_o = one_group;
+  inter_o.focus_node = o.focus_node;
+  return replicate(plan(kind, bytes, inter_node_group_fabric(f), inter_o), 0, f.gpus_per_node, o,
                    [](Flow fl, int local) {
                      fl.src.local = local;
                      fl.dst.local = local;
@@ -135,9 +143,7 @@ std::vector<std::pair<spec::Gpu, spec::Gpu>> inter_node_pairs(const Fabric& f, c
     const PlanPhase rings = inter_phase(CollectiveKind::ALL_GATHER, 0, f, o, unused);
     flows.insert(flows.end(), rings.flows.begin(), rings.flows.end());
     // The INTER_NODE groups' trees (their rings are the hierarchical rings above).
-    Options group_o = o;
-    group_o.focus_node = -1;
-    for (Flow fl : tree_flows(inter_node_group_fabric(f), group_o, 0))
+    for (Flow fl : tree_flows(inter_node_group_fabric(f), o, 0)) // the group's nodes are the cluster's: same focus
       for (int local = 0; local < f.gpus_per_node; ++local) {
         fl.src.local = local;
         fl.dst.local = local;
@@ -150,9 +156,7 @@ std::vector<std::pair<spec::Gpu, spec::Gpu>> inter_node_pairs(const Fabric& f, c
       out.emplace_back(fl.src, fl.dst);
   if (f.tensor_parallel > 1) { // every pair a DATA_PARALLEL group's plans may use
     check_tensor_parallel(f);
-    Options group_o = o;
-    group_o.focus_node = -1;
-    for (auto [a, b] : inter_node_pairs(data_parallel_group_fabric(f), group_o))
+    for (auto [a, b] : inter_node_pairs(data_parallel_group_fabric(f), o)) // the group's nodes are the cluster's
       for (int c = 0; c < f.tensor_parallel; ++c) {
         const spec::Gpu src{a.node, a.local * f.tensor_parallel + c}, dst{b.node, b.local * f.tensor_parallel + c};
         if (o.focus_node < 0 || src.node == o.focus_node || dst.node == o.focus_node)
