@@ -45,9 +45,17 @@ void add_memory_only_ranks(const spec::Scenario& s, const workload::Workload& w,
   for (const RankTimeline& r : t.ranks)
     if (r.rank >= 0 && r.rank < s.world())
       simulated[static_cast<std::size_t>(r.rank)] = true;
+  const bool one_program = !schedule::graph_depends_on_rank(s);
   for (int rank : schedule::memory_ranks(s, w))
-    if (!simulated[static_cast<std::size_t>(rank)])
-      t.memory_only_ranks.push_back(RankGraph{rank, schedule::build_step_graph(s, w, rank, step)});
+    if (!simulated[static_cast<std::size_t>(rank)]) {
+      if (one_program && !t.ranks.empty()) { // the same program as the simulated ranks': a copy of the first's graph
+        RankGraph copy{rank, t.ranks.front().graph, 0};
+        copy.graph.rank = rank;
+        t.memory_only_ranks.push_back(std::move(copy));
+      } else {
+        t.memory_only_ranks.push_back(RankGraph{rank, schedule::build_step_graph(s, w, rank, step), -1});
+      }
+    }
 }
 
 } // namespace

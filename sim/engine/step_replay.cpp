@@ -82,14 +82,23 @@ StepReplay::StepReplay(const spec::Scenario& s, const workload::Workload& w, con
   if (!given.empty() && given.size() != static_cast<std::size_t>(simulated_nodes * G_))
     throw std::logic_error("simulate_graphs: " + std::to_string(given.size()) + " graphs for " +
                            std::to_string(simulated_nodes * G_) + " simulated ranks");
+  // Where every rank runs the same program (schedule::graph_depends_on_rank), the first rank's graph is built and
+  // the others copy it: the same tasks, buffers and names, only TaskGraph::rank differs.
+  const bool one_program = given.empty() && !schedule::graph_depends_on_rank(s);
   for (int n = 0; n < simulated_nodes; ++n)
     for (int g = 0; g < G_; ++g) {
       RankTimeline r;
       r.rank = n * G_ + g;
       r.node = n;
       r.local = g;
-      r.graph = given.empty() ? schedule::build_step_graph(s, w, r.rank, o.step)
-                              : std::move(given[static_cast<std::size_t>(r.rank)]);
+      if (one_program && !timeline_.ranks.empty()) {
+        r.graph = timeline_.ranks.front().graph;
+        r.graph.rank = r.rank;
+        r.graph_copy_of = 0;
+      } else {
+        r.graph = given.empty() ? schedule::build_step_graph(s, w, r.rank, o.step)
+                                : std::move(given[static_cast<std::size_t>(r.rank)]);
+      }
       r.times.assign(r.graph.tasks.size(), TaskTime{});
       timeline_.ranks.push_back(std::move(r));
     }

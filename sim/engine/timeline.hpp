@@ -26,6 +26,10 @@ struct RankTimeline {
   int local = 0; ///< GPU index inside the node
   spec::TaskGraph graph;
   std::vector<TaskTime> times;
+  /// The index in Timeline::ranks of the rank whose graph this one is a copy of (schedule::graph_depends_on_rank is
+  /// false: every rank runs the same program), -1 when it was built for this rank: the memory replay of a copy is
+  /// its original's.
+  int graph_copy_of = -1;
 };
 
 /// A resource row of the trace: "node0 / PCIe gpu1 H2D", "node0 / NIC0 tx", "node0 / CPU", ...
@@ -65,6 +69,7 @@ struct AccumulationReuse {
 struct RankGraph {
   int rank = 0;
   spec::TaskGraph graph;
+  int graph_copy_of = -1; ///< as RankTimeline::graph_copy_of
 };
 
 struct Timeline {

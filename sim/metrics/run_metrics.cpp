@@ -468,17 +468,22 @@ RunMetrics compute_metrics(const spec::Scenario& s, const workload::Workload& w,
   };
   size_t worst = 0; // the simulated rank with the largest peak: its breakdown and device-time view are reported
   std::int64_t worst_gpu = -1;
+  // A rank whose graph is a copy of another's (RankTimeline::graph_copy_of) replays as its original did.
+  std::vector<memory::MemoryReport> replayed(t.ranks.size());
+  const auto report_of = [&](int copy_of, const spec::TaskGraph& g) {
+    return copy_of >= 0 ? replayed[static_cast<size_t>(copy_of)] : memory::replay_memory(s, g);
+  };
   for (size_t i = 0; i < t.ranks.size(); ++i) {
     check_timeline(t.ranks[i]);
-    memory::MemoryReport r = memory::replay_memory(s, t.ranks[i].graph);
-    if (r.gpu > worst_gpu) {
-      worst_gpu = r.gpu;
+    replayed[i] = report_of(t.ranks[i].graph_copy_of, t.ranks[i].graph);
+    if (replayed[i].gpu > worst_gpu) {
+      worst_gpu = replayed[i].gpu;
       worst = i;
     }
-    take(std::move(r), t.ranks[i].rank);
+    take(replayed[i], t.ranks[i].rank);
   }
   for (const engine::RankGraph& other : t.memory_only_ranks)
-    take(memory::replay_memory(s, other.graph), other.rank);
+    take(report_of(other.graph_copy_of, other.graph), other.rank);
   const engine::RankTimeline& rt = t.ranks[worst];
   m.timeline_rank = rt.rank;
   m.memory_device_time = replay_memory_timed(s, rt);

@@ -53,13 +53,20 @@ void check_supported(const spec::Scenario& s, const workload::Workload& w, int r
 
 } // namespace
 
+bool graph_depends_on_rank(const spec::Scenario& s)
+{
+  // Only ZeRO-1/2's partition of the flat buffer reads the rank (Builder::dp_rank in stage12.cpp). Inference keeps
+  // no partitioned gradients or optimizer: stages 1 and 2 hold a replica like stage 0.
+  const int stage = s.deepspeed.zero.stage;
+  return s.framework == spec::Framework::DEEPSPEED && (stage == 1 || stage == 2) &&
+         s.training.mode == spec::Mode::TRAIN;
+}
+
 std::vector<int> memory_ranks(const spec::Scenario& s, const workload::Workload& w)
 {
   const int n = s.world();
   std::vector<int> ranks;
-  const int stage = s.deepspeed.zero.stage;
-  // Inference keeps no partitioned gradients or optimizer: stages 1 and 2 hold a replica like stage 0.
-  if (s.framework == spec::Framework::DEEPSPEED && (stage == 1 || stage == 2) && s.training.mode == spec::Mode::TRAIN) {
+  if (graph_depends_on_rank(s)) {
     const detail::Builder b(s, w, 0);
     for (int dp_rank : detail::stage12_memory_dp_ranks(b))
       ranks.push_back(dp_rank * b.tp); // the lowest rank of the dp rank's tensor-parallel group (Builder::dp_rank)

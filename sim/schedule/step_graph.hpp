@@ -50,6 +50,11 @@ struct StepOptions {
 /// rank could differ). Metrics take the peak over these and the simulated ranks.
 std::vector<int> memory_ranks(const spec::Scenario& s, const workload::Workload& w);
 
+/// Whether the step graphs of two ranks can differ beyond TaskGraph::rank: true only for DeepSpeed ZeRO-1/2 training,
+/// whose ranks each own another cut of the flat buffer. Otherwise every rank runs the same program (ZeRO-0/3, FSDP and
+/// DDP pad every shard to one size; tensor-parallel shards are equal), and the engine builds one graph and copies it.
+bool graph_depends_on_rank(const spec::Scenario& s);
+
 /// The graph of one optimizer step (all `grad_accum` micro-steps and the step) of `rank`; for
 /// `training.mode: inference` the forward passes of one generate() request (docs/inference.md): Task::micro_step
 /// is the pass (0 the prompt's, t >= 1 the t-th decode pass) and TaskGraph::micro_steps the request's passes.

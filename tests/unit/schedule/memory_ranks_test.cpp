@@ -112,3 +112,61 @@ TEST_CASE("memory ranks: ZeRO-1/2's largest peak over the named ranks is the lar
     CHECK(few.rank == all.rank);
   }
 }
+
+namespace {
+
+/// Two graphs hold the same program: the same tasks (name, kind, stream, sizes, dependencies, allocations and frees)
+/// and the same buffers, in the same order; TaskGraph::rank aside.
+bool same_program(const spec::TaskGraph& a, const spec::TaskGraph& b)
+{
+  if (a.tasks.size() != b.tasks.size() || a.buffers.size() != b.buffers.size() || a.resident != b.resident)
+    return false;
+  for (std::size_t i = 0; i < a.tasks.size(); ++i) {
+    const spec::Task &x = a.tasks[i], &y = b.tasks[i];
+    if (x.name != y.name || x.kind != y.kind || x.stream != y.stream || x.flops != y.flops ||
+        x.mem_bytes != y.mem_bytes || x.bytes != y.bytes || x.elements != y.elements || x.deps != y.deps ||
+        x.allocs != y.allocs || x.frees != y.frees || x.host_seconds != y.host_seconds)
+      return false;
+  }
+  for (std::size_t i = 0; i < a.buffers.size(); ++i)
+    if (a.buffers[i].name != b.buffers[i].name || a.buffers[i].bytes != b.buffers[i].bytes ||
+        a.buffers[i].device != b.buffers[i].device)
+      return false;
+  return true;
+}
+
+} // namespace
+
+// The engine builds one graph and copies it to the other ranks where schedule::graph_depends_on_rank says every rank
+// runs the same program: built rank by rank, the graphs must agree (ZeRO-1/2, which differ, are the case above).
+TEST_CASE("memory ranks: where the schedule says every rank runs the same program, the ranks' graphs agree")
+{
+  struct Case {
+    std::string what;
+    spec::Framework framework;
+    int stage;
+    bool offload;
+  };
+  for (const Case& c : std::vector<Case>{{"ZeRO-0", spec::Framework::DEEPSPEED, 0, false},
+                                         {"ZeRO-3", spec::Framework::DEEPSPEED, 3, false},
+                                         {"ZeRO-3 optimizer offload", spec::Framework::DEEPSPEED, 3, true},
+                                         {"FSDP FULL_SHARD", spec::Framework::FSDP, 3, false},
+                                         {"DDP", spec::Framework::DDP, 0, false}}) {
+    CAPTURE(c.what);
+    spec::Scenario s = gpt(c.stage, 2, 200000);
+    s.framework = c.framework;
+    if (c.framework != spec::Framework::DEEPSPEED)
+      s.training.precision = spec::Precision::AMP_BF16;
+    if (c.offload)
+      s.deepspeed.zero.offload_optimizer.device = spec::OffloadDevice::CPU;
+    REQUIRE_FALSE(schedule::graph_depends_on_rank(s));
+    const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
+    const spec::TaskGraph first = schedule::build_step_graph(s, w, 0);
+    for (int r : {1, 7, 8, s.world() - 1})
+      CHECK(same_program(schedule::build_step_graph(s, w, r), first));
+  }
+  spec::Scenario zero2 = gpt(2, 2, 200000);
+  CHECK(schedule::graph_depends_on_rank(zero2));
+  const workload::Workload w = workload::build_workload(zero2.model, workload::workload_options(zero2));
+  CHECK_FALSE(same_program(schedule::build_step_graph(zero2, w, 12), schedule::build_step_graph(zero2, w, 0)));
+}
