@@ -34,8 +34,8 @@ StepReplay::StepReplay(const spec::Scenario& s, const workload::Workload& w, con
     symmetric_ = false;
   if (!symmetric_ && s.world() > MAX_FULL_REPLAY_RANKS)
     throw core::InputError("--replay full: expected at most " + std::to_string(MAX_FULL_REPLAY_RANKS) +
-                           " ranks for the replay of every rank (one task graph each; measured 1.4 GiB and 30 s "
-                           "at 256 ranks of the default scenario), found " +
+                           " ranks for the replay of every rank (one task graph each; measured 4 GiB and 66 s at 512 "
+                           "ranks of Llama-2-70B ZeRO-3, docs/engine.md \"Limits\"), found " +
                            std::to_string(s.world()) +
                            "; the symmetric replay (the default beyond one node) "
                            "simulates one node");

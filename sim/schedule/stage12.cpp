@@ -340,9 +340,8 @@ std::vector<int> stage12_memory_dp_ranks(const Builder& b)
     int dp_rank = 0;
   };
   std::vector<Key> keys;
-  keys.reserve(static_cast<std::size_t>(b.n));
   std::size_t i0 = 0;
-  for (int r = 0; r < b.n; ++r) {
+  for (int r = 0; r < b.n;) {
     const std::int64_t lo = static_cast<std::int64_t>(r) * part, hi = lo + part;
     while (i0 < np && begin[i0 + 1] <= lo)
       ++i0;
@@ -359,6 +358,12 @@ std::vector<int> stage12_memory_dp_ranks(const Builder& b)
     for (const auto& [_, e] : slices)
       key.slice = std::max(key.slice, offload ? e : 0);
     keys.push_back(key);
+    if (i0 >= np)
+      break; // the padding: every later rank touches no param, the same key as this one
+    // The ranks whose partitions lie inside param i0 alone, as this one's does, have this key: the lowest stands for
+    // them (one key per param and per boundary, whatever N: the pass costs O(params), not O(ranks)).
+    const bool inside = begin[i0] <= lo && hi <= begin[i0 + 1];
+    r = inside ? static_cast<int>(std::max<std::int64_t>(r + 1, begin[i0 + 1] / part)) : r + 1;
   }
 
   // A rank whose buffer is allocated no later and is no smaller than another's holds at least as much at every
