@@ -66,7 +66,7 @@ if [ "$what" = sanitize ]; then
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
   export LSAN_OPTIONS="suppressions=$PWD/tools/sanitize/lsan.supp:print_suppressions=0"
   cd build-sanitize && ctest --output-on-failure -j "$jobs" "${@:2}"
-  exit 0
+  exit "$?"
 fi
 if [ "$what" = fuzz ]; then
   seconds="${2:-60}"
