@@ -6,18 +6,29 @@
 
 namespace zerosim::sanitize_fixture {
 
-/// Allocates a string and drops the only pointer to it: a direct leak.
-[[gnu::noinline]] void plant_leak()
+/// The only pointer to the planted allocation, dropped by forget().
+std::string* planted = nullptr;
+
+/// Allocates a string into `planted`, with no local copy of the pointer (LeakSanitizer scans stacks conservatively:
+/// a copy left in a stack frame, or in AddressSanitizer's fake frames under detect_stack_use_after_return, would make
+/// the leak look reachable).
+[[gnu::noinline]] void plant()
 {
-  auto* lost = new std::string(64, 'x');
-  std::printf("planted %zu bytes\n", lost->size());
-  lost = nullptr;
+  planted = new std::string(64, 'x');
+}
+
+/// Drops the pointer: the string becomes a direct leak.
+[[gnu::noinline]] void forget()
+{
+  std::printf("planted %zu bytes\n", planted->size());
+  planted = nullptr;
 }
 
 } // namespace zerosim::sanitize_fixture
 
 int main()
 {
-  zerosim::sanitize_fixture::plant_leak();
+  zerosim::sanitize_fixture::plant();
+  zerosim::sanitize_fixture::forget();
   return 0;
 }
