@@ -9,6 +9,7 @@
 #include "config/scenario_loader.hpp"
 #include "core/error.hpp"
 #include "core/json.hpp"
+#include "core/text.hpp"
 #include "engine/engine.hpp"
 #include "memory/estimator.hpp"
 #include "memory/memory_model.hpp"
@@ -60,15 +61,20 @@ spec::Mechanisms mechanisms_of(const Args& a)
     for (const std::string& name : names_given) {
       bool found = false;
       std::string names;
+      std::vector<std::string> all;
       for (const auto& [n, flag] : spec::MECHANISMS) {
         names += (names.empty() ? "" : ", ") + std::string(n);
+        all.emplace_back(n);
         if (name == n) {
           m.*flag = on;
           found = true;
         }
       }
-      if (!found)
-        usage_error(std::string(option) + ": expected one of " + names + ", found \"" + name + "\"");
+      if (!found) {
+        const std::string guess = core::did_you_mean(name, all);
+        usage_error(std::string(option) + ": expected one of " + names + ", found \"" + name + "\"" +
+                    (guess.empty() ? "" : " (did you mean '" + guess + "'?)"));
+      }
     }
   };
   set(a.with, "--with", true);

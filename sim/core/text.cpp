@@ -10,19 +10,22 @@ namespace zerosim::core {
 
 int edit_distance(std::string_view a, std::string_view b)
 {
-  std::vector<int> row(b.size() + 1);
+  // Optimal string alignment: Levenshtein's three operations plus the swap of two adjacent characters, each cost 1
+  // (Damerau 1964, restricted: no substring edited twice). Three rows: the swap looks two rows back.
+  std::vector<int> before(b.size() + 1), prev(b.size() + 1), row(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j)
-    row[j] = static_cast<int>(j);
+    prev[j] = static_cast<int>(j);
   for (size_t i = 1; i <= a.size(); ++i) {
-    int diag = row[0];
     row[0] = static_cast<int>(i);
     for (size_t j = 1; j <= b.size(); ++j) {
-      int up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
+      row[j] = std::min({prev[j] + 1, row[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        row[j] = std::min(row[j], before[j - 2] + 1);
     }
+    std::swap(before, prev);
+    std::swap(prev, row);
   }
-  return row[b.size()];
+  return prev[b.size()];
 }
 
 std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates)

@@ -8,7 +8,8 @@
 
 namespace zerosim::core {
 
-/// Levenshtein distance (insert, delete, substitute, each cost 1).
+/// Edit distance counting an insertion, a deletion, a substitution and the swap of two adjacent characters as 1 each
+/// (optimal string alignment): "stgae" is 1 from "stage", where Levenshtein's distance is 2.
 int edit_distance(std::string_view a, std::string_view b);
 
 /// The candidate closest to `word` if it is close enough to be a likely typo

@@ -305,6 +305,11 @@ TEST_SUITE("cli")
     Result no_profile = run_zerosim({"run", DEFAULT_SCENARIO, "--calibration", "no/such/profile.yaml"});
     CHECK(no_profile.status == 2);
     CHECK(has(no_profile.err, "--calibration: calibration profile no/such/profile.yaml does not exist"));
+    // A mechanism's name mistyped: the list, and the likely one.
+    Result typo = run_zerosim({"run", DEFAULT_SCENARIO, "--without", "interferance"});
+    CHECK(typo.status == 2);
+    CHECK(has(typo.err, "--without: expected one of "));
+    CHECK(has(typo.err, "found \"interferance\" (did you mean 'interference'?)"));
     Result val = run_zerosim({"validate", "--run", "--calibration", "none"});
     CHECK(val.status == 2);
     CHECK(has(val.err, "validate: --calibration is not taken"));

@@ -11,6 +11,10 @@ TEST_SUITE("core")
     CHECK(edit_distance("kitten", "sitting") == 3); // the textbook example: k->s, e->i, +g
     CHECK(edit_distance("", "abc") == 3);
     CHECK(edit_distance("stage", "stage") == 0);
+    // A swap of two adjacent characters is one edit (optimal string alignment), not two substitutions.
+    CHECK(edit_distance("stgae", "stage") == 1);
+    CHECK(edit_distance("ab", "ba") == 1);
+    CHECK(edit_distance("ca", "abc") == 3); // OSA, not full Damerau: no substring is edited twice (Damerau gives 2)
   }
 
   TEST_CASE("text: did-you-mean proposes only close candidates")
@@ -19,6 +23,8 @@ TEST_SUITE("core")
     CHECK(did_you_mean("hiden", keys) == "hidden");
     CHECK(did_you_mean("kv_head", keys) == "kv_heads");
     CHECK(did_you_mean("temperature", keys) == "");
+    // A transposed typo of a short key: 1 edit, within max(1, 5 / 3) = 1.
+    CHECK(did_you_mean("stgae", std::vector<std::string>{"stage", "offload_optimizer"}) == "stage");
   }
 
   TEST_CASE("text: bytes format in binary units")
