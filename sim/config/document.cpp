@@ -161,6 +161,34 @@ std::string read_text(const std::string& path, bool& ok)
   return ss.str();
 }
 
+namespace {
+
+/// The message of a YAML error at `mark`. yaml-cpp reports a tab in a block's indentation as whatever token it then
+/// meets ("illegal map value"); YAML indents with spaces only (YAML 1.2 §6.1), so when a line at or before the error
+/// is indented with a tab, that tab is named, at its own line and column.
+std::string yaml_error(const std::string& file, const std::string& text, const YAML::Mark& mark, const std::string& msg)
+{
+  std::istringstream in(text);
+  std::string line;
+  int found_line = -1, found_col = -1;
+  for (int n = 0; std::getline(in, line) && n <= mark.line; ++n) {
+    const std::size_t indent = line.find_first_not_of(" \t");
+    const std::size_t tab = line.find('\t');
+    if (tab != std::string::npos && (indent == std::string::npos || tab < indent)) {
+      found_line = n;
+      found_col = static_cast<int>(tab);
+    }
+  }
+  if (found_line < 0)
+    return position(file, mark) + ": not valid YAML: " + msg;
+  YAML::Mark at = mark;
+  at.line = found_line;
+  at.column = found_col;
+  return position(file, at) + ": not valid YAML: a tab in the indentation (YAML indents with spaces only)";
+}
+
+} // namespace
+
 YAML::Node parse_yaml(const std::string& text, const std::string& file)
 {
   // yaml-cpp's Load keeps the first document and drops the rest without a word. A second document is what a
@@ -178,7 +206,7 @@ YAML::Node parse_yaml(const std::string& text, const std::string& file)
     while (starts.documents.size() < 2 && parser.HandleNextDocument(starts)) {
     }
   } catch (const YAML::Exception& e) {
-    throw core::InputError(position(file, e.mark) + ": not valid YAML: " + e.msg);
+    throw core::InputError(yaml_error(file, text, e.mark, e.msg));
   }
   if (starts.documents.size() > 1) {
     const DocumentStarts::Document& first = starts.documents[0];
@@ -204,7 +232,7 @@ YAML::Node parse_yaml(const std::string& text, const std::string& file)
   try {
     return YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    throw core::InputError(position(file, e.mark) + ": not valid YAML: " + e.msg);
+    throw core::InputError(yaml_error(file, text, e.mark, e.msg));
   }
 }
 

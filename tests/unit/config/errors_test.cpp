@@ -36,10 +36,12 @@ TEST_SUITE("config")
     CHECK(load_error(replaced(BASE, "  micro_batch: 1", "  micro_btach: 1")) ==
           SCEN +
               ":7:3: training.micro_btach: unknown key (did you mean 'micro_batch'?); accepted keys: " + TRAINING_KEYS);
-    CHECK(load_error(BASE + "deepsped: {}\n") ==
-          SCEN + ":9:1: deepsped: unknown key (did you mean 'deepspeed'?); accepted keys: name, model, cluster, "
-                 "training, inference, price_per_gpu_hour, deepspeed_version, deepspeed, fsdp, ddp, software, calibration, "
-                 "sweep, measured");
+    CHECK(
+        load_error(BASE + "deepsped: {}\n") ==
+        SCEN +
+            ":9:1: deepsped: unknown key (did you mean 'deepspeed'?); accepted keys: name, model, cluster, "
+            "training, inference, price_per_gpu_hour, deepspeed_version, deepspeed, fsdp, ddp, software, calibration, "
+            "sweep, measured");
     // No suggestion when nothing is close (edit distance > len/3).
     CHECK(load_error(BASE + "  colour: blue\n") ==
           SCEN + ":9:3: training.colour: unknown key; accepted keys: " + TRAINING_KEYS);
@@ -250,8 +252,12 @@ cpu: {cores: 8, memory: 64 GiB, memory_bandwidth: 50 GB/s}
           DATA + "/scenarios/no-such.yaml: cannot open file");
     CHECK(error_of([] { load_scenario(DATA + "/scenarios/not-yaml.yaml"); }) ==
           DATA + "/scenarios/not-yaml.yaml:3:1: not valid YAML: end of sequence flow not found");
+    // A tab in the indentation is named as a tab, at its line and column, whatever token yaml-cpp then met
+    // ("illegal tab when looking for indentation" here, "illegal map value" under a parent key).
     CHECK(error_of([] { load_scenario_text("name: x\n\tmodel: y\n", "t.yaml"); }) ==
-          "t.yaml:2:1: not valid YAML: illegal tab when looking for indentation");
+          "t.yaml:2:1: not valid YAML: a tab in the indentation (YAML indents with spaces only)");
+    CHECK(error_of([] { load_scenario_text("name: x\ncluster:\n  nodes: 1\n \tnode: n\n", "t.yaml"); }) ==
+          "t.yaml:4:2: not valid YAML: a tab in the indentation (YAML indents with spaces only)");
     CHECK(error_of([] { load_scenario_text("- a\n- b\n", "t.yaml"); }) ==
           "t.yaml:1:1: expected a mapping of keys at the top of the file, found a list");
   }
