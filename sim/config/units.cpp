@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 namespace zerosim::config {
 namespace {
@@ -159,6 +160,35 @@ std::optional<double> parse_quantity(std::string_view text, UnitKind kind)
       }
     return std::nullopt;
   });
+}
+
+std::string unit_suggestion(std::string_view text, UnitKind kind)
+{
+  text = trim(text);
+  double v = 0;
+  const size_t used = read_number(text, v);
+  const std::string_view suffix = trim(text.substr(used));
+  if (used == 0 || suffix.empty())
+    return "";
+  const auto lower = [](std::string_view w) {
+    std::string out(w);
+    for (char& c : out)
+      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+  };
+  std::vector<std::string> matches;
+  with_units(kind, [&](const Unit* units, size_t n) {
+    for (size_t i = 0; i < n; ++i)
+      if (lower(units[i].name) == lower(suffix))
+        matches.push_back(std::string(text.substr(0, used)) + " " + std::string(units[i].name));
+    return 0;
+  });
+  if (matches.empty())
+    return "";
+  std::string out = " (did you mean '" + matches.front() + "'";
+  for (size_t i = 1; i < matches.size(); ++i)
+    out += " or '" + matches[i] + "'";
+  return out + "?)";
 }
 
 std::string unit_expectation(UnitKind kind)

@@ -24,6 +24,11 @@ std::optional<double> parse_quantity(std::string_view text, UnitKind kind);
 /// "a size with a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)" and so on: the WHAT of an error message.
 std::string unit_expectation(UnitKind kind);
 
+/// For a quantity parse_quantity refused: " (did you mean '200 Gbps'?)" when its unit matches one of `kind`'s units
+/// but for letter case ("200 gbps"), naming both where two differ only in case ("gb/s": GB/s bytes, Gb/s bits);
+/// "" otherwise.
+std::string unit_suggestion(std::string_view text, UnitKind kind);
+
 /// The shortest exact spelling of `value` (base unit of `kind`) that parse_quantity reads back to the same
 /// double: "80 GiB", "2039 GB/s", "312 TFLOPS", "5 us"; falls back to the base unit with 17 digits.
 std::string format_quantity(double value, UnitKind kind);

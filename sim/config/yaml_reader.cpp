@@ -257,7 +257,8 @@ std::optional<double> FieldReader::opt_quantity(const std::string& key, UnitKind
     return std::nullopt;
   std::optional<double> q = v.IsScalar() ? parse_quantity(v.Scalar(), kind) : std::nullopt;
   if (!q)
-    fail_expected(key, unit_expectation(kind));
+    fail(key, "expected " + unit_expectation(kind) + ", found " + describe_found(v) +
+                  (v.IsScalar() ? unit_suggestion(v.Scalar(), kind) : std::string()));
   if (positive && *q <= 0)
     fail_expected(key, "a positive " + unit_expectation(kind).substr(2));
   if (!positive && *q < 0)

@@ -55,6 +55,19 @@ TEST_SUITE("config")
     CHECK(*parse_quantity("-1 GiB", UnitKind::BYTES) == -1073741824.0); // range is the reader's business
   }
 
+  // A unit refused only for its letter case gets the unit as written in the list; where two units differ only in
+  // case (bytes and bits per second), both.
+  TEST_CASE("units: a unit in the wrong case is suggested in the right one")
+  {
+    CHECK(unit_suggestion("200 gbps", UnitKind::BANDWIDTH) == " (did you mean '200 Gbps'?)");
+    CHECK(unit_suggestion("200 gb/s", UnitKind::BANDWIDTH) == " (did you mean '200 GB/s' or '200 Gb/s'?)");
+    CHECK(unit_suggestion("80 gib", UnitKind::BYTES) == " (did you mean '80 GiB'?)");
+    CHECK(unit_suggestion("5 US", UnitKind::TIME) == " (did you mean '5 us'?)");
+    CHECK(unit_suggestion("200 furlongs", UnitKind::BANDWIDTH).empty());
+    CHECK(unit_suggestion("200", UnitKind::BANDWIDTH).empty()); // a bare number: the unit is missing, not mistyped
+    CHECK(unit_suggestion("fast", UnitKind::BANDWIDTH).empty());
+  }
+
   TEST_CASE("units: DeepSpeed element counts as numbers")
   {
     CHECK(*parse_number("5e8") == 5e8);
