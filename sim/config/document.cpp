@@ -59,9 +59,13 @@ std::string unknown_key_message(const std::string& path, const std::string& key,
 {
   std::vector<std::string> names = schema.names();
   std::string msg = join_path(path, key) + ": unknown key";
-  std::string s = core::did_you_mean(key, names);
+  // The exact name at another place says more than a near name here (cluster.nics_per_node is
+  // cluster.network.nics_per_node, not gpus_per_node).
+  const std::string elsewhere = elsewhere_hint(&schema, path, key);
+  const std::string s = elsewhere.empty() ? core::did_you_mean(key, names) : std::string();
   if (!s.empty())
     msg += " (did you mean '" + s + "'?)";
+  msg += elsewhere;
   msg += "; accepted keys: ";
   for (size_t i = 0; i < names.size(); ++i)
     msg += (i ? ", " : "") + names[i];

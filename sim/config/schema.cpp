@@ -3,6 +3,8 @@
 #include "core/error.hpp"
 #include "spec/names.hpp"
 
+#include <algorithm>
+
 namespace zerosim::config {
 
 const KeyDoc* Schema::find(std::string_view key) const
@@ -549,6 +551,57 @@ const Schema& scenario_schema()
            true),
        key("measured", "mapping", "none", "what a real run gave (never used in prediction)", &measured)}};
   return s;
+}
+
+namespace {
+
+/// Every dotted path below `schema` (prefix `at`) whose last key is `key`, in table order; the node's keys once (under
+/// cluster.node, not again under cluster.overrides).
+void places_of(const Schema& schema, const std::string& at, const std::string& key, std::vector<std::string>& out)
+{
+  for (const KeyDoc& k : schema.keys) {
+    const std::string here = at.empty() ? k.key : at + "." + k.key;
+    if (k.key == key)
+      out.push_back(here);
+    if (k.child != nullptr && here != "cluster.overrides")
+      places_of(*k.child, here, key, out);
+  }
+}
+
+/// Whether `target` is the scenario's schema or one below it (not a calibration profile's, a kernel table's, ...).
+bool below(const Schema& schema, const Schema* target)
+{
+  if (&schema == target)
+    return true;
+  for (const KeyDoc& k : schema.keys)
+    if (k.child != nullptr && k.child != &schema && below(*k.child, target))
+      return true;
+  return false;
+}
+
+} // namespace
+
+std::string elsewhere_hint(const Schema* schema, const std::string& path, const std::string& key)
+{
+  if (schema != nullptr && !below(scenario_schema(), schema))
+    return ""; // another kind of file: the scenario's places would mislead
+  // Misplacements under another name, as users write them (issue 29): the ZeRO stage is DeepSpeed's, the GPU the
+  // node file's.
+  if (key == "zero_stage" || (key == "stage" && path != "deepspeed.zero_optimization"))
+    return "; the ZeRO stage belongs at deepspeed.zero_optimization.stage";
+  if (key == "gpu" && path == "cluster")
+    return "; the GPU is the node file's (cluster.node: a name under topologies/, its gpu.model), or change it with "
+           "cluster.overrides (gpu.memory: 40 GiB, ...)";
+  std::vector<std::string> places;
+  places_of(scenario_schema(), "", key, places);
+  const std::string here = path.empty() ? key : path + "." + key;
+  places.erase(std::remove(places.begin(), places.end(), here), places.end());
+  if (places.empty() || places.size() > 3)
+    return "";
+  std::string out = "; '" + key + "' belongs at " + places.front();
+  for (std::size_t i = 1; i < places.size(); ++i)
+    out += (i + 1 == places.size() ? " or " : ", ") + places[i];
+  return out;
 }
 
 } // namespace zerosim::config

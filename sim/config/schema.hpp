@@ -51,6 +51,13 @@ const Schema& deepspeed_schema();
 const Schema& fsdp_schema();
 const Schema& ddp_schema();
 
+/// Where else a key named `key` belongs, for an unknown-key message at `path` (the dotted path of the mapping it was
+/// found in, whose schema is `schema`; nullptr: a scenario path); "" when `schema` is not the scenario's or below it:
+/// "; 'zero_stage' belongs at deepspeed.zero_optimization.stage" when the scenario's schema has the name at another
+/// place (every place, up to three, cluster.overrides' copy of the node's keys left out), or a known misplacement under
+/// another name (DeepSpeed's stage, the node's GPU); "" otherwise.
+std::string elsewhere_hint(const Schema* schema, const std::string& path, const std::string& key);
+
 /// The schema of the mapping at `schema_name` ("node.gpu", "deepspeed.zero_optimization", ...): a child
 /// of one of the tables above. Throws core::InternalError for a name that does not exist.
 const Schema& sub_schema(const Schema& parent, std::string_view key);

@@ -370,9 +370,13 @@ void FieldReader::check_keys() const
       continue;
     std::vector<std::string> names = schema_->names();
     std::string msg = location(k, kp) + ": " + kp + ": unknown key";
-    std::string suggestion = core::did_you_mean(name, names);
+    // The exact name at another place says more than a near name here (cluster.nics_per_node is
+    // cluster.network.nics_per_node, not gpus_per_node).
+    const std::string elsewhere = elsewhere_hint(schema_, path_, name);
+    const std::string suggestion = elsewhere.empty() ? core::did_you_mean(name, names) : std::string();
     if (!suggestion.empty())
       msg += " (did you mean '" + suggestion + "'?)";
+    msg += elsewhere;
     msg += "; accepted keys: ";
     for (size_t i = 0; i < names.size(); ++i)
       msg += (i ? ", " : "") + names[i];

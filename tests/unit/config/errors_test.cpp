@@ -327,6 +327,25 @@ cpu: {cores: 8, memory: 64 GiB, memory_bandwidth: 50 GB/s}
                  "\"per-op\"");
   }
 
+  // A key in the wrong mapping names the place it belongs, before any near name here (issue 29: nics_per_node had
+  // drawn "did you mean 'gpus_per_node'"); in a file and in --set alike.
+  TEST_CASE("errors: a key at the wrong place names where it belongs")
+  {
+    LoadOptions o;
+    o.sets = {"cluster.nics_per_node=4"};
+    CHECK(load_error(BASE, o).find("--set cluster.nics_per_node=4: cluster.nics_per_node: unknown key; "
+                                   "'nics_per_node' belongs at cluster.network.nics_per_node; accepted keys: ") == 0);
+    o.sets = {"training.zero_stage=2"};
+    CHECK(load_error(BASE, o).find("training.zero_stage: unknown key; the ZeRO stage belongs at "
+                                   "deepspeed.zero_optimization.stage; accepted keys: ") != std::string::npos);
+    o.sets = {"cluster.gpu=H100"};
+    CHECK(load_error(BASE, o).find("cluster.gpu: unknown key; the GPU is the node file's") != std::string::npos);
+    CHECK(load_error(BASE + "  seq_length: 1\n").find("training.seq_length: unknown key (did you mean 'seq_len'?)") !=
+          std::string::npos); // no exact name elsewhere: the near name
+    const std::string in_file = load_error(BASE + "model_seq: 1\n");
+    CHECK(in_file.find("model_seq: unknown key; accepted keys") != std::string::npos); // nowhere else, nothing near
+  }
+
   TEST_CASE("errors: --set")
   {
     LoadOptions o;
