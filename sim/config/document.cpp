@@ -407,6 +407,18 @@ void apply_set(ScenarioDocument& doc, const std::string& assignment)
   }
   set_below(doc.root, segs, 0, value, where);
   doc.origins.by_path.emplace_back(key, where);
+  // training.global_batch and training.grad_accum state one thing (global = micro-batch x grad_accum x data-parallel
+  // ranks): an override of one replaces the file's other, as a user means it (issue 29). Both given by --set remain
+  // the loader's error.
+  for (const auto& [mine, other] : {std::pair<const char*, const char*>{"global_batch", "grad_accum"},
+                                    std::pair<const char*, const char*>{"grad_accum", "global_batch"}}) {
+    if (key != std::string("training.") + mine || value.IsNull())
+      continue;
+    YAML::Node training = doc.root["training"];
+    const std::string other_path = std::string("training.") + other;
+    if (is_map(training) && training[other] && doc.origins.find(other_path).rfind("--set ", 0) != 0)
+      training.remove(other);
+  }
 }
 
 void apply_overrides(ScenarioDocument& doc)

@@ -112,6 +112,19 @@ TEST_SUITE("config")
   {
     CHECK(load_error(BASE + "  global_batch: 64\n") ==
           SCEN + ":9:17: training.global_batch: give grad_accum or global_batch, not both");
+    // --set of one replaces the file's other (BASE states grad_accum 16 on the fixtures' 8 GPUs): global 64 =
+    // micro-batch 1 x 8 x grad_accum 8, and grad_accum 2 gives global 16. Both by --set stay an error.
+    LoadOptions o;
+    o.sets = {"training.global_batch=64"};
+    const zerosim::spec::Scenario by_global = load_scenario_text(BASE, SCEN, o);
+    CHECK(by_global.training.global_batch == 64);
+    CHECK(by_global.training.grad_accum == 8);
+    o.sets = {"training.grad_accum=2"};
+    CHECK(load_scenario_text(replaced(BASE, "  grad_accum: 16\n", "  global_batch: 128\n"), SCEN, o)
+              .training.global_batch == 16);
+    o.sets = {"training.global_batch=64", "training.grad_accum=2"};
+    CHECK(load_error(BASE, o) ==
+          "--set training.global_batch=64: training.global_batch: give grad_accum or global_batch, not both");
     // 100 / (micro_batch 1 x 8 GPUs) is not whole.
     CHECK(load_error(replaced(BASE, "  grad_accum: 16\n", "  global_batch: 100\n")) ==
           SCEN + ":8:17: training.global_batch: expected a multiple of micro_batch 1 x 8 GPUs = 8, found \"100\"");
