@@ -100,8 +100,7 @@ Plan plan(CollectiveKind kind, std::int64_t bytes, const Fabric& f, const Option
   if (g == spec::CommGroup::DATA_PARALLEL) {
     // A data-parallel group spanning nodes keeps the caller's algorithm choice, and its focus: the group's nodes are
     // the cluster's, so only the flows with an end on the focus node are built (not every node's, then filtered).
-    const Options& dp_o = o;
-    return replicate(plan(kind, bytes, data_parallel_group_fabric(f), dp_o), 0, t, o, [&](Flow fl, int c) {
+    return replicate(plan(kind, bytes, data_parallel_group_fabric(f), o), 0, t, o, [&](Flow fl, int c) {
       fl.src.local = fl.src.local * t + c;
       fl.dst.local = fl.dst.local * t + c;
       return fl;

@@ -20,6 +20,35 @@ std::pair<std::int64_t, std::int64_t> flat_partition(const Builder& b)
   return {psi_pad, psi_pad / b.n};
 }
 
+/// Each param's offset in the flat buffer, flat (forward) order, and the buffer's end: begin[i] .. begin[i + 1].
+std::vector<std::int64_t> flat_offsets(const Builder& b)
+{
+  std::vector<std::int64_t> begin(b.params.size() + 1, 0);
+  for (std::size_t i = 0; i < b.params.size(); ++i)
+    begin[i + 1] = begin[i] + b.params[i].numel;
+  return begin;
+}
+
+/// Calls f(i, elements of param i inside [lo, hi)) for every param, from param `from` on, that has elements in the
+/// partition [lo, hi) of the flat buffer (`begin`: flat_offsets).
+template <class F>
+void for_each_in_partition(const std::vector<std::int64_t>& begin, std::size_t from, std::int64_t lo, std::int64_t hi,
+                           F f)
+{
+  for (std::size_t i = from; i + 1 < begin.size() && begin[i] < hi; ++i) {
+    const std::int64_t in = std::min(begin[i + 1], hi) - std::max(begin[i], lo);
+    if (in > 0)
+      f(i, in);
+  }
+}
+
+/// The IPG bucket's rule (§3.2): a bucket holding `filled` elements is flushed before a param of `numel` that would
+/// overflow B_r (a param larger than B_r alone still goes into an empty bucket).
+bool bucket_overflows(std::int64_t filled, std::int64_t numel, std::int64_t br)
+{
+  return filled > 0 && filled + numel > br;
+}
+
 /// One IPG bucket being filled by gradient hooks (§3.2).
 struct IpgBucket {
   std::int64_t elements = 0;
@@ -92,18 +121,11 @@ Stage12::Stage12(Builder& builder)
   const std::int64_t p_end = p_begin + part;
   slice.assign(b.params.size(), 0);
   touches.assign(b.params.size(), 0);
-  std::int64_t off = 0;
-  for (std::size_t i = 0; i < b.params.size(); ++i) {
-    const std::int64_t e = off + b.params[i].numel;
-    const std::int64_t lo = std::max(off, p_begin);
-    const std::int64_t hi = std::min(e, p_end);
-    if (hi > lo) {
-      slice[i] = hi - lo;
-      touches[i] = 1;
-      p_in += b.params[i].numel;
-    }
-    off = e;
-  }
+  for_each_in_partition(flat_offsets(b), 0, p_begin, p_end, [&](std::size_t i, std::int64_t in) {
+    slice[i] = in;
+    touches[i] = 1;
+    p_in += b.params[i].numel;
+  });
   stage1_grads.assign(static_cast<std::size_t>(nl), -1);
 }
 
@@ -156,7 +178,7 @@ void Stage12::flush(TaskId trigger)
 void Stage12::add_param(int pi, TaskId producer, BufferId extra_grad)
 {
   const ParamInfo& p = b.params[static_cast<std::size_t>(pi)];
-  if (bk.elements > 0 && bk.elements + p.numel > br)
+  if (bucket_overflows(bk.elements, p.numel, br))
     flush(producer);
   bk.elements += p.numel;
   if (touches[static_cast<std::size_t>(pi)]) {
@@ -320,20 +342,19 @@ std::vector<int> stage12_memory_dp_ranks(const Builder& b)
   int k = 0;
   for (int pi : order) {
     const std::int64_t e = b.params[static_cast<std::size_t>(pi)].numel;
-    if (filled > 0 && filled + e > br) {
+    if (bucket_overflows(filled, e, br)) {
       ++k;
       filled = 0;
     }
     filled += e;
     bucket[static_cast<std::size_t>(pi)] = k;
   }
-  std::vector<std::int64_t> begin(np + 1, 0); // flat offsets
-  for (std::size_t i = 0; i < np; ++i)
-    begin[i + 1] = begin[i] + b.params[i].numel;
+  const std::vector<std::int64_t> begin = flat_offsets(b);
 
-  // Per data-parallel rank, what alone differs between the ranks' graphs (the constructor's walk, one pass over the
-  // params for every rank): P_in (the grads_in_partition buffer, and host memory with offload), the first bucket
-  // whose reduction allocates it, and with offload the largest slice a bucket copies out (its fp32 scratch).
+  // Per data-parallel rank, what alone differs between the ranks' graphs (the constructor's walk,
+  // for_each_in_partition, for every rank): P_in (the grads_in_partition buffer, and host memory with offload), the
+  // first bucket whose reduction allocates it, and with offload the largest slice a bucket copies out (its fp32
+  // scratch).
   struct Key {
     int first_bucket = 0;
     std::int64_t p_in = 0, slice = 0;
@@ -347,14 +368,11 @@ std::vector<int> stage12_memory_dp_ranks(const Builder& b)
       ++i0;
     Key key{std::numeric_limits<int>::max(), 0, 0, r};
     std::map<int, std::int64_t> slices; // per bucket
-    for (std::size_t i = i0; i < np && begin[i] < hi; ++i) {
-      const std::int64_t in = std::min(begin[i + 1], hi) - std::max(begin[i], lo);
-      if (in <= 0)
-        continue;
+    for_each_in_partition(begin, i0, lo, hi, [&](std::size_t i, std::int64_t in) {
       key.p_in += b.params[i].numel;
       key.first_bucket = std::min(key.first_bucket, bucket[i]);
       slices[bucket[i]] += in;
-    }
+    });
     for (const auto& [_, e] : slices)
       key.slice = std::max(key.slice, offload ? e : 0);
     keys.push_back(key);
