@@ -436,6 +436,16 @@ void read_deepspeed(FieldReader& r, spec::Scenario& s, TrainingBatchGiven given)
   FieldReader ac = r.map_or_empty("activation_checkpointing");
   read_activation_checkpointing(ac, d.activation_checkpointing, s);
 
+  // A stage count above 1 asks for DeepSpeed's pipeline engine (docs/config.md "Not yet"); stages 1 or auto run the
+  // job as it is, data parallel.
+  if (std::optional<FieldReader> p = r.opt_map("pipeline")) {
+    const std::string WHAT = "a positive integer or auto";
+    if (p->is_auto("stages"))
+      p->take("stages");
+    else if (const std::optional<std::int64_t> stages = p->opt_int("stages", 1, WHAT); stages && *stages > 1)
+      p->fail("stages", "pipeline parallelism is not modelled yet: expected 1 or auto, found " +
+                            std::to_string(*stages) + " (docs/config.md \"Not yet\")");
+  }
   collect_warnings(r.node(), r.schema(), r.path(), s);
   no_effect_warnings(s);
 }

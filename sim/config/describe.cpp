@@ -10,13 +10,16 @@
 namespace zerosim::config {
 namespace {
 
-const char* use_text(KeyUse u)
+std::string use_text(const KeyDoc& k)
 {
-  switch (u) {
+  switch (k.use) {
   case KeyUse::MODELLED:
     return "";
   case KeyUse::IGNORED:
     return " [accepted, ignored: cannot change time or memory]";
+  case KeyUse::NOT_YET:
+    return k.default_text == "none" ? " [not yet: refused with exit 2]"
+                                    : " [not yet: refused with exit 2 unless " + k.default_text + "]";
   case KeyUse::NOT_MODELLED:
     break;
   }
@@ -28,7 +31,7 @@ void print(std::ostringstream& out, const Schema& s, int indent, std::set<const 
   for (const KeyDoc& k : s.keys) {
     std::string pad(static_cast<size_t>(indent) * 2, ' ');
     out << pad << k.key << ": " << k.type << "; default: " << k.default_text << "\n"
-        << pad << "    " << k.description << use_text(k.use) << "\n";
+        << pad << "    " << k.description << use_text(k) << "\n";
     if (k.child) {
       if (expanded.count(k.child)) {
         out << pad << "    (keys as in " << k.child->name << " above)\n";

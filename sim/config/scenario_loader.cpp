@@ -7,6 +7,7 @@
 #include "config/readers.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
+#include "core/text.hpp"
 #include "spec/names.hpp"
 
 #include <algorithm>
@@ -39,6 +40,14 @@ TrainingRead read_training(FieldReader& t, spec::TrainingSpec& out)
   tr.global_batch = t.opt_int("global_batch", 1, POS);
   if (tr.grad_accum && tr.global_batch)
     t.fail("global_batch", "give grad_accum or global_batch, not both");
+  // fp8 is named, not listed among the unknown values (docs/config.md "Not yet").
+  const YAML::Node precision = t.node()["precision"];
+  if (precision.IsDefined() && precision.IsScalar() &&
+      (core::lowercase(precision.Scalar()).rfind("fp8", 0) == 0 ||
+       core::lowercase(precision.Scalar()).rfind("float8", 0) == 0))
+    t.fail("precision", "fp8 training (Transformer Engine, torchao float8) is not modelled yet: expected one of bf16, "
+                        "fp16, amp_bf16, amp_fp16, fp32, found \"" +
+                            precision.Scalar() + "\" (docs/config.md \"Not yet\")");
   out.precision = t.get_enum<spec::Precision>("precision", {{"bf16", spec::Precision::BF16},
                                                             {"fp16", spec::Precision::FP16},
                                                             {"amp_bf16", spec::Precision::AMP_BF16},

@@ -62,6 +62,14 @@ KeyDoc unmodelled(std::string k, std::string type, std::string def, std::string 
   return KeyDoc{std::move(k), std::move(type), std::move(def), std::move(desc), nullptr, N, true};
 }
 
+/// A key of the user's contract for a feature not built yet: accepted at `accepted` (the value that means the
+/// feature is off; "none" for a block refused whenever it is given), refused otherwise, naming `feature`.
+KeyDoc not_yet(std::string k, std::string type, std::string accepted, std::string feature)
+{
+  return KeyDoc{std::move(k), std::move(type), std::move(accepted), std::move(feature), nullptr, KeyUse::NOT_YET,
+                true};
+}
+
 const std::string DTYPE = "one of fp32, fp16, bf16 (also float32, float16, bfloat16, torch.* names)";
 
 } // namespace
@@ -88,7 +96,8 @@ const Schema& model_schema()
            "(Megatron-LM's vocab-parallel cross entropy: one fp32 copy, softmax in place); docs/workload.md §4.4"),
        key("dropout", "number in [0, 1)", "0.1 with bias, 0 without",
            "dropout probability in training (attention, residuals, embedding); > 0 saves a mask per dropout"),
-       key("source", "string", "\"\"", "where the shape comes from (for people)")}};
+       key("source", "string", "\"\"", "where the shape comes from (for people)"),
+       not_yet("num_experts", "integer >= 1", "1", "mixture of experts (MoE)")}};
   return s;
 }
 
@@ -291,6 +300,25 @@ const Schema& zero_optimization_schema()
   return s;
 }
 
+/// DeepSpeed's `pipeline` block (runtime/config.py get_pipeline_config, read at v0.19.5: defaults stages "auto",
+/// partition "best", seed_layers false, activation_checkpoint_interval 0, pipe_partitioned and grad_partitioned true).
+/// The stage count comes from the PipelineModule; a count above 1 asks for pipeline parallelism, which is refused
+/// (docs/config.md "Not yet"); at 1 or auto the block changes nothing and its other keys act only on a pipeline.
+const Schema& pipeline_schema()
+{
+  static const Schema s{
+      "deepspeed.pipeline",
+      {key("stages", "integer >= 1 or auto", "auto",
+           "pipeline stages; above 1 is refused: pipeline parallelism is not modelled yet"),
+       ignored("partition", "layer partition method: acts only with pipeline stages"),
+       ignored("seed_layers", "acts only with pipeline stages"),
+       ignored("activation_checkpoint_interval", "acts only with pipeline stages"),
+       ignored("pipe_partitioned", "acts only with pipeline stages"),
+       ignored("grad_partitioned", "acts only with pipeline stages"),
+       ignored("use_reentrant", "acts only with pipeline stages")}};
+  return s;
+}
+
 const Schema& aio_schema()
 {
   static const Schema s{"deepspeed.aio",
@@ -389,7 +417,7 @@ const Schema& deepspeed_schema()
        key("activation_checkpointing", "mapping", "defaults", "DeepSpeed's checkpointing options",
            &activation_checkpointing_schema()),
        unmodelled("sparse_attention", "mapping", "none", "sparse attention kernels"),
-       unmodelled("pipeline", "mapping", "none", "pipeline parallelism"),
+       key("pipeline", "mapping", "none", "DeepSpeed's pipeline engine: only stages 1 or auto", &pipeline_schema()),
        unmodelled("compression_training", "mapping", "none", "compression (quantisation, pruning) during training"),
        unmodelled("data_efficiency", "mapping", "disabled", "data sampling and routing"),
        unmodelled("curriculum_learning", "mapping", "disabled", "curriculum learning (sequence length schedule)"),
@@ -482,7 +510,10 @@ const Schema& scenario_schema()
        // NCCL src/graph/tuning.cc hwLat[NCCL_HW_NET], Tree/LL: 5.0 us; also the example of scenario-format.md.
        key("latency", "time", "5 us",
            "one-way NIC-to-NIC; NCCL's network base latency (tuning.cc hwLat[NET], Tree LL)"),
-       key("oversubscription", "number >= 1", "1", "fabric oversubscription; 1 = non-blocking fat tree")}};
+       key("oversubscription", "number >= 1", "1", "fabric oversubscription; 1 = non-blocking fat tree"),
+       not_yet("topology", "one of single_switch, fat_tree, rail_optimized", "single_switch",
+               "a multi-tier fabric (fat_tree, rail_optimized)"),
+       not_yet("tiers", "list of {radix, oversubscription}", "none", "a multi-tier fabric (tiers)")}};
   static const Schema cluster{
       "cluster",
       {key("node", "name, path or mapping", "required", "the server (a name under topologies/)", &node_schema()),
@@ -509,7 +540,10 @@ const Schema& scenario_schema()
        key("mode", "one of train, inference", "train", "inference: forward only"),
        key("total_tokens", "number > 0", "none", "tokens to train (reports time to train)"),
        key("tensor_parallel", "integer >= 1 dividing gpus_per_node, heads, kv_heads, ffn_hidden", "1",
-           "Megatron tensor parallelism degree (deepspeed only); data parallelism = GPUs / it")}};
+           "Megatron tensor parallelism degree (deepspeed only); data parallelism = GPUs / it"),
+       not_yet("sequence_parallel", "bool", "false", "Megatron sequence parallelism"),
+       not_yet("pipeline_parallel", "integer >= 1", "1", "pipeline parallelism"),
+       not_yet("pipeline", "mapping {schedule, virtual_stages, layers}", "none", "pipeline parallelism")}};
   static const Schema inference{"inference",
                                 {key("batch", "integer >= 1", "1", "sequences per GPU"),
                                  key("prompt_tokens", "integer >= 1", "required", "prompt length"),
@@ -543,6 +577,7 @@ const Schema& scenario_schema()
            "DeepSpeed's own keys", &deepspeed_schema()),
        key("fsdp", "mapping", "none", "PyTorch FSDP instead of DeepSpeed", &fsdp_schema()),
        key("ddp", "mapping", "none", "PyTorch DDP instead of DeepSpeed", &ddp_schema()),
+       not_yet("megatron", "mapping", "none", "pipeline parallelism (with Megatron-LM as the framework, megatron:)"),
        key("software", "mapping", "today's stack (meta.software.stated: false)", "the stack that ran", &software),
        key("calibration", "path or none", "the node file's, else the shipped calibration/default.yaml",
            "the calibration profile (docs/calibration.md); --calibration wins; none: the priors alone"),

@@ -18,6 +18,10 @@ enum class KeyUse {
   MODELLED,     ///< read into the spec
   IGNORED,      ///< cannot change time or memory (logging, learning rate, ...): accepted silently
   NOT_MODELLED, ///< changes time or memory but is not modelled yet: accepted, named in Scenario::warnings
+  /// In the user's contract but not built yet (pipeline parallelism, MoE, ...): refused with exit 2 when given
+  /// with anything but `default_text` (the one value that means the feature is off, or "none" for a block that is
+  /// refused whenever given); `description` names the feature (docs/config.md "Not yet").
+  NOT_YET,
 };
 
 struct Schema;

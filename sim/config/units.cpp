@@ -1,5 +1,7 @@
 #include "config/units.hpp"
 
+#include "core/text.hpp"
+
 #include <array>
 #include <cctype>
 #include <cerrno>
@@ -170,12 +172,7 @@ std::string unit_suggestion(std::string_view text, UnitKind kind)
   const std::string_view suffix = trim(text.substr(used));
   if (used == 0 || suffix.empty())
     return "";
-  const auto lower = [](std::string_view w) {
-    std::string out(w);
-    for (char& c : out)
-      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
-  };
+  const auto lower = [](std::string_view w) { return core::lowercase(w); };
   std::vector<std::string> matches;
   with_units(kind, [&](const Unit* units, size_t n) {
     for (size_t i = 0; i < n; ++i)

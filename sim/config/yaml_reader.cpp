@@ -40,6 +40,29 @@ std::string describe_found(const YAML::Node& node)
   return "\"" + node.Scalar() + "\"";
 }
 
+namespace {
+
+/// A key of the contract not built yet (KeyUse::NOT_YET), given: accepted at its one accepted value (null reads as
+/// absent), refused otherwise with the feature named.
+void refuse_not_yet(const KeyDoc& doc, const YAML::Node& value, const std::string& where, const std::string& path)
+{
+  if (!value.IsDefined() || value.IsNull())
+    return;
+  if (doc.default_text != "none" && value.IsScalar()) {
+    const std::string& v = value.Scalar();
+    const std::optional<double> a = parse_number(v);
+    const std::optional<double> b = parse_number(doc.default_text);
+    if (a && b ? *a == *b : v == doc.default_text || (doc.default_text == "false" && v == "False"))
+      return;
+  }
+  const std::string expected =
+      doc.default_text == "none" ? "no " + doc.key + " key" : doc.default_text + " (the feature off)";
+  throw core::InputError(where + ": " + path + ": " + doc.description + " is not modelled yet: expected " + expected +
+                         ", found " + describe_found(value) + " (docs/config.md \"Not yet\")");
+}
+
+} // namespace
+
 std::string key_name(const YAML::Node& key, const std::string& file, const std::string& path)
 {
   if (!key.IsScalar())
@@ -366,8 +389,11 @@ void FieldReader::check_keys() const
     if (std::find(seen.begin(), seen.end(), name) != seen.end())
       throw core::InputError(location(k, kp) + ": " + kp + ": duplicate key");
     seen.push_back(name);
-    if (schema_->find(name))
+    if (const KeyDoc* doc = schema_->find(name)) {
+      if (doc->use == KeyUse::NOT_YET)
+        refuse_not_yet(*doc, it->second, location(it->second, kp), kp);
       continue;
+    }
     std::vector<std::string> names = schema_->names();
     std::string msg = location(k, kp) + ": " + kp + ": unknown key";
     // The exact name at another place says more than a near name here (cluster.nics_per_node is

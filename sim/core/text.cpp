@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -73,6 +74,14 @@ std::string trim(std::string_view s)
   if (b == std::string_view::npos)
     return "";
   return std::string(s.substr(b, s.find_last_not_of(" \t\r") - b + 1));
+}
+
+std::string lowercase(std::string_view s)
+{
+  std::string out(s);
+  for (char& c : out)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
 }
 
 std::string format_number(double v)

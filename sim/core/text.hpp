@@ -35,4 +35,7 @@ std::string format_signed_pct(double v, int decimals);
 /// `s` without leading and trailing spaces, tabs and carriage returns.
 std::string trim(std::string_view s);
 
+/// `s` with ASCII letters in lower case.
+std::string lowercase(std::string_view s);
+
 } // namespace zerosim::core

@@ -3,6 +3,8 @@
 // (results/validation/rules.yaml).
 #include "validation/row_mapping.hpp"
 
+#include "core/text.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -16,8 +18,7 @@ namespace detail {
 
 std::string lower(std::string s)
 {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
+  return core::lowercase(s);
 }
 
 bool contains(const std::string& haystack, const std::string& needle)

@@ -174,6 +174,7 @@ TEST_SUITE("config")
         "deepspeed.zero_optimization.cpu_offload",
         "deepspeed.zero_optimization.cpu_offload_param",
         "deepspeed.aio.thread_count",
+        "deepspeed.pipeline.stages", // 1 or auto: no pipeline, nothing to write
         "measured.source",
         "software.model_code", // auto: the framework's usual code, which the absent key gives too
     };
@@ -183,6 +184,8 @@ TEST_SUITE("config")
     for_each_key(scenario_schema(), "", seen, [&](const std::string& path, const KeyDoc& k) {
       if (k.use == KeyUse::IGNORED || path == "sweep")
         return;
+      if (k.use == KeyUse::NOT_YET && k.default_text == "none")
+        return; // a block of a feature not built yet: refused whenever given (errors_test.cpp "not modelled yet")
       CAPTURE(path);
       CAPTURE(k.default_text);
       const Read absent = load_with(path, "null");
