@@ -308,7 +308,8 @@ bool is_active(const YAML::Node& v, const KeyDoc& doc)
   return v.Scalar() != doc.default_text && !(doc.default_text == "false" && v.Scalar() == "False");
 }
 
-void collect_warnings(const YAML::Node& node, const Schema& schema, const std::string& path, spec::Scenario& s)
+void collect_warnings(const YAML::Node& node, const Schema& schema, const std::string& path, spec::Scenario& s,
+                      std::vector<std::string>& ignored)
 {
   for (auto it = node.begin(); it != node.end(); ++it) {
     if (!it->first.IsScalar())
@@ -317,13 +318,15 @@ void collect_warnings(const YAML::Node& node, const Schema& schema, const std::s
     if (!doc)
       continue;
     std::string p = path + "." + doc->key;
-    if (doc->use == KeyUse::NOT_MODELLED && is_active(it->second, *doc)) {
+    if (doc->use == KeyUse::IGNORED) {
+      ignored.push_back(p);
+    } else if (doc->use == KeyUse::NOT_MODELLED && is_active(it->second, *doc)) {
       s.warnings.push_back(p + ": not modelled (" + doc->description + ")");
       YAML::Emitter e;
       e << YAML::Flow << it->second;
       s.deepspeed.unmodelled_keys.emplace_back(p, e.c_str());
     } else if (doc->child && it->second.IsMap()) {
-      collect_warnings(it->second, *doc->child, p, s);
+      collect_warnings(it->second, *doc->child, p, s, ignored);
     }
   }
 }
@@ -446,7 +449,15 @@ void read_deepspeed(FieldReader& r, spec::Scenario& s, TrainingBatchGiven given)
       p->fail("stages", "pipeline parallelism is not modelled yet: expected 1 or auto, found " +
                             std::to_string(*stages) + " (docs/config.md \"Not yet\")");
   }
-  collect_warnings(r.node(), r.schema(), r.path(), s);
+  std::vector<std::string> ignored;
+  collect_warnings(r.node(), r.schema(), r.path(), s, ignored);
+  if (!ignored.empty()) {
+    std::string keys;
+    for (const std::string& k : ignored)
+      keys += (keys.empty() ? "" : ", ") + k;
+    s.warnings.push_back("accepted, no effect on time or memory (learning rate, logging, checkpoint format, ...): " +
+                         keys + " (zerosim describe deepspeed)");
+  }
   no_effect_warnings(s);
 }
 

@@ -377,9 +377,9 @@ const Schema& activation_checkpointing_schema()
   static const Schema s{
       "deepspeed.activation_checkpointing",
       {key("partition_activations", "bool", "false",
-           "no effect with model-parallel size 1 (zerosim has no tensor parallelism): each checkpoint's partition "
-           "is the whole tensor, a GPU clone; with cpu_checkpointing it selects DeepSpeed's blocking copies "
-           "(modelled, docs/offload.md)",
+           "no effect with training.tensor_parallel 1: each checkpoint's partition is the whole tensor, a GPU "
+           "clone; with cpu_checkpointing it selects DeepSpeed's blocking copies (modelled, docs/offload.md); the "
+           "split over a tensor-parallel group is not modelled (warned, docs/tensor-parallel.md)",
            nullptr, N),
        key("cpu_checkpointing", "bool", "false",
            "checkpointed block inputs to host memory, copied back before the recompute (docs/offload.md)"),

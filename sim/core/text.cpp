@@ -76,6 +76,23 @@ std::string trim(std::string_view s)
   return std::string(s.substr(b, s.find_last_not_of(" \t\r") - b + 1));
 }
 
+std::string format_duration(double seconds)
+{
+  struct Unit {
+    const char* name;
+    double seconds;
+  };
+  constexpr Unit UNITS[] = {{"days", 86400}, {"h", 3600}, {"min", 60}};
+  char buf[64];
+  for (const Unit& u : UNITS)
+    if (seconds >= 2 * u.seconds) {
+      std::snprintf(buf, sizeof buf, "%.4g %s", seconds / u.seconds, u.name);
+      return buf;
+    }
+  std::snprintf(buf, sizeof buf, "%.4g s", seconds);
+  return buf;
+}
+
 std::string lowercase(std::string_view s)
 {
   std::string out(s);

@@ -35,6 +35,10 @@ std::string format_signed_pct(double v, int decimals);
 /// `s` without leading and trailing spaces, tabs and carriage returns.
 std::string trim(std::string_view s);
 
+/// A duration for people, in the largest unit that keeps it above 2: "45.2 s", "12.5 min", "7.25 h", "787.6 days"
+/// (four significant digits; a day is 86,400 s).
+std::string format_duration(double seconds);
+
 /// `s` with ASCII letters in lower case.
 std::string lowercase(std::string_view s);
 

@@ -89,17 +89,89 @@ core::Json memory_json(const spec::Scenario& s, std::int64_t params, const memor
   return j;
 }
 
-std::string parallelism_line(const spec::Scenario& s)
+namespace {
+
+/// "DeepSpeed 0.19, ZeRO-3, offload_optimizer cpu, offload_param none", "PyTorch FSDP2 (fully_shard), FULL_SHARD",
+/// "PyTorch DDP, bucket_cap_mb 25".
+std::string framework_line(const spec::Scenario& s)
 {
-  if (s.framework != spec::Framework::DEEPSPEED)
-    return spec::to_string(s.framework);
+  if (s.framework == spec::Framework::FSDP) {
+    const spec::FsdpSpec& f = s.fsdp;
+    // FSDP2 is chosen by fsdp.reshard_after_forward, which only fully_shard has (docs/fsdp.md).
+    std::string line = f.reshard_after_forward ? "PyTorch FSDP2 (fully_shard), " : "PyTorch FSDP1 "
+                                                                                    "(FullyShardedDataParallel), ";
+    line += spec::to_string(f.sharding_strategy);
+    if (f.reshard_after_forward)
+      line += std::string(", reshard_after_forward ") + (*f.reshard_after_forward ? "true" : "false");
+    if (f.cpu_offload)
+      line += ", cpu_offload";
+    return line;
+  }
+  if (s.framework == spec::Framework::DDP)
+    return "PyTorch DDP, bucket_cap_mb " + core::format_number(s.ddp.bucket_cap_mb) +
+           (s.ddp.no_sync ? ", no_sync over the accumulation" : "");
   const auto& z = s.deepspeed.zero;
-  std::string line = "DeepSpeed ZeRO-" + std::to_string(z.stage) + ", offload_optimizer " +
-                     spec::to_string(z.offload_optimizer.device) + ", offload_param " +
+  std::string line = "DeepSpeed " + s.deepspeed_version + ", ZeRO-" + std::to_string(z.stage) +
+                     ", offload_optimizer " + spec::to_string(z.offload_optimizer.device) + ", offload_param " +
                      spec::to_string(z.offload_param.device);
   if (s.tp() > 1)
     line += ", tensor parallel " + std::to_string(s.tp()) + " (data parallel " + std::to_string(s.dp()) + ")";
   return line;
+}
+
+std::string gbps(double bytes_per_s)
+{
+  return core::format_number(bytes_per_s * 8 / 1e9) + " Gb/s";
+}
+
+} // namespace
+
+std::string scenario_header(const spec::Scenario& s, std::int64_t params)
+{
+  const spec::ClusterSpec& c = s.cluster;
+  const spec::NodeSpec& n = c.node;
+  std::string out = s.name + "\n";
+  const auto row = [&](const char* what, const std::string& text) {
+    char head[32];
+    std::snprintf(head, sizeof head, "  %-11s", what);
+    out += head + text + "\n";
+  };
+  row("model", s.model.name + ", " + std::to_string(params) + " parameters (" + std::to_string(s.model.layers) +
+                   " layers, hidden " + std::to_string(s.model.hidden) + ")");
+  std::string hw = std::to_string(c.total_gpus()) + " x " + n.gpu.model + " (" + core::format_gib(n.gpu.memory_bytes) +
+                   "): " + std::to_string(c.nodes) + (c.nodes == 1 ? " node" : " nodes") + " x " +
+                   std::to_string(c.gpus_per_node) + " GPUs of '" + n.name + "'";
+  if (c.nodes > 1)
+    hw += ", " + std::to_string(c.network.nics_per_node) + " x " + gbps(c.network.nic_bandwidth_Bps) + " NIC" +
+          (c.network.nics_per_node == 1 ? "" : "s") + " per node";
+  row("hardware", hw);
+  row("framework", framework_line(s));
+  if (s.training.mode == spec::Mode::INFERENCE)
+    row("inference", "batch " + std::to_string(s.inference.batch) + " per GPU, prompt " +
+                         std::to_string(s.inference.prompt_tokens) + " tokens, " +
+                         std::to_string(s.inference.generate_tokens) + " generated tokens per sequence, " +
+                         spec::to_string(s.training.precision));
+  else
+    row("training", "micro-batch " + std::to_string(s.training.micro_batch) + " x seq " +
+                        std::to_string(s.training.seq_len) + ", grad_accum " + std::to_string(s.training.grad_accum) +
+                        ", global batch " + std::to_string(s.training.global_batch) + ", " +
+                        spec::to_string(s.training.precision) + ", activation checkpointing " +
+                        spec::to_string(s.training.activation_checkpointing));
+  const spec::SoftwareSpec& sw = s.software;
+  row("stack", "torch " + sw.torch + ", " + spec::to_string(sw.attention) + " attention, " +
+                   spec::to_string(s.model_code()) + " model code, " + (sw.compile ? "torch.compile" : "eager") +
+                   (sw.stated ? "" : " (no software: block: today's stack assumed)"));
+  return out;
+}
+
+std::string warnings_block(const std::vector<std::string>& warnings)
+{
+  if (warnings.empty())
+    return "";
+  std::string out = "\nWarnings:\n";
+  for (const auto& w : warnings)
+    out += "  " + w + "\n";
+  return out;
 }
 
 std::string unfit_tiers(const memory::MemoryReport& r)
@@ -158,21 +230,7 @@ std::string memory_table(const spec::Scenario& s, std::int64_t params, const mem
                          const std::vector<memory::LadderStep>& ladder)
 {
   std::ostringstream out;
-  char line[256];
-  out << s.name << "\n";
-  std::snprintf(line, sizeof line, "  %s, %lld parameters; %d GPUs (%d nodes x %d); %s\n", s.model.name.c_str(),
-                static_cast<long long>(params), s.cluster.total_gpus(), s.cluster.nodes, s.cluster.gpus_per_node,
-                parallelism_line(s).c_str());
-  out << line;
-  if (s.training.mode == spec::Mode::INFERENCE)
-    std::snprintf(line, sizeof line,
-                  "  inference: batch %d per GPU, prompt %d tokens, %d generated tokens per sequence\n\n",
-                  s.inference.batch, s.inference.prompt_tokens, s.inference.generate_tokens);
-  else
-    std::snprintf(line, sizeof line, "  micro-batch %d x seq %d, grad_accum %d, global batch %lld\n\n",
-                  s.training.micro_batch, s.training.seq_len, s.training.grad_accum,
-                  static_cast<long long>(s.training.global_batch));
-  out << line;
+  out << scenario_header(s, params) << warnings_block(s.warnings) << "\n";
 
   if (r.fits) {
     out << "FITS: every tier is within capacity.\n\n";
@@ -205,11 +263,6 @@ std::string memory_table(const spec::Scenario& s, std::int64_t params, const mem
     out << "\nTo make it fit (the ladder, applied in order):\n" << ladder_lines(ladder);
   }
 
-  if (!s.warnings.empty()) {
-    out << "\nWarnings:\n";
-    for (const auto& w : s.warnings)
-      out << "  " << w << "\n";
-  }
   return out.str();
 }
 

@@ -21,8 +21,14 @@ core::Json memory_json(const spec::Scenario& s, std::int64_t params, const memor
 
 /// The same for people: the verdict first, then per-tier peaks and capacities, the breakdown at the
 /// peak, the stated terms, and the ladder's answer.
-/// "DeepSpeed ZeRO-3, offload_optimizer cpu, offload_param none" (or the framework's name).
-std::string parallelism_line(const spec::Scenario& s);
+/// What was modelled, for the head of every report (run and memory): the scenario's name, then one line each for
+/// the model, the hardware (GPU model and memory, nodes, the node file's name, the NICs), the framework with its
+/// strategy and version (DeepSpeed's version and ZeRO stage with offload; FSDP1 or FSDP2 with its sharding; DDP), the
+/// batch and precision, and the software stack (stated or assumed). `params`: the model's parameter count.
+std::string scenario_header(const spec::Scenario& s, std::int64_t params);
+/// The "Warnings:" block (with a blank line before it), or "" when there are none. Printed under the header, before
+/// any figure, so that a reader meets them first.
+std::string warnings_block(const std::vector<std::string>& warnings);
 /// The tiers that overflow, "GPU host NVMe" order; empty when everything fits.
 std::string unfit_tiers(const memory::MemoryReport& r);
 /// The ladder's rungs, one "  + change  GPU ..  host ..  fits" line each, then the answer line.

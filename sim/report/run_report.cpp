@@ -221,8 +221,8 @@ void write_figures(std::ostream& out, const spec::Scenario& s, const metrics::Ru
                   100 * m.mfu, spec::to_string(s.training.precision), m.peak_flops / 1e12);
     out << line;
   } else {
-    std::snprintf(line, sizeof line, "  %-22s %s  (%d micro-steps)\n", "step time",
-                  format_seconds(m.step_time_s).c_str(), m.micro_steps);
+    std::snprintf(line, sizeof line, "  %-22s %s  (%d micro-step%s)\n", "step time",
+                  format_seconds(m.step_time_s).c_str(), m.micro_steps, m.micro_steps == 1 ? "" : "s");
     out << line;
     std::snprintf(line, sizeof line, "  %-22s %.1f tokens/s, %.3f samples/s\n", "throughput", m.tokens_per_s,
                   m.samples_per_s);
@@ -278,8 +278,8 @@ void write_time_and_cost(std::ostream& out, const spec::Scenario& s, const metri
 {
   char line[512];
   if (m.time_to_train_s) {
-    std::snprintf(line, sizeof line, "  %-22s %.4g s (%.2f days) for %.4g tokens\n", "time to train",
-                  *m.time_to_train_s, *m.time_to_train_s / 86400, *s.training.total_tokens);
+    std::snprintf(line, sizeof line, "  %-22s %s (%.4g s) for %.4g tokens\n", "time to train",
+                  core::format_duration(*m.time_to_train_s).c_str(), *m.time_to_train_s, *s.training.total_tokens);
     out << line;
   }
   if (m.cost_per_step) {
@@ -320,7 +320,7 @@ void write_memory(std::ostream& out, const metrics::RunMetrics& m)
   out << line;
 }
 
-/// The time breakdown, the replay's shape and the warnings.
+/// The time breakdown and the replay's shape.
 void write_breakdown_and_replay(std::ostream& out, const metrics::RunMetrics& m, const engine::Timeline& t)
 {
   char line[512];
@@ -345,12 +345,6 @@ void write_breakdown_and_replay(std::ostream& out, const metrics::RunMetrics& m,
     out << ", " << m.inference->simulated_passes << " of " << m.inference->passes
         << " forward passes simulated (the decode passes between them interpolated linearly)";
   out << "; network model: " << t.network_model << "\n";
-
-  if (!m.warnings.empty()) {
-    out << "\nWarnings:\n";
-    for (const auto& text : m.warnings)
-      out << "  " << text << "\n";
-  }
 }
 
 } // namespace
@@ -361,27 +355,12 @@ void write_run_summary(std::ostream& out, const spec::Scenario& s, const run::Ru
   const metrics::RunMetrics& m = result.metrics;
   const engine::Timeline& t = result.timeline;
   const memory::MemoryReport& r = m.memory;
-  char line[512];
 
   if (!r.fits)
     out << "DOES NOT FIT (" << unfit_tiers(r) << "): short by " << core::format_gib(r.shortfall_bytes) << " (rank "
         << m.rank << ").\n\n";
 
-  out << s.name << "\n";
-  std::snprintf(line, sizeof line, "  %s, %lld parameters; %d GPUs (%d nodes x %d); %s\n", s.model.name.c_str(),
-                static_cast<long long>(w.params), s.cluster.total_gpus(), s.cluster.nodes, s.cluster.gpus_per_node,
-                parallelism_line(s).c_str());
-  out << line;
-  if (m.inference)
-    std::snprintf(line, sizeof line,
-                  "  inference: batch %d per GPU, prompt %d tokens, %d generated tokens per sequence, %s\n\n",
-                  s.inference.batch, s.inference.prompt_tokens, s.inference.generate_tokens,
-                  spec::to_string(s.training.precision));
-  else
-    std::snprintf(line, sizeof line, "  micro-batch %d x seq %d, grad_accum %d, global batch %lld, %s\n\n",
-                  s.training.micro_batch, s.training.seq_len, s.training.grad_accum,
-                  static_cast<long long>(s.training.global_batch), spec::to_string(s.training.precision));
-  out << line;
+  out << scenario_header(s, w.params) << warnings_block(m.warnings) << "\n";
 
   if (!r.fits) {
     out << "To make it fit (the ladder, applied in order):\n" << ladder_lines(result.ladder) << "\n";

@@ -50,6 +50,22 @@ inline std::string accuracy_group(const Scenario& s)
   return accuracy_group(s.gpu_kind(), to_string(s.framework));
 }
 
+/// PyTorch's ShardingStrategy member name.
+inline const char* to_string(FsdpSharding f)
+{
+  switch (f) {
+  case FsdpSharding::SHARD_GRAD_OP:
+    return "SHARD_GRAD_OP";
+  case FsdpSharding::HYBRID_SHARD:
+    return "HYBRID_SHARD";
+  case FsdpSharding::NO_SHARD:
+    return "NO_SHARD";
+  case FsdpSharding::FULL_SHARD:
+    break;
+  }
+  return "FULL_SHARD";
+}
+
 inline const char* to_string(Checkpointing c)
 {
   switch (c) {

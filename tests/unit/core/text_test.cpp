@@ -43,3 +43,13 @@ TEST_CASE("text: fixed decimals and signed percentages, rounded by printf")
   CHECK(zerosim::core::format_signed_pct(-4.2, 1) == "-4.2 %");
   CHECK(zerosim::core::format_signed_pct(0, 1) == "+0.0 %");
 }
+
+// The unit is the largest that keeps the figure at 2 or more (1 min = 60 s, 1 h = 3600 s, 1 day = 86,400 s).
+TEST_CASE("text: durations for people in s, min, h or days")
+{
+  CHECK(zerosim::core::format_duration(45.25) == "45.25 s");
+  CHECK(zerosim::core::format_duration(119) == "119 s");        // below 2 min stays in seconds
+  CHECK(zerosim::core::format_duration(3600) == "60 min");      // below 2 h
+  CHECK(zerosim::core::format_duration(7200) == "2 h");         // 2 h exactly
+  CHECK(zerosim::core::format_duration(6.805e7) == "787.6 days"); // 6.805e7 / 86400 = 787.62
+}

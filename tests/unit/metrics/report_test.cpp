@@ -284,11 +284,13 @@ TEST_SUITE("report")
     CHECK(line_of(text, "optimizer") == "0.2500 s   12.5 %");
     CHECK(line_of(text, "exposed_comm") == "0.2500 s   12.5 %");
     CHECK(line_of(text, "idle") == "0.0000 s    0.0 %");
-    // time to train 3600 s = 0.04 days; cost 2 x 2 x 2 / 3600 per step, 4 to train
-    CHECK(text.find("3600 s (0.04 days)") != std::string::npos);
+    // time to train 3600 s, below 2 h: in minutes; cost 2 x 2 x 2 / 3600 per step, 4 to train
+    CHECK(text.find("60 min (3600 s) for") != std::string::npos);
     CHECK(text.find("0.002222 per step, 4 to train") != std::string::npos);
     CHECK(text.find("Replay: full, 2 simulated ranks") != std::string::npos);
+    // Warnings come under the header, before any figure (issue 29: a reader meets them first).
     CHECK(text.find(s.warnings[0]) != std::string::npos);
+    CHECK(text.find(s.warnings[0]) < text.find("step time"));
   }
 
   TEST_CASE("summary and JSON: when it does not fit, the verdict comes first and the ladder's answer is given")
