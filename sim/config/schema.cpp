@@ -66,8 +66,7 @@ KeyDoc unmodelled(std::string k, std::string type, std::string def, std::string 
 /// feature is off; "none" for a block refused whenever it is given), refused otherwise, naming `feature`.
 KeyDoc not_yet(std::string k, std::string type, std::string accepted, std::string feature)
 {
-  return KeyDoc{std::move(k), std::move(type), std::move(accepted), std::move(feature), nullptr, KeyUse::NOT_YET,
-                true};
+  return KeyDoc{std::move(k), std::move(type), std::move(accepted), std::move(feature), nullptr, KeyUse::NOT_YET, true};
 }
 
 const std::string DTYPE = "one of fp32, fp16, bf16 (also float32, float16, bfloat16, torch.* names)";
@@ -306,16 +305,15 @@ const Schema& zero_optimization_schema()
 /// (docs/config.md "Not yet"); at 1 or auto the block changes nothing and its other keys act only on a pipeline.
 const Schema& pipeline_schema()
 {
-  static const Schema s{
-      "deepspeed.pipeline",
-      {key("stages", "integer >= 1 or auto", "auto",
-           "pipeline stages; above 1 is refused: pipeline parallelism is not modelled yet"),
-       ignored("partition", "layer partition method: acts only with pipeline stages"),
-       ignored("seed_layers", "acts only with pipeline stages"),
-       ignored("activation_checkpoint_interval", "acts only with pipeline stages"),
-       ignored("pipe_partitioned", "acts only with pipeline stages"),
-       ignored("grad_partitioned", "acts only with pipeline stages"),
-       ignored("use_reentrant", "acts only with pipeline stages")}};
+  static const Schema s{"deepspeed.pipeline",
+                        {key("stages", "integer >= 1 or auto", "auto",
+                             "pipeline stages; above 1 is refused: pipeline parallelism is not modelled yet"),
+                         ignored("partition", "layer partition method: acts only with pipeline stages"),
+                         ignored("seed_layers", "acts only with pipeline stages"),
+                         ignored("activation_checkpoint_interval", "acts only with pipeline stages"),
+                         ignored("pipe_partitioned", "acts only with pipeline stages"),
+                         ignored("grad_partitioned", "acts only with pipeline stages"),
+                         ignored("use_reentrant", "acts only with pipeline stages")}};
   return s;
 }
 

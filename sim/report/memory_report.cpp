@@ -98,8 +98,9 @@ std::string framework_line(const spec::Scenario& s)
   if (s.framework == spec::Framework::FSDP) {
     const spec::FsdpSpec& f = s.fsdp;
     // FSDP2 is chosen by fsdp.reshard_after_forward, which only fully_shard has (docs/fsdp.md).
-    std::string line = f.reshard_after_forward ? "PyTorch FSDP2 (fully_shard), " : "PyTorch FSDP1 "
-                                                                                    "(FullyShardedDataParallel), ";
+    std::string line = f.reshard_after_forward ? "PyTorch FSDP2 (fully_shard), "
+                                               : "PyTorch FSDP1 "
+                                                 "(FullyShardedDataParallel), ";
     line += spec::to_string(f.sharding_strategy);
     if (f.reshard_after_forward)
       line += std::string(", reshard_after_forward ") + (*f.reshard_after_forward ? "true" : "false");
@@ -111,8 +112,8 @@ std::string framework_line(const spec::Scenario& s)
     return "PyTorch DDP, bucket_cap_mb " + core::format_number(s.ddp.bucket_cap_mb) +
            (s.ddp.no_sync ? ", no_sync over the accumulation" : "");
   const auto& z = s.deepspeed.zero;
-  std::string line = "DeepSpeed " + s.deepspeed_version + ", ZeRO-" + std::to_string(z.stage) +
-                     ", offload_optimizer " + spec::to_string(z.offload_optimizer.device) + ", offload_param " +
+  std::string line = "DeepSpeed " + s.deepspeed_version + ", ZeRO-" + std::to_string(z.stage) + ", offload_optimizer " +
+                     spec::to_string(z.offload_optimizer.device) + ", offload_param " +
                      spec::to_string(z.offload_param.device);
   if (s.tp() > 1)
     line += ", tensor parallel " + std::to_string(s.tp()) + " (data parallel " + std::to_string(s.dp()) + ")";

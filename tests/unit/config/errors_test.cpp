@@ -37,12 +37,11 @@ TEST_SUITE("config")
     CHECK(load_error(replaced(BASE, "  micro_batch: 1", "  micro_btach: 1")) ==
           SCEN +
               ":7:3: training.micro_btach: unknown key (did you mean 'micro_batch'?); accepted keys: " + TRAINING_KEYS);
-    CHECK(
-        load_error(BASE + "deepsped: {}\n") ==
-        SCEN +
-            ":9:1: deepsped: unknown key (did you mean 'deepspeed'?); accepted keys: name, model, cluster, "
-            "training, inference, price_per_gpu_hour, deepspeed_version, deepspeed, fsdp, ddp, megatron, software, "
-            "calibration, sweep, measured");
+    CHECK(load_error(BASE + "deepsped: {}\n") ==
+          SCEN +
+              ":9:1: deepsped: unknown key (did you mean 'deepspeed'?); accepted keys: name, model, cluster, "
+              "training, inference, price_per_gpu_hour, deepspeed_version, deepspeed, fsdp, ddp, megatron, software, "
+              "calibration, sweep, measured");
     // No suggestion when nothing is close (edit distance > len/3).
     CHECK(load_error(BASE + "  colour: blue\n") ==
           SCEN + ":9:3: training.colour: unknown key; accepted keys: " + TRAINING_KEYS);
@@ -215,38 +214,46 @@ TEST_SUITE("config")
   {
     const std::string NOT_YET = " (docs/config.md \"Not yet\")";
     CHECK(load_error(BASE + "  pipeline_parallel: 4\n") ==
-          SCEN + ":9:22: training.pipeline_parallel: pipeline parallelism is not modelled yet: expected 1 (the "
-                 "feature off), found \"4\"" +
+          SCEN +
+              ":9:22: training.pipeline_parallel: pipeline parallelism is not modelled yet: expected 1 (the "
+              "feature off), found \"4\"" +
               NOT_YET);
     CHECK(load_error(BASE + "  pipeline: {schedule: 1f1b}\n") ==
-          SCEN + ":9:13: training.pipeline: pipeline parallelism is not modelled yet: expected no pipeline key, found "
-                 "a mapping" +
+          SCEN +
+              ":9:13: training.pipeline: pipeline parallelism is not modelled yet: expected no pipeline key, found "
+              "a mapping" +
               NOT_YET);
     CHECK(load_error(BASE + "  sequence_parallel: true\n") ==
-          SCEN + ":9:22: training.sequence_parallel: Megatron sequence parallelism is not modelled yet: expected false "
-                 "(the feature off), found \"true\"" +
+          SCEN +
+              ":9:22: training.sequence_parallel: Megatron sequence parallelism is not modelled yet: expected false "
+              "(the feature off), found \"true\"" +
               NOT_YET);
     CHECK(load_error(BASE + "megatron: {distributed_optimizer: true}\n") ==
-          SCEN + ":9:11: megatron: pipeline parallelism (with Megatron-LM as the framework, megatron:) is not modelled "
-                 "yet: expected no megatron key, found a mapping" +
+          SCEN +
+              ":9:11: megatron: pipeline parallelism (with Megatron-LM as the framework, megatron:) is not modelled "
+              "yet: expected no megatron key, found a mapping" +
               NOT_YET);
     CHECK(load_error(BASE + "deepspeed:\n  pipeline: {stages: 12}\n") ==
-          SCEN + ":10:22: deepspeed.pipeline.stages: pipeline parallelism is not modelled yet: expected 1 or auto, "
-                 "found 12" +
+          SCEN +
+              ":10:22: deepspeed.pipeline.stages: pipeline parallelism is not modelled yet: expected 1 or auto, "
+              "found 12" +
               NOT_YET);
     CHECK(load_error(replaced(BASE, "model: test-gpt",
                               "model: {name: m, layers: 2, hidden: 64, heads: 8, vocab: 100, position: rope, "
                               "num_experts: 8}")) ==
-          SCEN + ":2:92: model.num_experts: mixture of experts (MoE) is not modelled yet: expected 1 (the feature off), "
-                 "found \"8\"" +
+          SCEN +
+              ":2:92: model.num_experts: mixture of experts (MoE) is not modelled yet: expected 1 (the feature off), "
+              "found \"8\"" +
               NOT_YET);
     CHECK(load_error(BASE + "  precision: fp8\n") ==
-          SCEN + ":9:14: training.precision: fp8 training (Transformer Engine, torchao float8) is not modelled yet: "
-                 "expected one of bf16, fp16, amp_bf16, amp_fp16, fp32, found \"fp8\"" +
+          SCEN +
+              ":9:14: training.precision: fp8 training (Transformer Engine, torchao float8) is not modelled yet: "
+              "expected one of bf16, fp16, amp_bf16, amp_fp16, fp32, found \"fp8\"" +
               NOT_YET);
     CHECK(load_error(replaced(BASE, "  node: test-node\n", "  node: test-node\n  network: {topology: fat_tree}\n")) ==
-          SCEN + ":5:23: cluster.network.topology: a multi-tier fabric (fat_tree, rail_optimized) is not modelled yet: "
-                 "expected single_switch (the feature off), found \"fat_tree\"" +
+          SCEN +
+              ":5:23: cluster.network.topology: a multi-tier fabric (fat_tree, rail_optimized) is not modelled yet: "
+              "expected single_switch (the feature off), found \"fat_tree\"" +
               NOT_YET);
 
     // Accepted as before: the feature off, and DeepSpeed's pipeline block at 1 or auto stages (the job runs data
@@ -255,13 +262,14 @@ TEST_SUITE("config")
         load_scenario_text(BASE + "  pipeline_parallel: 1\n  sequence_parallel: false\nmegatron: null\n", SCEN);
     CHECK(off.warnings.empty());
     for (const std::string stages : {"1", "auto", "\"auto\""}) {
-      const zerosim::spec::Scenario s = load_scenario_text(BASE + "deepspeed:\n  pipeline: {stages: " + stages + "}\n", SCEN);
+      const zerosim::spec::Scenario s =
+          load_scenario_text(BASE + "deepspeed:\n  pipeline: {stages: " + stages + "}\n", SCEN);
       CHECK(s.warnings.empty());
     }
-    const zerosim::spec::Scenario json = load_scenario_text(
-        replaced(BASE, "  grad_accum: 16\n", "  grad_accum: 16\n  precision: bf16\n") +
-            "deepspeed: ds_config_pipeline_auto.json\n",
-        SCEN);
+    const zerosim::spec::Scenario json =
+        load_scenario_text(replaced(BASE, "  grad_accum: 16\n", "  grad_accum: 16\n  precision: bf16\n") +
+                               "deepspeed: ds_config_pipeline_auto.json\n",
+                           SCEN);
     CHECK(json.deepspeed.zero.stage == 1);
   }
 

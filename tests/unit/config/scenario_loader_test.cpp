@@ -143,7 +143,8 @@ void check_same(const spec::Scenario& a, const spec::Scenario& b)
   // The resolved file leaves out the keys that change nothing (the optimizer's learning rate, logging), so the one
   // warning naming them may be the original's alone.
   const auto named = [](std::vector<std::string> w) {
-    std::erase_if(w, [](const std::string& text) { return text.rfind("accepted, no effect on time or memory", 0) == 0; });
+    std::erase_if(w,
+                  [](const std::string& text) { return text.rfind("accepted, no effect on time or memory", 0) == 0; });
     return w;
   };
   CHECK(named(a.warnings) == named(b.warnings));
@@ -377,19 +378,20 @@ measured: {step_time: 12.3 s, tflops_per_gpu: 145, tflops_definition: hardware, 
   data_efficiency: {enabled: false}
 )",
                                           SCEN);
-    CHECK(s.warnings == std::vector<std::string>{
-                            "deepspeed.zero_optimization.zero_quantized_weights: not modelled (ZeRO++ quantized weight "
-                            "all-gather)",
-                            "deepspeed.zero_optimization.zero_hpz_partition_size: not modelled (ZeRO++ hierarchical "
-                            "partitioning)",
-                            "deepspeed.activation_checkpointing.partition_activations: not modelled (no effect with "
-                            "training.tensor_parallel 1: each checkpoint's partition is the whole tensor, a GPU clone; "
-                            "with cpu_checkpointing it selects DeepSpeed's blocking copies (modelled, docs/offload.md); "
-                            "the split over a tensor-parallel group is not modelled (warned, "
-                            "docs/tensor-parallel.md))",
-                            "deepspeed.sparse_attention: not modelled (sparse attention kernels)",
-                            "accepted, no effect on time or memory (learning rate, logging, checkpoint format, ...): "
-                            "deepspeed.tensorboard (zerosim describe deepspeed)"});
+    CHECK(s.warnings ==
+          std::vector<std::string>{
+              "deepspeed.zero_optimization.zero_quantized_weights: not modelled (ZeRO++ quantized weight "
+              "all-gather)",
+              "deepspeed.zero_optimization.zero_hpz_partition_size: not modelled (ZeRO++ hierarchical "
+              "partitioning)",
+              "deepspeed.activation_checkpointing.partition_activations: not modelled (no effect with "
+              "training.tensor_parallel 1: each checkpoint's partition is the whole tensor, a GPU clone; "
+              "with cpu_checkpointing it selects DeepSpeed's blocking copies (modelled, docs/offload.md); "
+              "the split over a tensor-parallel group is not modelled (warned, "
+              "docs/tensor-parallel.md))",
+              "deepspeed.sparse_attention: not modelled (sparse attention kernels)",
+              "accepted, no effect on time or memory (learning rate, logging, checkpoint format, ...): "
+              "deepspeed.tensorboard (zerosim describe deepspeed)"});
     CHECK(s.deepspeed.zero.offload_optimizer.ratio == 0.4);
     CHECK(s.deepspeed.activation_checkpointing.partition_activations);
   }

@@ -48,8 +48,8 @@ TEST_CASE("text: fixed decimals and signed percentages, rounded by printf")
 TEST_CASE("text: durations for people in s, min, h or days")
 {
   CHECK(zerosim::core::format_duration(45.25) == "45.25 s");
-  CHECK(zerosim::core::format_duration(119) == "119 s");        // below 2 min stays in seconds
-  CHECK(zerosim::core::format_duration(3600) == "60 min");      // below 2 h
-  CHECK(zerosim::core::format_duration(7200) == "2 h");         // 2 h exactly
+  CHECK(zerosim::core::format_duration(119) == "119 s");          // below 2 min stays in seconds
+  CHECK(zerosim::core::format_duration(3600) == "60 min");        // below 2 h
+  CHECK(zerosim::core::format_duration(7200) == "2 h");           // 2 h exactly
   CHECK(zerosim::core::format_duration(6.805e7) == "787.6 days"); // 6.805e7 / 86400 = 787.62
 }
