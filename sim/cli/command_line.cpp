@@ -1,5 +1,8 @@
 #include "cli/command_line.hpp"
 
+#include "core/text.hpp"
+#include "memory/memory_model.hpp"
+
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -78,7 +81,8 @@ const CommandDoc COMMAND_DOCS[] = {
     {"sweep", R"(  zerosim sweep --merge SHARD_DIR... --out DIR
         joins the finished shares of one sweep into DIR, as the whole sweep would have written it
 )"},
-    {"recommend", R"(  zerosim recommend SCENARIO [--gpus A,B,...] [--out DIR] [-j N] [--set K=V]... [--calibration FILE|none]
+    {"recommend", R"(  zerosim recommend SCENARIO [--gpus A,B,...] [--headroom FRACTION] [--out DIR] [-j N] [--set K=V]...
+        [--calibration FILE|none]
         the fastest configuration that fits for the scenario's model, cluster and global batch: every ZeRO stage,
         optimizer / parameter offload, activation checkpointing and micro-batch x accumulation split (and each
         GPU count of --gpus) simulated, ranked, the pruned ones with their shortfall; writes DIR/ds_config.json,
@@ -274,6 +278,10 @@ void add_recommend(CLI::App& c, Args& a)
 {
   add_one_positional(c, a, "SCENARIO", "the scenario whose model, cluster and global batch are kept");
   c.add_option("--gpus", a.gpus, "also try these cluster sizes (whole nodes)")->type_name("A,B,...");
+  c.add_option("--headroom", a.headroom,
+               "share of GPU memory a candidate must leave free to be ranked (default " +
+                   core::format_number(memory::DEFAULT_HEADROOM) + ": docs/recommend.md)")
+      ->type_name("FRACTION");
   add_out(c, a, "where the winner's files and candidates.csv go (default <scenario stem>.recommend)");
   add_jobs(c, a, "candidates simulated at once, one worker process each (default 1)");
   add_sets(c, a);

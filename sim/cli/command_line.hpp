@@ -56,7 +56,8 @@ struct Args {
   bool resume = false, merge = false, mpi = false;
   std::optional<std::string> shard; ///< --shard I/N
   // recommend, compare
-  std::optional<std::string> gpus; ///< --gpus A,B,...
+  std::optional<std::string> gpus;     ///< --gpus A,B,...
+  std::optional<std::string> headroom; ///< recommend --headroom FRACTION
   std::optional<std::string> skip; ///< --skip N
 };
 

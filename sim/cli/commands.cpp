@@ -7,6 +7,7 @@
 
 #include "compare/compare.hpp"
 #include "config/scenario_loader.hpp"
+#include "config/units.hpp"
 #include "core/error.hpp"
 #include "core/json.hpp"
 #include "core/text.hpp"
@@ -363,6 +364,13 @@ int recommend_command(const Args& a, std::ostream& out, std::ostream& err)
   o.calibration = a.calibration.value_or("");
   o.out_dir = a.out_dir.value_or("");
   o.jobs = a.jobs ? static_cast<int>(parse_count("--jobs", *a.jobs)) : 1;
+  if (a.headroom) {
+    const std::optional<double> h = config::parse_number(*a.headroom);
+    if (!h || *h < 0 || *h >= 1)
+      usage_error("--headroom: expected a fraction of GPU memory from 0 to below 1 (0.177 = 17.7 %), found \"" +
+                  *a.headroom + "\"");
+    o.headroom = *h;
+  }
   if (a.gpus) {
     std::stringstream list(*a.gpus);
     std::string item;

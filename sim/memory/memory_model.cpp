@@ -175,6 +175,7 @@ void settle_gpu_terms(const spec::Scenario& s, const spec::TaskGraph& g, const s
   r.fit_cpu = r.cpu_per_node <= r.cpu_capacity;
   r.fit_nvme = r.nvme_per_node <= r.nvme_capacity;
   r.fits = r.fit_gpu && r.fit_cpu && r.fit_nvme;
+  r.tight_gpu = is_tight(static_cast<double>(r.gpu_device), static_cast<double>(r.gpu_capacity), DEFAULT_HEADROOM);
   r.shortfall_bytes = std::max({std::int64_t{0}, r.gpu_device - r.gpu_capacity, r.cpu_per_node - r.cpu_capacity,
                                 r.nvme_per_node - r.nvme_capacity});
 }

@@ -44,6 +44,17 @@ std::int64_t allocator_block_bytes(std::int64_t bytes);
 /// communicator when dp > 1; 0 when dp == 1 (no peers, no connections).
 std::int64_t nccl_buffer_bytes(int dp);
 
+/// The share of GPU memory advice keeps free by default (docs/recommend.md "Headroom"): max(5 %, the median |error|
+/// of the reserved-memory predictions over the published runs, results/validation/memory.md: 17.7 % over 9 rows).
+/// tests/unit/cli/headroom_test.cpp fails when memory.md's figure and this one part.
+constexpr double DEFAULT_HEADROOM = 0.177;
+
+/// Whether a GPU peak of `device` bytes on `capacity` fits but leaves less than `headroom` (a fraction) free.
+inline bool is_tight(double device, double capacity, double headroom)
+{
+  return device <= capacity && capacity - device < headroom * capacity;
+}
+
 struct MemoryReport {
   // peak_memory_bytes (scenario-format.md "Results")
   std::int64_t gpu = 0;          ///< max over the step of the live sum on one GPU (torch max allocated)
@@ -81,6 +92,9 @@ struct MemoryReport {
   std::int64_t nvme_capacity = 0; ///< devices x capacity
   bool fit_gpu = true, fit_cpu = true, fit_nvme = true;
   bool fits = true;
+  /// The GPU fits but leaves less than DEFAULT_HEADROOM of its memory free (is_tight): within the error of the
+  /// reserved-memory prediction, so a real run may not fit.
+  bool tight_gpu = false;
   std::int64_t shortfall_bytes = 0; ///< the largest overflow over the tiers
 };
 

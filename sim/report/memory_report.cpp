@@ -70,6 +70,7 @@ core::Json memory_json(const spec::Scenario& s, std::int64_t params, const memor
        {"memory_breakdown_bytes", breakdown},
        {"fits", r.fits},
        {"fit_by_tier", core::Json::object({{"gpu", r.fit_gpu}, {"cpu", r.fit_cpu}, {"nvme", r.fit_nvme}})},
+       {"tight", core::Json::object({{"gpu", r.tight_gpu}, {"headroom", memory::DEFAULT_HEADROOM}})},
        {"shortfall_bytes", r.shortfall_bytes},
        {"capacity_bytes",
         core::Json::object(
@@ -204,16 +205,31 @@ std::string ladder_lines(const std::vector<memory::LadderStep>& ladder)
   return out;
 }
 
-std::string memory_tier_row(const std::string& what, std::int64_t bytes, std::int64_t capacity, bool fit)
+std::string memory_tier_row(const std::string& what, std::int64_t bytes, std::int64_t capacity, bool fit, bool tight)
 {
   char line[160];
   std::snprintf(line, sizeof line, "  %-34s %12s", what.c_str(), core::format_gib(bytes).c_str());
   std::string out = line;
   if (capacity > 0) {
-    std::snprintf(line, sizeof line, "  of %10s  %s", core::format_gib(capacity).c_str(), fit ? "ok" : "OVER");
+    std::snprintf(line, sizeof line, "  of %10s  %s", core::format_gib(capacity).c_str(),
+                  !fit    ? "OVER"
+                  : tight ? "tight"
+                          : "ok");
     out += line;
   }
   return out + "\n";
+}
+
+std::string tight_line(const memory::MemoryReport& r)
+{
+  if (!r.tight_gpu)
+    return "";
+  return "  tight: " +
+         core::format_fixed(
+             100.0 * static_cast<double>(r.gpu_capacity - r.gpu_device) / static_cast<double>(r.gpu_capacity), 1) +
+         " % of the GPU free, under the " + core::format_fixed(100 * memory::DEFAULT_HEADROOM, 1) +
+         " % headroom: reserved memory is predicted a median " + core::format_fixed(100 * memory::DEFAULT_HEADROOM, 1) +
+         " % off on published runs, so a real run may not fit (docs/recommend.md \"Headroom\")\n";
 }
 
 std::string memory_tier_rows(const memory::MemoryReport& r)
@@ -221,10 +237,10 @@ std::string memory_tier_rows(const memory::MemoryReport& r)
   return memory_tier_row("GPU, allocated (max_allocated)", r.gpu, 0, true) +
          memory_tier_row(r.allocator_mechanism ? "GPU, reserved (caching allocator)" : "GPU, reserved (+19 % rule)",
                          r.gpu_reserved, 0, true) +
-         memory_tier_row("GPU, device (+CUDA context, NCCL)", r.gpu_device, r.gpu_capacity, r.fit_gpu) +
+         memory_tier_row("GPU, device (+CUDA context, NCCL)", r.gpu_device, r.gpu_capacity, r.fit_gpu, r.tight_gpu) +
          memory_tier_row("host per node", r.cpu_per_node, r.cpu_capacity, r.fit_cpu) +
          memory_tier_row("  of which pinned", r.cpu_pinned_per_node, 0, true) +
-         memory_tier_row("NVMe per node", r.nvme_per_node, r.nvme_capacity, r.fit_nvme);
+         memory_tier_row("NVMe per node", r.nvme_per_node, r.nvme_capacity, r.fit_nvme) + tight_line(r);
 }
 
 std::string memory_table(const spec::Scenario& s, std::int64_t params, const memory::MemoryReport& r,
@@ -233,7 +249,10 @@ std::string memory_table(const spec::Scenario& s, std::int64_t params, const mem
   std::ostringstream out;
   out << scenario_header(s, params) << warnings_block(s.warnings) << "\n";
 
-  if (r.fits) {
+  if (r.fits && r.tight_gpu) {
+    out << "FITS, TIGHT: every tier is within capacity, but the GPU keeps less than the "
+        << core::format_fixed(100 * memory::DEFAULT_HEADROOM, 1) << " % headroom free (below).\n\n";
+  } else if (r.fits) {
     out << "FITS: every tier is within capacity.\n\n";
   } else {
     out << "DOES NOT FIT (" << unfit_tiers(r) << "): short by " << core::format_gib(r.shortfall_bytes) << ".\n\n";

@@ -34,9 +34,14 @@ std::string unfit_tiers(const memory::MemoryReport& r);
 /// The ladder's rungs, one "  + change  GPU ..  host ..  fits" line each, then the answer line.
 std::string ladder_lines(const std::vector<memory::LadderStep>& ladder);
 
-/// One "  what   bytes  of capacity  ok|OVER" line of the memory tables (capacity 0: no verdict).
-std::string memory_tier_row(const std::string& what, std::int64_t bytes, std::int64_t capacity, bool fit);
-/// The tier lines (GPU allocated, reserved, device; host and pinned per node; NVMe per node) of `r`.
+/// One "  what   bytes  of capacity  ok|tight|OVER" line of the memory tables (capacity 0: no verdict; tight: fits
+/// within the headroom, memory::is_tight).
+std::string memory_tier_row(const std::string& what, std::int64_t bytes, std::int64_t capacity, bool fit,
+                            bool tight = false);
+/// The "  tight: ..." line when the GPU fits within memory::DEFAULT_HEADROOM, else "".
+std::string tight_line(const memory::MemoryReport& r);
+/// The tier lines (GPU allocated, reserved, device; host and pinned per node; NVMe per node) of `r`, then the tight
+/// line.
 std::string memory_tier_rows(const memory::MemoryReport& r);
 
 std::string memory_table(const spec::Scenario& s, std::int64_t params, const memory::MemoryReport& r,

@@ -153,6 +153,7 @@ core::Json run_json(const spec::Scenario& s, const run::RunResult& result)
   j["peak_memory_device_time_bytes"] = member(mem_device, "peak_memory_bytes");
   j["peak_task_device_time"] = m.memory_device_time.peak_task;
   j["capacity_bytes"] = member(mem, "capacity_bytes");
+  j["tight"] = member(mem, "tight");
   j["memory_model_bytes"] = member(mem, "memory_model_bytes");
   j["peak_flops_per_gpu"] = m.peak_flops;
   if (mem.contains("to_fit"))

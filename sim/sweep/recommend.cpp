@@ -211,11 +211,14 @@ std::vector<Candidate> candidates(const RecommendOptions& o)
   return out;
 }
 
-std::vector<const Candidate*> ranked(const std::vector<Candidate>& all)
+namespace {
+
+/// The candidates that ran and fit, tight (`tight`) or not, in the ranking's order.
+std::vector<const Candidate*> fitting(const std::vector<Candidate>& all, bool tight)
 {
   std::vector<const Candidate*> fit;
   for (const Candidate& c : all)
-    if (c.status == "done" && c.fits)
+    if (c.status == "done" && c.fits && c.tight == tight)
       fit.push_back(&c);
   std::stable_sort(fit.begin(), fit.end(), [](const Candidate* a, const Candidate* b) {
     if (a->cost_per_million_tokens && b->cost_per_million_tokens &&
@@ -226,6 +229,18 @@ std::vector<const Candidate*> ranked(const std::vector<Candidate>& all)
     return a->gpu_device_bytes < b->gpu_device_bytes;
   });
   return fit;
+}
+
+} // namespace
+
+std::vector<const Candidate*> ranked(const std::vector<Candidate>& all)
+{
+  return fitting(all, false);
+}
+
+std::vector<const Candidate*> tight_ones(const std::vector<Candidate>& all)
+{
+  return fitting(all, true);
 }
 
 int recommend(const RecommendOptions& o, std::ostream& out, std::ostream& err)
@@ -258,6 +273,7 @@ int recommend(const RecommendOptions& o, std::ostream& out, std::ostream& err)
           c.gpu_device_bytes = number_at(r, {"peak_memory_bytes", "gpu_device"}).value_or(0);
           c.capacity_bytes = number_at(r, {"capacity_bytes", "gpu"}).value_or(0);
           c.shortfall_bytes = number_at(r, {"shortfall_bytes"}).value_or(0);
+          c.tight = c.fits && memory::is_tight(c.gpu_device_bytes, c.capacity_bytes, o.headroom);
           if (const auto per_step = number_at(r, {"cost", "per_step"}); per_step && c.tokens_per_s > 0)
             c.cost_per_million_tokens = *per_step / (c.tokens_per_s * c.step_time_s) * 1e6;
         }
@@ -275,7 +291,8 @@ int recommend(const RecommendOptions& o, std::ostream& out, std::ostream& err)
     throw core::InputError("recommend: --out: cannot create " + dir.string() + ": " + ec.message());
   {
     std::ostringstream csv;
-    csv << "rank,gpus,stage,sharding,offload,activation_checkpointing,micro_batch,grad_accum,status,fits,step_time_s,"
+    csv << "rank,gpus,stage,sharding,offload,activation_checkpointing,micro_batch,grad_accum,status,fits,tight,"
+           "step_time_s,"
            "tokens_per_s,tflops_per_gpu_model,gpu_device_bytes,capacity_bytes,shortfall_bytes,cost_per_million_"
            "tokens\n";
     for (const Candidate& c : all) {
@@ -283,14 +300,15 @@ int recommend(const RecommendOptions& o, std::ostream& out, std::ostream& err)
       csv << (it == best.end() ? std::string() : std::to_string(it - best.begin() + 1)) << "," << c.gpus << ","
           << c.stage << "," << validation::csv_field(c.sharding) << "," << validation::csv_field(c.offload) << ","
           << c.checkpointing << "," << c.micro_batch << "," << c.grad_accum << "," << validation::csv_field(c.status)
-          << "," << (c.fits ? "true" : "false") << "," << number(c.step_time_s) << "," << number(c.tokens_per_s) << ","
-          << number(c.tflops_model) << "," << number(c.gpu_device_bytes) << "," << number(c.capacity_bytes) << ","
-          << number(c.shortfall_bytes) << ","
+          << "," << (c.fits ? "true" : "false") << "," << (c.tight ? "true" : "false") << "," << number(c.step_time_s)
+          << "," << number(c.tokens_per_s) << "," << number(c.tflops_model) << "," << number(c.gpu_device_bytes) << ","
+          << number(c.capacity_bytes) << "," << number(c.shortfall_bytes) << ","
           << (c.cost_per_million_tokens ? number(*c.cost_per_million_tokens) : std::string()) << "\n";
     }
     write_file(dir / "candidates.csv", csv.str());
   }
 
+  const std::vector<const Candidate*> tight = tight_ones(all);
   int pruned = 0, failed = 0;
   for (const Candidate& c : all) {
     pruned += c.status == "done" && !c.fits ? 1 : 0;
@@ -299,10 +317,16 @@ int recommend(const RecommendOptions& o, std::ostream& out, std::ostream& err)
   out << "recommend: searched " << all.size() << " candidates of " << o.scenario
       << " (sharding: ZeRO stage or FSDP strategy x offload x activation checkpointing x micro-batch, global batch "
          "fixed"
-      << (o.gpus.empty() ? "" : ", x GPU count") << "): " << best.size() << " fit, " << pruned << " do not fit, "
-      << failed << " not simulated\n\n";
+      << (o.gpus.empty() ? "" : ", x GPU count") << "): " << best.size() << " fit with " << fixed(100 * o.headroom, 1)
+      << " % of the GPU free, " << tight.size() << " fit tightly, " << pruned << " do not fit, " << failed
+      << " not simulated\n"
+      << "Headroom " << fixed(100 * o.headroom, 1)
+      << " %: a candidate must leave that share of the GPU free to be ranked; reserved memory is predicted a median "
+      << fixed(100 * memory::DEFAULT_HEADROOM, 1)
+      << " % off on published runs (docs/recommend.md \"Headroom\"; --headroom FRACTION changes it)\n\n";
   if (best.empty()) {
-    out << "No candidate fits. The nearest, by shortfall:\n";
+    out << (tight.empty() ? "No candidate fits." : "No candidate fits with the headroom free.")
+        << (pruned > 0 ? " The nearest that do not fit, by shortfall, are below.\n" : "\n");
   } else {
     const bool priced = best.front()->cost_per_million_tokens.has_value();
     out << "Ranked (" << (priced ? "cheapest per million tokens first" : "fastest first") << "):\n"
@@ -318,6 +342,19 @@ int recommend(const RecommendOptions& o, std::ostream& out, std::ostream& err)
     }
     if (best.size() > 10)
       out << "  ... " << best.size() - 10 << " more in " << (dir / "candidates.csv").string() << "\n";
+  }
+  if (!tight.empty()) {
+    out << "\nTight (fit, but with less than " << fixed(100 * o.headroom, 1)
+        << " % of the GPU free: never ranked; fastest first):\n";
+    for (std::size_t k = 0; k < tight.size() && k < 5; ++k) {
+      const Candidate& c = *tight[k];
+      out << "  tight  " << fixed(c.step_time_s, 3) << " s, " << fixed(c.gpu_device_bytes / GIB, 1) << " of "
+          << fixed(c.capacity_bytes / GIB, 1) << " GiB ("
+          << fixed(100 * (c.capacity_bytes - c.gpu_device_bytes) / c.capacity_bytes, 1) << " % free): " << c.label()
+          << "\n";
+    }
+    if (tight.size() > 5)
+      out << "  ... " << tight.size() - 5 << " more in " << (dir / "candidates.csv").string() << "\n";
   }
   std::vector<const Candidate*> short_of;
   for (const Candidate& c : all)

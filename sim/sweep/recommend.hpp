@@ -6,6 +6,8 @@
 // configuration that fits is written as a ds_config.json, a scenario naming it and a Hugging Face snippet.
 #pragma once
 
+#include "memory/memory_model.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <ostream>
@@ -27,6 +29,7 @@ struct Candidate {
   std::vector<std::string> sets; ///< the --set overrides that make it from the scenario
   std::string status;            ///< "done", or why it did not run
   bool fits = false;
+  bool tight = false; ///< fits, but leaves less than the headroom of the GPU free (memory::is_tight)
   double step_time_s = 0, tokens_per_s = 0, tflops_model = 0;
   double gpu_device_bytes = 0, capacity_bytes = 0, shortfall_bytes = 0;
   std::optional<double> cost_per_million_tokens; ///< with price_per_gpu_hour
@@ -38,7 +41,9 @@ struct RecommendOptions {
   std::vector<std::string> sets;
   std::string calibration;
   std::vector<int> gpus; ///< --gpus A,B,...: cluster sizes to try (empty: the scenario's)
-  std::string out_dir;   ///< "" : <scenario stem>.recommend
+  /// --headroom: the share of GPU memory a candidate must leave free to be ranked (docs/recommend.md "Headroom").
+  double headroom = memory::DEFAULT_HEADROOM;
+  std::string out_dir; ///< "" : <scenario stem>.recommend
   int jobs = 1;
 };
 
@@ -52,8 +57,11 @@ std::vector<Candidate> candidates(const RecommendOptions& options);
 /// candidates.csv).
 int recommend(const RecommendOptions& options, std::ostream& out, std::ostream& err);
 
-/// The ranking: those that fit, by cost per million tokens when priced, else by step time (the global batch is the
-/// same for every candidate), then by GPU memory used; ties by the order of the search.
+/// The ranking: those that fit with the headroom free, by cost per million tokens when priced, else by step time (the
+/// global batch is the same for every candidate), then by GPU memory used; ties by the order of the search. Tight
+/// candidates (Candidate::tight) are never ranked: tight_ones() lists them.
 std::vector<const Candidate*> ranked(const std::vector<Candidate>& all);
+/// The candidates that fit but are tight, fastest first (the order of ranked()).
+std::vector<const Candidate*> tight_ones(const std::vector<Candidate>& all);
 
 } // namespace zerosim::sweep

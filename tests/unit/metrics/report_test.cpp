@@ -196,7 +196,7 @@ TEST_SUITE("report")
           CONTRACT_KEYS);
     CHECK(std::vector<std::string>(all.begin() + static_cast<long>(CONTRACT_KEYS.size()), all.end()) ==
           std::vector<std::string>{"accuracy", "rank", "peak_task", "peak_time_s", "peak_memory_device_time_bytes",
-                                   "peak_task_device_time", "capacity_bytes", "memory_model_bytes",
+                                   "peak_task_device_time", "capacity_bytes", "tight", "memory_model_bytes",
                                    "peak_flops_per_gpu", "simulation"});
     CHECK(keys(j.at("tflops_per_gpu")) == std::vector<std::string>{"model", "hardware"});
     // accuracy: the band of the scenario's group, the calibration's leave-one-source-out one or the priors'

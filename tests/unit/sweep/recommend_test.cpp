@@ -81,4 +81,32 @@ TEST_SUITE("sweep")
     CHECK(r[0] == &c[0]);
     CHECK(r[1] == &c[3]);
   }
+
+  // Issue 29: advice with a margin. A candidate that fits with less than the headroom free is tight: never ranked,
+  // listed apart (fastest first), whatever its speed.
+  TEST_CASE("recommend: a tight candidate is never ranked first, and is listed as tight")
+  {
+    std::vector<Candidate> c(3);
+    for (Candidate& k : c)
+      k.status = "done", k.fits = true, k.capacity_bytes = 80;
+    c[0].step_time_s = 1.0, c[0].gpu_device_bytes = 79.9; // 0.1 % free: the fastest, tight
+    c[1].step_time_s = 2.0, c[1].gpu_device_bytes = 40;   // 50 % free
+    c[2].step_time_s = 1.5, c[2].gpu_device_bytes = 70;   // 12.5 % free: tight at the default 17.7 %
+    for (Candidate& k : c)
+      k.tight = zerosim::memory::is_tight(k.gpu_device_bytes, k.capacity_bytes, zerosim::memory::DEFAULT_HEADROOM);
+    CHECK(c[0].tight);
+    CHECK_FALSE(c[1].tight);
+    CHECK(c[2].tight);
+    const std::vector<const Candidate*> r = ranked(c);
+    REQUIRE(r.size() == 1);
+    CHECK(r[0] == &c[1]);
+    const std::vector<const Candidate*> t = tight_ones(c);
+    REQUIRE(t.size() == 2);
+    CHECK(t[0] == &c[0]);
+    CHECK(t[1] == &c[2]);
+    // The margin is the caller's: at 10 %, 12.5 % free is enough.
+    CHECK_FALSE(zerosim::memory::is_tight(70, 80, 0.10));
+    // Over capacity is not tight: it does not fit.
+    CHECK_FALSE(zerosim::memory::is_tight(81, 80, 0.10));
+  }
 }
