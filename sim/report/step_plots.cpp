@@ -59,8 +59,11 @@ std::string unsimulated_objects(const metrics::StepTimeMap& map, double from, do
       continue;
     gp << "set object " << id << " rect from " << seconds(at) << ", graph 0 to " << seconds(at + span.duration_s)
        << ", graph 1 behind fillcolor rgb '#e8e8e8' fillstyle solid 1.0 noborder\n"
-       << "set label " << id << " " << quoted(span.label) << " at " << seconds(at + span.duration_s / 2)
-       << ", graph 0.03 left rotate by 90 textcolor rgb '#555555'\n";
+       << "set label " << id << " " << quoted(span.label) << " at "
+       << seconds(at + span.duration_s / 2)
+       // a wide band holds its name across, a narrow one upright from its foot
+       << (span.duration_s > 0.3 * (to - from) ? ", graph 0.5 center" : ", graph 0.03 left rotate by 90")
+       << " textcolor rgb '#555555'\n";
     ++id;
   }
   return gp.str();
@@ -107,7 +110,8 @@ StepPlot memory_plot(const fs::path& dir, const spec::Scenario& s, const run::Ru
           << " at graph 0.02, graph " << core::format_fixed(0.91 - 0.045 * c, 3) << " left front\n";
   const double end = m.step_time_s;
   std::ostringstream body;
-  body << "set title " << quoted("GPU memory over the step: " + s.name + " (rank " + std::to_string(m.rank) + ")")
+  body << "set title " << quoted("GPU memory over the step, rank " + std::to_string(m.rank) + ": " + s.name)
+       << " font ',10'"
        << "\nset grid\nset key below horizontal\nGiB = 1073741824.0\n"
        << "set xlabel 'time in the step (s; each task at its host issue time)'\nset ylabel 'GPU memory (GiB)'\n"
        << "set xrange [0:" << seconds(end) << "]\nset yrange [0:" << pr.sample.reserved << " * 1.7 / GiB]\n"
@@ -125,7 +129,7 @@ StepPlot memory_plot(const fs::path& dir, const spec::Scenario& s, const run::Ru
     std::string sum;
     for (int k = 0; k <= c; ++k)
       sum += (k ? "+$" : "$") + std::to_string(4 + k);
-    body << "'" << name << ".dat' using 1:((" << sum << ") / GiB) with fillsteps fillstyle solid 0.7 lc rgb '"
+    body << "'" << name << ".dat' using 1:((" << sum << ") / GiB) with fillsteps fillstyle solid 1.0 noborder lc rgb '"
          << colours[c] << "' title " << quoted(std::string("allocated: ") + memory_category_key(c)) << ", ";
   }
   body << "'" << name << ".dat' using 1:($2 / GiB) with steps lw 2 lc rgb 'black' title 'allocated (torch)', '" << name
@@ -229,8 +233,9 @@ StepPlot timeline_plot(const fs::path& dir, const spec::Scenario& s, const run::
 
   std::ostringstream body;
   body << "set title "
-       << quoted(s.name + ": " + unit + " " + std::to_string(micro) + " of rank " + std::to_string(r.rank) +
-                 ", per stream and resource")
+       << quoted(unit + " " + std::to_string(micro) + " of rank " + std::to_string(r.rank) +
+                 ", per stream and resource: " + s.name)
+       << " font ',10'"
        << "\nset grid xtics\nset key outside right top\nset xlabel 'time in the step (s)'\n"
        << "set xrange [" << seconds(from) << ":" << seconds(to) << "]\n"
        << "set yrange [" << rows.size() << " - 0.5:-0.5]\nset ytics (";

@@ -330,7 +330,7 @@ TEST_SUITE("cli")
     const std::string timeline_gp = read_file(fs::path(dir) / "micro_step_timeline.gp");
     for (const char* piece :
          {"set output 'micro_step_timeline.svg'", "with boxxyerror", "\"compute stream\" 0", "\"allgather stream\"",
-          "\"NIC0 tx\"", "\"PCIe gpu0 H2D\"", "micro-step 1 of rank", "with labels"})
+          "\"NIC0 tx\"", "\"PCIe gpu0 H2D\"", "micro-step 1 of rank 0, per stream and resource", "with labels"})
       CHECK_MESSAGE(timeline_gp.find(piece) != std::string::npos, piece);
 
     // The trace (docs/engine.md "Accumulation reuse"): micro-steps 0, 1 and g-1 simulated; one mark covers
