@@ -21,11 +21,13 @@ struct CommandDoc {
 
 // clang-format off
 const CommandDoc COMMAND_DOCS[] = {
-    {"run", R"(  zerosim run SCENARIO [--set K=V]... [--json] [--out DIR] [--trace] [--replay full|symmetric]
-        [--all-reduce auto|ring|tree] [--hierarchical] [--first-step] [--every-micro-step]
+    {"run", R"(  zerosim run SCENARIO [--set K=V]... [--json] [--out DIR] [--trace] [--plots]
+        [--replay full|symmetric] [--all-reduce auto|ring|tree] [--hierarchical] [--first-step]
+        [--every-micro-step]
         one optimizer step replayed on the modelled cluster: step time, tokens/s, TFLOPs per GPU,
         MFU, peak memory at simulated times, the time breakdown; --out DIR writes summary.json,
-        scenario.resolved.yaml and, with --trace, trace.json (Chrome trace events, opens in Perfetto);
+        scenario.resolved.yaml and, with --trace, trace.json (Chrome trace events, opens in Perfetto),
+        with --plots the memory over the step and one micro-step's timeline (gnuplot, SVG and PNG);
         --every-micro-step simulates every micro-step of gradient accumulation instead of three and
         the measured period of the repeated ones, and for inference every decode pass instead of a
         sample of them (slower, the same answer to about 1e-3)
@@ -175,6 +177,8 @@ void add_run(CLI::App& c, Args& a)
   add_json(c, a);
   add_out(c, a, "write summary.json, scenario.resolved.yaml and, with --trace, trace.json into DIR");
   c.add_flag("--trace", a.trace, "write DIR/trace.json, Chrome trace events of every task (opens in Perfetto)");
+  c.add_flag("--plots", a.plots,
+             "draw DIR/memory_over_step and DIR/micro_step_timeline with gnuplot (SVG, PNG, their .gp and .dat)");
   c.add_option("--replay", a.replay, "replay every rank (full) or one per symmetric class (default)")
       ->type_name("full|symmetric");
   c.add_option("--all-reduce", a.all_reduce, "NCCL's all-reduce algorithm: auto (its tuner, default), ring or tree")

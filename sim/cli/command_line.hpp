@@ -30,7 +30,7 @@ struct Args {
   std::vector<std::string> without;       ///< --without NAME: mechanisms switched off (ablation)
   std::vector<std::string> with;          ///< --with NAME: mechanisms off by default switched on
   // run
-  bool trace = false, hierarchical = false, first_step = false, every_micro_step = false;
+  bool trace = false, plots = false, hierarchical = false, first_step = false, every_micro_step = false;
   std::optional<std::string> replay, all_reduce;
   // memory --estimator
   bool estimator = false;

@@ -18,6 +18,7 @@
 #include "report/estimator_report.hpp"
 #include "report/memory_report.hpp"
 #include "report/run_report.hpp"
+#include "report/step_plots.hpp"
 #include "run/run_scenario.hpp"
 #include "spec/names.hpp"
 #include "sweep/mpi_sweep.hpp"
@@ -162,14 +163,16 @@ int memory_command(const Args& a, std::ostream& out)
   return 0;
 }
 
-int run_scenario_command(const Args& a, std::ostream& out)
+int run_scenario_command(const Args& a, std::ostream& out, std::ostream& err)
 {
   if (a.positional.size() != 1)
     usage_error("run: expected one SCENARIO file");
   if (a.trace && !a.out_dir)
     usage_error("run: --trace writes trace.json into the --out DIR; give --out DIR too");
+  if (a.plots && !a.out_dir)
+    usage_error("run: --plots draws its pictures into the --out DIR; give --out DIR too");
   engine::EngineOptions o;
-  o.record_tracks = a.trace;
+  o.record_tracks = a.trace || a.plots; // the timeline picture's resource rows are the trace's tracks
   o.step.first_step = a.first_step;
   o.reuse_accumulation = !a.every_micro_step;
   if (a.every_micro_step)
@@ -216,6 +219,12 @@ int run_scenario_command(const Args& a, std::ostream& out)
       std::ostringstream trace;
       report::write_trace(trace, s, result.timeline);
       write_file(dir / "trace.json", trace.str());
+    }
+    if (a.plots) {
+      std::string notice;
+      report::write_step_plots(dir.string(), s, result, notice);
+      if (!notice.empty())
+        err << "run: --plots: " << notice << "\n";
     }
   }
   return 0;
@@ -433,7 +442,7 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
     if (a.command == "validate")
       return validate_command(a, out);
     if (a.command == "run")
-      return run_scenario_command(a, out);
+      return run_scenario_command(a, out, err);
     if (a.command == "calibrate")
       return calibrate_cli(a, args, out, err);
     if (a.command == "sweep")

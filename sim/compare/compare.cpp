@@ -3,9 +3,9 @@
 #include "calibration/measured_runs.hpp"
 #include "compare/training_logs.hpp"
 #include "core/error.hpp"
+#include "core/gnuplot.hpp"
 #include "core/json.hpp"
 #include "core/worker_pool.hpp"
-#include "sweep/plots.hpp"
 #include "sweep/sweep.hpp"
 
 #include <cstdio>
@@ -168,10 +168,10 @@ void scatter(const std::vector<Comparison>& rows, const std::string& out_dir, st
   body << ", x with lines dashtype 2 lc rgb 'gray' title 'predicted = measured'\n";
   {
     std::ofstream f(dir / "compare.gp", std::ios::binary | std::ios::trunc);
-    f << sweep::two_terminal_script("compare", body.str());
+    f << core::two_terminal_script("compare", body.str(), "zerosim compare (docs/compare.md)");
   }
   std::string notice;
-  if (sweep::gnuplot_draw(dir.string(), "compare", notice))
+  if (core::gnuplot_draw(dir.string(), "compare", notice))
     out << "compare: scatter plot " << (dir / "compare.svg").string() << ", " << (dir / "compare.png").string() << "\n";
   else
     err << "compare: " << notice << "\n";

@@ -86,6 +86,25 @@ std::vector<std::int64_t> allocator_requests(const spec::Buffer& b)
   return sizes;
 }
 
+/// What the caching allocator's cudaMalloc calls can get: the device less the CUDA context and the NCCL buffers of
+/// one communicator per group kind a rank belongs to (data-parallel and, with tensor parallelism, its TP group).
+std::int64_t allocator_room(const spec::Scenario& s)
+{
+  return s.cluster.node.gpu.memory_bytes - CUDA_CONTEXT_BYTES - nccl_buffer_bytes(s.dp()) - nccl_buffer_bytes(s.tp());
+}
+
+/// Reserved as reported: the allocator's (or, without the mechanism, the old fraction over `allocated`), bounded by
+/// `room` and never below the live blocks `rounded`.
+std::int64_t bounded_reserved(const spec::Scenario& s, std::int64_t allocated, std::int64_t rounded,
+                              std::int64_t allocator_reserved, std::int64_t room)
+{
+  const std::int64_t cached =
+      s.mechanisms.allocator
+          ? allocator_reserved
+          : allocated + std::llround(ALLOCATOR_FRAGMENTATION_FRACTION * static_cast<double>(allocated));
+  return std::max(rounded, std::min(cached, room));
+}
+
 } // namespace
 
 std::int64_t allocator_block_bytes(std::int64_t bytes)
@@ -132,7 +151,7 @@ void settle_gpu_terms(const spec::Scenario& s, const spec::TaskGraph& g, const s
   r.cuda_context_bytes = CUDA_CONTEXT_BYTES;
   // One communicator per group kind a rank belongs to: data-parallel and, with tensor parallelism, its TP group.
   r.nccl_bytes = nccl_buffer_bytes(s.dp()) + nccl_buffer_bytes(s.tp());
-  const std::int64_t room = s.cluster.node.gpu.memory_bytes - r.cuda_context_bytes - r.nccl_bytes;
+  const std::int64_t room = allocator_room(s);
   r.allocator_mechanism = s.mechanisms.allocator;
   if (s.mechanisms.allocator) {
     // The caching allocator replayed over the same events: reserved is the peak of the segments it holds. When the
@@ -144,7 +163,7 @@ void settle_gpu_terms(const spec::Scenario& s, const spec::TaskGraph& g, const s
     // the device's limit is an upper bound (docs/memory.md §2.1). Reserved is bounded by what the context and NCCL
     // leave, as the 19 % rule was, and never below what is allocated; `allocator_ooms` tells when the replay would
     // have run out.
-    r.gpu_reserved = std::max(r.gpu_rounded, std::min(a.peak_reserved, room));
+    r.gpu_reserved = bounded_reserved(s, r.gpu, r.gpu_rounded, a.peak_reserved, room);
     r.allocator_ooms = a.ooms;
     r.allocator_retries = a.retries;
     r.allocator_steps = a.steps;
@@ -152,8 +171,7 @@ void settle_gpu_terms(const spec::Scenario& s, const spec::TaskGraph& g, const s
   } else {
     // The old rule (the ablation): ALLOCATOR_FRAGMENTATION_FRACTION over allocated when the GPU has room for it,
     // bounded by what the context and NCCL leave, and never below the rounded live blocks, which cannot be freed.
-    const std::int64_t cached = r.gpu + std::llround(ALLOCATOR_FRAGMENTATION_FRACTION * static_cast<double>(r.gpu));
-    r.gpu_reserved = std::max(r.gpu_rounded, std::min(cached, room));
+    r.gpu_reserved = bounded_reserved(s, r.gpu, r.gpu_rounded, 0, room);
   }
   r.fragmentation_bytes = r.gpu_reserved - r.gpu;
   r.gpu_device = r.gpu_reserved + r.cuda_context_bytes + r.nccl_bytes;
@@ -263,8 +281,36 @@ MemoryReport replay_events(const spec::Scenario& s, const spec::TaskGraph& g, co
   return r;
 }
 
+std::vector<MemorySample> memory_samples(const spec::Scenario& s, const spec::TaskGraph& g,
+                                         const std::vector<ReplayEvent>& events)
+{
+  // The live sums as replay_events counts them (it has checked the events: the caller replayed them first).
+  std::vector<MemorySample> samples;
+  std::vector<std::int64_t> rounded;
+  LiveSums now;
+  for (const auto& e : events) {
+    if (e.kind == ReplayEvent::Kind::ALLOC || e.kind == ReplayEvent::Kind::FREE)
+      now.apply(g.buffers[static_cast<size_t>(e.buffer)], e.kind == ReplayEvent::Kind::ALLOC ? +1 : -1);
+    if (e.kind != ReplayEvent::Kind::SAMPLE)
+      continue;
+    samples.push_back({e.task, now.gpu, now.gpu_by_category, 0});
+    rounded.push_back(now.gpu_rounded);
+  }
+  const std::int64_t room = allocator_room(s);
+  std::vector<std::int64_t> reserved;
+  if (s.mechanisms.allocator)
+    replay_allocator(g, events, room, &reserved);
+  if (s.mechanisms.allocator && reserved.size() != samples.size())
+    throw core::InternalError("memory replay: the allocator saw " + std::to_string(reserved.size()) + " samples of " +
+                              std::to_string(samples.size()));
+  for (size_t i = 0; i < samples.size(); ++i)
+    samples[i].reserved =
+        bounded_reserved(s, samples[i].allocated, rounded[i], s.mechanisms.allocator ? reserved[i] : 0, room);
+  return samples;
+}
+
 AllocatorReplay replay_allocator(const spec::TaskGraph& g, const std::vector<ReplayEvent>& events,
-                                 std::int64_t device_limit_bytes)
+                                 std::int64_t device_limit_bytes, std::vector<std::int64_t>* reserved_at_samples)
 {
   auto stream_of = [&](spec::TaskId task) { return allocator_stream(g, task); };
   CachingAllocator a(device_limit_bytes);
@@ -327,12 +373,17 @@ AllocatorReplay replay_allocator(const spec::TaskGraph& g, const std::vector<Rep
         malloc_all(static_cast<size_t>(id), -1);
     }
   };
+  std::vector<std::int64_t> sampled; // this step's reserved at its samples
   for (int step = 0; step < ALLOCATOR_MAX_STEPS; ++step) {
+    sampled.clear();
     for (const auto& e : events) {
       if (e.task >= first_optimizer && e.kind != ReplayEvent::Kind::RELEASE)
         create_lazy();
-      if (e.kind == ReplayEvent::Kind::SAMPLE)
+      if (e.kind == ReplayEvent::Kind::SAMPLE) {
+        if (reserved_at_samples)
+          sampled.push_back(a.reserved());
         continue;
+      }
       const auto id = static_cast<size_t>(e.buffer);
       const spec::Buffer& b = g.buffers[id];
       if (b.device != spec::Device::GPU || b.bytes <= 0 || b.in_trace)
@@ -364,6 +415,9 @@ AllocatorReplay replay_allocator(const spec::TaskGraph& g, const std::vector<Rep
       ts.clear();
     }
     out.steps = step + 1;
+    if (reserved_at_samples &&
+        (reserved_at_samples->empty() || std::find(sampled.begin(), sampled.end(), a.peak_reserved()) != sampled.end()))
+      *reserved_at_samples = sampled; // the last step whose samples reach the peak so far
     if (a.peak_reserved() == previous_peak)
       break; // steady state: this step's cache served it without a new segment beyond the peak
     previous_peak = a.peak_reserved();

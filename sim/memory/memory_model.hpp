@@ -146,8 +146,11 @@ struct AllocatorReplay {
   int steps = 0;
   std::int64_t peak_pending = 0; ///< the most bytes freed at once but awaiting another stream's event
 };
+/// `reserved_at_samples`, when given, receives the reserved bytes at every SAMPLE of `events` in the replayed step that
+/// reaches the reserved peak (the last such step): the step drawn by `run --plots`.
 AllocatorReplay replay_allocator(const spec::TaskGraph& g, const std::vector<ReplayEvent>& events,
-                                 std::int64_t device_limit_bytes);
+                                 std::int64_t device_limit_bytes,
+                                 std::vector<std::int64_t>* reserved_at_samples = nullptr);
 
 /// The caching allocator's events at simulated times (design.md "Memory": `zerosim run` replays at simulated times):
 /// issue order (the host allocates and frees when it reaches a task; `clock` issue times are in issue order), with
@@ -166,6 +169,22 @@ bool has_record_stream(const spec::TaskGraph& g);
 /// the old fraction applies and `events` are not used.
 void settle_gpu_terms(const spec::Scenario& s, const spec::TaskGraph& g, const std::vector<ReplayEvent>& events,
                       MemoryReport& r);
+
+/// The GPU memory at one SAMPLE of a replay (what `run --plots` draws over the step).
+struct MemorySample {
+  spec::TaskId task = -1;     ///< the task the sample is named after; -1: the resident set, before the step
+  std::int64_t allocated = 0; ///< the live sum, torch's allocated count (MemoryReport::gpu is its maximum)
+  std::array<std::int64_t, spec::MEM_CATEGORY_COUNT> by_category{}; ///< `allocated` by spec::MemCategory
+  /// The caching allocator's segments in the replayed step that reaches the reserved peak, bounded as
+  /// settle_gpu_terms bounds the peak (never below the live blocks, never above what the context and NCCL leave);
+  /// MemoryReport::gpu_reserved is its maximum. Without spec::Mechanisms::allocator: the old fraction of `allocated`.
+  std::int64_t reserved = 0;
+};
+
+/// Allocated and reserved at every SAMPLE of `events` on `g`, counted as replay_events and settle_gpu_terms count
+/// them: the maximum of `allocated` is their `gpu`, the maximum of `reserved` their `gpu_reserved`.
+std::vector<MemorySample> memory_samples(const spec::Scenario& s, const spec::TaskGraph& g,
+                                         const std::vector<ReplayEvent>& events);
 
 /// Replay `g`'s allocation events in issue order (replay_events over issue_order_events).
 MemoryReport replay_memory(const spec::Scenario& s, const spec::TaskGraph& g);

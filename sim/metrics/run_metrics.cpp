@@ -250,6 +250,21 @@ PassWindows pass_windows(const engine::Timeline& t)
   return w;
 }
 
+/// The request's time: Σ of every pass's time, in pass order (RunMetrics::step_time_s of an inference).
+double request_time(const PassWindows& w)
+{
+  double sum = 0;
+  for (double d : w.time)
+    sum += d;
+  return sum;
+}
+
+/// "N" or "A-B" for the units A..B.
+std::string unit_range(int first, int last)
+{
+  return first == last ? std::to_string(first) : std::to_string(first) + "-" + std::to_string(last);
+}
+
 /// The breakdown of an inference request: each pass in the graph swept over its window, each gap of n passes left
 /// out adding n/2 times the two windows around it (the sum of the linear interpolation's weights on either side).
 TimeBreakdown inference_breakdown(const engine::RankTimeline& r, const PassWindows& w, double request_time_s)
@@ -283,8 +298,7 @@ InferenceMetrics inference_metrics(const spec::Scenario& s, const engine::Timeli
   im.passes = t.request_passes;
   im.simulated_passes = static_cast<int>(w.passes.size());
   im.pass_time_s = w.time;
-  for (double d : w.time)
-    im.request_time_s += d;
+  im.request_time_s = request_time(w);
   im.prefill_time_s = w.time.front();
   im.decode_time_s = im.request_time_s - im.prefill_time_s;
   const int g = s.inference.generate_tokens;
@@ -309,6 +323,54 @@ InferenceMetrics inference_metrics(const spec::Scenario& s, const engine::Timeli
     if (buf.name == "kv_cache")
       im.kv_cache_bytes = buf.bytes;
   return im;
+}
+
+double StepTimeMap::shift(double t, int micro_step) const
+{
+  double shift = 0;
+  for (const UnsimulatedSpan& span : spans)
+    if (micro_step >= 0 ? span.last < micro_step : span.at_s <= t)
+      shift += span.duration_s;
+  return shift;
+}
+
+StepTimeMap step_time_map(const engine::Timeline& t)
+{
+  StepTimeMap map;
+  if (t.request_passes > 0) {
+    const PassWindows w = pass_windows(t);
+    map.step_time_s = request_time(w);
+    for (size_t i = 0; i + 1 < w.passes.size(); ++i) {
+      const int first = w.passes[i] + 1, last = w.passes[i + 1] - 1;
+      if (first > last)
+        continue;
+      UnsimulatedSpan span{w.start[i + 1], 0, first, last, ""};
+      for (int q = first; q <= last; ++q)
+        span.duration_s += w.time[static_cast<size_t>(q)];
+      const std::string each = first == last
+                                   ? "interpolated, " + core::format_fixed(span.duration_s, 3) + " s"
+                                   : std::to_string(last - first + 1) + " interpolated between " +
+                                         core::format_fixed(w.time[static_cast<size_t>(first)], 3) + " s and " +
+                                         core::format_fixed(w.time[static_cast<size_t>(last)], 3) + " s, " +
+                                         core::format_fixed(span.duration_s, 3) + " s";
+      span.label = std::string(first == last ? "decode pass " : "decode passes ") + unit_range(first, last) +
+                   " not simulated: " + each;
+      map.spans.push_back(std::move(span));
+    }
+    return map;
+  }
+  map.step_time_s = t.step_time_s;
+  const engine::AccumulationReuse& r = t.reuse;
+  if (r.repeated() > 0) {
+    // The simulated micro-steps are 0 .. k-2 and g-1 (docs/engine.md "Accumulation reuse"): k-1 .. g-2 repeat the
+    // window [window_start_s, window_start_s + period_s), and go where micro-step g-1 starts in the simulated timeline.
+    const int first = r.simulated_micro_steps - 1, last = r.micro_steps - 2;
+    map.spans.push_back({r.window_start_s + r.period_s, r.repeated() * r.period_s, first, last,
+                         std::string(first == last ? "micro-step " : "micro-steps ") + unit_range(first, last) +
+                             " not simulated: " + std::to_string(r.repeated()) + " x " +
+                             core::format_fixed(r.period_s, 3) + " s period"});
+  }
+  return map;
 }
 
 TimeBreakdown time_breakdown(const engine::RankTimeline& r, double step_time_s)

@@ -92,6 +92,35 @@ struct InferenceMetrics {
 /// training.mode inference). Throws core::InternalError for a timeline without pass 0 or the last pass.
 InferenceMetrics inference_metrics(const spec::Scenario& s, const engine::Timeline& t);
 
+/// A stretch of the step the replay did not simulate, inserted into the simulated timeline (docs/outputs.md "The
+/// trace"): training's micro-steps left to accumulation reuse (docs/engine.md), each one period long; inference's
+/// decode passes left out of the sample, each the linear interpolation of the passes around it (docs/inference.md).
+struct UnsimulatedSpan {
+  double at_s = 0;       ///< the simulated time where it belongs: the first start of the next unit simulated
+  double duration_s = 0; ///< what the units it stands for add to the step
+  int first = 0;         ///< the first micro-step (pass) it stands for
+  int last = 0;          ///< the last one (inclusive)
+  /// "micro-steps 2-14 not simulated: 13 x 22.326 s period", "decode pass 2 not simulated: interpolated, 14.706 s",
+  /// "decode passes A-B not simulated: N interpolated between X s and Y s, T s" (a longer gap: the times of its first
+  /// and last pass, and its total)
+  std::string label;
+};
+
+/// The simulated timeline placed in the real step: the spans not simulated, in time order, and the reported step
+/// time (RunMetrics::step_time_s: the step, or the inference request). A task of micro-step (pass) m moves later by
+/// the spans of the units before m; a task of no micro-step (the optimizer) and a resource interval by the spans at or
+/// before its start. The last end so placed is the step time.
+struct StepTimeMap {
+  std::vector<UnsimulatedSpan> spans;
+  double step_time_s = 0;
+  /// How much later than its simulated time `t` a task of micro-step (pass) `micro_step` (-1: none, and resource
+  /// intervals) lies in the real step: add it to the task's start and to its end.
+  double shift(double t, int micro_step) const;
+};
+
+/// The map of timeline `t` (training: Timeline::reuse; inference: the passes the graph holds).
+StepTimeMap step_time_map(const engine::Timeline& t);
+
 struct RunMetrics {
   double step_time_s = 0;
   int micro_steps = 0;

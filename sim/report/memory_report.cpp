@@ -8,14 +8,14 @@
 
 namespace zerosim::report {
 
-namespace {
-
-const char* category_key(int c)
+const char* memory_category_key(int c)
 {
   static const char* keys[spec::MEM_CATEGORY_COUNT] = {"params",      "grads",   "optimizer",
                                                        "activations", "buffers", "other"};
   return keys[c];
 }
+
+namespace {
 
 core::Json ladder_json(const std::vector<memory::LadderStep>& ladder)
 {
@@ -54,7 +54,7 @@ core::Json memory_json(const spec::Scenario& s, std::int64_t params, const memor
 {
   core::Json breakdown = core::Json::object();
   for (int c = 0; c < spec::MEM_CATEGORY_COUNT; ++c)
-    breakdown[category_key(c)] = r.breakdown[static_cast<size_t>(c)];
+    breakdown[memory_category_key(c)] = r.breakdown[static_cast<size_t>(c)];
 
   core::Json j = core::Json::object(
       {{"scenario", s.name},
@@ -262,7 +262,7 @@ std::string memory_table(const spec::Scenario& s, std::int64_t params, const mem
 
   out << "\nGPU memory at the peak (" << r.peak_task << ")\n";
   for (int c = 0; c < spec::MEM_CATEGORY_COUNT; ++c)
-    out << memory_tier_row(category_key(c), r.breakdown[static_cast<size_t>(c)], 0, true);
+    out << memory_tier_row(memory_category_key(c), r.breakdown[static_cast<size_t>(c)], 0, true);
 
   out << "\nStated terms: fragmentation " << core::format_gib(r.fragmentation_bytes)
       << (r.allocator_mechanism ? " (caching allocator replayed over " + std::to_string(r.allocator_steps) + " step(s))"

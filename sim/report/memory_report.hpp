@@ -10,6 +10,10 @@
 
 namespace zerosim::report {
 
+/// The key of memory_breakdown_bytes for spec::MemCategory `c`: "params", "grads", "optimizer", "activations",
+/// "buffers", "other".
+const char* memory_category_key(int c);
+
 /// Result metadata (`meta` of scenario-format.md). `network_model` names the model used, or says none was.
 core::Json meta_json(const spec::Scenario& s, const std::string& network_model);
 

@@ -3,6 +3,7 @@
 #include "config/scenario_loader.hpp"
 #include "core/error.hpp"
 #include "core/text.hpp"
+#include "metrics/run_metrics.hpp"
 #include "report/memory_report.hpp"
 #include "spec/names.hpp"
 
@@ -396,8 +397,6 @@ const char* stream_name(spec::Stream st)
   return "?";
 }
 
-namespace {
-
 const char* kind_name(spec::TaskKind k)
 {
   switch (k) {
@@ -418,6 +417,8 @@ const char* kind_name(spec::TaskKind k)
   }
   return "?";
 }
+
+namespace {
 
 const char* phase_name(spec::Phase p)
 {
@@ -548,11 +549,20 @@ std::int64_t to_ns(double seconds)
   return std::llround(seconds * 1e9);
 }
 
+/// The slice of an interval [start, end) of the simulated timeline moved `shift` later (metrics::StepTimeMap).
+Slice slice(double start, double end, double shift, size_t order, core::Json event)
+{
+  const std::int64_t from = to_ns(start + shift);
+  return Slice{from, std::max(from, to_ns(end + shift)), order, std::move(event)};
+}
+
 } // namespace
 
 void write_trace(std::ostream& out, const spec::Scenario& s, const engine::Timeline& t)
 {
   TraceWriter trace(out);
+  // Every event where it lies in the real step: later than the micro-steps or passes not simulated before it.
+  const metrics::StepTimeMap map = metrics::step_time_map(t);
 
   // A process per simulated rank, a thread per stream it uses, its tasks in issue order.
   constexpr int STREAMS = spec::STREAM_COUNT;
@@ -578,7 +588,7 @@ void write_trace(std::ostream& out, const spec::Scenario& s, const engine::Timel
       core::Json e =
           core::Json::object({{"name", task.name}, {"cat", kind_name(task.kind)}, {"args", std::move(args)}});
       by_stream[static_cast<size_t>(task.stream)].push_back(
-          Slice{to_ns(r.times[i].start), std::max(to_ns(r.times[i].start), to_ns(r.times[i].end)), i, std::move(e)});
+          slice(r.times[i].start, r.times[i].end, map.shift(r.times[i].start, task.micro_step), i, std::move(e)));
     }
     const int pid = trace.new_process("rank " + std::to_string(r.rank) + " (node " + std::to_string(r.node) + ", GPU " +
                                       std::to_string(r.local) + ")");
@@ -596,7 +606,7 @@ void write_trace(std::ostream& out, const spec::Scenario& s, const engine::Timel
                                 std::to_string(t.tracks.size()));
     core::Json e = core::Json::object({{"name", iv.name}, {"cat", "resource"}});
     by_track[static_cast<size_t>(iv.track)].push_back(
-        Slice{to_ns(iv.start), std::max(to_ns(iv.start), to_ns(iv.end)), i, std::move(e)});
+        slice(iv.start, iv.end, map.shift(iv.start, -1), i, std::move(e)));
   }
   std::vector<std::string> processes;
   for (const auto& tr : t.tracks)
@@ -609,9 +619,28 @@ void write_trace(std::ostream& out, const spec::Scenario& s, const engine::Timel
         trace.thread(pid, t.tracks[k].name, std::move(by_track[k]));
   }
 
+  // The micro-steps (decode passes) not simulated, each range a complete event where it belongs, on a track of its own.
+  if (!map.spans.empty()) {
+    std::vector<Slice> marks;
+    for (size_t i = 0; i < map.spans.size(); ++i) {
+      const metrics::UnsimulatedSpan& span = map.spans[i];
+      const double at = span.at_s + map.shift(span.at_s, span.first); // later than the spans before it
+      core::Json args = core::Json::object({{"first", span.first},
+                                            {"last", span.last},
+                                            {"count", span.last - span.first + 1},
+                                            {"duration_s", span.duration_s}});
+      marks.push_back(
+          slice(at, at + span.duration_s, 0, i,
+                core::Json::object({{"name", span.label}, {"cat", "not_simulated"}, {"args", std::move(args)}})));
+    }
+    const bool passes = t.request_passes > 0;
+    const int pid = trace.new_process("not simulated");
+    trace.thread(pid, passes ? "decode passes not simulated" : "micro-steps not simulated", std::move(marks));
+  }
+
   trace.finish(core::Json::object({{"scenario", s.name},
                                    {"replay", t.replay},
-                                   {"step_time_s", t.step_time_s},
+                                   {"step_time_s", map.step_time_s},
                                    {"network_model", t.network_model}}));
 }
 

@@ -28,6 +28,10 @@ void write_run_summary(std::ostream& out, const spec::Scenario& s, const run::Ru
 /// "reduce_and_partition_stream", "host (Python thread)", "aio (NVMe)".
 const char* stream_name(spec::Stream st);
 
+/// The trace's category of a task kind: "compute", "collective", "copy", "nvme_read", "nvme_write", "cpu_compute",
+/// "sync".
+const char* kind_name(spec::TaskKind k);
+
 /// Chrome trace-event JSON object {"traceEvents": [...], "displayTimeUnit": "ms", "otherData": {...}},
 /// deterministic: a process per simulated rank (a thread per stream it uses) and per Track::process (a
 /// thread per track); complete ("X") events in microseconds for every task and every interval. Intervals

@@ -24,14 +24,6 @@ struct PlotFiles {
 std::vector<PlotFiles> write_plots(const std::string& dir, const Plan& plan, const std::vector<Record>& records,
                                    std::string& notice);
 
-/// The gnuplot script that draws `body` (commands after the terminal is set) as NAME.svg, then NAME.png (900 x 600),
-/// its paths relative to the folder it runs in.
-std::string two_terminal_script(const std::string& name, const std::string& body);
-
-/// Runs gnuplot (found on PATH) on DIR/NAME.gp in DIR: true when it drew; otherwise `notice` says why (no gnuplot,
-/// or its error log DIR/NAME.log).
-bool gnuplot_draw(const std::string& dir, const std::string& name, std::string& notice);
-
 /// `zerosim plot DIR`: redraws the plots of a finished (or stopped) sweep from its files. Throws core::InputError
 /// for a DIR that holds no sweep.
 int plot_command(const std::string& dir, std::ostream& out, std::ostream& err);

@@ -406,6 +406,46 @@ TEST_SUITE("report")
     CHECK(tid_of_event["k0"] != tid_of_event["k1"]);
   }
 
+  TEST_CASE("trace: the micro-steps accumulation reuse did not simulate are marked, and what follows them is moved")
+  {
+    // g = 5 micro-steps, 0, 1 and 4 simulated (docs/engine.md "Accumulation reuse"): micro-step 1 starts at 1.0 s,
+    // micro-step 4 at 2.0 s, so the period is 1.0 s and micro-steps 2 and 3 go at 2.0 s, 2 x 1.0 s long. Derivation:
+    // a task of micro-step 4 (or after it) moves 2.0 s later; a task of micro-step 1 that runs on past 2.0 s does not
+    // (it started in micro-step 1 and overlaps micro-step 2 in the real step); the step is 3.5 + 2 = 5.5 s.
+    const auto s = two_gpus();
+    engine::Timeline t;
+    engine::RankTimeline r;
+    const auto micro = [&](spec::TaskId id, int m) { r.graph.tasks[static_cast<size_t>(id)].micro_step = m; };
+    micro(add(r, "fwd0", TaskKind::COMPUTE, Phase::FORWARD, Stream::COMPUTE, 0.0, 1.0), 0);
+    micro(add(r, "fwd1", TaskKind::COMPUTE, Phase::FORWARD, Stream::COMPUTE, 1.0, 2.0), 1);
+    micro(add(r, "rs1", TaskKind::COLLECTIVE, Phase::GRAD_REDUCE, Stream::REDUCTION, 1.5, 2.3), 1);
+    micro(add(r, "fwd4", TaskKind::COMPUTE, Phase::FORWARD, Stream::COMPUTE, 2.0, 3.0), 4);
+    add(r, "adam", TaskKind::COMPUTE, Phase::OPTIMIZER, Stream::COMPUTE, 3.0, 3.5);
+    t.ranks.push_back(r);
+    t.reuse = engine::AccumulationReuse{5, 3, 1.0, 1.0, 3.5};
+    t.step_time_s = 3.5 + 2 * 1.0;
+    std::ostringstream out;
+    report::write_trace(out, s, t);
+    const Json j = Json::parse(out.str());
+    std::map<std::string, std::pair<double, double>> at; // name -> (ts, dur) in µs
+    std::string marker_thread;
+    for (const auto& e : j.at("traceEvents")) {
+      if (e.at("ph").get<std::string>() == "X")
+        at[e.at("name").get<std::string>()] = {e.at("ts").get<double>(), e.at("dur").get<double>()};
+      if (e.at("ph").get<std::string>() == "M" && e.at("name").get<std::string>() == "thread_name")
+        marker_thread = e.at("args").at("name").get<std::string>(); // the last thread: the marks'
+    }
+    CHECK(marker_thread == "micro-steps not simulated");
+    const std::string mark = "micro-steps 2-3 not simulated: 2 x 1.000 s period";
+    REQUIRE(at.count(mark) == 1);
+    CHECK(at[mark] == std::pair<double, double>{2.0e6, 2.0e6});
+    CHECK(at["fwd1"] == std::pair<double, double>{1.0e6, 1.0e6});
+    CHECK(at["rs1"] == std::pair<double, double>{1.5e6, 0.8e6});
+    CHECK(at["fwd4"] == std::pair<double, double>{4.0e6, 1.0e6});
+    CHECK(at["adam"] == std::pair<double, double>{5.0e6, 0.5e6});
+    CHECK(j.at("otherData").at("step_time_s").get<double>() == 5.5);
+  }
+
   TEST_CASE("trace and JSON: the same input gives the same bytes")
   {
     const auto s = two_gpus();
