@@ -38,7 +38,7 @@ struct RecommendOptions {
   std::vector<std::string> sets;
   std::string calibration;
   std::vector<int> gpus; ///< --gpus A,B,...: cluster sizes to try (empty: the scenario's)
-  std::string out_dir;   ///< "" : <scenario stem>.recommend
+  std::string out_dir;   ///< "" : a new folder, <scenario stem>.recommend[-N] (core::new_output_dir)
   int jobs = 1;
 };
 
