@@ -152,8 +152,8 @@ std::map<std::string, Json> simulate_all(const std::vector<std::string>& scenari
   return out;
 }
 
-/// The run a row belongs to, for the table and the bars: the scenario's file name with --runs (a CSV holds runs of
-/// several scenarios), the log's file name otherwise (several logs of one scenario).
+/// The run a row belongs to: its scenario's file name (the table's column; the bars' label with --runs, whose CSV
+/// holds runs of several scenarios), or its log's file name (the bars' label with logs, several runs of one scenario).
 std::string run_label(const Comparison& c, bool by_scenario)
 {
   return fs::path(by_scenario ? c.scenario : c.what).filename().string();
@@ -230,21 +230,21 @@ void error_bars(const std::vector<Comparison>& rows, bool by_scenario, const fs:
 }
 
 /// The table: one line per row, measured and predicted to 4 significant figures, the signed error in percent with one
-/// decimal, whether the prediction fits, the run and where the measurement comes from.
-void print_table(const std::vector<Comparison>& rows, bool by_scenario, std::ostream& out)
+/// decimal, whether the prediction fits, the row's scenario and where the measurement comes from.
+void print_table(const std::vector<Comparison>& rows, std::ostream& out)
 {
-  std::size_t run_width = by_scenario ? 8 : 3; // "scenario", "log"
+  std::size_t scenario_width = 8; // "scenario"
   for (const Comparison& c : rows)
-    run_width = std::max(run_width, run_label(c, by_scenario).size());
+    scenario_width = std::max(scenario_width, run_label(c, true).size());
   char head[256];
   std::snprintf(head, sizeof head, "%-28s %14s %14s %9s  %-4s  %-*s  %s\n", "figure", "measured", "predicted", "error",
-                "fits", static_cast<int>(run_width), by_scenario ? "scenario" : "log", "from");
+                "fits", static_cast<int>(scenario_width), "scenario", "from");
   out << head;
   for (const Comparison& c : rows) {
     char line[512];
     std::snprintf(line, sizeof line, "%-28s %14s %14s %+7.1f %%  %-4s  %-*s  ", c.figure.c_str(),
                   shown(c.figure, c.measured).c_str(), shown(c.figure, c.predicted).c_str(), c.error_pct,
-                  c.fits ? "yes" : "NO", static_cast<int>(run_width), run_label(c, by_scenario).c_str());
+                  c.fits ? "yes" : "NO", static_cast<int>(scenario_width), run_label(c, true).c_str());
     out << line << c.what << (c.note.empty() ? "" : " (" + c.note + ")") << "\n";
   }
 }
@@ -349,7 +349,7 @@ int compare(const CompareOptions& o, std::ostream& out, std::ostream& err)
   print_unfit(predicted, out);
   out << "compare: + = predicted faster (rates, times) or larger (memory) than measured; measured and predicted to 4 "
          "significant figures\n\n";
-  print_table(rows, by_scenario, out);
+  print_table(rows, out);
   out << "\n";
   write_csv(dir, rows);
   out << "compare: table " << (dir / "compare.csv").string() << "\n";

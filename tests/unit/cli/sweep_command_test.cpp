@@ -224,7 +224,7 @@ TEST_SUITE("cli")
     CHECK(has(printed, "compare: table " + (base / "plot" / "compare.csv").string() + "\n"));
     // The prediction fits the H100s' 80 GB: no warning, every row "yes".
     CHECK_FALSE(has(printed, "does not fit as predicted"));
-    CHECK(std::regex_search(printed, std::regex("reserved +30.89 GiB +[0-9.]+ GiB +[-+][0-9.]+ % +yes +torchtitan-")));
+    CHECK(std::regex_search(printed, std::regex("reserved +30.89 GiB +[0-9.]+ GiB +[-+][0-9.]+ % +yes +llama3-8b-fsdp-8xh100.yaml +")));
     CHECK(has(slurp(base / "stderr"), "tps: tokens per second per GPU"));
     // A log of another batch is named in a warning.
     CHECK(
@@ -403,7 +403,7 @@ TEST_SUITE("cli")
     CHECK(has(slurp(dir / "breakdown.gp"), "set ylabel 'step time (s)'"));
     // The memory plot draws the GPU's capacity (the A100-80GB's 80 GiB) and marks the points that do not fit.
     const std::string mem = slurp(dir / "memory.gp");
-    CHECK(has(mem, "set ylabel 'peak GPU memory, device total (GiB)'"));
+    CHECK(has(mem, "set ylabel 'peak GPU memory, device total (GiB; y from 0)'"));
     CHECK(has(mem, "capacity = 80\n"));
     CHECK(has(mem, "title 'GPU capacity'"));
     CHECK(has(mem, "title 'does not fit in GPU memory'"));
