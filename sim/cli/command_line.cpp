@@ -75,9 +75,10 @@ const CommandDoc COMMAND_DOCS[] = {
         [--out DIR] [--resume] [--shard I/N] [--mpi]
         the scenario at every point of the grid of its sweep: block and the --sweep keys (dotted keys as --set
         takes them; values as a list, or ranges A..B, A..B:+S, A..B:xF; docs/sweep.md), N worker processes at
-        once (default 1): DIR/sweep.csv and DIR/sweep.jsonl (one row per point, in point order at the end;
-        default DIR <scenario stem>.sweep), progress on standard error; --resume runs the points an interrupted
-        sweep did not finish; --shard I/N runs the points p with p mod N = I-1 (a job array's share);
+        once (default 1): DIR/sweep.csv and DIR/sweep.jsonl (one row per point, in point order at the end), the
+        plots and a ranked summary table; without --out, a new folder <scenario stem>.sweep (or .sweep-2, ...);
+        progress on standard error; --resume (with --out DIR) runs the points an interrupted sweep did not
+        finish; --shard I/N runs the points p with p mod N = I-1 (a job array's share);
         under mpirun, --mpi deals the points to the ranks (rank 0 writes the files; N workers per rank)
 )"},
     {"sweep", R"(  zerosim sweep --merge SHARD_DIR... --out DIR
@@ -88,13 +89,15 @@ const CommandDoc COMMAND_DOCS[] = {
         the fastest configuration that fits for the scenario's model, cluster and global batch: every ZeRO stage,
         optimizer / parameter offload, activation checkpointing and micro-batch x accumulation split (and each
         GPU count of --gpus) simulated, ranked, the pruned ones with their shortfall; writes DIR/ds_config.json,
-        DIR/scenario.yaml (naming it), DIR/hf_trainer.py and DIR/candidates.csv (default DIR <stem>.recommend)
+        DIR/scenario.yaml (naming it), DIR/hf_trainer.py and DIR/candidates.csv (without --out, a new folder
+        <scenario stem>.recommend, or .recommend-2, ...)
 )"},
     {"compare", R"(  zerosim compare SCENARIO LOG... [--skip N] [--out DIR] | zerosim compare --runs CSV [-j N] [--out DIR]
         the scenario's predictions beside what real runs measured, read from their logs (Megatron iteration
         lines, DeepSpeed's throughput timer, a Hugging Face trainer_state.json or train metrics, torchtitan step
         lines; the first N steps, default 2, skipped as warm-up) or from a measured-runs CSV; each figure in its
-        definition, 4 significant figures, the signed error; a scatter plot into DIR for two or more
+        definition, 4 significant figures, the signed error, whether the prediction fits; DIR/compare.csv and
+        the signed errors as bars (DIR/errors.png); without --out, a new folder <stem>.compare (or -2, ...)
 )"},
     {"plot", R"(  zerosim plot DIR
         redraws a sweep's plots (SVG and PNG with gnuplot, scripts and data beside them) from DIR's files:
@@ -266,7 +269,7 @@ void add_sweep(CLI::App& c, Args& a)
   add_jobs(c, a, "points simulated at once, one worker process each (default 1)");
   add_sets(c, a);
   add_calibration(c, a);
-  add_out(c, a, "where sweep.csv, sweep.jsonl and the plots go (default <scenario stem>.sweep)");
+  add_out(c, a, "where sweep.csv, sweep.jsonl and the plots go (default: a new folder <scenario stem>.sweep[-N])");
   c.add_flag("--resume", a.resume, "run only the points an interrupted sweep into DIR did not finish");
   c.add_option("--shard", a.shard, "run the points p with p mod N = I-1 (a job array's share)")->type_name("I/N");
   c.add_flag("--mpi", a.mpi, "under mpirun: deal the points to the ranks; rank 0 writes the files");
@@ -286,7 +289,7 @@ void add_recommend(CLI::App& c, Args& a)
                "share of GPU memory a candidate must leave free to be ranked (default " +
                    core::format_number(memory::DEFAULT_HEADROOM) + ": docs/recommend.md)")
       ->type_name("FRACTION");
-  add_out(c, a, "where the winner's files and candidates.csv go (default <scenario stem>.recommend)");
+  add_out(c, a, "where the winner's files and candidates.csv go (default: a new folder <scenario stem>.recommend[-N])");
   add_jobs(c, a, "candidates simulated at once, one worker process each (default 1)");
   add_sets(c, a);
   add_calibration(c, a);
@@ -297,7 +300,7 @@ void add_compare(CLI::App& c, Args& a)
   c.add_option("FILES", a.positional, "the scenario, then one or more logs of its real runs")->type_name("");
   c.add_option("--runs", a.runs, "a measured-runs CSV instead of SCENARIO LOG... (repeatable)")->type_name("CSV");
   c.add_option("--skip", a.skip, "warm-up steps skipped at the start of each log (default 2)")->type_name("N");
-  add_out(c, a, "where the comparison's CSV and, for two or more runs, its scatter plot go");
+  add_out(c, a, "where compare.csv and the error bars go (default: a new folder <stem>.compare[-N])");
   add_jobs(c, a, "runs simulated at once with --runs, one worker process each (default 1)");
   add_sets(c, a);
   add_calibration(c, a);

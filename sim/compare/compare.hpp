@@ -1,7 +1,7 @@
 // `zerosim compare` (docs/compare.md): a scenario's predictions beside what real runs measured, read from their logs
 // (training_logs.hpp) or from a measured-runs CSV (calibration/measured_runs.hpp), each figure in its own definition
-// (model or hardware TFLOPs, allocated or reserved memory), with the signed error, and a predicted-against-measured
-// scatter plot when there are several.
+// (model or hardware TFLOPs, allocated or reserved memory), with the signed error and whether the prediction fits,
+// written to compare.csv and drawn as one bar per row (errors.png).
 #pragma once
 
 #include <ostream>
@@ -18,7 +18,7 @@ struct CompareOptions {
   std::string calibration;
   int skip = 2;        ///< warm-up steps left out of each log (--skip N)
   int jobs = 1;        ///< simulations at once (--runs)
-  std::string out_dir; ///< the scatter plot's folder ("" : compare.out in the current folder)
+  std::string out_dir; ///< the files' folder ("" : a new folder <stem>.compare[-N], core::new_output_dir)
 };
 
 /// One measured figure beside its prediction.
@@ -30,11 +30,19 @@ struct Comparison {
   double predicted = 0;
   double error_pct = 0; ///< + = predicted faster or larger, as docs/compare.md says per figure
   std::string note;     ///< steps used, warnings
+  bool fits = true;     ///< whether the prediction fits in memory (`fits` of zerosim run --json)
+  double shortfall_bytes = 0;
 };
 
-/// Runs the comparison: prints the table (4 significant figures) and warnings (a log's batch that differs from the
-/// scenario's); draws the scatter plot for two or more comparisons. Returns 0, or 1 when a scenario could not be
-/// simulated. Throws core::InputError (exit 2) for an unreadable log, a log with no step lines, a bad CSV.
+/// `v` to 4 significant figures in fixed notation, trailing zeros kept: 6300.0 -> "6300", 45.8 -> "45.80",
+/// 0.08864 -> "0.08864", 123456 -> "123500", 9.9996 -> "10.00". Every number of the compare table is written so.
+std::string four_significant_figures(double v);
+
+/// Runs the comparison: prints which predictions do not fit, then the table (4 significant figures; a fits column; each
+/// row's scenario or log) and warnings (a log's batch that differs from the scenario's); writes compare.csv and the
+/// error bars (errors.dat, .gp, .svg, .png) into options.out_dir, or a new folder, and prints where. Returns 0, or 1
+/// when a scenario could not be simulated. Throws core::InputError (exit 2) for an unreadable log, a log with no step
+/// lines, a bad CSV.
 int compare(const CompareOptions& options, std::ostream& out, std::ostream& err);
 
 } // namespace zerosim::compare

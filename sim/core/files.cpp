@@ -54,4 +54,25 @@ void create_directories(const std::string& dir, const std::string& what)
     fail(what, "create the directory", dir, ec);
 }
 
+std::string new_output_dir(const std::string& base, const std::string& what)
+{
+  constexpr int MOST = 100000; // base-2 .. base-100000: past that, something is wrong with the folder
+  for (int n = 1; n <= MOST; ++n) {
+    const std::string dir = n == 1 ? base : base + "-" + std::to_string(n);
+    std::error_code ec;
+    if (fs::create_directory(dir, ec))
+      return dir;
+    if (ec && ec != std::errc::file_exists)
+      fail(what, "create the directory", dir, ec);
+    // The name is taken (by a folder, a file or anything else): the next one.
+  }
+  std::string message = what;
+  message += ": ";
+  message += base;
+  message += " and its numbered names up to -";
+  message += std::to_string(MOST);
+  message += " all exist: give --out DIR";
+  throw InputError(message);
+}
+
 } // namespace zerosim::core

@@ -18,4 +18,11 @@ bool is_regular_file(const std::string& path, const std::string& what);
 /// naming `what` and the system's reason when it cannot.
 void create_directories(const std::string& dir, const std::string& what);
 
+/// The folder a command that writes files uses when it is run without `--out` (docs/sweep.md "Files"):
+/// `base` (`<stem>.<command>` in the current folder) when nothing holds that name, else the first of `base-2`,
+/// `base-3`, ... that nothing holds. The folder is created here, one name at a time with a single mkdir, so nothing
+/// that exists is ever written over, even by two runs at once. A core::InputError naming `what` and the system's
+/// reason when it cannot be created.
+std::string new_output_dir(const std::string& base, const std::string& what);
+
 } // namespace zerosim::core

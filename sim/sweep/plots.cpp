@@ -1,4 +1,5 @@
 #include "sweep/plots.hpp"
+#include "sweep/summary.hpp"
 
 #include "core/error.hpp"
 #include "core/gnuplot.hpp"
@@ -43,23 +44,6 @@ std::string quoted(const std::string& s)
   return out + "\"";
 }
 
-/// A dotted key without its leading container segments, for legends: "stage" of deepspeed.zero_optimization.stage,
-/// "offload_optimizer.device" of deepspeed.zero_optimization.offload_optimizer.device, "micro_batch" of
-/// training.micro_batch.
-std::string short_key(const std::string& key)
-{
-  static const std::vector<std::string> containers = {
-      "deepspeed", "zero_optimization", "training", "cluster", "network", "fsdp", "ddp", "inference"};
-  std::string rest = key;
-  for (;;) {
-    const auto dot = rest.find('.');
-    if (dot == std::string::npos ||
-        std::find(containers.begin(), containers.end(), rest.substr(0, dot)) == containers.end())
-      return rest;
-    rest = rest.substr(dot + 1);
-  }
-}
-
 std::string num(double v)
 {
   char buf[64];
@@ -81,12 +65,7 @@ series_of(const Plan& plan, const std::vector<Record>& records, int x_axis)
   for (const Record& r : records) {
     if (!r.done())
       continue;
-    std::string label;
-    for (std::size_t k = 0; k < plan.axes.size(); ++k) {
-      if (static_cast<int>(k) == x_axis)
-        continue;
-      label += (label.empty() ? "" : ", ") + short_key(plan.axes[k].key) + " " + r.values[k];
-    }
+    const std::string label = values_label(plan, r.values, x_axis);
     double x = 0;
     try {
       x = std::stod(r.values[static_cast<std::size_t>(x_axis)]);
@@ -97,6 +76,9 @@ series_of(const Plan& plan, const std::vector<Record>& records, int x_axis)
   }
   return out;
 }
+
+/// The marker of the points that do not fit in GPU memory, the same in every plot: a red cross, and its legend.
+const char* const UNFIT_STYLE = "with points pt 2 ps 2 lw 2 lc rgb 'red'";
 
 /// The x axis's label of a batch key.
 std::string batch_label(const std::string& key)
@@ -119,34 +101,39 @@ PlotFiles throughput_plot(const fs::path& dir, const Plan& plan, const std::vect
   f.name = "throughput";
   std::ostringstream dat;
   dat << "# zerosim sweep: throughput against " << plan.axes[static_cast<std::size_t>(x_axis)].key
-      << "; one block per series (blank lines between)\n# x tokens_per_s tflops_per_gpu_model point\n";
+      << "; one block per series (blank lines between)\n# x tokens_per_s tflops_per_gpu_model fits(1/0) point\n";
   std::vector<std::string> titles;
   for (const auto& [label, pts] : series_of(plan, records, x_axis)) {
     dat << "# " << label << "\n";
     for (const auto& [x, r] : pts)
       dat << num(x) << " " << num(number_at(r->result, {"tokens_per_s"}).value_or(0)) << " "
-          << num(number_at(r->result, {"tflops_per_gpu", "model"}).value_or(0)) << " " << r->point << "\n";
+          << num(number_at(r->result, {"tflops_per_gpu", "model"}).value_or(0)) << " " << (result_fits(*r) ? 1 : 0)
+          << " " << r->point << "\n";
     dat << "\n\n";
     titles.push_back(label);
   }
   write_file(dir / "throughput.dat", dat.str());
-  const std::string x_label =
-      BATCH_KEYS[0].first == plan.axes[static_cast<std::size_t>(x_axis)].key   ? BATCH_KEYS[0].second
-      : BATCH_KEYS[1].first == plan.axes[static_cast<std::size_t>(x_axis)].key ? BATCH_KEYS[1].second
-                                                                               : BATCH_KEYS[2].second;
+  // The lines join the points that fit only. A point that does not fit is a red cross on the x axis (drawn at 0),
+  // so it never sits at the top of a curve as if it were the best.
+  auto plot = [&](int column) {
+    std::ostringstream p;
+    p << "plot ";
+    for (std::size_t i = 0; i < titles.size(); ++i)
+      p << (i ? ", " : "") << "'throughput.dat' index " << i << " using 1:($4 == 1 ? $" << column
+        << " : 1/0) with linespoints title " << quoted(titles[i]);
+    for (std::size_t i = 0; i < titles.size(); ++i)
+      p << ", 'throughput.dat' index " << i << " using 1:($4 == 0 ? 0 : 1/0) " << UNFIT_STYLE << " "
+        << (i == 0 ? "title 'does not fit in GPU memory (drawn at 0)'" : "notitle");
+    return p.str() + "\n";
+  };
   std::ostringstream body;
   body << "set multiplot layout 2,1 title " << quoted("Throughput against batch size: " + scenario_name(plan)) << "\n"
-       << "set grid\nset key outside right top\nset logscale x 2\n"
-       << "set xlabel " << quoted(x_label) << "\nset ylabel 'throughput (tokens/s, all GPUs)'\n"
-       << "set title 'tokens per second'\nplot ";
-  for (std::size_t i = 0; i < titles.size(); ++i)
-    body << (i ? ", " : "") << "'throughput.dat' index " << i << " using 1:2 with linespoints title "
-         << quoted(titles[i]);
-  body << "\nset ylabel 'TFLOPs per GPU (model, TFLOP/s)'\nset title 'model TFLOPs per GPU'\nplot ";
-  for (std::size_t i = 0; i < titles.size(); ++i)
-    body << (i ? ", " : "") << "'throughput.dat' index " << i << " using 1:3 with linespoints title "
-         << quoted(titles[i]);
-  body << "\nunset multiplot\n";
+       << "set grid\nset key outside right top\nset logscale x 2\nset yrange [0:*]\n"
+       << "set xlabel " << quoted(batch_label(plan.axes[static_cast<std::size_t>(x_axis)].key) + ", log scale")
+       << "\nset ylabel 'throughput (tokens/s, all GPUs)'\n"
+       << "set title 'tokens per second (y from 0)'\n"
+       << plot(2) << "set ylabel 'TFLOPs per GPU (model, TFLOP/s)'\nset title 'model TFLOPs per GPU (y from 0)'\n"
+       << plot(3) << "unset multiplot\n";
   write_file(dir / "throughput.gp", two_terminals("throughput", body.str()));
   f.files = {"throughput.dat", "throughput.gp", "throughput.svg", "throughput.png"};
   return f;
@@ -167,7 +154,7 @@ PlotFiles memory_plot(const fs::path& dir, const Plan& plan, const std::vector<R
     for (const auto& [x, r] : pts) {
       const double cap = number_at(r->result, {"capacity_bytes", "gpu"}).value_or(0) / GIB;
       capacity = std::max(capacity, cap);
-      const bool fits = r->result.contains("fits") && r->result["fits"].is_boolean() && r->result["fits"].get<bool>();
+      const bool fits = result_fits(*r);
       dat << num(x) << " " << num(number_at(r->result, {"peak_memory_bytes", "gpu_device"}).value_or(0) / GIB) << " "
           << (fits ? 1 : 0) << " " << num(cap) << " " << r->point << "\n";
     }
@@ -177,9 +164,9 @@ PlotFiles memory_plot(const fs::path& dir, const Plan& plan, const std::vector<R
   write_file(dir / "memory.dat", dat.str());
   std::ostringstream body;
   body << "set title " << quoted("Peak GPU memory against batch size: " + scenario_name(plan)) << "\n"
-       << "set grid\nset key outside right top\nset logscale x 2\n"
-       << "set xlabel " << quoted(batch_label(plan.axes[static_cast<std::size_t>(x_axis)].key)) << "\n"
-       << "set ylabel 'peak GPU memory, device total (GiB)'\n"
+       << "set grid\nset key outside right top\nset logscale x 2\nset yrange [0:*]\n"
+       << "set xlabel " << quoted(batch_label(plan.axes[static_cast<std::size_t>(x_axis)].key) + ", log scale")
+       << "\nset ylabel 'peak GPU memory, device total (GiB; y from 0)'\n"
        << "capacity = " << num(capacity) << "\n"
        << "set label 1 sprintf('GPU capacity %.0f GiB', capacity) at graph 0.02, first capacity offset 0,0.7 "
           "tc rgb 'red'\n"
@@ -188,8 +175,8 @@ PlotFiles memory_plot(const fs::path& dir, const Plan& plan, const std::vector<R
     body << (i ? ", " : "") << "'memory.dat' index " << i << " using 1:2 with linespoints title " << quoted(titles[i]);
   // Out-of-memory points, marked over their series.
   for (std::size_t i = 0; i < titles.size(); ++i)
-    body << ", 'memory.dat' index " << i << " using 1:($3 == 0 ? $2 : 1/0) with points pt 2 ps 2 lc rgb 'red' "
-         << (i == 0 ? "title 'does not fit'" : "notitle");
+    body << ", 'memory.dat' index " << i << " using 1:($3 == 0 ? $2 : 1/0) " << UNFIT_STYLE << " "
+         << (i == 0 ? "title 'does not fit in GPU memory'" : "notitle");
   body << ", capacity with lines dashtype 2 lw 2 lc rgb 'red' title 'GPU capacity'\n";
   write_file(dir / "memory.gp", two_terminals("memory", body.str()));
   f.files = {"memory.dat", "memory.gp", "memory.svg", "memory.png"};
@@ -204,31 +191,38 @@ PlotFiles breakdown_plot(const fs::path& dir, const Plan& plan, const std::vecto
   dat << "# zerosim sweep: step time broken down per point (s), time_breakdown_s of docs/outputs.md\n# label";
   for (const auto& [k, legend] : BREAKDOWN)
     dat << " " << k;
-  dat << "\n";
+  dat << " fits(1/0) step_time_s point\n";
+  bool any_unfit = false;
   for (const Record& r : records) {
     if (!r.done())
       continue;
-    std::string label = std::to_string(r.point) + ":";
-    for (std::size_t k = 0; k < plan.axes.size(); ++k)
-      label += " " + r.values[k];
-    dat << quoted(label);
+    const bool fits = result_fits(r);
+    any_unfit = any_unfit || !fits;
+    dat << quoted(values_label(plan, r.values) + (fits ? "" : " (does not fit)"));
     for (const auto& [k, legend] : BREAKDOWN)
       dat << " " << num(number_at(r.result, {"time_breakdown_s", k.c_str()}).value_or(0));
-    dat << "\n";
+    dat << " " << (fits ? 1 : 0) << " " << num(number_at(r.result, {"step_time_s"}).value_or(0)) << " " << r.point
+        << "\n";
   }
   write_file(dir / "breakdown.dat", dat.str());
   std::string axes_text;
   for (const Axis& a : plan.axes)
-    axes_text += (axes_text.empty() ? "" : ", ") + short_key(a.key);
+    axes_text += (axes_text.empty() ? "" : ", ") + axis_name(a.key);
+  const std::size_t fits_column = BREAKDOWN.size() + 2, total_column = fits_column + 1;
   std::ostringstream body;
   body << "set title " << quoted("Step time per point: " + scenario_name(plan)) << "\n"
        << "set style data histograms\nset style histogram rowstacked\nset style fill solid 0.85 border -1\n"
        << "set boxwidth 0.75\nset grid ytics\nset key outside right top\nset xtics rotate by -45\n"
-       << "set xlabel " << quoted("point: " + axes_text) << "\nset ylabel 'step time (s)'\n"
+       << "set yrange [0:*]\nset xlabel " << quoted("swept values: " + axes_text) << "\nset ylabel 'step time (s)'\n"
        << "plot ";
   for (std::size_t i = 0; i < BREAKDOWN.size(); ++i)
     body << (i ? ", " : "") << "'breakdown.dat' using " << i + 2 << (i == 0 ? ":xtic(1)" : "") << " title "
          << quoted(BREAKDOWN[i].second);
+  // A point that does not fit: a red cross on top of its bar (its label says so too), so a short bar of a run that
+  // would stop out of memory does not pass for the fastest.
+  if (any_unfit)
+    body << ", 'breakdown.dat' using 0:($" << fits_column << " == 0 ? $" << total_column << " : 1/0) " << UNFIT_STYLE
+         << " title 'does not fit in GPU memory'";
   body << "\n";
   write_file(dir / "breakdown.gp", two_terminals("breakdown", body.str()));
   f.files = {"breakdown.dat", "breakdown.gp", "breakdown.svg", "breakdown.png"};

@@ -2,6 +2,7 @@
 
 #include "config/scenario_loader.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/json.hpp"
 #include "core/worker_pool.hpp"
 #include "spec/names.hpp"
@@ -283,12 +284,13 @@ int recommend(const RecommendOptions& o, std::ostream& out, std::ostream& err)
       pool);
 
   const std::vector<const Candidate*> best = ranked(all);
+  // Without --out, a new folder of its own (core::new_output_dir): nothing that exists is written over.
   const fs::path dir =
-      o.out_dir.empty() ? fs::path(fs::path(o.scenario).stem().string() + ".recommend") : fs::path(o.out_dir);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec)
-    throw core::InputError("recommend: --out: cannot create " + dir.string() + ": " + ec.message());
+      o.out_dir.empty()
+          ? fs::path(core::new_output_dir(fs::path(o.scenario).stem().string() + ".recommend", "recommend"))
+          : fs::path(o.out_dir);
+  core::create_directories(dir.string(), "recommend: --out");
+  out << "recommend: writing into " << dir.string() << "\n";
   {
     std::ostringstream csv;
     csv << "rank,gpus,stage,sharding,offload,activation_checkpointing,micro_batch,grad_accum,status,fits,tight,"

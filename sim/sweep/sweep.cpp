@@ -1,5 +1,6 @@
 #include "sweep/sweep.hpp"
 #include "sweep/plots.hpp"
+#include "sweep/summary.hpp"
 
 #include "config/document.hpp"
 #include "config/scenario_loader.hpp"
@@ -285,6 +286,18 @@ std::vector<LineRef> rewrite_in_order(const fs::path& dir, const Plan& plan, std
 /// Plots are drawn for sweeps of up to this many points (a breakdown bar per point; beyond, sweep.csv is the tool).
 constexpr std::size_t PLOT_LIMIT = 5000;
 
+/// The ranked summary of the sweep in `dir` on `out` (summary.hpp), its records read a line at a time.
+void print_summary(const fs::path& dir, const Plan& plan, const std::vector<LineRef>& refs, std::ostream& out)
+{
+  Summary summary(plan);
+  const Grid grid = plan.grid();
+  const fs::path jsonl = dir / JSONL_FILE;
+  std::ifstream in(jsonl, std::ios::binary);
+  for (const LineRef& ref : refs)
+    summary.add(record_at(in, ref, grid, jsonl));
+  out << summary.table();
+}
+
 /// The plots of the sweep in `dir` (plots.hpp), named on `out`; a notice (no gnuplot, too many points) on `err`.
 void draw(const fs::path& dir, const Plan& plan, std::size_t points, std::ostream& out, std::ostream& err)
 {
@@ -556,8 +569,13 @@ void progress(std::ostream& err, bool terminal, const Record& r, const Progress&
 int run_sweep(const Plan& plan, const SweepOptions& options, std::ostream& out, std::ostream& err)
 {
   const Grid grid = plan.grid();
-  const fs::path dir = options.out_dir.empty() ? fs::path(fs::path(plan.scenario).stem().string() + ".sweep")
-                                               : fs::path(options.out_dir);
+  if (options.out_dir.empty() && options.resume)
+    throw core::InputError("sweep --resume: give --out DIR, the folder of the sweep to finish (without --out, each "
+                           "sweep writes into a new folder)");
+  // Without --out, a new folder of its own (core::new_output_dir): nothing that exists is written over.
+  const fs::path dir = options.out_dir.empty()
+                           ? fs::path(core::new_output_dir(fs::path(plan.scenario).stem().string() + ".sweep", "sweep"))
+                           : fs::path(options.out_dir);
   std::vector<LineRef> refs = prepare_dir(plan, dir, options.resume, err); // the records kept from before
   write_file(dir / PLAN_FILE, core::dump_json(plan.to_json(), 2) + "\n");
   // The files in point order, the torn line gone; the csv's columns so far.
@@ -655,6 +673,7 @@ int run_sweep(const Plan& plan, const SweepOptions& options, std::ostream& out, 
   failed = 0;
   for (const LineRef& r : refs)
     failed += r.done ? 0 : 1;
+  print_summary(dir, plan, refs, out);
   draw(dir, plan, refs.size(), out, err);
   out << "sweep: " << refs.size() << " points (" << ran << " run now";
   if (options.resume)
@@ -733,6 +752,7 @@ int merge_sweeps(const std::vector<std::string>& shard_dirs, const std::string& 
   int failed = 0;
   for (const LineRef& r : refs)
     failed += r.done ? 0 : 1;
+  print_summary(dir, whole, refs, out);
   draw(dir, whole, refs.size(), out, out);
   out << "sweep --merge: " << plans.size() << " shares, " << refs.size() << " points, " << failed
       << " failed or refused; " << (dir / CSV_FILE).string() << ", " << (dir / JSONL_FILE).string() << "\n";

@@ -60,7 +60,7 @@ using Executor =
 
 struct SweepOptions {
   std::vector<std::string> sweeps; ///< --sweep KEY=V1,V2,...
-  std::string out_dir;             ///< --out DIR ("" : <scenario stem>.sweep in the current folder)
+  std::string out_dir;             ///< --out DIR ("" : a new folder <scenario stem>.sweep[-N], core::new_output_dir)
   bool resume = false;
   int jobs = 1;
   double point_time_limit_s = 600;

@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 
+#include "core/json.hpp"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -28,9 +30,11 @@ namespace {
 
 const std::string BINARY = std::string(ZEROSIM_BINARY_DIR) + "/sim/zerosim";
 const std::string SCENARIO = std::string(ZEROSIM_SOURCE_DIR) + "/scenarios/llama2-70b-8xa100-200gbps.yaml";
+/// 12 small points, one of which does not fit (the file says why).
+const std::string SMALL = std::string(ZEROSIM_SOURCE_DIR) + "/tests/data/scenarios/sweep-fit.yaml";
 
 pid_t spawn(const std::vector<std::string>& args, const std::string& err_file = "/dev/null",
-            const std::string& out_file = "/dev/null")
+            const std::string& out_file = "/dev/null", const std::string& cwd = "")
 {
   std::vector<char*> argv;
   for (const std::string& a : args)
@@ -40,6 +44,8 @@ pid_t spawn(const std::vector<std::string>& args, const std::string& err_file = 
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (!cwd.empty())
+    posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str()); // after the opens: their paths are the caller's
   pid_t pid = -1;
   REQUIRE(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ) == 0);
   posix_spawn_file_actions_destroy(&actions);
@@ -119,15 +125,83 @@ bool has(const std::string& text, const std::string& part)
   return text.find(part) != std::string::npos;
 }
 
+std::string printed(const char* format, double v)
+{
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+/// The lines of a text.
+std::vector<std::string> lines_of(const std::string& text)
+{
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);)
+    out.push_back(l);
+  return out;
+}
+
+/// An empty folder build/tests-tmp/NAME for a test's files.
+fs::path fresh_dir(const std::string& name)
+{
+  const fs::path dir = fs::path(ZEROSIM_BINARY_DIR) / "tests-tmp" / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+/// One point of a sweep.jsonl, as the tests read it.
+struct Point {
+  std::uint64_t point = 0;
+  std::string mb, stage;
+  double tokens_per_s = 0, step_time_s = 0, tflops = 0, memory_gib = 0, capacity_gib = 0, shortfall_gib = 0;
+  bool fits = true;
+};
+
+std::vector<Point> points_of(const fs::path& jsonl)
+{
+  constexpr double GIB = 1024.0 * 1024.0 * 1024.0;
+  std::vector<Point> out;
+  for (const std::string& line : lines_of(slurp(jsonl))) {
+    const zerosim::core::Json j = zerosim::core::Json::parse(line);
+    const zerosim::core::Json& r = j.at("result");
+    Point p;
+    p.point = j.at("point").get<std::uint64_t>();
+    p.mb = j.at("values").at("training.micro_batch").get<std::string>();
+    p.stage = j.at("values").at("deepspeed.zero_optimization.stage").get<std::string>();
+    p.tokens_per_s = r.at("tokens_per_s").get<double>();
+    p.step_time_s = r.at("step_time_s").get<double>();
+    p.tflops = r.at("tflops_per_gpu").at("model").get<double>();
+    p.memory_gib = r.at("peak_memory_bytes").at("gpu_device").get<double>() / GIB;
+    p.capacity_gib = r.at("capacity_bytes").at("gpu").get<double>() / GIB;
+    p.shortfall_gib = r.at("shortfall_bytes").get<double>() / GIB;
+    p.fits = r.at("fits").get<bool>();
+    out.push_back(p);
+  }
+  return out;
+}
+
+/// A summary row as docs/sweep.md "Summary" lays it out: rank (4), point (5), mb (2), stage (5), then the figures.
+std::string summary_row(const std::string& rank, const Point& p)
+{
+  auto left = [](const std::string& s, std::size_t w) { return std::string(w - std::min(w, s.size()), ' ') + s; };
+  std::string row = "  " + left(rank, 4) + "  " + left(std::to_string(p.point), 5) + "  " + left(p.mb, 2) + "  " +
+                    left(p.stage, 5) + left(printed("%.1f", p.tokens_per_s), 14) +
+                    left(printed("%.3f s", p.step_time_s), 14) + left(printed("%.1f", p.tflops), 12) + "  " +
+                    printed("%.1f", p.memory_gib) + " of " + printed("%.1f GiB", p.capacity_gib);
+  if (!p.fits)
+    row += "  does not fit: short by " + printed("%.1f GiB", p.shortfall_gib);
+  return row;
+}
+
 } // namespace
 
 TEST_SUITE("cli")
 {
   TEST_CASE("compare: a published torchtitan log beside the Llama 3 8B FSDP scenario, each figure in its definition")
   {
-    const fs::path base = fs::path(ZEROSIM_BINARY_DIR) / "tests-tmp" / "cli-compare";
-    fs::remove_all(base);
-    fs::create_directories(base);
+    const fs::path base = fresh_dir("cli-compare");
     const std::string logs = std::string(ZEROSIM_SOURCE_DIR) + "/tests/data/logs/";
     // The log ran batch 1 per GPU on 8 H100s (tests/data/logs/README.md): the scenario set to match.
     CHECK(wait_for(spawn({BINARY, "compare", std::string(ZEROSIM_SOURCE_DIR) + "/scenarios/llama3-8b-fsdp-8xh100.yaml",
@@ -143,7 +217,14 @@ TEST_SUITE("cli")
     CHECK(std::regex_search(printed, std::regex("MFU +36.89 % ")));
     CHECK(std::regex_search(printed, std::regex("peak GPU memory, reserved +30.89 GiB ")));
     CHECK(has(printed, "(median of 3 steps after 2 skipped)"));
-    CHECK(fs::exists(base / "plot" / "compare.png"));
+    // The table and the signed errors as bars, in --out.
+    CHECK(fs::exists(base / "plot" / "compare.csv"));
+    CHECK(png_of_size(base / "plot" / "errors.png", 900, 600));
+    CHECK(svg_document(base / "plot" / "errors.svg"));
+    CHECK(has(printed, "compare: table " + (base / "plot" / "compare.csv").string() + "\n"));
+    // The prediction fits the H100s' 80 GB: no warning, every row "yes".
+    CHECK_FALSE(has(printed, "does not fit as predicted"));
+    CHECK(std::regex_search(printed, std::regex("reserved +30.89 GiB +[0-9.]+ GiB +[-+][0-9.]+ % +yes +llama3-8b-fsdp-8xh100.yaml +")));
     CHECK(has(slurp(base / "stderr"), "tps: tokens per second per GPU"));
     // A log of another batch is named in a warning.
     CHECK(
@@ -160,11 +241,13 @@ TEST_SUITE("cli")
     const std::string runs = slurp(base / "runs.txt");
     INFO(runs);
     std::smatch st;
-    REQUIRE(std::regex_search(runs, st, std::regex("step time \\(s\\) +12.5 s +([0-9.]+) s +([-+0-9.]+) %")));
+    REQUIRE(std::regex_search(runs, st, std::regex("step time \\(s\\) +12.50 s +([0-9.]+) s +([-+0-9.]+) %")));
     CHECK(std::stod(st[2]) == doctest::Approx((12.5 - std::stod(st[1])) / 12.5 * 100).epsilon(0.005).scale(0));
-    CHECK(std::regex_search(runs, std::regex("TFLOPs per GPU \\(model\\) +145 ")));
-    // 6.4e10 bytes reserved = 59.6 GiB.
-    CHECK(std::regex_search(runs, std::regex("peak GPU memory, reserved +59.6 GiB ")));
+    // Numbers in one format, 4 significant figures with trailing zeros: 145 TFLOPs is 145.0.
+    CHECK(std::regex_search(runs, std::regex("TFLOPs per GPU \\(model\\) +145.0 ")));
+    // 6.4e10 bytes reserved = 59.60 GiB. Each --runs row names its scenario (runs.csv: ../scenarios/by-name.yaml).
+    CHECK(std::regex_search(runs, std::regex("peak GPU memory, reserved +59.60 GiB +[0-9.]+ GiB +[-+][0-9.]+ %  "
+                                             "(yes|NO) +by-name.yaml +[^ ]*runs.csv:")));
     // No step lines left after the warm-up: said so.
     CHECK(wait_for(spawn({BINARY, "compare", SCENARIO, logs + "megatron-deepspeed-ds-timer-alcf-polaris.log"},
                          (base / "stderr3").string())) == 0);
@@ -174,9 +257,7 @@ TEST_SUITE("cli")
   TEST_CASE("recommend: the default scenario's winner fits, its scenario.yaml gives the printed figures, and the "
             "ranking agrees with zerosim run")
   {
-    const fs::path base = fs::path(ZEROSIM_BINARY_DIR) / "tests-tmp" / "cli-recommend";
-    fs::remove_all(base);
-    fs::create_directories(base);
+    const fs::path base = fresh_dir("cli-recommend");
     const fs::path dir = base / "out";
     CHECK(wait_for(spawn({BINARY, "recommend", SCENARIO, "-j", "2", "--out", dir.string()}, "/dev/null",
                          (base / "stdout").string())) == 0);
@@ -247,9 +328,7 @@ TEST_SUITE("cli")
 
   TEST_CASE("sweep: under mpirun -np 2 (each rank forking 2 workers) and as two merged shards, the local run's files")
   {
-    const fs::path base = fs::path(ZEROSIM_BINARY_DIR) / "tests-tmp" / "cli-sweep-mpi";
-    fs::remove_all(base);
-    fs::create_directories(base);
+    const fs::path base = fresh_dir("cli-sweep-mpi");
     const std::vector<std::string> grid = {"--sweep", "training.micro_batch=1..8:x2", "--sweep",
                                            "deepspeed.zero_optimization.stage=2,3"};
     auto sweep = [&](std::vector<std::string> front, std::vector<std::string> back) {
@@ -320,14 +399,14 @@ TEST_SUITE("cli")
     // Units on the axes.
     CHECK(has(slurp(dir / "throughput.gp"), "set ylabel 'throughput (tokens/s, all GPUs)'"));
     CHECK(has(slurp(dir / "throughput.gp"), "set ylabel 'TFLOPs per GPU (model, TFLOP/s)'"));
-    CHECK(has(slurp(dir / "throughput.gp"), "set xlabel \"micro-batch per GPU (sequences)\""));
+    CHECK(has(slurp(dir / "throughput.gp"), "set xlabel \"micro-batch per GPU (sequences), log scale\""));
     CHECK(has(slurp(dir / "breakdown.gp"), "set ylabel 'step time (s)'"));
     // The memory plot draws the GPU's capacity (the A100-80GB's 80 GiB) and marks the points that do not fit.
     const std::string mem = slurp(dir / "memory.gp");
-    CHECK(has(mem, "set ylabel 'peak GPU memory, device total (GiB)'"));
+    CHECK(has(mem, "set ylabel 'peak GPU memory, device total (GiB; y from 0)'"));
     CHECK(has(mem, "capacity = 80\n"));
     CHECK(has(mem, "title 'GPU capacity'"));
-    CHECK(has(mem, "title 'does not fit'"));
+    CHECK(has(mem, "title 'does not fit in GPU memory'"));
     // One series per stage and offload: four blocks in the data.
     CHECK(has(slurp(dir / "memory.dat"), "# stage 3, offload_optimizer.device none\n"));
 
@@ -339,9 +418,7 @@ TEST_SUITE("cli")
 
   TEST_CASE("sweep: killed halfway, a sweep keeps every finished point, and --resume completes it")
   {
-    const fs::path base = fs::path(ZEROSIM_BINARY_DIR) / "tests-tmp" / "cli-sweep";
-    fs::remove_all(base);
-    fs::create_directories(base);
+    const fs::path base = fresh_dir("cli-sweep");
     const fs::path whole = base / "whole", killed = base / "killed";
     CHECK(wait_for(spawn(sweep_args(whole))) == 0);
     REQUIRE(lines(whole / "sweep.jsonl") == 12);
@@ -361,5 +438,172 @@ TEST_SUITE("cli")
     CHECK(wait_for(spawn(resume)) == 0);
     CHECK(csv_without_wall(slurp(killed / "sweep.csv")) == csv_without_wall(slurp(whole / "sweep.csv")));
     CHECK(lines(killed / "sweep.jsonl") == 12);
+  }
+
+  TEST_CASE("sweep: 12 points (micro-batch x ZeRO stage) with one that does not fit: marked in every plot, never the "
+            "best, and a ranked summary printed")
+  {
+    const fs::path base = fresh_dir("cli-sweep-fit");
+    const fs::path dir = base / "out";
+    // The grid is the scenario's sweep: block (micro-batch 1, 2, 4 x stage 0, 1, 2, 3).
+    CHECK(wait_for(spawn({BINARY, "sweep", SMALL, "-j", "2", "--out", dir.string()}, (base / "stderr").string(),
+                         (base / "stdout").string())) == 0);
+    const std::vector<Point> points = points_of(dir / "sweep.jsonl");
+    REQUIRE(points.size() == 12);
+    // The one point that does not fit is micro-batch 4 under stage 0 (tests/data/scenarios/sweep-fit.yaml says why):
+    // point 8 in the nested-loop order, the last axis fastest (micro-batch index 2 x 4 stages + stage index 0).
+    std::vector<Point> unfit;
+    for (const Point& p : points)
+      if (!p.fits)
+        unfit.push_back(p);
+    REQUIRE(unfit.size() == 1);
+    const Point bad = unfit.front();
+    CHECK(bad.point == 8);
+    CHECK(bad.mb == "4");
+    CHECK(bad.stage == "0");
+    CHECK(bad.shortfall_gib > 0);
+
+    // throughput: its row says fits 0; the lines join only the points that fit; the point that does not fit is a
+    // red cross drawn at 0 with its legend entry; the y axes start at 0 and the x axis says it is logarithmic.
+    const std::string tdat = slurp(dir / "throughput.dat");
+    CHECK(std::regex_search(tdat, std::regex("\n4 [0-9.e+]+ [0-9.e+]+ 0 8\n")));
+    CHECK(std::count(tdat.begin(), tdat.end(), '\n') > 12);
+    const std::string tgp = slurp(dir / "throughput.gp");
+    CHECK(has(tgp, "'throughput.dat' index 0 using 1:($4 == 1 ? $2 : 1/0) with linespoints title \"stage 0\""));
+    CHECK(has(tgp, "'throughput.dat' index 0 using 1:($4 == 1 ? $3 : 1/0) with linespoints title \"stage 0\""));
+    CHECK(has(tgp, "'throughput.dat' index 0 using 1:($4 == 0 ? 0 : 1/0) with points pt 2 ps 2 lw 2 lc rgb 'red' "
+                   "title 'does not fit in GPU memory (drawn at 0)'"));
+    CHECK(has(tgp, "set yrange [0:*]\n"));
+    CHECK(has(tgp, "set xlabel \"micro-batch per GPU (sequences), log scale\""));
+    CHECK(has(tgp, "(y from 0)"));
+    // memory: the same cross on the point, the axis from 0.
+    const std::string mdat = slurp(dir / "memory.dat");
+    CHECK(std::regex_search(mdat, std::regex("\n4 [0-9.e+]+ 0 [0-9.e+]+ 8\n")));
+    const std::string mgp = slurp(dir / "memory.gp");
+    CHECK(has(mgp, "using 1:($3 == 0 ? $2 : 1/0) with points pt 2 ps 2 lw 2 lc rgb 'red' title 'does not fit in GPU "
+                   "memory'"));
+    CHECK(has(mgp, "set yrange [0:*]\n"));
+    // breakdown: bars labelled with the swept values, the one that does not fit says so and gets the cross (column
+    // 8 is fits, 9 the step time: the label, then the six time_breakdown_s keys).
+    const std::string bdat = slurp(dir / "breakdown.dat");
+    CHECK(has(bdat, "\n\"mb 1, stage 1\" "));
+    CHECK(has(bdat, "\n\"mb 4, stage 3\" "));
+    CHECK(has(bdat, "\n\"mb 4, stage 0 (does not fit)\" "));
+    CHECK_FALSE(has(bdat, "\"0:"));
+    const std::string bgp = slurp(dir / "breakdown.gp");
+    CHECK(has(bgp, "'breakdown.dat' using 0:($8 == 0 ? $9 : 1/0) with points pt 2 ps 2 lw 2 lc rgb 'red' title "
+                   "'does not fit in GPU memory'"));
+    CHECK(has(bgp, "set xlabel \"swept values: mb, stage\""));
+    CHECK(has(bgp, "set yrange [0:*]\n"));
+    for (const char* plot : {"throughput", "memory", "breakdown"}) {
+      INFO(plot);
+      CHECK(png_of_size(dir / (std::string(plot) + ".png"), 900, 600));
+      CHECK(svg_document(dir / (std::string(plot) + ".svg")));
+    }
+
+    // The summary on standard output: the 11 points that fit ranked by tokens/s, best first (ties by point), then
+    // the one that does not fit, unranked, each row as docs/sweep.md "Summary" lays it out from sweep.jsonl's values.
+    std::vector<Point> ranked;
+    for (const Point& p : points)
+      if (p.fits)
+        ranked.push_back(p);
+    std::stable_sort(ranked.begin(), ranked.end(),
+                     [](const Point& a, const Point& b) { return a.tokens_per_s > b.tokens_per_s; });
+    std::vector<std::string> want = {
+        "sweep: 12 points ranked by tokens/s (all GPUs), best first: 11 fit, 1 do not fit in memory (after them, "
+        "never ranked), 0 did not run",
+        "  rank  point  mb  stage      tokens/s     step time  TFLOPs/GPU  GPU memory (device)"};
+    for (std::size_t k = 0; k < ranked.size(); ++k)
+      want.push_back(summary_row(std::to_string(k + 1), ranked[k]));
+    want.push_back(summary_row("-", bad));
+    const std::string out = slurp(base / "stdout");
+    INFO(out);
+    const std::vector<std::string> got = lines_of(out);
+    REQUIRE(got.size() >= want.size());
+    for (std::size_t k = 0; k < want.size(); ++k)
+      CHECK(got[k] == want[k]);
+    // Then the plots and the files, by name.
+    CHECK(has(out, "sweep: plot breakdown: " + (dir / "breakdown.svg").string()));
+    CHECK(has(out, (dir / "sweep.csv").string()));
+  }
+
+  TEST_CASE("sweep, compare, recommend: without --out, each writes into a new folder named after its input, never "
+            "over one that exists, and says where")
+  {
+    const fs::path cwd = fresh_dir("cli-default-out");
+    const std::string two = "training.micro_batch=1,2";
+    for (const char* name : {"sweep-fit.sweep", "sweep-fit.sweep-2"}) {
+      INFO(name);
+      const fs::path out = cwd / (std::string(name) + ".stdout"), err = cwd / (std::string(name) + ".stderr");
+      CHECK(wait_for(spawn({BINARY, "sweep", SMALL, "--sweep", two, "--sweep", "deepspeed.zero_optimization.stage=3"},
+                           err.string(), out.string(), cwd.string())) == 0);
+      CHECK(lines(cwd / name / "sweep.jsonl") == 2);
+      CHECK(has(slurp(err), std::string("sweep: 2 points into ") + name + ", 1 at once\n"));
+      CHECK(has(slurp(out), std::string(name) + "/sweep.csv, " + name + "/sweep.jsonl\n"));
+    }
+    // The first sweep's files are as it left them: the second did not write there.
+    CHECK(lines(cwd / "sweep-fit.sweep" / "sweep.jsonl") == 2);
+    // --resume without --out: which folder is meant cannot be guessed.
+    CHECK(wait_for(spawn({BINARY, "sweep", SMALL, "--resume"}, (cwd / "resume.stderr").string(), "/dev/null",
+                         cwd.string())) == 2);
+    CHECK(slurp(cwd / "resume.stderr") == "sweep --resume: give --out DIR, the folder of the sweep to finish (without "
+                                          "--out, each sweep writes into a new folder)\n");
+
+    // compare --runs: the folder is named after the CSV (runs.csv -> runs.compare); a file of that name is kept.
+    {
+      std::ofstream(cwd / "runs.compare") << "a file the user keeps\n";
+    }
+    const std::string runs = std::string(ZEROSIM_SOURCE_DIR) + "/tests/data/calibration/runs.csv";
+    CHECK(wait_for(spawn({BINARY, "compare", "--runs", runs}, "/dev/null", (cwd / "compare.stdout").string(),
+                         cwd.string())) == 0);
+    CHECK(slurp(cwd / "runs.compare") == "a file the user keeps\n");
+    CHECK(fs::exists(cwd / "runs.compare-2" / "compare.csv"));
+    CHECK(has(slurp(cwd / "compare.stdout"), "compare: table runs.compare-2/compare.csv\n"));
+
+    // recommend: <scenario stem>.recommend, named before the table.
+    CHECK(wait_for(spawn({BINARY, "recommend", SMALL, "-j", "2"}, "/dev/null", (cwd / "recommend.stdout").string(),
+                         cwd.string())) == 0);
+    CHECK(fs::exists(cwd / "sweep-fit.recommend" / "candidates.csv"));
+    CHECK(has(slurp(cwd / "recommend.stdout"), "recommend: writing into sweep-fit.recommend\n"));
+  }
+
+  TEST_CASE("compare: a prediction that does not fit is named before the table and marked in its rows and bars")
+  {
+    const fs::path base = fresh_dir("cli-compare-unfit");
+    // A measured-runs CSV of the small sweep's scenario; --set makes every prediction micro-batch 8 under ZeRO-1,
+    // the sweep's one point that does not fit (the sweep test above). The measured figures are made up for the test:
+    // only the marking is checked, not the errors.
+    {
+      std::ofstream(base / "runs.csv") << "scenario,figure,measured,definition,source\n"
+                                       << SMALL << ",step_time_s,1.5,,made up for the test\n"
+                                       << SMALL << ",peak_memory_bytes,1.2e10,allocated,made up for the test\n";
+    }
+    const fs::path dir = base / "out";
+    CHECK(wait_for(spawn({BINARY, "compare", "--runs", (base / "runs.csv").string(), "--set", "training.micro_batch=8",
+                          "--set", "deepspeed.zero_optimization.stage=1", "--out", dir.string()},
+                         "/dev/null", (base / "stdout").string())) == 0);
+    const std::string out = slurp(base / "stdout");
+    INFO(out);
+    std::smatch m;
+    REQUIRE(
+        std::regex_search(out, m,
+                          std::regex("compare: sweep-fit.yaml does not fit as predicted \\(short by ([0-9.]+) GiB\\): "
+                                     "a real run of it would stop out of memory, so its rows \\(fits NO\\) compare a "
+                                     "run that could not have happened\n")));
+    CHECK(std::stod(m[1]) > 0);
+    // Both rows say NO and name their scenario; the step time is 4 significant figures: 1.5 -> 1.500 s.
+    CHECK(std::regex_search(out,
+                            std::regex("step time \\(s\\) +1.500 s +[0-9.]+ s +[-+][0-9.]+ % +NO +sweep-fit.yaml +")));
+    CHECK(std::regex_search(out, std::regex("peak GPU memory, allocated +11.18 GiB +[0-9.]+ GiB +[-+][0-9.]+ % +NO "
+                                            "+sweep-fit.yaml +")));
+    // 1.2e10 bytes = 11.18 GiB (1.2e10 / 2^30 = 11.176). compare.csv says false; the bars get the red cross.
+    CHECK(std::regex_search(slurp(dir / "compare.csv"),
+                            std::regex("\nstep time \\(s\\),1.5,[0-9.e+-]+,[-0-9.e+]+,false,")));
+    const std::string gp = slurp(dir / "errors.gp");
+    CHECK(has(gp, "using 1:2:xtic(4) with boxes title 'step time (s)'"));
+    CHECK(has(gp, "using 1:($3 == 0 ? $2 : 1/0) with points pt 2 ps 2 lw 2 lc rgb 'red' title 'prediction does not "
+                  "fit in GPU memory'"));
+    CHECK(has(slurp(dir / "errors.dat"), " 0 \"sweep-fit.yaml\"\n"));
+    CHECK(png_of_size(dir / "errors.png", 900, 600));
   }
 }

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 using namespace zerosim;
@@ -52,4 +53,26 @@ TEST_CASE("files: create_directories makes parents, accepts an existing one, and
   CHECK(input_error_of([] { core::create_directories("/dev/null/x", "--out"); }) ==
         "--out: cannot create the directory '/dev/null/x': Not a directory");
   std::filesystem::remove_all(base);
+}
+
+TEST_CASE("files: new_output_dir takes the base name, then base-2, base-3, ..., never a name that exists")
+{
+  const std::filesystem::path parent = std::filesystem::temp_directory_path() / "zerosim-files-new-output";
+  std::filesystem::remove_all(parent);
+  std::filesystem::create_directories(parent);
+  const std::string base = (parent / "llama.sweep").string();
+  // Nothing there: the base name itself, created.
+  CHECK(core::new_output_dir(base, "sweep") == base);
+  CHECK(std::filesystem::is_directory(base));
+  // The base is taken: -2. A file (not a folder) named -3 is skipped too: -4.
+  CHECK(core::new_output_dir(base, "sweep") == base + "-2");
+  {
+    std::ofstream(base + "-3") << "a file the user keeps";
+  }
+  CHECK(core::new_output_dir(base, "sweep") == base + "-4");
+  CHECK(std::filesystem::is_regular_file(base + "-3"));
+  // A base below a file cannot be made: the system's reason, named.
+  CHECK(input_error_of([&] { core::new_output_dir(base + "-3/x.sweep", "sweep"); }) ==
+        "sweep: cannot create the directory '" + base + "-3/x.sweep': Not a directory");
+  std::filesystem::remove_all(parent);
 }

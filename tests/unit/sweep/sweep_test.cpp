@@ -3,6 +3,7 @@
 #include "core/error.hpp"
 #include "core/json.hpp"
 #include "sweep/plots.hpp"
+#include "sweep/summary.hpp"
 #include "sweep/sweep.hpp"
 
 #include <doctest/doctest.h>
@@ -227,6 +228,56 @@ TEST_SUITE("sweep")
     CHECK(second["result"]["step_time_s"].get<double>() > 0);
   }
 
+  TEST_CASE("sweep: the summary keeps the 20 best that fit, the 10 nearest that do not and the first 10 not run")
+  {
+    // 16 points of the grid, each added twice over (32 records: the summary counts what it is given). Point p fits
+    // when p is even, with p x 10 tokens/s; an odd point is short by p GiB; every fourth record did not run.
+    const Plan plan = sixteen_points();
+    Summary summary(plan);
+    for (std::uint64_t n = 0; n < 32; ++n) {
+      Record r;
+      r.point = n % 16;
+      r.values = plan.grid().point(r.point);
+      if (n % 4 == 3) {
+        r.status = "refused";
+        r.message = "bad";
+      } else {
+        r.status = "done";
+        r.result = core::Json::parse("{\"tokens_per_s\":" + std::to_string(r.point * 10) +
+                                     ",\"fits\":" + (r.point % 2 == 0 ? "true" : "false") +
+                                     ",\"shortfall_bytes\":" + std::to_string(r.point * 1073741824.0) + "}");
+      }
+      summary.add(r);
+    }
+    const std::string t = summary.table();
+    // 24 ran: 16 even (fit), 8 odd (do not fit); 8 did not run. 16 fitting rows are all shown (at most 20).
+    CHECK(t.find("best first: 16 fit, 8 do not fit in memory (after them, never ranked), 8 did not run\n") !=
+          std::string::npos);
+    // The best is point 14 (140 tokens/s; added twice: ranks 1 and 2), the nearest not fitting point 1 (1 GiB).
+    CHECK(t.find("\n     1     14") != std::string::npos);
+    CHECK(t.find("\n     2     14") != std::string::npos);
+    CHECK(t.find("\n    16      0") != std::string::npos);
+    CHECK(t.find("\n     -      1 ") < t.find("\n     -      5 "));
+    CHECK(t.find("does not fit: short by 1.0 GiB") != std::string::npos);
+    CHECK(t.find("not run: refused: bad") != std::string::npos);
+    CHECK(t.find("more") == std::string::npos); // nothing over the limits
+    // A summary with limits of 3 and 2 says how many more sweep.csv holds.
+    Summary small(plan, 3, 2);
+    for (std::uint64_t p = 0; p < 16; ++p) {
+      Record r;
+      r.point = p;
+      r.values = plan.grid().point(p);
+      r.status = "done";
+      r.result = core::Json::parse("{\"tokens_per_s\":" + std::to_string(p) +
+                                   ",\"fits\":" + (p < 10 ? "true" : "false") + "}");
+      small.add(r);
+    }
+    const std::string s = small.table();
+    CHECK(s.find("  ... 7 more that fit (sweep.csv)\n") != std::string::npos);
+    CHECK(s.find("  ... 4 more that do not fit (sweep.csv)\n") != std::string::npos);
+    CHECK(s.find("\n     1      9") != std::string::npos); // the fastest that fits: point 9
+  }
+
   TEST_CASE("sweep: without gnuplot on PATH the plots' data and scripts are written and a notice says so")
   {
     const Plan plan = sixteen_points();
@@ -238,7 +289,7 @@ TEST_SUITE("sweep")
     records[0].status = "done";
     records[0].result = core::Json::parse(
         R"({"tokens_per_s":100,"tflops_per_gpu":{"model":50},"peak_memory_bytes":{"gpu_device":1073741824},)"
-        R"("capacity_bytes":{"gpu":85899345920},"fits":true,"time_breakdown_s":{"compute":2,"idle":1}})");
+        R"("capacity_bytes":{"gpu":85899345920},"fits":true,"step_time_s":3,"time_breakdown_s":{"compute":2,"idle":1}})");
     const std::string path = std::getenv("PATH") ? std::getenv("PATH") : "";
     ::setenv("PATH", dir.c_str(), 1); // a folder without gnuplot
     std::string notice;
@@ -250,9 +301,10 @@ TEST_SUITE("sweep")
     CHECK(notice.find("gnuplot not found") != std::string::npos);
     CHECK(fs::exists(dir / "memory.gp"));
     CHECK_FALSE(fs::exists(dir / "memory.png"));
-    // Point 5 is micro-batch 2, stage 1: 1 GiB of the 80 GiB capacity, fits; the breakdown's compute 2 s, idle 1 s.
+    // Point 5 is micro-batch 2, stage 1: 1 GiB of the 80 GiB capacity, fits; the breakdown's bar is labelled with
+    // those values, then compute 2 s, idle 1 s, fits 1, the step time 3 s and the point.
     CHECK(slurp(dir / "memory.dat").find("\n2 1 1 80 5\n") != std::string::npos);
-    CHECK(slurp(dir / "breakdown.dat").find("\"5: 2 1\" 2 0 0 0 0 1\n") != std::string::npos);
+    CHECK(slurp(dir / "breakdown.dat").find("\"mb 2, stage 1\" 2 0 0 0 0 1 1 3 5\n") != std::string::npos);
   }
 
   TEST_CASE(
