@@ -285,7 +285,7 @@ def dict_keys(src, path, constants, rows, seen, only=None):
     def default_of(expr):
         if isinstance(expr, ast.Name) and expr.id in consts:
             v = consts[expr.id]
-            return "true" if v is True else "false" if v is False else str(v)
+            return "true" if v is True else "false" if v is False else "null" if v is None else str(v)
         return literal(expr) if isinstance(expr, (ast.Constant, ast.UnaryOp)) else ""
 
     def add(keys, node, default=""):
