@@ -15,9 +15,9 @@ struct DeepSpeedKey {
 };
 
 struct DeepSpeedVersionKeys {
-  std::string version; ///< "0.16"
-  std::string tag;     ///< "v0.16.9"
-  std::string commit;  ///< the tag's commit
+  std::string version;                      ///< "0.16"
+  std::string tag;                          ///< "v0.16.9"
+  std::string commit;                       ///< the tag's commit
   std::map<std::string, DeepSpeedKey> keys; ///< dotted path ("zero_optimization.offload_optimizer.device") -> key
   bool has(const std::string& path) const { return keys.count(path) != 0; }
   /// Does the table describe the keys below `block` (a top-level key)? Blocks read whole are not described.
@@ -26,7 +26,7 @@ struct DeepSpeedVersionKeys {
 
 struct DeepSpeedKeyTable {
   std::string file;
-  std::string script_sha256; ///< the header's hash of the script that wrote the table
+  std::string script_sha256;                            ///< the header's hash of the script that wrote the table
   std::map<std::string, DeepSpeedVersionKeys> versions; ///< "0.14" ... "0.19"
   /// The keys of `version`; an input error naming the table when it has none.
   const DeepSpeedVersionKeys& at(const std::string& version) const;

@@ -266,8 +266,7 @@ void check_strict_json(const std::string& text, const std::string& file)
     if (const auto colon = why.find(": "); colon != std::string::npos) // after "... parse error at line L, column C"
       why = why.substr(colon + 2);
     throw core::InputError(file + ":" + std::to_string(line) + ":" + std::to_string(column) +
-                           ": not strict JSON (RFC 8259; a .json file is read as JSON, as json.load reads it): " +
-                           why);
+                           ": not strict JSON (RFC 8259; a .json file is read as JSON, as json.load reads it): " + why);
   }
 }
 

@@ -299,8 +299,20 @@ bool equals_default(const std::string& value, std::string default_text)
 
 /// `n` (a map at `prefix`) with only the keys the user must see or that differ from `v`'s defaults; the keys DeepSpeed
 /// has no static default for (the dtypes, nvme_path) are compared with what zerosim reads for them when absent.
+/// DeepSpeed's default of `path`: in version `v`, else (a key `v` lacks) in the newest version that has it, whose
+/// default is what zerosim reads when the key is absent.
+const DeepSpeedKey* default_of(const std::string& path, const DeepSpeedVersionKeys& v, const DeepSpeedKeyTable& table)
+{
+  if (const auto d = v.keys.find(path); d != v.keys.end())
+    return &d->second;
+  for (auto it = table.versions.rbegin(); it != table.versions.rend(); ++it)
+    if (const auto d = it->second.keys.find(path); d != it->second.keys.end())
+      return &d->second;
+  return nullptr;
+}
+
 YAML::Node minimal(const YAML::Node& n, const std::string& prefix, const DeepSpeedVersionKeys& v,
-                   const spec::Scenario& s)
+                   const DeepSpeedKeyTable& table, const spec::Scenario& s)
 {
   YAML::Node out(YAML::NodeType::Map);
   const std::string model_dtype_name = spec::to_string(model_dtype(s.training.precision));
@@ -309,7 +321,7 @@ YAML::Node minimal(const YAML::Node& n, const std::string& prefix, const DeepSpe
     const std::string path = prefix.empty() ? key : prefix + "." + key;
     const YAML::Node value = it->second;
     if (value.IsMap()) {
-      YAML::Node sub = minimal(value, path, v, s);
+      YAML::Node sub = minimal(value, path, v, table, s);
       if (sub.size() > 0)
         out[key] = sub;
       continue;
@@ -322,7 +334,7 @@ YAML::Node minimal(const YAML::Node& n, const std::string& prefix, const DeepSpe
       } else if (key == "nvme_path") {
         if (text.empty()) // DeepSpeed's None
           continue;
-      } else if (const auto d = v.keys.find(path); d != v.keys.end() && equals_default(text, d->second.default_text)) {
+      } else if (const DeepSpeedKey* d = default_of(path, v, table); d && equals_default(text, d->default_text)) {
         continue;
       }
     }
@@ -358,7 +370,7 @@ std::string deepspeed_json(const spec::Scenario& s)
 {
   const DeepSpeedKeyTable& table = deepspeed_key_table();
   const DeepSpeedVersionKeys& v = table.at(s.deepspeed_version_requested);
-  const YAML::Node n = minimal(deepspeed_node(s), "", v, s);
+  const YAML::Node n = minimal(deepspeed_node(s), "", v, table, s);
   check_keys_exist(n, "", v, table);
   std::string out;
   write_json(n, out, 0);

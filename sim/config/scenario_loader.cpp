@@ -329,8 +329,9 @@ void read_deepspeed_version(FieldReader& r, spec::Scenario& s)
     const bool patch = text.size() > 5 && text.starts_with("0.1") && text[3] >= '4' && text[3] <= '9' &&
                        text[4] == '.' && text.find_first_not_of("0123456789", 5) == std::string::npos;
     if (patch)
-      r.fail("deepspeed_version", "give the minor version \"" + text.substr(0, 4) + "\", not a patch version (found \"" +
-                                      text + "\"): each minor version is read at its last patch tag (docs/config.md)");
+      r.fail("deepspeed_version", "give the minor version \"" + text.substr(0, 4) +
+                                      "\", not a patch version (found \"" + text +
+                                      "\"): each minor version is read at its last patch tag (docs/config.md)");
   }
   s.deepspeed_version_requested = r.get_enum<std::string>(
       "deepspeed_version",
