@@ -3,9 +3,11 @@
 #include "core/error.hpp"
 #include "core/text.hpp"
 
+#include <nlohmann/json.hpp>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/parser.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -240,6 +242,34 @@ YAML::Node parse_yaml(const std::string& text, const std::string& file)
   }
 }
 
+/// A file named *.json must be strict JSON (RFC 8259): the Hugging Face Trainer and Accelerate read a ds_config.json
+/// with Python's json.load, which refuses a trailing comma, a comment or a single-quoted string that YAML (and
+/// DeepSpeed's own hjson) would take. The error names the line and column of the first character JSON refuses.
+void check_strict_json(const std::string& text, const std::string& file)
+{
+  try {
+    const nlohmann::json parsed = nlohmann::json::parse(text);
+    (void)parsed;
+  } catch (const nlohmann::json::parse_error& e) {
+    // e.byte: how many bytes were read, the refused character the last of them (1-based).
+    const std::size_t at = e.byte == 0 ? 0 : std::min<std::size_t>(e.byte - 1, text.size());
+    std::size_t line = 1, column = 1;
+    for (std::size_t i = 0; i < at; ++i) {
+      if (text[i] == '\n') {
+        ++line;
+        column = 1;
+      } else {
+        ++column;
+      }
+    }
+    std::string why = e.what();
+    if (const auto colon = why.find(": "); colon != std::string::npos) // after "... parse error at line L, column C"
+      why = why.substr(colon + 2);
+    throw core::InputError(file + ":" + std::to_string(line) + ":" + std::to_string(column) +
+                           ": not strict JSON (RFC 8259; a .json file is read as JSON, as json.load reads it): " + why);
+  }
+}
+
 YAML::Node load_yaml_file(const std::string& path)
 {
   bool ok = false;
@@ -321,9 +351,11 @@ void resolve_reference(ScenarioDocument& doc, const std::string& key_path)
       throw core::InputError(where + ": " + key_path + ": expected the path of a file, found the device '" + file +
                              "'");
     bool ok = false;
-    read_text(file, ok);
+    const std::string text = read_text(file, ok);
     if (!ok)
       throw core::InputError(where + ": " + key_path + ": cannot open file '" + file + "'");
+    if (file.ends_with(".json"))
+      check_strict_json(text, file);
   } else {
     const std::string relative = (key_path == "model" ? "models/" : "topologies/") + name + ".yaml";
     const DataFile found = find_data_file(relative, doc.options.data_dir, doc.dir);

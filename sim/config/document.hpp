@@ -18,6 +18,9 @@ bool is_device(const std::string& path);
 std::string read_text(const std::string& path, bool& ok);
 /// Reads and parses a file ("FILE: cannot open file").
 YAML::Node load_yaml_file(const std::string& path);
+
+/// A file named *.json is strict JSON (RFC 8259): otherwise an input error "FILE:LINE:COL: not strict JSON ...".
+void check_strict_json(const std::string& text, const std::string& file);
 /// Throws unless `root` is a mapping.
 void require_mapping(const YAML::Node& root, const std::string& file);
 

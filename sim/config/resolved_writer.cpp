@@ -1,8 +1,10 @@
 // resolved_yaml(): the scenario with model and node inlined, every default written and "auto" resolved.
 // load_scenario_text(resolved_yaml(s)) gives s back (tests/unit/config/scenario_loader_test.cpp).
+#include "config/deepspeed_keys.hpp"
 #include "config/readers.hpp"
 #include "config/scenario_loader.hpp"
 #include "config/units.hpp"
+#include "core/error.hpp"
 #include "spec/names.hpp"
 
 #include <yaml-cpp/yaml.h>
@@ -262,10 +264,116 @@ void write_json(const YAML::Node& n, std::string& out, int depth)
 
 } // namespace
 
+namespace {
+
+/// Keys a user must see in ds_config.json whatever their value: the batch, the stage, where the states live, the
+/// precision (docs/recommend.md).
+bool always_written(const std::string& path)
+{
+  static const char* const KEEP[] = {"train_batch_size",
+                                     "train_micro_batch_size_per_gpu",
+                                     "gradient_accumulation_steps",
+                                     "zero_optimization.stage",
+                                     "zero_optimization.offload_optimizer.device",
+                                     "zero_optimization.offload_param.device",
+                                     "fp16.enabled",
+                                     "bf16.enabled"};
+  for (const char* k : KEEP)
+    if (path == k)
+      return true;
+  return false;
+}
+
+/// Does a resolved value equal DeepSpeed's default text (numbers by value: "5e8" and "500000000"; sys.maxsize is
+/// 2^63 - 1 on the 64-bit hosts DeepSpeed runs on)?
+bool equals_default(const std::string& value, std::string default_text)
+{
+  if (default_text == "sys.maxsize")
+    default_text = std::to_string(std::numeric_limits<std::int64_t>::max());
+  const std::optional<double> a = parse_number(value);
+  const std::optional<double> b = parse_number(default_text);
+  if (a && b)
+    return *a == *b;
+  return value == default_text;
+}
+
+/// `n` (a map at `prefix`) with only the keys the user must see or that differ from `v`'s defaults; the keys DeepSpeed
+/// has no static default for (the dtypes, nvme_path) are compared with what zerosim reads for them when absent.
+/// DeepSpeed's default of `path`: in version `v`, else (a key `v` lacks) in the newest version that has it, whose
+/// default is what zerosim reads when the key is absent.
+const DeepSpeedKey* default_of(const std::string& path, const DeepSpeedVersionKeys& v, const DeepSpeedKeyTable& table)
+{
+  if (const auto d = v.keys.find(path); d != v.keys.end())
+    return &d->second;
+  for (auto it = table.versions.rbegin(); it != table.versions.rend(); ++it)
+    if (const auto d = it->second.keys.find(path); d != it->second.keys.end())
+      return &d->second;
+  return nullptr;
+}
+
+YAML::Node minimal(const YAML::Node& n, const std::string& prefix, const DeepSpeedVersionKeys& v,
+                   const DeepSpeedKeyTable& table, const spec::Scenario& s)
+{
+  YAML::Node out(YAML::NodeType::Map);
+  const std::string model_dtype_name = spec::to_string(model_dtype(s.training.precision));
+  for (auto it = n.begin(); it != n.end(); ++it) {
+    std::string key = it->first.Scalar();
+    const std::string path = prefix.empty() ? key : prefix + "." + key;
+    const YAML::Node value = it->second;
+    if (value.IsMap()) {
+      YAML::Node sub = minimal(value, path, v, table, s);
+      if (sub.size() > 0)
+        out[key] = sub;
+      continue;
+    }
+    if (!always_written(path) && value.IsScalar()) {
+      const std::string text = value.Scalar();
+      if (path == "communication_data_type" || path == "data_types.grad_accum_dtype") {
+        if (text == model_dtype_name) // DeepSpeed's None: the model's dtype
+          continue;
+      } else if (key == "nvme_path") {
+        if (text.empty()) // DeepSpeed's None
+          continue;
+      } else if (const DeepSpeedKey* d = default_of(path, v, table); d && equals_default(text, d->default_text)) {
+        continue;
+      }
+    }
+    // 0.14 and 0.15 read aio's thread count as thread_count (swap_tensor/constants.py at their tags).
+    if (path == "aio.intra_op_parallelism" && !v.has(path) && v.has("aio.thread_count"))
+      key = "thread_count";
+    out[key] = value;
+  }
+  return out;
+}
+
+/// Every key of `n` that DeepSpeed `v` checks: zero_optimization's whole tree (a pydantic model with
+/// extra="forbid"), the top-level keys, and the keys below a top-level block whose keys the table lists.
+void check_keys_exist(const YAML::Node& n, const std::string& prefix, const DeepSpeedVersionKeys& v,
+                      const DeepSpeedKeyTable& table)
+{
+  for (auto it = n.begin(); it != n.end(); ++it) {
+    const std::string path = prefix.empty() ? it->first.Scalar() : prefix + "." + it->first.Scalar();
+    const std::string top = path.substr(0, path.find('.'));
+    const bool checked = prefix.empty() || top == "zero_optimization" || v.describes_children(top);
+    if (checked && !v.has(path))
+      throw core::InputError("ds_config.json: " + path + " is not a key of DeepSpeed " + v.version + " (" + v.tag +
+                             ", " + table.file + "); deepspeed_version " + v.version +
+                             " refuses it: drop it or choose a version that has it");
+    if (it->second.IsMap())
+      check_keys_exist(it->second, path, v, table);
+  }
+}
+
+} // namespace
+
 std::string deepspeed_json(const spec::Scenario& s)
 {
+  const DeepSpeedKeyTable& table = deepspeed_key_table();
+  const DeepSpeedVersionKeys& v = table.at(s.deepspeed_version_requested);
+  const YAML::Node n = minimal(deepspeed_node(s), "", v, table, s);
+  check_keys_exist(n, "", v, table);
   std::string out;
-  write_json(deepspeed_node(s), out, 0);
+  write_json(n, out, 0);
   return out + "\n";
 }
 
@@ -343,7 +451,7 @@ std::string resolved_yaml(const spec::Scenario& s)
   }
   if (s.price_per_gpu_hour)
     root["price_per_gpu_hour"] = num(*s.price_per_gpu_hour);
-  root["deepspeed_version"] = s.deepspeed_version;
+  root["deepspeed_version"] = s.deepspeed_version_requested;
   switch (s.framework) {
   case spec::Framework::DEEPSPEED:
     root["deepspeed"] = deepspeed_node(s);

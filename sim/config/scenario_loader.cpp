@@ -326,6 +326,34 @@ void read_measured(FieldReader& m, spec::MeasuredSpec& out)
   out.source = m.get_string("source");
 }
 
+/// deepspeed_version: a minor version from 0.14 to 0.19, each as DeepSpeed's last patch tag of it reads
+/// (data/deepspeed_config_keys.csv). The behaviour modelled is the nearest modelled version at or below it: 0.19, or
+/// 0.16 for 0.14-0.18. 0.14 and 0.15 have no modelled version below them; their defaults of every key zerosim models
+/// match 0.16.9's (tests/unit/config/deepspeed_keys_test.cpp checks it against the table), so they are modelled as
+/// 0.16 with that assumption named in the warnings.
+void read_deepspeed_version(FieldReader& r, spec::Scenario& s)
+{
+  if (const YAML::Node v = r.node()["deepspeed_version"]; v.IsDefined() && v.IsScalar()) {
+    const std::string text = v.Scalar();
+    const bool patch = text.size() > 5 && text.starts_with("0.1") && text[3] >= '4' && text[3] <= '9' &&
+                       text[4] == '.' && text.find_first_not_of("0123456789", 5) == std::string::npos;
+    if (patch)
+      r.fail("deepspeed_version", "give the minor version \"" + text.substr(0, 4) +
+                                      "\", not a patch version (found \"" + text +
+                                      "\"): each minor version is read at its last patch tag (docs/config.md)");
+  }
+  s.deepspeed_version_requested = r.get_enum<std::string>(
+      "deepspeed_version",
+      {{"0.19", "0.19"}, {"0.18", "0.18"}, {"0.17", "0.17"}, {"0.16", "0.16"}, {"0.15", "0.15"}, {"0.14", "0.14"}});
+  s.deepspeed_version = s.deepspeed_version_requested == "0.19" ? "0.19" : "0.16";
+  if (s.deepspeed_version_requested == "0.14" || s.deepspeed_version_requested == "0.15")
+    s.warnings.push_back("deepspeed_version: " + s.deepspeed_version_requested +
+                         " is modelled as 0.16 (no modelled version is older): its defaults of every key zerosim "
+                         "models are 0.16's (data/deepspeed_config_keys.csv); it lacks "
+                         "zero_optimization.stage3_module_granularity_threshold (0, off, in 0.16) and aio.use_gds, "
+                         "and calls aio.intra_op_parallelism thread_count");
+}
+
 spec::Scenario read_scenario(ScenarioDocument& doc)
 {
   require_mapping(doc.root, doc.file);
@@ -340,7 +368,7 @@ spec::Scenario read_scenario(ScenarioDocument& doc)
   spec::Scenario s;
   s.file = doc.file;
   s.name = r.opt_string("name").value_or(fs::path(doc.file).stem().string());
-  s.deepspeed_version = r.get_enum<std::string>("deepspeed_version", {{"0.19", "0.19"}, {"0.16", "0.16"}});
+  read_deepspeed_version(r, s);
 
   FieldReader t = r.req_map("training");
   TrainingRead tr = read_training(t, s.training);
@@ -496,6 +524,8 @@ spec::Scenario load_deepspeed_text(const std::string& ds_text, const std::string
   return guard_yaml(scenario_file, [&] {
     ScenarioDocument doc = make_document(parse_yaml(scenario_text, scenario_file), scenario_file, options);
     require_mapping(doc.root, doc.file);
+    if (ds_file.ends_with(".json"))
+      check_strict_json(ds_text, ds_file);
     YAML::Node ds = guard_yaml(ds_file, [&] { return parse_yaml(ds_text, ds_file); });
     require_mapping(ds, ds_file);
     doc.root["deepspeed"] = ds;

@@ -39,6 +39,7 @@ core::Json meta_json(const spec::Scenario& s, const std::string& network_model)
        {"simgrid_version", ZEROSIM_SIMGRID_VERSION},
        {"network_model", network_model},
        {"deepspeed_version", s.deepspeed_version},
+       {"deepspeed_version_requested", s.deepspeed_version_requested},
        {"software", core::Json::object({{"attention", spec::to_string(s.software.attention)},
                                         {"compile", s.software.compile},
                                         {"torch", s.software.torch},

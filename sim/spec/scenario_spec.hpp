@@ -219,7 +219,10 @@ struct Scenario {
   TrainingSpec training;
   InferenceSpec inference;
   std::optional<double> price_per_gpu_hour;
-  std::string deepspeed_version = "0.19"; ///< "0.19" | "0.16"
+  /// The DeepSpeed version whose behaviour is modelled: "0.19" | "0.16" (the nearest modelled version at or below
+  /// deepspeed_version_requested; docs/config.md "deepspeed_version").
+  std::string deepspeed_version = "0.19";
+  std::string deepspeed_version_requested = "0.19"; ///< as the scenario gives it: "0.14" ... "0.19"
   Framework framework = Framework::DEEPSPEED;
   DeepSpeedSpec deepspeed;
   FsdpSpec fsdp;

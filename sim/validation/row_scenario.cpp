@@ -460,6 +460,7 @@ spec::Scenario build_scenario(const PublishedRow& row, const NodeLoader& load_no
 
   s.framework = fw;
   s.deepspeed_version = "0.19";
+  s.deepspeed_version_requested = "0.19";
   std::ostringstream cfg;
   info.framework = framework_label(row);
   if (fw == spec::Framework::DEEPSPEED) {

@@ -59,8 +59,8 @@ TEST_SUITE("config")
           SCEN + ":9:20: training.flash_attention: expected true or false, found \"maybe\"");
     CHECK(load_error(BASE + "price_per_gpu_hour: -2\n") ==
           SCEN + ":9:21: price_per_gpu_hour: expected a non-negative number, found \"-2\"");
-    CHECK(load_error(BASE + "deepspeed_version: \"0.17\"\n") ==
-          SCEN + ":9:20: deepspeed_version: expected one of 0.19, 0.16, found \"0.17\"");
+    CHECK(load_error(BASE + "deepspeed_version: \"0.20\"\n") ==
+          SCEN + ":9:20: deepspeed_version: expected one of 0.19, 0.18, 0.17, 0.16, 0.15, 0.14, found \"0.20\"");
     CHECK(load_error(BASE + "  seq_len: 2048\n") == SCEN + ":9:3: training.seq_len: duplicate key");
     CHECK(load_error(BASE + "training: 5\n") == SCEN + ":9:1: training: duplicate key");
   }

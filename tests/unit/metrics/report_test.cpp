@@ -213,8 +213,9 @@ TEST_SUITE("report")
           std::vector<std::string>{"compute", "optimizer", "exposed_comm", "exposed_pcie", "exposed_nvme", "idle"});
     CHECK(keys(j.at("cost")) == std::vector<std::string>{"per_step", "to_train"});
     CHECK(keys(j.at("meta")) == std::vector<std::string>{"zerosim_version", "schema_version", "simgrid_version",
-                                                         "network_model", "deepspeed_version", "software",
-                                                         "kernel_data", "calibration", "replay"});
+                                                         "network_model", "deepspeed_version",
+                                                         "deepspeed_version_requested", "software", "kernel_data",
+                                                         "calibration", "replay"});
     // meta.calibration: the profile's path ("none" for the priors alone), its hash and how many parameters it sets.
     CHECK(keys(j.at("meta").at("calibration")) == std::vector<std::string>{"path", "hash", "parameters"});
   }

@@ -1,0 +1,10 @@
+TRAIN_BATCH_SIZE = "train_batch_size"
+TRAIN_BATCH_SIZE_DEFAULT = None
+GRADIENT_CLIPPING = "gradient_clipping"
+GRADIENT_CLIPPING_DEFAULT = 1.0
+FP16 = "fp16"
+FP16_ENABLED = "enabled"
+FP16_ENABLED_DEFAULT = False
+BFLOAT16 = "bf16"
+BFLOAT16_OLD = "bfloat16"
+SPARSE_MODE = "mode"
