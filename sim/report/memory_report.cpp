@@ -114,7 +114,10 @@ std::string framework_line(const spec::Scenario& s)
     return "PyTorch DDP, bucket_cap_mb " + core::format_number(s.ddp.bucket_cap_mb) +
            (s.ddp.no_sync ? ", no_sync over the accumulation" : "");
   const auto& z = s.deepspeed.zero;
-  std::string line = "DeepSpeed " + s.deepspeed_version + ", ZeRO-" + std::to_string(z.stage) + ", offload_optimizer " +
+  const std::string version = s.deepspeed_version_requested == s.deepspeed_version
+                                  ? s.deepspeed_version
+                                  : s.deepspeed_version_requested + " (modelled as " + s.deepspeed_version + ")";
+  std::string line = "DeepSpeed " + version + ", ZeRO-" + std::to_string(z.stage) + ", offload_optimizer " +
                      spec::to_string(z.offload_optimizer.device) + ", offload_param " +
                      spec::to_string(z.offload_param.device);
   if (s.tp() > 1)

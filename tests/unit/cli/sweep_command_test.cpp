@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "core/json.hpp"
+#include "memory/memory_model.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -195,6 +196,50 @@ std::string summary_row(const std::string& rank, const Point& p)
   return row;
 }
 
+/// Issue 29's margin, on recommend's candidates.csv and printed text: every ranked candidate leaves at least
+/// memory::DEFAULT_HEADROOM of its GPU free; the tight ones (fit, less free) have no rank, the text names each one
+/// "tight", and some candidate is tight (so the check is not vacuous). Cells: rank 0, fits 9, tight 10,
+/// gpu_device_bytes 14, capacity_bytes 15.
+void check_headroom(const fs::path& csv_path, const std::string& printed)
+{
+  std::istringstream csv(slurp(csv_path));
+  std::string line;
+  std::getline(csv, line);
+  REQUIRE(line.rfind("rank,gpus,stage,sharding,offload,activation_checkpointing,micro_batch,grad_accum,status,fits,"
+                     "tight,step_time_s,tokens_per_s,tflops_per_gpu_model,gpu_device_bytes,capacity_bytes,",
+                     0) == 0);
+  int ranked = 0, tight = 0;
+  while (std::getline(csv, line)) {
+    std::vector<std::string> cells;
+    std::stringstream ls(line);
+    std::string cell;
+    while (std::getline(ls, cell, ','))
+      cells.push_back(cell);
+    if (cells.size() < 16 || cells[8] != "done")
+      continue; // a status with commas is not a done candidate
+    const double free_share = 1 - std::stod(cells[14]) / std::stod(cells[15]);
+    if (!cells[0].empty()) {
+      ++ranked;
+      CHECK(cells[10] == "false");
+      CHECK(free_share >= zerosim::memory::DEFAULT_HEADROOM);
+    }
+    if (cells[10] == "true") {
+      ++tight;
+      CHECK(cells[0].empty());
+      CHECK(cells[9] == "true");
+      CHECK(free_share < zerosim::memory::DEFAULT_HEADROOM);
+    }
+  }
+  CHECK(ranked > 0);
+  CHECK(tight > 0);
+  const std::string listed = "Tight (fit, but with less than 17.7 % of the GPU free: never ranked; fastest first):";
+  CHECK(printed.find(listed) != std::string::npos);
+  std::size_t shown = 0;
+  for (std::size_t at = printed.find("\n  tight  "); at != std::string::npos; at = printed.find("\n  tight  ", at + 1))
+    ++shown;
+  CHECK(shown == std::min<std::size_t>(static_cast<std::size_t>(tight), 5));
+}
+
 } // namespace
 
 TEST_SUITE("cli")
@@ -224,7 +269,8 @@ TEST_SUITE("cli")
     CHECK(has(printed, "compare: table " + (base / "plot" / "compare.csv").string() + "\n"));
     // The prediction fits the H100s' 80 GB: no warning, every row "yes".
     CHECK_FALSE(has(printed, "does not fit as predicted"));
-    CHECK(std::regex_search(printed, std::regex("reserved +30.89 GiB +[0-9.]+ GiB +[-+][0-9.]+ % +yes +llama3-8b-fsdp-8xh100.yaml +")));
+    CHECK(std::regex_search(
+        printed, std::regex("reserved +30.89 GiB +[0-9.]+ GiB +[-+][0-9.]+ % +yes +llama3-8b-fsdp-8xh100.yaml +")));
     CHECK(has(slurp(base / "stderr"), "tps: tokens per second per GPU"));
     // A log of another batch is named in a warning.
     CHECK(
@@ -252,6 +298,18 @@ TEST_SUITE("cli")
     CHECK(wait_for(spawn({BINARY, "compare", SCENARIO, logs + "megatron-deepspeed-ds-timer-alcf-polaris.log"},
                          (base / "stderr3").string())) == 0);
     CHECK(has(slurp(base / "stderr3"), "no figure left to compare"));
+  }
+
+  // Issue 29's margin on a Llama-2-13B scenario (8 x A100-40GB; recommend searches every ZeRO stage, 2 included).
+  TEST_CASE("recommend: the ranked candidates leave the default headroom free; tight ones are printed as tight")
+  {
+    const fs::path base = fresh_dir("cli-recommend-13b");
+    CHECK(wait_for(spawn({BINARY, "recommend", ZEROSIM_SOURCE_DIR "/scenarios/llama2-13b-hf-ds-config.yaml", "-j", "2",
+                          "--out", (base / "out").string()},
+                         "/dev/null", (base / "stdout").string())) == 0);
+    const std::string printed = slurp(base / "stdout");
+    INFO(printed);
+    check_headroom(base / "out" / "candidates.csv", printed);
   }
 
   TEST_CASE("recommend: the default scenario's winner fits, its scenario.yaml gives the printed figures, and the "
@@ -310,9 +368,10 @@ TEST_SUITE("cli")
       const std::string text = slurp(json);
       REQUIRE(std::regex_search(text, t, std::regex("\"step_time_s\": *([0-9.eE+-]+)")));
       direct.push_back(std::stod(t[1]));
-      CHECK(direct.back() == doctest::Approx(std::stod(c[10])).epsilon(1e-12));
+      CHECK(direct.back() == doctest::Approx(std::stod(c[11])).epsilon(1e-12));
     }
     CHECK(std::is_sorted(direct.begin(), direct.end()));
+    check_headroom(dir / "candidates.csv", printed);
 
     // Priced: ranked by cost per million tokens, the winner's from its step time: 8 GPUs x $2 per GPU-hour x the step's
     // seconds / 3600, over the step's 128 x 4096 = 524,288 tokens.
