@@ -105,6 +105,8 @@ void Summary::add(const Record& r)
   row.memory_gib = number_at(r.result, {"peak_memory_bytes", "gpu_device"}).value_or(0) / GIB;
   row.capacity_gib = number_at(r.result, {"capacity_bytes", "gpu"}).value_or(0) / GIB;
   row.shortfall_gib = number_at(r.result, {"shortfall_bytes"}).value_or(0) / GIB;
+  const core::Json* tight = r.result.contains("tight") ? &r.result["tight"] : nullptr;
+  row.tight = tight != nullptr && tight->is_object() && tight->value("gpu", false);
   if (result_fits(r)) {
     ++fit_count_;
     keep(fit_, std::move(row), most_fit_, true);
@@ -154,7 +156,8 @@ std::string Summary::table() const
   };
   std::size_t rank = 0;
   for (const Row& r : fit)
-    text += front(std::to_string(++rank), std::to_string(r.point), r.values) + figures(r) + "\n";
+    text += front(std::to_string(++rank), std::to_string(r.point), r.values) + figures(r) +
+            (r.tight ? "  tight: within the memory headroom (docs/recommend.md)" : "") + "\n";
   if (fit_count_ > fit.size())
     text += "  ... " + std::to_string(fit_count_ - fit.size()) + " more that fit (sweep.csv)\n";
   for (const Row& r : unfit)

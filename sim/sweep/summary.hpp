@@ -37,6 +37,7 @@ private:
     std::vector<std::string> values;
     double tokens_per_s = 0, step_time_s = 0, tflops = 0, memory_gib = 0, capacity_gib = 0, shortfall_gib = 0;
     std::string status; ///< "done", or why it did not run
+    bool tight = false; ///< fits with less than the headroom free (the run JSON's tight.gpu; docs/recommend.md)
   };
   /// Sorts `rows` best first and keeps the first `most`.
   static void order(std::vector<Row>& rows, bool by_throughput, std::size_t most);

@@ -158,6 +158,7 @@ struct Point {
   std::string mb, stage;
   double tokens_per_s = 0, step_time_s = 0, tflops = 0, memory_gib = 0, capacity_gib = 0, shortfall_gib = 0;
   bool fits = true;
+  bool tight = false; ///< the run JSON's tight.gpu: fits within memory::DEFAULT_HEADROOM
 };
 
 std::vector<Point> points_of(const fs::path& jsonl)
@@ -178,6 +179,7 @@ std::vector<Point> points_of(const fs::path& jsonl)
     p.capacity_gib = r.at("capacity_bytes").at("gpu").get<double>() / GIB;
     p.shortfall_gib = r.at("shortfall_bytes").get<double>() / GIB;
     p.fits = r.at("fits").get<bool>();
+    p.tight = r.at("tight").at("gpu").get<bool>();
     out.push_back(p);
   }
   return out;
@@ -193,6 +195,8 @@ std::string summary_row(const std::string& rank, const Point& p)
                     printed("%.1f", p.memory_gib) + " of " + printed("%.1f GiB", p.capacity_gib);
   if (!p.fits)
     row += "  does not fit: short by " + printed("%.1f GiB", p.shortfall_gib);
+  if (p.tight)
+    row += "  tight: within the memory headroom (docs/recommend.md)";
   return row;
 }
 

@@ -228,6 +228,29 @@ TEST_SUITE("sweep")
     CHECK(second["result"]["step_time_s"].get<double>() > 0);
   }
 
+  // The run JSON's tight.gpu (a fit within memory::DEFAULT_HEADROOM) is named on its row, and only there.
+  TEST_CASE("sweep: the summary marks a point that fits within the memory headroom as tight")
+  {
+    const Plan plan = sixteen_points();
+    Summary summary(plan);
+    for (std::uint64_t p = 0; p < 2; ++p) {
+      Record r;
+      r.point = p;
+      r.values = plan.grid().point(p);
+      r.status = "done";
+      r.result = core::Json::parse("{\"tokens_per_s\":" + std::to_string(10 * (p + 1)) +
+                                   ",\"fits\":true,\"tight\":{\"gpu\":" + (p == 1 ? "true" : "false") +
+                                   ",\"headroom\":0.177}}");
+      summary.add(r);
+    }
+    const std::string t = summary.table();
+    const std::string mark = "  tight: within the memory headroom (docs/recommend.md)\n";
+    REQUIRE(t.find(mark) != std::string::npos);
+    CHECK(t.find(mark) > t.find("\n     1      1")); // point 1 (20 tokens/s) ranks first and is the tight one
+    CHECK(t.find(mark) < t.find("\n     2      0"));
+    CHECK(t.find(mark, t.find(mark) + 1) == std::string::npos);
+  }
+
   TEST_CASE("sweep: the summary keeps the 20 best that fit, the 10 nearest that do not and the first 10 not run")
   {
     // 16 points of the grid, each added twice over (32 records: the summary counts what it is given). Point p fits
