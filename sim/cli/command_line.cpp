@@ -440,6 +440,10 @@ CommandLine parse_command_line(const std::vector<std::string>& args)
         refuse_extra(root, *cmd, extra);
     refuse(e, a.command);
   }
+  // A flag given twice is refused as an option with a value is (CLI11 counts a repeated flag and accepts it).
+  for (const CLI::Option* o : cmd->get_options())
+    if (o->get_expected_max() == 0 && o->count() > 1)
+      usage_error(option_names(*o) + ": given more than once; give it once");
   for (const std::string& extra : cmd->remaining()) {
     if (extra.size() > 1 && extra[0] == '-')
       refuse_extra(root, *cmd, extra);

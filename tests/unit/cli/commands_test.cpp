@@ -238,6 +238,9 @@ TEST_SUITE("cli")
     Result twice = run_zerosim({"sweep", DEFAULT_SCENARIO, "-j", "1", "--jobs", "2"});
     CHECK(twice.status == 2);
     CHECK(twice.err == "zerosim: --jobs: given more than once; give it once (see 'zerosim sweep --help')\n");
+    Result flag_twice = run_zerosim({"memory", DEFAULT_SCENARIO, "--json", "--json"}); // a flag, as an option
+    CHECK(flag_twice.status == 2);
+    CHECK(flag_twice.err == "zerosim: --json: given more than once; give it once (see 'zerosim memory --help')\n");
     Result two = run_zerosim({"run", DEFAULT_SCENARIO, DEFAULT_SCENARIO});
     CHECK(two.status == 2);
     CHECK(two.err == "zerosim: run: expected one SCENARIO, found more than one (see 'zerosim run --help')\n");
