@@ -171,3 +171,48 @@ TEST_CASE("README: the console-block reader takes a command, its continuation, '
   CHECK(b[1].in_file == "r/b.txt");
   CHECK(b[1].expected == std::vector<std::string>{"BM 3"});
 }
+
+namespace {
+
+/// The command lines of the README's "## Quick start" ```sh block, comments cut.
+std::vector<std::string> quick_start(const std::string& readme)
+{
+  const std::vector<std::string> lines = lines_of(readme);
+  std::vector<std::string> out;
+  std::size_t i = 0;
+  while (i < lines.size() && lines[i] != "## Quick start")
+    ++i;
+  while (i < lines.size() && lines[i] != "```sh")
+    ++i;
+  for (++i; i < lines.size() && lines[i] != "```"; ++i) {
+    const std::string command = rstrip(lines[i].substr(0, lines[i].find(" #")));
+    if (!command.empty())
+      out.push_back(command);
+  }
+  return out;
+}
+
+} // namespace
+
+// A newcomer's path (issue 29): the quick start's commands, as the README writes them, run from the repository and
+// exit 0. `tools/dev.sh build` is the step that made the binary this suite runs on, so it is not run again here; the
+// binary the README names, build/sim/zerosim, is this build's (the same path when the build folder is build/).
+TEST_CASE("README: the quick start's commands, run as written from the repository, exit 0")
+{
+  const std::vector<std::string> commands = quick_start(read_file(SRC + "/README.md"));
+  REQUIRE(commands.size() >= 5);
+  CHECK(commands.front() == "tools/dev.sh build");
+  int run = 0;
+  for (const std::string& c : commands) {
+    INFO("$ " << c);
+    if (c.rfind("tools/dev.sh ", 0) == 0)
+      continue;
+    REQUIRE(c.rfind("build/sim/zerosim ", 0) == 0);
+    int status = -1;
+    run_shell("cd '" + SRC + "' && " + ZEROSIM + c.substr(std::string("build/sim/zerosim").size()) + " >/dev/null 2>&1",
+              status);
+    CHECK(status == 0);
+    ++run;
+  }
+  CHECK(run == static_cast<int>(commands.size()) - 1);
+}
