@@ -305,7 +305,7 @@ TEST_SUITE("cli")
   }
 
   // Issue 29's margin on a Llama-2-13B scenario (8 x A100-40GB; recommend searches every ZeRO stage, 2 included).
-  TEST_CASE("recommend: the ranked candidates leave the default headroom free; tight ones are printed as tight")
+  TEST_CASE("recommend: the ranked candidates leave the default headroom free, tight ones are printed as tight")
   {
     const fs::path base = fresh_dir("cli-recommend-13b");
     CHECK(wait_for(spawn({BINARY, "recommend", ZEROSIM_SOURCE_DIR "/scenarios/llama2-13b-hf-ds-config.yaml", "-j", "2",
