@@ -279,6 +279,10 @@ int plot_command(const std::string& dir, std::ostream& out, std::ostream& err)
 {
   Plan plan;
   const std::vector<Record> records = read_sweep(dir, plan);
+  Summary summary(plan); // the ranked table the sweep printed, from its records
+  for (const Record& r : records)
+    summary.add(r);
+  out << summary.table();
   std::string notice;
   const std::vector<PlotFiles> plots = write_plots(dir, plan, records, notice);
   for (const PlotFiles& p : plots)

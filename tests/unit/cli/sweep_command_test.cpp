@@ -443,10 +443,11 @@ TEST_SUITE("cli")
     const fs::path dir = fs::path(ZEROSIM_BINARY_DIR) / "tests-tmp" / "cli-sweep16";
     fs::remove_all(dir);
     fs::create_directories(dir.parent_path());
-    CHECK(wait_for(spawn({BINARY, "sweep", SCENARIO, "--sweep", "training.micro_batch=1..8:x2", "--sweep",
-                          "deepspeed.zero_optimization.stage=2,3", "--sweep",
-                          "deepspeed.zero_optimization.offload_optimizer.device=cpu,none", "-j", "2", "--out",
-                          dir.string()})) == 0);
+    CHECK(wait_for(
+              spawn({BINARY, "sweep", SCENARIO, "--sweep", "training.micro_batch=1..8:x2", "--sweep",
+                     "deepspeed.zero_optimization.stage=2,3", "--sweep",
+                     "deepspeed.zero_optimization.offload_optimizer.device=cpu,none", "-j", "2", "--out", dir.string()},
+                    "/dev/null", (dir.parent_path() / "cli-sweep16.stdout").string())) == 0);
     CHECK(lines(dir / "sweep.csv") == 17); // header and 16 points
     CHECK(lines(dir / "sweep.jsonl") == 16);
     for (const char* plot : {"throughput", "memory", "breakdown"}) {
@@ -473,10 +474,22 @@ TEST_SUITE("cli")
     // One series per stage and offload: four blocks in the data.
     CHECK(has(slurp(dir / "memory.dat"), "# stage 3, offload_optimizer.device none\n"));
 
-    // `zerosim plot DIR` redraws them.
+    // `zerosim plot DIR` redraws them, and prints the ranked summary the sweep printed: the lines before its own
+    // "plot: ..." lines are the first lines of the sweep's output.
     fs::remove(dir / "memory.png");
-    CHECK(wait_for(spawn({BINARY, "plot", dir.string()})) == 0);
+    const fs::path replot = dir.parent_path() / "cli-sweep16-plot.stdout";
+    CHECK(wait_for(spawn({BINARY, "plot", dir.string()}, "/dev/null", replot.string())) == 0);
     CHECK(png_of_size(dir / "memory.png", 900, 600));
+    const std::vector<std::string> swept = lines_of(slurp(dir.parent_path() / "cli-sweep16.stdout"));
+    const std::vector<std::string> plotted = lines_of(slurp(replot));
+    const auto first_plot =
+        std::find_if(plotted.begin(), plotted.end(), [](const std::string& l) { return l.rfind("plot: ", 0) == 0; });
+    const std::vector<std::string> summary(plotted.begin(), first_plot);
+    // The head, the column names, 4 points that fit, the 10 nearest of the 12 that do not and a "... 2 more" line.
+    REQUIRE(summary.size() == 17);
+    REQUIRE(swept.size() >= summary.size());
+    CHECK(std::vector<std::string>(swept.begin(), swept.begin() + static_cast<long>(summary.size())) == summary);
+    CHECK(summary[0].rfind("sweep: 16 points ranked by tokens/s", 0) == 0);
   }
 
   TEST_CASE("sweep: killed halfway, a sweep keeps every finished point, and --resume completes it")
