@@ -104,8 +104,8 @@ std::string fsdp_snippet(const Candidate& c, const spec::Scenario& s)
        << "    offload_policy=" << (s.fsdp.cpu_offload ? "CPUOffloadPolicy()" : "OffloadPolicy()") << ",\n"
        << ")\n";
   } else {
-    py << "# FSDP1: torch.distributed.fsdp.FullyShardedDataParallel(model, **fsdp_kwargs), wrapping each block.\n"
-       << "from torch.distributed.fsdp import ShardingStrategy, CPUOffload\n\n"
+    py << "# FSDP1: FullyShardedDataParallel(model, **fsdp_kwargs), wrapping each block.\n"
+       << "from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy, CPUOffload\n\n"
        << "fsdp_kwargs = dict(\n"
        << "    sharding_strategy=ShardingStrategy." << STRATEGIES[static_cast<int>(s.fsdp.sharding_strategy)] << ",\n"
        << "    cpu_offload=CPUOffload(offload_params=" << (s.fsdp.cpu_offload ? "True" : "False") << "),\n"

@@ -214,7 +214,7 @@ TEST_SUITE("sweep")
     auto shardings = [&](const std::string& torch) {
       sweep::RecommendOptions o;
       o.scenario = fsdp1;
-      o.sets = {"software.torch=" + torch, "cluster.nodes=2"};
+      o.sets = {"software.torch=" + torch, "cluster.nodes=2", "training.micro_batch=1"}; // 16 sequences, 16 GPUs
       std::vector<std::string> out;
       for (const sweep::Candidate& c : sweep::candidates(o))
         if (std::find(out.begin(), out.end(), c.sharding) == out.end())
