@@ -6,37 +6,6 @@
 #include <sstream>
 
 namespace zerosim::config {
-namespace {
-
-/// The fields of one CSV line (RFC 4180 quoting: "a, b" and "" for a quote); false when a quote is left open.
-bool split_csv(const std::string& line, std::vector<std::string>& out)
-{
-  out.assign(1, "");
-  bool quoted = false;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        out.back() += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        out.back() += c;
-      }
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      out.emplace_back();
-    } else {
-      out.back() += c;
-    }
-  }
-  return !quoted;
-}
-
-} // namespace
-
 bool DeepSpeedVersionKeys::describes_children(const std::string& block) const
 {
   const auto it = keys.upper_bound(block + ".");
@@ -81,7 +50,7 @@ DeepSpeedKeyTable read_deepspeed_key_table(const std::string& file)
       header = true;
       continue;
     }
-    if (!split_csv(line, f) || f.size() != 7)
+    if (!split_csv_line(line, f) || f.size() != 7)
       throw core::InputError(where + "expected 7 comma-separated fields (" + HEADER + "), found \"" + line + "\"");
     DeepSpeedVersionKeys& v = t.versions[f[0]];
     if (v.version.empty()) {

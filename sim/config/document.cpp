@@ -153,6 +153,32 @@ bool is_device(const std::string& path)
   return fs::is_character_file(path, ec) || fs::is_block_file(path, ec);
 }
 
+bool split_csv_line(const std::string& line, std::vector<std::string>& out)
+{
+  out.assign(1, "");
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        out.back() += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        out.back() += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      out.emplace_back();
+    } else {
+      out.back() += c;
+    }
+  }
+  return !quoted;
+}
+
 std::string read_text(const std::string& path, bool& ok)
 {
   // A device is no file of text: /dev/zero or /dev/urandom never end, and were read until memory ran out

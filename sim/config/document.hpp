@@ -7,6 +7,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 namespace zerosim::config {
 
@@ -16,6 +17,9 @@ YAML::Node parse_yaml(const std::string& text, const std::string& file);
 bool is_device(const std::string& path);
 /// The bytes of the file at `path`; `ok` false (and "") when it cannot be read, is a folder or is a device.
 std::string read_text(const std::string& path, bool& ok);
+/// The fields of one CSV line into `out` (RFC 4180 quoting: "a, b" and "" for a quote); false when a quote is left
+/// open. The reader of the tables under data/ (deepspeed_config_keys.csv, torch_fsdp_arguments.csv).
+bool split_csv_line(const std::string& line, std::vector<std::string>& out);
 /// Reads and parses a file ("FILE: cannot open file").
 YAML::Node load_yaml_file(const std::string& path);
 

@@ -66,10 +66,33 @@ std::string hf_fsdp_option(const spec::Scenario& s)
   return s.fsdp.cpu_offload ? o + " offload" : o;
 }
 
-/// The FSDP settings of the winner, as Python to paste (PyTorch's FSDP / fully_shard and the Trainer's arguments).
+const char* const STRATEGIES[] = {"FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD", "NO_SHARD"};
+const std::string FSDP_MODULE = "torch.distributed.fsdp";
+
+} // namespace
+
+std::vector<config::TorchFsdpName> fsdp_names(const spec::Scenario& s)
+{
+  if (s.fsdp.reshard_after_forward)
+    return {{FSDP_MODULE, "fully_shard"},
+            {FSDP_MODULE, "CPUOffloadPolicy"},
+            {FSDP_MODULE, "OffloadPolicy"},
+            {"fully_shard", "reshard_after_forward"},
+            {"fully_shard", "offload_policy"}};
+  return {{FSDP_MODULE, "FullyShardedDataParallel"},
+          {FSDP_MODULE, "ShardingStrategy"},
+          {FSDP_MODULE, "CPUOffload"},
+          {"FullyShardedDataParallel", "sharding_strategy"},
+          {"FullyShardedDataParallel", "cpu_offload"},
+          {"FullyShardedDataParallel", "limit_all_gathers"},
+          {"ShardingStrategy", STRATEGIES[static_cast<int>(s.fsdp.sharding_strategy)]},
+          {"CPUOffload", "offload_params"}};
+}
+
 std::string fsdp_snippet(const Candidate& c, const spec::Scenario& s)
 {
-  const char* strategies[] = {"FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD", "NO_SHARD"};
+  config::check_torch_fsdp_names(config::torch_fsdp_table(), fsdp_names(s), s.software.torch,
+                                 "fsdp_settings.py for " + s.file);
   const bool bf16 = s.training.precision == spec::Precision::BF16 || s.training.precision == spec::Precision::AMP_BF16;
   std::ostringstream py;
   py << "# The FSDP configuration zerosim recommend chose (" << c.label() << ").\n";
@@ -81,10 +104,10 @@ std::string fsdp_snippet(const Candidate& c, const spec::Scenario& s)
        << "    offload_policy=" << (s.fsdp.cpu_offload ? "CPUOffloadPolicy()" : "OffloadPolicy()") << ",\n"
        << ")\n";
   } else {
-    py << "# FSDP1: torch.distributed.fsdp.FullyShardedDataParallel(model, **fsdp_kwargs), wrapping each block.\n"
-       << "from torch.distributed.fsdp import ShardingStrategy, CPUOffload\n\n"
+    py << "# FSDP1: FullyShardedDataParallel(model, **fsdp_kwargs), wrapping each block.\n"
+       << "from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy, CPUOffload\n\n"
        << "fsdp_kwargs = dict(\n"
-       << "    sharding_strategy=ShardingStrategy." << strategies[static_cast<int>(s.fsdp.sharding_strategy)] << ",\n"
+       << "    sharding_strategy=ShardingStrategy." << STRATEGIES[static_cast<int>(s.fsdp.sharding_strategy)] << ",\n"
        << "    cpu_offload=CPUOffload(offload_params=" << (s.fsdp.cpu_offload ? "True" : "False") << "),\n"
        << "    limit_all_gathers=" << (s.fsdp.limit_all_gathers ? "True" : "False") << ",\n"
        << ")\n";
@@ -97,6 +120,8 @@ std::string fsdp_snippet(const Candidate& c, const spec::Scenario& s)
      << "): global batch " << s.training.global_batch << " sequences of " << s.training.seq_len << " tokens.\n";
   return py.str();
 }
+
+namespace {
 
 /// The Hugging Face Trainer / Accelerate settings of the winner, as Python to paste.
 std::string hf_snippet(const Candidate& c, const spec::Scenario& s)
@@ -185,7 +210,18 @@ std::vector<Candidate> candidates(const RecommendOptions& o)
     };
     if (s.framework == spec::Framework::FSDP) {
       // FSDP: the sharding (FSDP2's reshard_after_forward when the scenario uses FSDP2, else FSDP1's strategies,
-      // HYBRID_SHARD on more than one node) x CPUOffload; `stage` numbers them in the ZeRO stage they match.
+      // HYBRID_SHARD on more than one node) x CPUOffload; `stage` numbers them in the ZeRO stage they match. The
+      // names fsdp_settings.py would write must exist in software.torch's release (data/torch_fsdp_arguments.csv):
+      // a ShardingStrategy member it lacks is not searched, any other name missing refuses the scenario.
+      const config::TorchFsdpTable& table = config::torch_fsdp_table();
+      std::vector<config::TorchFsdpName> names = fsdp_names(s);
+      std::erase_if(names, [](const config::TorchFsdpName& n) { return n.first == "ShardingStrategy"; });
+      config::check_torch_fsdp_names(table, names, s.software.torch, "recommend: fsdp_settings.py for " + o.scenario);
+      const config::TorchFsdpVersion& torch = *table.for_torch(s.software.torch);
+      auto add_strategy = [&](int stage, const std::string& strategy, const std::string& what, const std::string& off) {
+        if (torch.has({"ShardingStrategy", strategy}))
+          add(stage, "FSDP " + strategy, what, {"fsdp.sharding_strategy=" + strategy, off});
+      };
       for (bool offload : {false, true}) {
         const std::string off = std::string("fsdp.cpu_offload=") + (offload ? "true" : "false");
         const std::string what = offload ? "params cpu (CPUOffload)" : "none";
@@ -193,11 +229,11 @@ std::vector<Candidate> candidates(const RecommendOptions& o)
           add(3, "FSDP2 reshard_after_forward", what, {"fsdp.reshard_after_forward=true", off});
           add(2, "FSDP2 no reshard after forward", what, {"fsdp.reshard_after_forward=false", off});
         } else {
-          add(3, "FSDP FULL_SHARD", what, {"fsdp.sharding_strategy=FULL_SHARD", off});
-          add(2, "FSDP SHARD_GRAD_OP", what, {"fsdp.sharding_strategy=SHARD_GRAD_OP", off});
+          add_strategy(3, "FULL_SHARD", what, off);
+          add_strategy(2, "SHARD_GRAD_OP", what, off);
           if (gpus / gpn > 1)
-            add(3, "FSDP HYBRID_SHARD", what, {"fsdp.sharding_strategy=HYBRID_SHARD", off});
-          add(0, "FSDP NO_SHARD", what, {"fsdp.sharding_strategy=NO_SHARD", off});
+            add_strategy(3, "HYBRID_SHARD", what, off); // not in torch 1.13's ShardingStrategy
+          add_strategy(0, "NO_SHARD", what, off);
         }
       }
       continue;

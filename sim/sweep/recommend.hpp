@@ -6,7 +6,9 @@
 // configuration that fits is written as a ds_config.json, a scenario naming it and a Hugging Face snippet.
 #pragma once
 
+#include "config/torch_fsdp_arguments.hpp"
 #include "memory/memory_model.hpp"
+#include "spec/scenario_spec.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -50,6 +52,16 @@ struct RecommendOptions {
 /// The candidates of the search for `options` (not run). Throws core::InputError for a scenario that is not a
 /// DeepSpeed training run, a GPU count the node size does not divide, or a global batch no candidate can split.
 std::vector<Candidate> candidates(const RecommendOptions& options);
+
+/// The torch names fsdp_settings.py writes for FSDP scenario `s`: the names it imports from torch.distributed.fsdp,
+/// the keyword arguments of FullyShardedDataParallel (FSDP1) or fully_shard (FSDP2), the ShardingStrategy member and
+/// the CPUOffload field, as (module or callable, name) pairs of data/torch_fsdp_arguments.csv.
+std::vector<config::TorchFsdpName> fsdp_names(const spec::Scenario& s);
+
+/// fsdp_settings.py for winner `c` of FSDP scenario `s` (`s` with the winner's settings): the FSDP keyword arguments
+/// and the Trainer's. Throws core::InputError, writing nothing, when a name of fsdp_names(s) does not exist in the
+/// torch release read for s.software.torch (config::check_torch_fsdp_names).
+std::string fsdp_snippet(const Candidate& c, const spec::Scenario& s);
 
 /// Runs the search: prints how many candidates were searched, the ranked ones that fit (step time, tokens/s, TFLOPs
 /// per GPU, memory headroom), the pruned ones with their shortfall; writes DIR/ds_config.json, DIR/scenario.yaml,
