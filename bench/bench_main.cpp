@@ -1,4 +1,4 @@
-// The simulator's own speed (design.md "Speed and scale"; docs/benchmarks.md). Every benchmark
+// The simulator's own speed (docs/design.md "Speed and scale"; docs/benchmarks.md). Every benchmark
 // is one `zerosim run SCENARIO [--set K=V]... --json` end to end, through the same library calls as
 // cli/commands.cpp: load the scenario, build the workload, replay the step, compute the metrics, render the
 // JSON. One iteration is a whole simulation. Counters: the simulated step time, the SimGrid flows the replay

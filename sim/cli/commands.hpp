@@ -1,5 +1,5 @@
 // The command line: argument parsing and dispatch only. Every exception becomes a message and an
-// exit status here (0 done, 1 partly failed, 2 bad input, 3 internal error: scenario-format.md).
+// exit status here (0 done, 1 partly failed, 2 bad input, 3 internal error: docs/scenario-format.md).
 #pragma once
 
 #include <ostream>

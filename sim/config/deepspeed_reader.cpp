@@ -1,5 +1,5 @@
 // The `deepspeed:` block (or ds_config.json): DeepSpeed's code defaults for deepspeed_version
-// (zero-schedule.md §11, §14), "auto" resolved as the Hugging Face Trainer resolves it, batch and precision
+// (docs/deepspeed-schedule.md §11, §14), "auto" resolved as the Hugging Face Trainer resolves it, batch and precision
 // keys checked against training:, keys that are not modelled named in Scenario::warnings.
 #include "config/readers.hpp"
 #include "spec/names.hpp"
@@ -16,7 +16,7 @@ const std::string DTYPE_WHAT = "one of fp32, fp16, bf16";
 
 bool pins_by_default(const spec::Scenario& s)
 {
-  return s.deepspeed_version == "0.19"; // pin_memory False -> True in 0.19 (zero-schedule.md §14)
+  return s.deepspeed_version == "0.19"; // pin_memory False -> True in 0.19 (docs/deepspeed-schedule.md §14)
 }
 
 std::optional<spec::Dtype> read_dtype(FieldReader& r, const std::string& key)
@@ -261,7 +261,7 @@ void no_effect_warnings(spec::Scenario& s)
     s.warnings.push_back(
         "deepspeed.zero_optimization.offload_param.pin_memory: no effect (stage 3 moves the CPU parameter "
         "partitions into a flat buffer it always pins, _create_param_groups_fp16_flat_cpu_memory, and the NVMe "
-        "swap buffers are always pinned: zero-schedule.md §6.2, §8)");
+        "swap buffers are always pinned: docs/deepspeed-schedule.md §6.2, §8)");
   const spec::DsActivationCheckpointingSpec& a = s.deepspeed.activation_checkpointing;
   const std::string base = "deepspeed.activation_checkpointing.";
   if (!checkpoint_block_in_effect(s)) {

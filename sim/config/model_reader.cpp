@@ -1,4 +1,4 @@
-// models/NAME.yaml (scenario-format.md "Model file", docs/config.md).
+// models/NAME.yaml (docs/scenario-format.md "Model file", docs/config.md).
 #include "config/readers.hpp"
 #include "core/text.hpp"
 

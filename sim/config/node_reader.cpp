@@ -1,4 +1,4 @@
-// topologies/NAME.yaml (scenario-format.md "Node file", docs/config.md for the defaults and their sources).
+// topologies/NAME.yaml (docs/scenario-format.md "Node file", docs/config.md for the defaults and their sources).
 #include "config/readers.hpp"
 #include "spec/names.hpp"
 

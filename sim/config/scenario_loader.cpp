@@ -1,4 +1,4 @@
-// scenarios/NAME.yaml (scenario-format.md "Scenario file"; docs/config.md). Reading order, which fixes which
+// scenarios/NAME.yaml (docs/scenario-format.md "Scenario file"; docs/config.md). Reading order, which fixes which
 // problem is reported first: --set, references, cluster.overrides, then top-level keys, training, model,
 // cluster, batch arithmetic, inference, the framework block, sweep, measured.
 #include "config/scenario_loader.hpp"
@@ -72,7 +72,7 @@ TrainingRead read_training(FieldReader& t, spec::TrainingSpec& out)
   return tr;
 }
 
-/// software: (scenario-format.md). training.flash_attention is the shorthand for flash2 | eager when
+/// software: (docs/scenario-format.md). training.flash_attention is the shorthand for flash2 | eager when
 /// software.attention is absent; both given and disagreeing is an error naming both keys.
 void read_software(FieldReader& r, FieldReader& t, spec::Scenario& s)
 {
@@ -319,7 +319,7 @@ void read_measured(FieldReader& m, spec::MeasuredSpec& out)
   std::optional<std::string> def =
       m.opt_enum<std::string>("tflops_definition", {{"model", "model"}, {"hardware", "hardware"}});
   if (out.tflops_per_gpu && !def)
-    m.fail_missing("tflops_definition", "tflops_per_gpu needs it: model or hardware (scenario-format.md \"TFLOPs\")");
+    m.fail_missing("tflops_definition", "tflops_per_gpu needs it: model or hardware (docs/scenario-format.md \"TFLOPs\")");
   out.tflops_definition = def.value_or("");
   if (std::optional<double> pm = m.opt_quantity("peak_memory", UnitKind::BYTES))
     out.peak_memory_bytes = static_cast<std::int64_t>(*pm);

@@ -145,7 +145,7 @@ const Schema& node_schema()
            "host memory kept for the OS and not usable by training (a stated assumption, docs/config.md)"),
        // CPU-Adam DRAM traffic per element: read p, g, m, v (16 B), write p, m, v (12 B).
        key("adam_bytes_per_param", "number > 0", "28",
-           "DRAM bytes moved per CPU-Adam element update: read p, g, m, v, write p, m, v (zero-schedule.md §9.1)")}};
+           "DRAM bytes moved per CPU-Adam element update: read p, g, m, v, write p, m, v (docs/deepspeed-schedule.md §9.1)")}};
   static const Schema nvme{"node.nvme",
                            {key("devices", "integer >= 0", "0", "NVMe devices; 0 = none"),
                             key("read", "bandwidth", "required when devices > 0", "per device"),
@@ -191,7 +191,7 @@ const Schema& offload_optimizer_schema()
            "every NVMe drive of the node (docs/engine.md \"NVMe\")",
            nullptr, N),
        key("buffer_count", "integer >= 0", "4", "swap buffers (NVMe)"),
-       key("pin_memory", "bool", "0.19: true; 0.16: false", "page-locked host buffers (zero-schedule.md §14)"),
+       key("pin_memory", "bool", "0.19: true; 0.16: false", "page-locked host buffers (docs/deepspeed-schedule.md §14)"),
        key("pipeline_read", "bool", "false", "overlap the next sub-group's NVMe read with the step"),
        key("pipeline_write", "bool", "false", "overlap the previous sub-group's NVMe write with the step"),
        key("fast_init", "bool", "false",
@@ -225,7 +225,7 @@ const Schema& offload_param_schema()
        key("max_in_cpu", "element count", "1e9", "parameter elements kept in CPU memory with NVMe offload"),
        key("pin_memory", "bool", "0.19: true; 0.16: false",
            "training: no effect (named in warnings when not the default): stage 3 always pins its CPU parameter "
-           "flat buffer and the NVMe swap buffers (zero-schedule.md §6.2, §8); inference: pins the CPU "
+           "flat buffer and the NVMe swap buffers (docs/deepspeed-schedule.md §6.2, §8); inference: pins the CPU "
            "parameter partitions (docs/inference.md)")}};
   return s;
 }
@@ -280,7 +280,7 @@ const Schema& zero_optimization_schema()
        unmodelled("mics_shard_size", "integer", "-1", "MiCS sharding"),
        unmodelled("zenflow", "mapping", "none", "ZenFlow asynchronous CPU updates"),
        ignored("mics_hierarchical_params_gather", "only with MiCS"),
-       ignored("allgather_partitions", "read by no code path (zero-schedule.md §11)"),
+       ignored("allgather_partitions", "read by no code path (docs/deepspeed-schedule.md §11)"),
        ignored("load_from_fp32_weights", "checkpoint loading"),
        ignored("elastic_checkpoint", "checkpoint format"),
        ignored("stage3_gather_16bit_weights_on_model_save", "model saving"),
@@ -505,7 +505,7 @@ const Schema& scenario_schema()
       "cluster.network",
       {key("nic_bandwidth", "bandwidth", "the node's nics.bandwidth", "per NIC, per direction"),
        key("nics_per_node", "integer >= 1", "the node's nics.count", "NICs used per node"),
-       // NCCL src/graph/tuning.cc hwLat[NCCL_HW_NET], Tree/LL: 5.0 us; also the example of scenario-format.md.
+       // NCCL src/graph/tuning.cc hwLat[NCCL_HW_NET], Tree/LL: 5.0 us; also the example of docs/scenario-format.md.
        key("latency", "time", "5 us",
            "one-way NIC-to-NIC; NCCL's network base latency (tuning.cc hwLat[NET], Tree LL)"),
        key("oversubscription", "number >= 1", "1", "fabric oversubscription; 1 = non-blocking fat tree"),
@@ -526,7 +526,7 @@ const Schema& scenario_schema()
        key("micro_batch", "integer >= 1", "1 (or the DeepSpeed block's)", "samples per GPU per micro-step"),
        key("grad_accum", "integer >= 1", "1 (or the DeepSpeed block's)", "micro-steps per step; or global_batch"),
        key("global_batch", "integer >= 1", "micro_batch x grad_accum x GPUs", "samples per step; or grad_accum"),
-       key("precision", "one of bf16, fp16, amp_bf16, amp_fp16, fp32", "bf16", "see scenario-format.md"),
+       key("precision", "one of bf16, fp16, amp_bf16, amp_fp16, fp32", "bf16", "see docs/scenario-format.md"),
        key("activation_checkpointing", "one of none, full, selective, per_op", "none",
            "recomputation: full (every block), selective (Megatron's attention core), per_op (torchtitan's policy)"),
        key("flash_attention", "bool", "true",

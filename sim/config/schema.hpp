@@ -3,7 +3,7 @@
 // exactly these keys (their unknown-key errors list them), `--set` and `sweep` paths are checked against
 // them, `zerosim describe` prints them (docs/config.md holds that print), and a default that is a value is
 // applied from here: the readers' get_* reads (yaml_reader.hpp) read default_text as if it were written in the
-// file. One source of truth (style-anchors.md §7.3.8); tests/unit/config/schema_test.cpp checks the readers, the
+// file. One source of truth (docs/style.md §7.3.8); tests/unit/config/schema_test.cpp checks the readers, the
 // resolved writer and docs/config.md against it.
 #pragma once
 

@@ -1,5 +1,5 @@
 // The JSON vocabulary of zerosim: nlohmann's JSON with ordered objects (keys keep their insertion order, which the
-// contract of scenario-format.md fixes), one rule for numbers, and the one way to write it. The rest of the code
+// contract of docs/scenario-format.md fixes), one rule for numbers, and the one way to write it. The rest of the code
 // says core::Json and core::dump_json, never nlohmann.
 #pragma once
 

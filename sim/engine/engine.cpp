@@ -73,7 +73,7 @@ Timeline simulate(const spec::Scenario& s, const workload::Workload& w, const En
     t.reuse = AccumulationReuse{g, g, 0, 0, t.step_time_s};
     return t;
   }
-  // Accumulation reuse (design.md "Speed and scale"): the middle micro-steps run the same program from the
+  // Accumulation reuse (docs/design.md "Speed and scale"): the middle micro-steps run the same program from the
   // same state, so the replay simulated micro-steps 0 .. k-2 and g-1, and each of the g - k others adds the
   // period between the first starts of micro-steps k-2 and g-1 (consecutive in the simulated timeline).
   // docs/engine.md.

@@ -16,7 +16,7 @@ namespace zerosim::engine {
 enum class Replay {
   AUTO,      ///< symmetric when the job is homogeneous data parallelism over more than one node, else full
   FULL,      ///< every rank of every node
-  SYMMETRIC, ///< node 0's ranks; the other nodes stand behind its NICs (design.md "Speed and scale")
+  SYMMETRIC, ///< node 0's ranks; the other nodes stand behind its NICs (docs/design.md "Speed and scale")
 };
 
 /// The collective choices a run may force (NCCL_ALGO, NCCL_PROTO, a hierarchical decomposition). Whether NCCL's

@@ -60,7 +60,7 @@ StepReplay::StepReplay(const spec::Scenario& s, const workload::Workload& w, con
   copts_.busbw_factor_pcie = s.calibration.factor("busbw.pcie");
   copts_.busbw_factor_net = s.calibration.factor("busbw.net");
   // Flows of one phase between the same two GPUs (several channels through one NVLink pair) are one
-  // flow: the same bytes over the same route, fewer flows for the solver (design.md "Speed and scale").
+  // flow: the same bytes over the same route, fewer flows for the solver (docs/design.md "Speed and scale").
   copts_.merge_channels = true;
   serialize_communicators_ = s.mechanisms.communicator;
   // Interference (docs/engine.md "Interference"): an NCCL kernel holds one SM per CTA (one CTA per channel) for
@@ -77,7 +77,7 @@ StepReplay::StepReplay(const spec::Scenario& s, const workload::Workload& w, con
   }
 
   // The simulated ranks and their graphs; every duration is computed here, before SimGrid runs, so that
-  // no exception can come out of a completion callback (simgrid-notes.md §7.4).
+  // no exception can come out of a completion callback (docs/simgrid-notes.md §7.4).
   const int simulated_nodes = symmetric_ ? 1 : c.nodes;
   if (!given.empty() && given.size() != static_cast<std::size_t>(simulated_nodes * G_))
     throw std::logic_error("simulate_graphs: " + std::to_string(given.size()) + " graphs for " +
@@ -220,7 +220,7 @@ Timeline StepReplay::run()
   int argc = static_cast<int>(argv.size());
   sg4::Engine e(&argc, argv.data());
   platform::configure_network_model();
-  t0_ = sg4::Engine::get_clock(); // the clock is not reset between engines of one process (simgrid-notes.md §4)
+  t0_ = sg4::Engine::get_clock(); // the clock is not reset between engines of one process (docs/simgrid-notes.md §4)
 
   platform::PlatformOptions po;
   po.cpu_core_flops = compute::cpu_core_flops(s_.cluster.node.cpu);
@@ -232,7 +232,7 @@ Timeline StepReplay::run()
   static bool registered = false;
   if (!registered) {
     // Signals are static and cannot be disconnected: register once per process and dispatch to the
-    // replay that is running (simgrid-notes.md §4.5).
+    // replay that is running (docs/simgrid-notes.md §4.5).
     sg4::Activity::on_completion_cb([](const sg4::Activity& a) {
       if (g_active != nullptr)
         g_active->on_complete(a);
@@ -379,7 +379,7 @@ sg4::ExecPtr StepReplay::exec(Token& tok, sg4::Host* h, double amount, int threa
 
 void StepReplay::flow(Token& tok, sg4::Host* src, sg4::Host* dst, double bytes)
 {
-  // Hosts are set last: set_destination starts the communication (simgrid-notes.md §7.2).
+  // Hosts are set last: set_destination starts the communication (docs/simgrid-notes.md §7.2).
   sg4::CommPtr cm = sg4::Comm::sendto_init();
   cm->set_payload_size(static_cast<std::uint64_t>(std::ceil(std::max(1.0, bytes)))); // a message is at least one byte
   cm->set_source(src);

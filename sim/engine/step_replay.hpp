@@ -52,7 +52,7 @@ struct Token {
   int index = 0;                  ///< jobs_ (TASK_PART) or colls_ (COLL_*) index
   int track_a = -1, track_b = -1; ///< trace tracks the activity occupies
   std::string label;
-  sg4::ActivityPtr activity; ///< kept alive until the activity completes (simgrid-notes.md §7.1)
+  sg4::ActivityPtr activity; ///< kept alive until the activity completes (docs/simgrid-notes.md §7.1)
 };
 
 /// A task made of several activities (a flow and an execution, say): it ends when all have ended.
@@ -204,7 +204,7 @@ private:
   bool draining_ = false;
 };
 
-/// The replay SimGrid's static completion signal dispatches to (one engine per process: simgrid-notes.md).
+/// The replay SimGrid's static completion signal dispatches to (one engine per process: docs/simgrid-notes.md).
 extern StepReplay* g_active;
 
 } // namespace zerosim::engine::replay

@@ -46,7 +46,7 @@ struct TrackInterval {
   std::string name; ///< the task it serves
 };
 
-/// Accumulation reuse (design.md "Speed and scale"): the middle micro-steps are identical, so the replay
+/// Accumulation reuse (docs/design.md "Speed and scale"): the middle micro-steps are identical, so the replay
 /// simulates the first few and the last (engine::REUSE_SIMULATED_MICRO_STEPS) and each of the others adds one
 /// period. `repeated() == 0`: every micro-step was simulated.
 struct AccumulationReuse {

@@ -1,4 +1,4 @@
-// DeepSpeed's model-states memory estimators, to the letter (zero-schedule.md §10.2): the same
+// DeepSpeed's model-states memory estimators, to the letter (docs/deepspeed-schedule.md §10.2): the same
 // arithmetic, the same int() truncations, the same additional_buffer_factor 1.5, the same GiB (/2**30)
 // table. Model states only: no activations, no communication buffers, no allocator overhead (see
 // docs/memory.md for how this differs from the full replay in memory_model.hpp).
@@ -13,7 +13,7 @@ namespace zerosim::memory {
 
 /// DeepSpeed's default `additional_buffer_factor` of both estimators (stage_1_and_2.py, stage3.py).
 inline constexpr double ADDITIONAL_BUFFER_FACTOR = 1.5;
-/// The estimators print bytes / 2**30 with the unit written "GB" (zero-schedule.md §10.2).
+/// The estimators print bytes / 2**30 with the unit written "GB" (docs/deepspeed-schedule.md §10.2).
 inline constexpr double BYTES_PER_GIB = 1073741824.0;
 
 /// What one estimator call returns (bytes). `largest_layer_memory` is stage 3 only (4 x largest layer).
@@ -23,7 +23,7 @@ struct ModelStatesEstimate {
   std::int64_t largest_layer_memory = 0; ///< bytes; 0 for the ZeRO-2 estimator
 };
 
-/// `stage_1_and_2.py:estimate_zero2_model_states_mem_needs` (zero-schedule.md §10.2), verbatim:
+/// `stage_1_and_2.py:estimate_zero2_model_states_mem_needs` (docs/deepspeed-schedule.md §10.2), verbatim:
 ///   cpu_offload: gpu = 2Ψ; cpu = Ψ · max(4·total_gpus, 16) · abf
 ///   otherwise:   gpu = 2Ψ + int(18Ψ / total_gpus); cpu = Ψ · 4 · gpus_per_node · abf
 /// both returned through int().
@@ -34,13 +34,13 @@ ModelStatesEstimate estimate_zero2_model_states_mem_needs(std::int64_t total_par
 /// The OLDER ZeRO-2 (no offload) GPU formula that DeepSpeed's docs/code-docs/source/memory.rst still
 /// prints and describes: gpu = 4Ψ + int(16Ψ / total_gpus) (2 lp params + 2 lp grads replicated, 16 bytes of
 /// fp32 states partitioned). It gives the 15.93 GiB of memory.rst's t5-3b example where the current code
-/// gives 11.28 GiB (zero-schedule.md §10.2). The CPU term is the current code's no-offload term (memory.rst
+/// gives 11.28 GiB (docs/deepspeed-schedule.md §10.2). The CPU term is the current code's no-offload term (memory.rst
 /// prints the same 127.48 GiB). Kept only to reproduce that published figure; the code is authoritative.
 ModelStatesEstimate
 estimate_zero2_model_states_mem_needs_older(std::int64_t total_params, int num_gpus_per_node = 1, int num_nodes = 1,
                                             double additional_buffer_factor = ADDITIONAL_BUFFER_FACTOR);
 
-/// `stage3.py:estimate_zero3_model_states_mem_needs` (zero-schedule.md §10.2), verbatim, including
+/// `stage3.py:estimate_zero3_model_states_mem_needs` (docs/deepspeed-schedule.md §10.2), verbatim, including
 /// gpus_factor = 1/num_nodes in the CPU terms and the int() truncations.
 ModelStatesEstimate estimate_zero3_model_states_mem_needs(std::int64_t total_params, std::int64_t largest_layer_params,
                                                           int num_gpus_per_node = 1, int num_nodes = 1,

@@ -14,7 +14,7 @@ namespace zerosim::memory {
 namespace {
 
 /// nvme_path the ladder's NVMe rung writes when the scenario has none: a placeholder mount point that
-/// tells the user where a local NVMe file system must be mounted (scenario-format.md "Command line").
+/// tells the user where a local NVMe file system must be mounted (docs/scenario-format.md "Command line").
 constexpr const char* LADDER_NVME_PATH = "/local_nvme";
 
 std::int64_t round_up(std::int64_t bytes, std::int64_t unit)
@@ -184,7 +184,7 @@ void settle_gpu_terms(const spec::Scenario& s, const spec::TaskGraph& g, const s
   r.cpu_pinned_per_node = ranks_per_node * r.cpu_pinned_per_rank;
   r.nvme_per_node = ranks_per_node * r.nvme_per_rank;
 
-  // Capacities and the verdict (scenario-format.md "Results").
+  // Capacities and the verdict (docs/scenario-format.md "Results").
   const auto& node = s.cluster.node;
   r.gpu_capacity = node.gpu.memory_bytes;
   r.cpu_capacity = node.cpu.memory_bytes - node.cpu.reserved_bytes;
@@ -565,7 +565,7 @@ std::vector<std::pair<std::string, spec::Scenario>> ladder_scenarios(const spec:
   auto& z = cur.deepspeed.zero;
   auto set_stage = [&](int stage) {
     z.stage = stage;
-    if (!z.overlap_comm_given) // DeepSpeed's default follows the stage (zero-schedule.md §11)
+    if (!z.overlap_comm_given) // DeepSpeed's default follows the stage (docs/deepspeed-schedule.md §11)
       z.overlap_comm = stage == 3;
   };
   // 3. ZeRO stage 2 (skipped at stage 2 or 3: never a step back).
@@ -602,7 +602,7 @@ std::vector<std::pair<std::string, spec::Scenario>> ladder_scenarios(const spec:
                   ? z.offload_optimizer.nvme_path
                   : z.offload_optimizer.nvme_path + " and " + z.offload_param.nvme_path;
     change += ")";
-    // Every NVMe-resident partition must fit one swap buffer (DeepSpeed asserts it, zero-schedule.md §8): raise
+    // Every NVMe-resident partition must fit one swap buffer (DeepSpeed asserts it, docs/deepspeed-schedule.md §8): raise
     // offload_param.buffer_size to the largest partition, ⌈largest tensor / N⌉, as DeepSpeed users do.
     // (Only for a scenario with a model: the rung list alone is computed for bare scenarios too.)
     const std::int64_t dp = std::max(1, cur.dp());

@@ -56,7 +56,7 @@ inline bool is_tight(double device, double capacity, double headroom)
 }
 
 struct MemoryReport {
-  // peak_memory_bytes (scenario-format.md "Results")
+  // peak_memory_bytes (docs/scenario-format.md "Results")
   std::int64_t gpu = 0;          ///< max over the step of the live sum on one GPU (torch max allocated)
   std::int64_t gpu_reserved = 0; ///< peak of the caching allocator's segments (torch max reserved)
   std::int64_t gpu_device = 0;   ///< + CUDA context and NCCL buffers (stated model)
@@ -152,7 +152,7 @@ AllocatorReplay replay_allocator(const spec::TaskGraph& g, const std::vector<Rep
                                  std::int64_t device_limit_bytes,
                                  std::vector<std::int64_t>* reserved_at_samples = nullptr);
 
-/// The caching allocator's events at simulated times (design.md "Memory": `zerosim run` replays at simulated times):
+/// The caching allocator's events at simulated times (docs/design.md "Memory": `zerosim run` replays at simulated times):
 /// issue order (the host allocates and frees when it reaches a task; `clock` issue times are in issue order), with
 /// every buffer the framework frees with record_stream (Buffer::record_stream) by a task of another stream than the
 /// one that allocated it freed `deferred`, and its RELEASE
@@ -192,7 +192,7 @@ MemoryReport replay_memory(const spec::Scenario& s, const spec::TaskGraph& g);
 /// Workload, schedule and replay for `s`.
 MemoryReport analyze_memory(const spec::Scenario& s);
 
-/// One rung of the seed's ladder (scenario-format.md "Command line"), applied cumulatively.
+/// One rung of the seed's ladder (docs/scenario-format.md "Command line"), applied cumulatively.
 struct LadderStep {
   std::string change;      ///< e.g. "activation_checkpointing: full"
   spec::Scenario scenario; ///< with this and every earlier rung applied

@@ -483,7 +483,7 @@ RunMetrics compute_metrics(const spec::Scenario& s, const workload::Workload& w,
     m.step_time_s = step;
     m.micro_steps = s.training.grad_accum;
 
-    // Throughput (scenario-format.md "Results"): the global batch of one optimizer step.
+    // Throughput (docs/scenario-format.md "Results"): the global batch of one optimizer step.
     const auto samples = static_cast<double>(s.training.global_batch);
     m.samples_per_s = samples / step;
     m.tokens_per_s = samples * s.training.seq_len / step;
@@ -549,7 +549,7 @@ RunMetrics compute_metrics(const spec::Scenario& s, const workload::Workload& w,
   const engine::RankTimeline& rt = t.ranks[worst];
   m.timeline_rank = rt.rank;
   m.memory_device_time = replay_memory_timed(s, rt);
-  // Reserved at simulated times (design.md "Memory", docs/memory.md §2.1): the caching allocator replayed where the
+  // Reserved at simulated times (docs/design.md "Memory", docs/memory.md §2.1): the caching allocator replayed where the
   // host issues the tasks, each block another stream used (record_stream) reusable only once that stream's work on it
   // is done. The simulated rank with the largest allocated peak stands for the reported one.
   // Without a record_stream buffer the replay at simulated times is the issue-order one: nothing to redo.

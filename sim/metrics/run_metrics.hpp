@@ -1,4 +1,4 @@
-// From a replayed step to the figures of scenario-format.md "Results": step time, tokens/s, TFLOPs
+// From a replayed step to the figures of docs/scenario-format.md "Results": step time, tokens/s, TFLOPs
 // per GPU (model and hardware), MFU and HFU, the time breakdown by its priority rule, peak memory from
 // the allocation events at their simulated times, time to train and cost. No SimGrid. docs/outputs.md.
 #pragma once
@@ -15,7 +15,7 @@
 
 namespace zerosim::metrics {
 
-/// The keys of time_breakdown_s, highest priority first (scenario-format.md "Results").
+/// The keys of time_breakdown_s, highest priority first (docs/scenario-format.md "Results").
 enum class BreakdownKey { COMPUTE, OPTIMIZER, EXPOSED_COMM, EXPOSED_PCIE, EXPOSED_NVME, IDLE };
 inline constexpr int BREAKDOWN_KEY_COUNT = 6;
 
@@ -126,7 +126,7 @@ struct RunMetrics {
   int micro_steps = 0;
   double tokens_per_s = 0;
   double samples_per_s = 0;
-  double tflops_model = 0; ///< per GPU (scenario-format.md)
+  double tflops_model = 0; ///< per GPU (docs/scenario-format.md)
   double tflops_hardware = 0;
   double mfu = 0;
   double hfu = 0;

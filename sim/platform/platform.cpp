@@ -18,7 +18,7 @@ void configure_network_model()
 {
   // The model itself (CM02: plain max-min, bandwidth and latency factors 1) is chosen on the engine's
   // command line (engine.cpp), which SimGrid reads only in the first engine of a process; the numbers
-  // below are global and persist, so they are set again for every engine (simgrid-notes.md §4).
+  // below are global and persist, so they are set again for every engine (docs/simgrid-notes.md §4).
   sg4::Engine::set_config("network/crosstraffic", false); // no 5 % reverse-direction load per flow
   sg4::Engine::set_config("network/TCP-gamma", 0.0);      // no TCP window cap: RDMA and NVLink have none
   // weight-S only adds to a flow's sharing penalty, which CM02 sets to the route's latency: 0 here, and the
@@ -110,7 +110,7 @@ NodeParts build_node(sg4::NetZone* zone, const spec::ClusterSpec& c, double cpu_
       p.nvlink.push_back(duplex(zone, pre + "nvlink_gpu" + std::to_string(g), nd.nvlink.bandwidth_Bps,
                                 nd.nvlink.latency_s, link_latency_));
   }
-  // NICs hang off the PCIe switches in order (scenario-format.md); each side of a NIC-to-NIC hop carries half
+  // NICs hang off the PCIe switches in order (docs/scenario-format.md); each side of a NIC-to-NIC hop carries half
   // of the one-way latency of cluster.network.latency.
   for (int k = 0; k < nics; ++k) {
     p.nic.push_back(duplex(zone, pre + "nic" + std::to_string(k), c.network.nic_bandwidth_Bps, c.network.latency_s / 2,

@@ -1,5 +1,5 @@
-// The SimGrid platform of a cluster, built in code from its spec (design.md "platform",
-// simgrid-notes.md §2): per node, one host per GPU, the host CPU (cores) and a host standing for its
+// The SimGrid platform of a cluster, built in code from its spec (docs/design.md "platform",
+// docs/simgrid-notes.md §2): per node, one host per GPU, the host CPU (cores) and a host standing for its
 // DRAM behind a SHARED link that CPU work and every DMA into host memory cross; NVLink per GPU (split
 // duplex, through a non-blocking NVSwitch that is not a link of its own), the PCIe tree (a link per GPU,
 // a link per switch uplink to the root complex, NICs and NVMe devices on the switches in order), NICs

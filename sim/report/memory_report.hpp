@@ -1,4 +1,4 @@
-// The memory report for people (a table) and for programs (the JSON keys of scenario-format.md).
+// The memory report for people (a table) and for programs (the JSON keys of docs/scenario-format.md).
 #pragma once
 
 #include "core/json.hpp"
@@ -14,7 +14,7 @@ namespace zerosim::report {
 /// "buffers", "other".
 const char* memory_category_key(int c);
 
-/// Result metadata (`meta` of scenario-format.md). `network_model` names the model used, or says none was.
+/// Result metadata (`meta` of docs/scenario-format.md). `network_model` names the model used, or says none was.
 core::Json meta_json(const spec::Scenario& s, const std::string& network_model);
 
 /// One JSON object: scenario, gpus, dp, params, peak_memory_bytes, memory_breakdown_bytes, fits,

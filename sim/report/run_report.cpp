@@ -99,7 +99,7 @@ core::Json run_json(const spec::Scenario& s, const run::RunResult& result)
   core::Json meta = meta_json(s, t.network_model);
   meta["replay"] = t.replay;
 
-  // The contract (scenario-format.md "Results"), in its order.
+  // The contract (docs/scenario-format.md "Results"), in its order.
   core::Json j = core::Json::object(
       {{"scenario", s.name},
        {"gpus", s.cluster.total_gpus()},

@@ -1,4 +1,4 @@
-// `zerosim run`'s outputs: the JSON of scenario-format.md "Results" (a contract), the human summary,
+// `zerosim run`'s outputs: the JSON of docs/scenario-format.md "Results" (a contract), the human summary,
 // and the Chrome trace-event JSON (Perfetto): one track per GPU stream, PCIe direction, NIC, the CPU
 // and NVMe device. docs/outputs.md.
 #pragma once

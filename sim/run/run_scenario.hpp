@@ -18,7 +18,7 @@ struct RunResult {
   workload::Workload workload;
   engine::Timeline timeline;
   metrics::RunMetrics metrics;
-  /// The seed's ladder when the step does not fit (scenario-format.md "Command line"): each rung judged by the
+  /// The seed's ladder when the step does not fit (docs/scenario-format.md "Command line"): each rung judged by the
   /// issue-order replay, as `zerosim memory` judges it, without a new simulation. Empty when it fits.
   std::vector<memory::LadderStep> ladder;
 };

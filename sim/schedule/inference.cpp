@@ -1,7 +1,7 @@
 // Inference (training.mode: inference): the forward passes of one Hugging Face generate() request as one task
 // graph. DeepSpeed ZeRO stage 3 without an optimizer is ZeRO-Inference: every pass fetches every non-persistent
 // parameter again, from its GPU partition, the CPU (offload_param cpu) or NVMe (offload_param nvme); stages 0-2
-// keep a replica on every GPU. docs/inference.md; zero-schedule.md §5.1-§5.4 (partitioning, trace, fetch,
+// keep a replica on every GPU. docs/inference.md; docs/deepspeed-schedule.md §5.1-§5.4 (partitioning, trace, fetch,
 // prefetch, release), §6.2 (CPU parameters), §8 (NVMe parameters).
 #include "schedule/inference.hpp"
 #include "schedule/offload.hpp"
@@ -161,7 +161,7 @@ void check_inference(const spec::Scenario& s, const workload::Workload& w, int r
     throw core::UnsupportedError(
         where + ": deepspeed.zero_optimization.offload_param.device " + device_name(z.offload_param.device) +
         " with stage " + std::to_string(z.stage) +
-        ": parameter offload is ZeRO stage 3's (ZeRO-Inference, zero-schedule.md §6.2, §8); use stage 3");
+        ": parameter offload is ZeRO stage 3's (ZeRO-Inference, docs/deepspeed-schedule.md §6.2, §8); use stage 3");
   if (s.inference.batch < 1)
     throw core::InputError(where + ": inference.batch: expected >= 1, found " + std::to_string(s.inference.batch));
   if (s.inference.prompt_tokens < 1)

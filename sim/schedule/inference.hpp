@@ -1,5 +1,5 @@
 // Internal to the schedule component: the inference request (training.mode: inference) as a task graph.
-// docs/inference.md describes the graph; zero-schedule.md is cited as "§n".
+// docs/inference.md describes the graph; docs/deepspeed-schedule.md is cited as "§n".
 #pragma once
 
 #include "schedule/schedule_builder.hpp"

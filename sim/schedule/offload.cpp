@@ -1,4 +1,4 @@
-// Offload paths: ZeRO-Offload for stage 1/2 (zero-schedule.md §3.6), stage 3 CPU offload (§6.1,
+// Offload paths: ZeRO-Offload for stage 1/2 (docs/deepspeed-schedule.md §3.6), stage 3 CPU offload (§6.1,
 // §6.2), the NVMe optimizer swapper (§7) and NVMe parameter placement (§8).
 #include "schedule/offload.hpp"
 
@@ -101,7 +101,7 @@ void check_swap_buffer_fits(const Builder& b, std::size_t p, std::int64_t part)
     throw core::InputError(scenario_label(b.s) +
                            ": deepspeed.zero_optimization.offload_param.buffer_size: " + std::to_string(size) +
                            " elements, but the partition of " + b.params[p].name + " has " + std::to_string(part) +
-                           " (each NVMe partition must fit one swap buffer, zero-schedule.md §8)");
+                           " (each NVMe partition must fit one swap buffer, docs/deepspeed-schedule.md §8)");
 }
 
 Stage3Offload stage3_plan(const Builder& b, const std::vector<std::int64_t>& part, const std::vector<char>& persistent)
@@ -158,7 +158,7 @@ Stage3Offload stage3_plan(const Builder& b, const std::vector<std::int64_t>& par
       throw core::InputError(
           "deepspeed.zero_optimization.offload_optimizer.buffer_count: " + std::to_string(oo.buffer_count) +
           " swap buffers, the NVMe optimizer swapper needs " + std::to_string(needed) +
-          " (4 per sub-group in flight, zero-schedule.md §7); DeepSpeed "
+          " (4 per sub-group in flight, docs/deepspeed-schedule.md §7); DeepSpeed "
           "fails with \"ran out of swap buffers, try increasing 'buffer_count'\"");
   }
 

@@ -1,6 +1,6 @@
 // Internal to the schedule component: the state and helpers every stage builder shares
 // (dtype sizes, parameter table, task and buffer creation, host waits, per-layer compute).
-// zero-schedule.md is cited as "§n"; docs/schedule.md describes the resulting graphs.
+// docs/deepspeed-schedule.md is cited as "§n"; docs/schedule.md describes the resulting graphs.
 #pragma once
 
 #include "schedule/checkpointing.hpp"

@@ -1,5 +1,5 @@
 // ZeRO stage 0: plain data parallel with DeepSpeed's FP16_Optimizer (bf16/fp16) or the plain
-// torch optimizer (fp32) (zero-schedule.md §1.2, §2).
+// torch optimizer (fp32) (docs/deepspeed-schedule.md §1.2, §2).
 #include "schedule/schedule_builder.hpp"
 
 namespace zerosim::schedule::detail {

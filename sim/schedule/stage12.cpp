@@ -1,4 +1,4 @@
-// ZeRO stages 1 and 2 (DeepSpeedZeroOptimizer, zero-schedule.md §3), with ZeRO-Offload (§3.6).
+// ZeRO stages 1 and 2 (DeepSpeedZeroOptimizer, docs/deepspeed-schedule.md §3), with ZeRO-Offload (§3.6).
 #include "schedule/offload.hpp"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// ZeRO stage 3 (DeepSpeedZeroOptimizer_Stage3 + the parameter coordinator, zero-schedule.md §5),
+// ZeRO stage 3 (DeepSpeedZeroOptimizer_Stage3 + the parameter coordinator, docs/deepspeed-schedule.md §5),
 // with its CPU/NVMe offload placements (§6-§8, offload.cpp).
 #include "schedule/offload.hpp"
 #include "schedule/stage3_fetch.hpp"

@@ -1,5 +1,5 @@
 // Stage 3's partitioning and the parameter coordinator steps shared by the training step and ZeRO-Inference
-// (zero-schedule.md §5.1-§5.3).
+// (docs/deepspeed-schedule.md §5.1-§5.3).
 #include "schedule/stage3_fetch.hpp"
 
 #include <algorithm>

@@ -30,23 +30,23 @@ void check_supported(const spec::Scenario& s, const workload::Workload& w, int r
                                          "partitioned optimizer to offload)");
   if (z.stage < 3 && z.offload_param.device != spec::OffloadDevice::NONE)
     throw core::UnsupportedError(where +
-                                 ": offload_param is a ZeRO stage 3 feature (zero-schedule.md §6.2); "
+                                 ": offload_param is a ZeRO stage 3 feature (docs/deepspeed-schedule.md §6.2); "
                                  "stage " +
                                  std::to_string(z.stage) + " does not offload parameters");
   if ((z.stage == 1 || z.stage == 2) && z.reduce_scatter && !z.use_multi_rank_bucket_allreduce)
     throw core::UnsupportedError(where + ": use_multi_rank_bucket_allreduce: false (one dist.reduce per "
-                                         "destination rank, zero-schedule.md §3.2) is not modelled yet");
+                                         "destination rank, docs/deepspeed-schedule.md §3.2) is not modelled yet");
   // DeepSpeed picks BF16_Optimizer (fp32 grad accumulation, partitioned master) in these cases
-  // (§1.2, §14); its schedule is not described in zero-schedule.md and not modelled.
+  // (§1.2, §14); its schedule is not described in docs/deepspeed-schedule.md and not modelled.
   const bool bf16 = p == spec::Precision::BF16;
   if (bf16 && z.stage == 0 && s.deepspeed_version == "0.16")
     throw core::UnsupportedError(where + ": bf16 with ZeRO stage 0 on DeepSpeed 0.16 runs BF16_Optimizer "
-                                         "(zero-schedule.md §14), which is not modelled yet (use deepspeed_version "
+                                         "(docs/deepspeed-schedule.md §14), which is not modelled yet (use deepspeed_version "
                                          "0.19 or ZeRO stage >= 1)");
   if (bf16 && z.stage == 1 && s.deepspeed.grad_accum_dtype == spec::Dtype::FP32 &&
       z.offload_optimizer.device == spec::OffloadDevice::NONE)
     throw core::UnsupportedError(where + ": bf16 with ZeRO stage 1 and grad_accum_dtype fp32 runs BF16_Optimizer "
-                                         "(zero-schedule.md §1.2), which is not modelled yet");
+                                         "(docs/deepspeed-schedule.md §1.2), which is not modelled yet");
   if (z.reduce_bucket_size < 1)
     throw core::InputError(where + ": reduce_bucket_size: expected >= 1 element");
 }

@@ -1,5 +1,5 @@
 // The schedule's entry point for every framework: the task graph of one optimizer step (or inference request) of a
-// rank, from DeepSpeed ZeRO 0-3 with its offloads (zero-schedule.md §1-§10, §12), DDP, FSDP1/2 or ZeRO-Inference,
+// rank, from DeepSpeed ZeRO 0-3 with its offloads (docs/deepspeed-schedule.md §1-§10, §12), DDP, FSDP1/2 or ZeRO-Inference,
 // dispatched to their builders (stage*.cpp, ddp.cpp, fsdp*.cpp, inference.cpp). Every rule that is not obvious cites
 // its section.
 #pragma once
@@ -30,7 +30,7 @@ struct StepOptions {
   /// false (default): a steady-state step, what a measurement at iteration k > 1 sees. The stage-3
   /// trace is COMPLETE in every micro-step, micro-step 0 included: it is frozen at the 2nd
   /// `reset_step` of the run and neither `step()` (`_pre_step`, `_partition_all_parameters` ->
-  /// `release_and_reset_all`) nor the next forward invalidates it (zero-schedule.md §5.2).
+  /// `release_and_reset_all`) nor the next forward invalidates it (docs/deepspeed-schedule.md §5.2).
   /// true: the run's first step; stage-3 micro-step 0 RECORDs the trace (no prefetch, no reuse).
   bool first_step = false;
   /// Accumulation reuse (engine::simulate): when > 0 and below training.grad_accum, the graph holds only

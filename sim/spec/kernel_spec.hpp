@@ -1,4 +1,4 @@
-// The software stack that ran (scenario-format.md `software:`) and the kernel efficiency data it selects
+// The software stack that ran (docs/scenario-format.md `software:`) and the kernel efficiency data it selects
 // (calibration/kernels.yaml, read by the config layer; docs/compute.md §1.4). Plain data, no behaviour.
 #pragma once
 
@@ -10,7 +10,7 @@
 
 namespace zerosim::spec {
 
-/// The attention kernel of the run (scenario-format.md `software.attention`).
+/// The attention kernel of the run (docs/scenario-format.md `software.attention`).
 ///  EAGER          unfused: QKᵀ and PV as batched GEMMs, the s×s scores materialised (incl. Megatron's fused
 ///                 softmax); SDPA_MATH: PyTorch SDPA's math backend, the same work
 ///  MEM_EFFICIENT  xformers' / PyTorch SDPA's memory-efficient CUTLASS kernel
@@ -24,7 +24,7 @@ inline bool is_fused(AttentionKernel k)
   return k != AttentionKernel::EAGER && k != AttentionKernel::SDPA_MATH;
 }
 
-/// The model code that ran (scenario-format.md `software.model_code`): it fixes the element-wise kernels each block
+/// The model code that ran (docs/scenario-format.md `software.model_code`): it fixes the element-wise kernels each block
 /// launches, their dtypes and bytes (docs/workload.md §5.2, docs/research/model-code-kernels.md).
 ///  AUTO              the framework's usual code (Scenario::model_code): Megatron's for DeepSpeed, Hugging Face's for
 ///                    PyTorch DDP and FSDP
@@ -38,7 +38,7 @@ inline bool is_fused(AttentionKernel k)
 ///  FMS_FSDP          IBM foundation-model-stack's LLaMA under fms-fsdp (eager fp32 RMSNorm, real-valued rotary)
 enum class ModelCode { AUTO, HF, MEGATRON, MEGATRON_UNFUSED, TORCHTITAN, LLM_FOUNDRY, MINGPT, FMS_FSDP };
 
-/// scenario-format.md `software:`.
+/// docs/scenario-format.md `software:`.
 struct SoftwareSpec {
   AttentionKernel attention = AttentionKernel::FLASH2;
   bool compile = false;

@@ -1,4 +1,4 @@
-// The spelling of each spec enum value, as scenario files and reports write it (scenario-format.md).
+// The spelling of each spec enum value, as scenario files and reports write it (docs/scenario-format.md).
 // One place for every layer: config writes resolved YAML with it, reports print it.
 #pragma once
 
@@ -81,7 +81,7 @@ inline const char* to_string(Checkpointing c)
   return "none";
 }
 
-/// Every attention kernel with its name as scenario files write it (scenario-format.md `software.attention`).
+/// Every attention kernel with its name as scenario files write it (docs/scenario-format.md `software.attention`).
 inline constexpr std::pair<const char*, AttentionKernel> ATTENTION_KERNELS[] = {
     {"eager", AttentionKernel::EAGER},
     {"sdpa_math", AttentionKernel::SDPA_MATH},
@@ -93,7 +93,7 @@ inline constexpr std::pair<const char*, AttentionKernel> ATTENTION_KERNELS[] = {
     {"cudnn", AttentionKernel::CUDNN},
 };
 
-/// Every model code with its name as scenario files write it (scenario-format.md `software.model_code`).
+/// Every model code with its name as scenario files write it (docs/scenario-format.md `software.model_code`).
 inline constexpr std::pair<const char*, ModelCode> MODEL_CODES[] = {
     {"auto", ModelCode::AUTO},
     {"hf", ModelCode::HF},

@@ -62,7 +62,7 @@ struct InferenceSpec {
 
 enum class OffloadDevice { NONE, CPU, NVME };
 
-/// zero_optimization.offload_optimizer (zero-schedule.md §3.6, §6.1, §7, §11).
+/// zero_optimization.offload_optimizer (docs/deepspeed-schedule.md §3.6, §6.1, §7, §11).
 struct OffloadOptimizerSpec {
   OffloadDevice device = OffloadDevice::NONE;
   std::string nvme_path;
@@ -76,7 +76,7 @@ struct OffloadOptimizerSpec {
   double cpuadam_cores_perc = 0.8;
 };
 
-/// zero_optimization.offload_param (zero-schedule.md §6.2, §8, §11).
+/// zero_optimization.offload_param (docs/deepspeed-schedule.md §6.2, §8, §11).
 struct OffloadParamSpec {
   OffloadDevice device = OffloadDevice::NONE;
   std::string nvme_path;
@@ -86,7 +86,7 @@ struct OffloadParamSpec {
   bool pin_memory = true;                  ///< 0.19: true; 0.16: false
 };
 
-/// The `aio` block (zero-schedule.md §7, §11).
+/// The `aio` block (docs/deepspeed-schedule.md §7, §11).
 struct AioSpec {
   std::int64_t block_size = 1'048'576;
   int queue_depth = 8;
@@ -96,7 +96,7 @@ struct AioSpec {
   bool use_gds = false;
 };
 
-/// zero_optimization, with DeepSpeed's code defaults (zero-schedule.md §11).
+/// zero_optimization, with DeepSpeed's code defaults (docs/deepspeed-schedule.md §11).
 struct ZeroSpec {
   int stage = 0;
   bool contiguous_gradients = true;

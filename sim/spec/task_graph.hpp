@@ -1,5 +1,5 @@
 // The task graph of one optimizer step of one rank, as DeepSpeed really runs it
-// (docs: ../shared/docs/zero-schedule.md, project docs/schedule.md). SimGrid-free:
+// (docs: docs/deepspeed-schedule.md, project docs/schedule.md). SimGrid-free:
 // the memory replay reads its allocation events in issue order, the engine
 // replays its tasks on a platform.
 #pragma once
@@ -57,7 +57,7 @@ enum class CommGroup {
 enum class CopyDirection { H2D, D2H };
 
 enum class Device { GPU, HOST, NVME };
-/// The keys of memory_breakdown_bytes (scenario-format.md).
+/// The keys of memory_breakdown_bytes (docs/scenario-format.md).
 enum class MemCategory { PARAMS, GRADS, OPTIMIZER, ACTIVATIONS, BUFFERS, OTHER };
 inline constexpr int MEM_CATEGORY_COUNT = 6;
 
@@ -153,7 +153,7 @@ struct TaskGraph {
 
 /// Renumbers micro-steps `first` and later by `shift`: Task::micro_step, and the "mb<k>." prefix of task and
 /// buffer names. Accumulation reuse builds a graph of a few micro-steps and labels its last one as the real
-/// step's last one (engine::simulate, design.md "Speed and scale"); micro_steps grows by `shift`.
+/// step's last one (engine::simulate, docs/design.md "Speed and scale"); micro_steps grows by `shift`.
 void shift_micro_steps(TaskGraph& g, int first, int shift);
 
 } // namespace zerosim::spec

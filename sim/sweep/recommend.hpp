@@ -1,5 +1,5 @@
 // `zerosim recommend` (docs/recommend.md): the procedure of the seed article "How to choose which ZeRO stage and
-// offloads to use" (shared/seeds/000_15c00bf5d061ac4a.txt) as a search. For the scenario's model, cluster and global
+// offloads to use" (docs/recommend.md "The seed articles") as a search. For the scenario's model, cluster and global
 // batch, every ZeRO stage, optimizer and parameter offload, activation checkpointing (off, full, and the scenario's
 // own selective mode), and split of the
 // global batch into micro-batch and accumulation (and, with --gpus, other cluster sizes) is simulated; the fastest

@@ -2,7 +2,7 @@
 // memory comparison (a spec::Scenario and the measured figure in the same metric), a fit verdict
 // (the configuration that ran, and the same model at twice the layers), a DeepSpeed-estimator
 // conformance check, or a reason why the row cannot be expressed yet. The column meanings and the
-// traps are those of shared/validation/README.md; docs/validation.md states every mapping rule.
+// traps are those of results/validation/README.md; docs/validation.md states every mapping rule.
 #pragma once
 
 #include "config/mapping_rules_loader.hpp"
@@ -64,7 +64,7 @@ struct MemoryCase {
   std::optional<memory::EstimatorQuery> estimator; ///< for ESTIMATOR
   bool estimator_zero_init = true; ///< ESTIMATOR stage 3: which of DeepSpeed's two rows (zero_init 1 or 0)
   /// ESTIMATOR stage 2 without offload as printed by DeepSpeed's memory.rst: that page was generated with the older
-  /// formula 4Ψ + 16Ψ/N (zero-schedule.md §10.2), so it is reproduced with that formula and the report says so.
+  /// formula 4Ψ + 16Ψ/N (docs/deepspeed-schedule.md §10.2), so it is reproduced with that formula and the report says so.
   bool estimator_older_formula = false;
 };
 

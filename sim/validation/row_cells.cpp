@@ -209,7 +209,7 @@ double figure_unit_bytes(const PublishedRow& row)
 {
   const std::string& metric = field(row, "mem_metric");
   if (field(row, "provenance") == "estimator")
-    return GIB; // DeepSpeed's estimators print bytes / 2**30 (zero-schedule.md §10.2)
+    return GIB; // DeepSpeed's estimators print bytes / 2**30 (docs/deepspeed-schedule.md §10.2)
   if (contains(metric, "mib") || contains(metric, "gib") || contains(field(row, "peak_mem_GB"), "gib"))
     return GIB;
   if (contains(field(row, "evidence_type"), "log"))

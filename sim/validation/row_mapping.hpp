@@ -88,7 +88,7 @@ struct ShardingRead {
 };
 std::optional<ShardingRead> fsdp_sharding_of(const PublishedRow& row, const spec::MappingRules& rules);
 const char* sharding_name(spec::FsdpSharding s);
-/// Reasons why a row cannot be expressed yet (empty: it can). Trap numbers refer to shared/validation/README.md.
+/// Reasons why a row cannot be expressed yet (empty: it can). Trap numbers refer to results/validation/README.md.
 std::vector<Exclusion> exclusions(const PublishedRow& row, const spec::MappingRules& rules);
 std::string joined(const std::vector<Exclusion>& why);
 /// The layout of the model family `model` names: the first of the general rules' model_layouts that matches.

@@ -125,7 +125,7 @@ std::string selective_ac_text(const PublishedRow& row, const spec::SourceRule* s
   return "selective checkpointing of " + field(row, "framework");
 }
 
-/// Reasons why a row cannot be expressed yet (empty: it can). Trap numbers refer to shared/validation/README.md.
+/// Reasons why a row cannot be expressed yet (empty: it can). Trap numbers refer to results/validation/README.md.
 std::vector<Exclusion> exclusions(const PublishedRow& row, const spec::MappingRules& rules)
 {
   std::vector<Exclusion> why;

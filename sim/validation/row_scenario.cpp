@@ -153,7 +153,7 @@ spec::NetworkSpec network_for(const PublishedRow& row, const spec::NodeSpec& nod
 }
 
 /// The DeepSpeed zero_optimization block of a row: DeepSpeed 0.19's defaults as the config layer resolves them
-/// (zero-schedule.md §11: overlap_comm = stage 3 unless given; pin_memory true), then the keys of the first entry of
+/// (docs/deepspeed-schedule.md §11: overlap_comm = stage 3 unless given; pin_memory true), then the keys of the first entry of
 /// the source's `deepspeed` data that selects the row (the source's published ds_config).
 spec::ZeroSpec zero_for(const PublishedRow& row, int stage, std::string& notes, const spec::SourceRule* src)
 {
@@ -232,7 +232,7 @@ bool source_mixed_precision(const PublishedRow& row, const spec::SourceRule* src
 }
 
 /// The training precision of a PyTorch row, and for FSDP the MixedPrecision dtypes of the run's code. zerosim's
-/// precisions (scenario-format.md): bf16/fp16 = FSDP MixedPrecision(param_dtype = reduce_dtype = the 16-bit type)
+/// precisions (docs/scenario-format.md): bf16/fp16 = FSDP MixedPrecision(param_dtype = reduce_dtype = the 16-bit type)
 /// over fp32 sharded parameters; amp_bf16/amp_fp16 = torch.autocast over fp32 parameters; fp32.
 spec::Precision torch_precision(const PublishedRow& row, spec::Framework fw, spec::FsdpSpec& fsdp, std::string& notes,
                                 const spec::SourceRule* src)

@@ -119,7 +119,7 @@ struct Workload {
   /// the layers hold one rank's shards: their sum is rank_params.
   std::int64_t params = 0;
   std::int64_t rank_params = 0; ///< Σ numel of the layers' parameter tensors (one tensor-parallel rank's shard)
-  /// Model FLOPs of one micro-batch on one GPU, forward + backward, as scenario-format.md defines them
+  /// Model FLOPs of one micro-batch on one GPU, forward + backward, as docs/scenario-format.md defines them
   /// (6 per token per matmul weight incl. LM head, + 12·l·s·h per token for attention); with tensor parallelism
   /// this rank's share (1/t of the micro-batch's).
   double model_flops = 0;

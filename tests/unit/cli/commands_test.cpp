@@ -61,7 +61,7 @@ std::string write_temp(const std::string& name, const std::string& text)
 
 TEST_SUITE("cli")
 {
-  TEST_CASE("cli: the default scenario's memory JSON has every key of scenario-format.md and fits")
+  TEST_CASE("cli: the default scenario's memory JSON has every key of docs/scenario-format.md and fits")
   {
     Result r = run_zerosim({"memory", DEFAULT_SCENARIO, "--json"});
     INFO(r.err);
@@ -99,7 +99,7 @@ TEST_SUITE("cli")
 
   TEST_CASE("cli: without optimizer offload the default scenario does not fit, and the ladder says what does")
   {
-    // 16 bytes per parameter of model states (zero-schedule.md §10.1, stage 3 without offload):
+    // 16 bytes per parameter of model states (docs/deepspeed-schedule.md §10.1, stage 3 without offload):
     // 16 x 68.98e9 / 8 GPUs = 138 GB per GPU > 80 GB, so the GPU tier must overflow.
     Result r = run_zerosim(
         {"memory", DEFAULT_SCENARIO, "--json", "--set", "deepspeed.zero_optimization.offload_optimizer.device=none"});
@@ -119,7 +119,7 @@ TEST_SUITE("cli")
   TEST_CASE("cli: the ladder's NVMe rung raises offload_param.buffer_size to the largest partition")
   {
     // BLOOM-176B on one 4-GPU node: only ZeRO-Infinity fits the host. DeepSpeed asserts that every NVMe
-    // partition fits one swap buffer (zero-schedule.md §8): the tied embedding, 250880 x 14336 = 3,596,615,680
+    // partition fits one swap buffer (docs/deepspeed-schedule.md §8): the tied embedding, 250880 x 14336 = 3,596,615,680
     // elements, is ⌈3,596,615,680 / 4⌉ = 899,153,920 per rank, above the default 1e8, so the rung sets 899,153,921.
     Result r = run_zerosim({"memory", DEFAULT_SCENARIO, "--set", "model=bloom-176b", "--set", "cluster.nodes=1"});
     INFO(r.err);
@@ -476,7 +476,7 @@ TEST_SUITE("cli")
 
   TEST_CASE("cli: the estimator mode prints DeepSpeed's figures")
   {
-    // zero-schedule.md §10.2: ZeRO-2, 2851M params, 1 node x 8 GPUs, offload_optimizer=cpu:
+    // docs/deepspeed-schedule.md §10.2: ZeRO-2, 2851M params, 1 node x 8 GPUs, offload_optimizer=cpu:
     // gpu = 2 * 2851e6 = 5.702e9 B = 5.31 GiB; cpu = 2851e6 * max(4*8, 16) * 1.5 = 136.848e9 B = 127.45 GiB.
     Result r = run_zerosim({"memory", "--estimator", "--params", "2851e6", "--gpus-per-node", "8", "--nodes", "1",
                             "--stage", "2", "--offload-optimizer", "--json"});

@@ -25,7 +25,7 @@ TEST_SUITE("cli")
 {
   TEST_CASE("offload scenarios: ZeRO-Offload 13B on one V100 keeps 20 bytes per parameter on the host")
   {
-    // zero-schedule.md §3.6 / §10.1 row "1/2 + offload cpu", one GPU (P = Ψ), DeepSpeed 0.19, g > 1:
+    // docs/deepspeed-schedule.md §3.6 / §10.1 row "1/2 + offload cpu", one GPU (P = Ψ), DeepSpeed 0.19, g > 1:
     // fp32 master 4Ψ + fp32 grads 4Ψ + Adam moments 8Ψ + lp staging 2Ψ + accumulated_grads_in_cpu 2Ψ
     // + temp_grad_buffer_for_cpu_offload 2·largest tensor.
     const auto s = zerosim::config::load_scenario(scenario_path("zero-offload-13b-1xv100.yaml"));
@@ -48,7 +48,7 @@ TEST_SUITE("cli")
     const auto w = zerosim::workload::build_workload(s.model, zerosim::workload::workload_options(s));
     const auto r = zerosim::memory::analyze_memory(s);
     const double psi = static_cast<double>(w.params);
-    // NVMe (zero-schedule.md §7, §8): fp32 master, two moments and fp32 grads of every swappable sub-group
+    // NVMe (docs/deepspeed-schedule.md §7, §8): fp32 master, two moments and fp32 grads of every swappable sub-group
     // (16 B) and the fp16 partitions of every sub-group past max_in_cpu (2 B) of the 16 ranks: 18Ψ. The first
     // sub-group already passes max_in_cpu (sub-groups close at >= sub_group_size = 1e9 = max_in_cpu
     // elements), so every swappable partition is on NVMe; what is not (persistent params on the GPU, partitions
@@ -56,7 +56,7 @@ TEST_SUITE("cli")
     CHECK(static_cast<double>(r.nvme_per_node) == doctest::Approx(18 * psi).epsilon(1e-4));
     CHECK(r.fit_nvme);
     // Host: DeepSpeed 0.19 keeps grad_partitions_flat_buffer (P x 2 B, pinned) on the host with any optimizer
-    // offload (stage3.py; zero-schedule.md §6.1), 2Ψ for the node: 2.0 TB > the DGX-2's 1.5 TB. The run of the
+    // offload (stage3.py; docs/deepspeed-schedule.md §6.1), 2Ψ for the node: 2.0 TB > the DGX-2's 1.5 TB. The run of the
     // paper (DeepSpeed of 2021) had no such buffer; today's DeepSpeed cannot run it on one DGX-2.
     CHECK(static_cast<double>(r.cpu_pinned_per_node) >= 2 * psi);
     CHECK_FALSE(r.fit_cpu);

@@ -1,5 +1,5 @@
 // Every YAML file the project ships loads and validates, and every shipped scenario's memory
-// can be computed: examples cannot rot (style-anchors.md §7.7).
+// can be computed: examples cannot rot (docs/style.md §7.7).
 #include "config/scenario_loader.hpp"
 #include "engine/engine.hpp"
 #include "memory/memory_model.hpp"
@@ -121,7 +121,7 @@ TEST_SUITE("cli")
 
   TEST_CASE("shipped files: on every scenario the time breakdown sums to the step time and run agrees with memory")
   {
-    // scenario-format.md "Results": time_breakdown_s attributes every instant of the step to one key, idle being the
+    // docs/scenario-format.md "Results": time_breakdown_s attributes every instant of the step to one key, idle being the
     // instants no task of the reported rank runs in. Idle is computed here apart from the metrics' priority sweep: the
     // length of the union of the rank's task intervals (every task but the host's waits), on the simulated timeline
     // plus, with accumulation reuse, one repeated window per micro-step not simulated; idle = step - that union.

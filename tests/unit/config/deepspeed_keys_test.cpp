@@ -72,7 +72,7 @@ TEST_CASE("deepspeed keys: the shipped table has 0.14 to 0.19, each at its last 
   CHECK(t.script_sha256.size() == 64);
   // zero/config.py at v0.16.9, line 105: `reduce_bucket_size: int = Field(pp_int(5e8), ge=0)`.
   CHECK(t.at("0.16").keys.at("zero_optimization.reduce_bucket_size").default_text == "500000000");
-  // offload_config.py: pin_memory False up to 0.18.9, True at 0.19 (zero-schedule.md §14).
+  // offload_config.py: pin_memory False up to 0.18.9, True at 0.19 (docs/deepspeed-schedule.md §14).
   CHECK(t.at("0.18").keys.at("zero_optimization.offload_optimizer.pin_memory").default_text == "false");
   CHECK(t.at("0.19").keys.at("zero_optimization.offload_optimizer.pin_memory").default_text == "true");
 }

@@ -1,4 +1,4 @@
-// Bad inputs, each pinned to its exact message (style-anchors.md §7.7: "config errors are tested by exact
+// Bad inputs, each pinned to its exact message (docs/style.md §7.7: "config errors are tested by exact
 // message"). Format: FILE:LINE:COL: KEY.PATH: expected WHAT, found VALUE (docs/config.md "Errors").
 // Lines and columns are 1-based positions in the YAML text of each test.
 #include "config_test_util.hpp"
@@ -379,7 +379,7 @@ cpu: {cores: 8, memory: 64 GiB, memory_bandwidth: 50 GB/s}
 
   TEST_CASE("errors: software")
   {
-    // Both keys given and disagreeing: the error names both (scenario-format.md `software.attention`).
+    // Both keys given and disagreeing: the error names both (docs/scenario-format.md `software.attention`).
     CHECK(load_error(BASE + "  flash_attention: true\nsoftware:\n  attention: eager\n") ==
           SCEN + ":11:14: software.attention: contradicts training.flash_attention: true (" + SCEN +
               ":9:20): eager is not a fused kernel; give one of the two keys");
@@ -456,7 +456,7 @@ cpu: {cores: 8, memory: 64 GiB, memory_bandwidth: 50 GB/s}
     CHECK(load_error(BASE + "measured: {tflops_per_gpu: 145}\n") ==
           SCEN +
               ":9:11: measured.tflops_definition: required key is missing (tflops_per_gpu needs it: model or hardware "
-              "(scenario-format.md \"TFLOPs\"))");
+              "(docs/scenario-format.md \"TFLOPs\"))");
   }
 
   TEST_CASE("errors: tensor_parallel")

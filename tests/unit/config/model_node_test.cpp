@@ -45,7 +45,7 @@ source: "HF config.json"
     CHECK(m.head_dim() == 128); // 8192 / 64
   }
 
-  TEST_CASE("model_reader: defaults of scenario-format.md (kv_heads = heads, ffn_hidden = 4h, gelu, layernorm)")
+  TEST_CASE("model_reader: defaults of docs/scenario-format.md (kv_heads = heads, ffn_hidden = 4h, gelu, layernorm)")
   {
     spec::ModelSpec m = load_model(DATA + "/models/test-gpt.yaml");
     CHECK(m.kv_heads == 16);         // = heads
@@ -82,7 +82,7 @@ source: "HF config.json"
     CHECK(n.cpu.memory_bytes == 2LL << 40); // 2 TiB
     CHECK(n.cpu.memory_bandwidth_Bps == 300e9);
     CHECK(n.cpu.reserved_bytes == 109951162778); // default 5 % of 2 TiB = 0.05 * 2^41, rounded
-    CHECK(n.cpu.adam_bytes_per_param == 28);     // zero-schedule.md §9.1
+    CHECK(n.cpu.adam_bytes_per_param == 28);     // docs/deepspeed-schedule.md §9.1
     CHECK(n.nvme.devices == 4);
     CHECK(n.nvme.read_Bps == doctest::Approx(6.8e9));
     CHECK(n.nvme.write_Bps == 3.5e9);

@@ -54,7 +54,7 @@ const std::vector<Audited>& audit()
 {
   using S = const spec::Scenario&;
   static const std::vector<Audited> keys = {
-      // offload_optimizer (zero-schedule.md §3.6, §6.1, §7; schedule/offload.cpp)
+      // offload_optimizer (docs/deepspeed-schedule.md §3.6, §6.1, §7; schedule/offload.cpp)
       {"zero_optimization.offload_optimizer.device",
        [](S s) { return s.deepspeed.zero.offload_optimizer.device == spec::OffloadDevice::NVME; }},
       {"zero_optimization.offload_optimizer.nvme_path", nullptr},
@@ -162,7 +162,7 @@ TEST_SUITE("config")
   {
     // DeepSpeedZeroConfig: cpu_offload -> DeepSpeedZeroOffloadOptimizerConfig(device=cpu), cpu_offload_param ->
     // DeepSpeedZeroOffloadParamConfig(device=cpu), both with their own pin_memory default (0.19: True; 0.16:
-    // False, zero-schedule.md §14); cpu_offload_use_pin_memory sets nothing (set_new_param=False).
+    // False, docs/deepspeed-schedule.md §14); cpu_offload_use_pin_memory sets nothing (set_new_param=False).
     for (const char* version : {"0.19", "0.16"}) {
       CAPTURE(version);
       const std::string v = version;

@@ -424,7 +424,7 @@ measured: {step_time: 12.3 s, tflops_per_gpu: 145, tflops_definition: hardware, 
 
   TEST_CASE("scenario_loader: software: today's stack unstated, the shorthand, a stated stack, per_op")
   {
-    // No software block: today's stack (flash2, torch 2.6, no compile), stated false (scenario-format.md).
+    // No software block: today's stack (flash2, torch 2.6, no compile), stated false (docs/scenario-format.md).
     const spec::Scenario d = load_scenario_text(BASE, SCEN);
     CHECK(d.software.attention == spec::AttentionKernel::FLASH2);
     CHECK(d.software.torch == "2.6");

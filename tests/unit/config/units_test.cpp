@@ -1,4 +1,4 @@
-// Unit strings (docs/config.md "Units"; scenario-format.md "Units").
+// Unit strings (docs/config.md "Units"; docs/scenario-format.md "Units").
 #include "config/units.hpp"
 
 #include <doctest/doctest.h>

@@ -1,4 +1,4 @@
-// The fast paths of the replay (design.md "Speed and scale") give the answer of the slow ones:
+// The fast paths of the replay (docs/design.md "Speed and scale") give the answer of the slow ones:
 // accumulation reuse (four micro-steps simulated, the others one measured period each) against every
 // micro-step simulated, and the symmetric replay (node 0 simulated, the rest behind its NICs) against the
 // full per-rank replay. Expected values are the slow path's own figures.
@@ -98,7 +98,7 @@ TEST_CASE("accumulation reuse gives the step of every micro-step simulated")
 
 TEST_CASE("accumulation reuse: the replay's size does not grow with grad_accum")
 {
-  // The cost of a step is independent of grad_accum beyond a constant (design.md "Speed and scale"): 8 and 512
+  // The cost of a step is independent of grad_accum beyond a constant (docs/design.md "Speed and scale"): 8 and 512
   // micro-steps create the same SimGrid activities, and the step grows by exactly 504 periods.
   const spec::Scenario s8 = job("gpt2-xl", 1, 4, 8, FRAMEWORKS[3].second);
   const spec::Scenario s512 = job("gpt2-xl", 1, 4, 512, FRAMEWORKS[3].second);
@@ -126,7 +126,7 @@ TEST_CASE("accumulation reuse: the replay's size does not grow with grad_accum")
 
 TEST_CASE("the symmetric replay agrees with the full replay")
 {
-  // design.md "Speed and scale": within 1 % on step time and exactly on memory, on scenarios of up to 64 GPUs.
+  // docs/design.md "Speed and scale": within 1 % on step time and exactly on memory, on scenarios of up to 64 GPUs.
   struct Case {
     std::string label;
     spec::Scenario s;

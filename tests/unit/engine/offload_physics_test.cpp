@@ -264,7 +264,7 @@ double nvme_offload_step(bool pipeline_read, bool pipeline_write)
 {
   // ZeRO-3 with the optimizer on NVMe: a 1B model (ZeRO-Offload paper, 20 x 2048) on one GPU of a DGX A100
   // (8 NVMe drives), sub-groups of 5e7 elements (about 20 of them, each a read, CPU Adam, a write), 12 swap
-  // buffers (enough for both pipelines: 4 x (1 + 1 + 1), zero-schedule.md §7).
+  // buffers (enough for both pipelines: 4 x (1 + 1 + 1), docs/deepspeed-schedule.md §7).
   const std::string body = std::string("training: {seq_len: 1024, micro_batch: 1, grad_accum: 1, precision: bf16, "
                                        "activation_checkpointing: full}\n"
                                        "deepspeed:\n  zero_optimization:\n    stage: 3\n    sub_group_size: 5.0e7\n"
@@ -286,7 +286,7 @@ double nvme_offload_step(bool pipeline_read, bool pipeline_write)
 TEST_CASE("pipelining NVMe reads and writes never makes a step slower")
 {
   // pipeline_read overlaps sub-group i+1's read with i's CPU Adam; pipeline_write lets i's write run during
-  // i+1's step (zero-schedule.md §7). Each only removes host waits, so each variant <= the unpipelined step.
+  // i+1's step (docs/deepspeed-schedule.md §7). Each only removes host waits, so each variant <= the unpipelined step.
   const double none = nvme_offload_step(false, false);
   const double read = nvme_offload_step(true, false);
   const double write = nvme_offload_step(false, true);

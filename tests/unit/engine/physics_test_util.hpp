@@ -39,7 +39,7 @@ inline spec::Task copy_task(const std::string& name, std::int64_t bytes, spec::C
   return t;
 }
 
-/// DeepSpeedCPUAdam over `elements`: 28 B of DRAM traffic per element (zero-schedule.md §9.1), 14 FLOPs.
+/// DeepSpeedCPUAdam over `elements`: 28 B of DRAM traffic per element (docs/deepspeed-schedule.md §9.1), 14 FLOPs.
 inline spec::Task cpu_adam_task(std::int64_t elements)
 {
   spec::Task t;

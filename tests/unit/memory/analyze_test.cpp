@@ -59,7 +59,7 @@ TEST_SUITE("memory")
     CHECK(r.cpu_per_node == direct.cpu_per_node);
     CHECK(std::accumulate(r.breakdown.begin(), r.breakdown.end(), std::int64_t{0}) == r.gpu);
     // stage 0 keeps 2 (bf16 params) + 2 (bf16 grads) + 4 (fp32 master) + 8 (Adam m, v) = 16 bytes per
-    // parameter on every GPU (zero-schedule.md §10.1, mode 0); the peak holds at least that.
+    // parameter on every GPU (docs/deepspeed-schedule.md §10.1, mode 0); the peak holds at least that.
     CHECK(r.gpu >= 16 * w.params);
     CHECK(r.fits); // a few hundred MB against 80 GiB
   }

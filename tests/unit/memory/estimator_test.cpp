@@ -1,5 +1,5 @@
 // DeepSpeed's model-states estimators against the published figures: every `provenance=estimator` row
-// of results/validation/published.csv, and zero-schedule.md §10.2's example tables.
+// of results/validation/published.csv, and docs/deepspeed-schedule.md §10.2's example tables.
 #include "memory/estimator.hpp"
 
 #include "core/error.hpp"
@@ -133,7 +133,7 @@ TEST_SUITE("memory")
     //   d_kv 128, 32 heads, 24+24 blocks, vocab 32128): 2,851,598,336, printed "2851M"; largest layer = the shared
     //   embedding 32128 x 1024 = 32,899,072, printed "32M". memory.rst ran the estimator on the model itself
     //   (`_all_live`), so the exact counts are what it used: with the rounded 2851M / 32M the (none, cpu) row
-    //   would print 0.78, not the published 0.79 (that is zero-schedule.md's table, tested below).
+    //   would print 0.78, not the published 0.79 (that is docs/deepspeed-schedule.md's table, tested below).
     // * t5-large (rows 240-242): the counts written in the model column, 737.67M and largest layer 32.90M, are the
     //   t5-large config's (d_model 1024, d_ff 4096, d_kv 64, 16 heads, 24+24 blocks): 737,668,096 and 32,899,072.
     // * T0_3B (rows 243-254): params_B x 1e9 = 2.783e9 (only the printed "2783M" is published); largest layer =
@@ -197,7 +197,7 @@ TEST_SUITE("memory")
       ModelStatesEstimate e;
       if (stage == 2 && !offload_optimizer) {
         // Row 233 (15.93 GiB) is memory.rst's output of the OLDER ZeRO-2 formula 4Ψ + 16Ψ/N; today's code gives
-        // 2Ψ + 18Ψ/N = 11.28 GiB here (zero-schedule.md §10.2). Matched by the older formula, on purpose.
+        // 2Ψ + 18Ψ/N = 11.28 GiB here (docs/deepspeed-schedule.md §10.2). Matched by the older formula, on purpose.
         e = estimate_zero2_model_states_mem_needs_older(params, gpus_per_node, nodes);
         const auto current = estimate_zero2_model_states_mem_needs(params, gpus_per_node, nodes, false);
         CHECK_FALSE(matches(static_cast<double>(current.gpu_bytes) / BYTES_PER_GIB, row[col["peak_mem_GB"]]));
@@ -222,7 +222,7 @@ TEST_SUITE("memory")
     CHECK(checked == 23); // rows 232-254 of the CSV as committed
   }
 
-  TEST_CASE("estimator: zero-schedule.md 10.2 ZeRO-2 table for 2851M params on 1 node x 8 GPUs")
+  TEST_CASE("estimator: docs/deepspeed-schedule.md 10.2 ZeRO-2 table for 2851M params on 1 node x 8 GPUs")
   {
     EstimatorQuery q;
     q.total_params = 2'851'000'000;
@@ -246,7 +246,7 @@ TEST_SUITE("memory")
     CHECK(two_decimals(static_cast<double>(older.gpu_bytes) / BYTES_PER_GIB) == "15.93");
   }
 
-  TEST_CASE("estimator: zero-schedule.md 10.2 ZeRO-3 table for 2851M params with largest layer 32M on 1 node x 8 GPUs")
+  TEST_CASE("estimator: docs/deepspeed-schedule.md 10.2 ZeRO-3 table for 2851M params with largest layer 32M on 1 node x 8 GPUs")
   {
     EstimatorQuery q;
     q.total_params = 2'851'000'000;
@@ -281,7 +281,7 @@ TEST_SUITE("memory")
           std::string::npos);
   }
 
-  TEST_CASE("estimator: zero-schedule.md 10.2 ZeRO-3 table for 7B params with largest layer 131M")
+  TEST_CASE("estimator: docs/deepspeed-schedule.md 10.2 ZeRO-3 table for 7B params with largest layer 131M")
   {
     const std::int64_t psi = 7'000'000'000;
     const std::int64_t largest = 131'000'000;

@@ -1,4 +1,4 @@
-// The seed's ladder (../shared/seeds/000_*.txt, scenario-format.md "Command line"): rungs applied
+// The seed's ladder (docs/recommend.md "The seed articles", docs/scenario-format.md "Command line"): rungs applied
 // cumulatively, skipping those already in effect or that would be a step back.
 #include "memory/memory_model.hpp"
 

@@ -1,5 +1,5 @@
 // metrics/: the figures of a replayed step on hand-built timelines, each expected value worked out beside it
-// from the formulas of scenario-format.md "Results" (docs/outputs.md).
+// from the formulas of docs/scenario-format.md "Results" (docs/outputs.md).
 #include "metrics/run_metrics.hpp"
 #include "run/run_scenario.hpp"
 

@@ -1,4 +1,4 @@
-// report/run_report: the result JSON against the contract of scenario-format.md "Results" (every key, in
+// report/run_report: the result JSON against the contract of docs/scenario-format.md "Results" (every key, in
 // order), the summary for people, and the Chrome trace (valid JSON, one thread per stream and per track).
 #include "report/run_report.hpp"
 #include "run/run_scenario.hpp"
@@ -184,7 +184,7 @@ run::RunResult assemble(const spec::Scenario& s, const workload::Workload& w, co
 
 TEST_SUITE("report")
 {
-  TEST_CASE("run JSON: every contract key of scenario-format.md, in its order, then zerosim's own")
+  TEST_CASE("run JSON: every contract key of docs/scenario-format.md, in its order, then zerosim's own")
   {
     const auto s = two_gpus();
     const auto t = timeline();

@@ -1,4 +1,4 @@
-// Offload placements: PCIe and NVMe volumes (zero-schedule.md §3.6, §6.1, §6.2, §7) and host
+// Offload placements: PCIe and NVMe volumes (docs/deepspeed-schedule.md §3.6, §6.1, §6.2, §7) and host
 // residency (§10.1), read from the task graph.
 #include "schedule_test_util.hpp"
 

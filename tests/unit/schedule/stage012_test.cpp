@@ -1,4 +1,4 @@
-// ZeRO stages 0, 1 and 2: collective volumes (zero-schedule.md §2-§4), streams (§3.2) and
+// ZeRO stages 0, 1 and 2: collective volumes (docs/deepspeed-schedule.md §2-§4), streams (§3.2) and
 // model-state memory (§10.1), read from the task graph.
 #include "schedule_test_util.hpp"
 

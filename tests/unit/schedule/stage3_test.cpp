@@ -1,4 +1,4 @@
-// ZeRO stage 3: fetch, reuse distance, prefetch and reduce-scatter volumes (zero-schedule.md §5) and
+// ZeRO stage 3: fetch, reuse distance, prefetch and reduce-scatter volumes (docs/deepspeed-schedule.md §5) and
 // model-state memory (§10.1), read from the task graph.
 #include "schedule_test_util.hpp"
 

@@ -20,7 +20,7 @@ ValidationReport run_on_shipped_data()
 {
   std::string path = std::string(ZEROSIM_SOURCE_DIR) + "/results/validation/published.csv";
   REQUIRE_MESSAGE(std::filesystem::is_regular_file(path),
-                  "missing " << path << " (the copy of shared/validation/published.csv)");
+                  "missing " << path << " (the published measurements, results/validation/README.md)");
   NodeLoader loader = [](const std::string& name) {
     return config::load_node(std::string(ZEROSIM_SOURCE_DIR) + "/topologies/" + name + ".yaml");
   };
@@ -42,7 +42,7 @@ TEST_SUITE("validation")
   TEST_CASE("accuracy: no prediction exceeds an nvidia-smi upper bound, but for the documented miss")
   {
     // nvidia-smi "used" is a caching-allocator ceiling: the predicted device total must not exceed it
-    // (shared/validation/README.md, trap 7). Row 213 (ZeRO-Offload tutorial, GPT-2 10B, batch 10, sequence
+    // (results/validation/README.md, trap 7). Row 213 (ZeRO-Offload tutorial, GPT-2 10B, batch 10, sequence
     // length not stated) is predicted above its bound; docs/validation.md records the suspects (the sequence
     // length assumed, the LM head's cross-entropy activations). When it is fixed, this list must shrink.
     const std::vector<std::string> known_misses = {"213"};

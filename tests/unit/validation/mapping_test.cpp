@@ -201,7 +201,7 @@ TEST_SUITE("validation")
     CHECK(f.ran.training.precision == spec::Precision::FP16);
     CHECK(f.ran.deepspeed.zero.stage == 2);
     CHECK(f.ran.deepspeed.zero.offload_optimizer.device == spec::OffloadDevice::CPU);
-    CHECK_FALSE(f.ran.deepspeed.zero.overlap_comm); // DeepSpeed default: stage 3 only (zero-schedule.md §11)
+    CHECK_FALSE(f.ran.deepspeed.zero.overlap_comm); // DeepSpeed default: stage 3 only (docs/deepspeed-schedule.md §11)
     CHECK(f.ran.deepspeed.communication_data_type == spec::Dtype::FP16); // model dtype (§1.3)
     CHECK(f.ran.cluster.total_gpus() == 1);
     CHECK(nodes.asked == std::vector<std::string>{"dgx-2"});

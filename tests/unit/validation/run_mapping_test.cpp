@@ -1341,7 +1341,7 @@ TEST_SUITE("validation")
       std::ofstream f(dir / "causes.csv", std::ios::binary);
       f << "rows,source_id,kind,cause,evidence\n" << body;
     };
-    write("3-4,S01,mechanism,\"not modelled, a cause\",zero-schedule.md\n7,S02,data,network not stated,\"q\"\n");
+    write("3-4,S01,mechanism,\"not modelled, a cause\",docs/deepspeed-schedule.md\n7,S02,data,network not stated,\"q\"\n");
     std::map<std::string, RowCause> c = read_row_causes(csv, rows);
     REQUIRE(c.size() == 3);
     CHECK(c["4"].kind == "mechanism");
@@ -1511,7 +1511,7 @@ TEST_SUITE("validation")
     const spec::TrainingSpec& t = it->scenario.training;
     CHECK(p.gpus == 16);
     CHECK(p.step_time_s > 0);
-    // samples/s = global batch / step time; tokens/s = samples/s x sequence (scenario-format.md "Results").
+    // samples/s = global batch / step time; tokens/s = samples/s x sequence (docs/scenario-format.md "Results").
     CHECK(p.samples_per_s == doctest::Approx(static_cast<double>(t.global_batch) / p.step_time_s).epsilon(1e-9));
     CHECK(p.tokens_per_s == doctest::Approx(p.samples_per_s * t.seq_len).epsilon(1e-9));
     // No activation checkpointing: model and hardware TFLOPs are the same.

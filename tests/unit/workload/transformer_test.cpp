@@ -229,7 +229,7 @@ TEST_SUITE("workload")
 
   TEST_CASE("workload: model FLOPs equal Megatron-LM's 72Bslh^2(1 + s/6h + V/12lh) for GPT shapes")
   {
-    // Narayanan et al. 2021 (arXiv 2104.04473) eq. 3; scenario-format.md "TFLOPs".
+    // Narayanan et al. 2021 (arXiv 2104.04473) eq. 3; docs/scenario-format.md "TFLOPs".
     struct Case {
       int l, h, a, V, s, b;
     };
@@ -259,7 +259,7 @@ TEST_SUITE("workload")
 
   TEST_CASE("workload: Llama model FLOPs = 6·tokens·(matmul weights) + 12·l·s·h·tokens")
   {
-    // scenario-format.md "TFLOPs" (6 FLOPs per token per matmul weight incl. the LM head, not the lookup).
+    // docs/scenario-format.md "TFLOPs" (6 FLOPs per token per matmul weight incl. the LM head, not the lookup).
     for (const auto& m : {llama2_70b(), llama3_8b()}) {
       const int b = 2, s = 4096;
       const Workload w = workload::build_workload(m, options(b, s, spec::Checkpointing::NONE, true));
