@@ -4,6 +4,7 @@
 #include "core/text.hpp"
 
 #include <cstdio>
+#include <filesystem>
 #include <sstream>
 
 namespace zerosim::report {
@@ -29,6 +30,21 @@ core::Json ladder_json(const std::vector<memory::LadderStep>& ladder)
   return steps;
 }
 
+/// A data file named as the result should name it: relative to the repository when it lies inside it (the shipped
+/// calibration/kernels.yaml found through the build's data folder is an absolute path of the build machine), as given
+/// otherwise. Results carry no path of the machine they were made on (docs/testing.md "The repository stands alone").
+std::string data_file_name(const std::string& file)
+{
+  namespace fs = std::filesystem;
+  const fs::path p = fs::path(file).lexically_normal();
+  if (!p.is_absolute())
+    return file;
+  const fs::path rel = p.lexically_relative(fs::path(ZEROSIM_DATA_DIR).lexically_normal());
+  if (rel.empty() || *rel.begin() == "..")
+    return file;
+  return rel.generic_string();
+}
+
 } // namespace
 
 core::Json meta_json(const spec::Scenario& s, const std::string& network_model)
@@ -44,8 +60,8 @@ core::Json meta_json(const spec::Scenario& s, const std::string& network_model)
                                         {"compile", s.software.compile},
                                         {"torch", s.software.torch},
                                         {"stated", s.software.stated}})},
-       {"kernel_data", s.kernels.file},
-       {"calibration", core::Json::object({{"path", s.calibration.path.empty() ? "none" : s.calibration.path},
+       {"kernel_data", data_file_name(s.kernels.file)},
+       {"calibration", core::Json::object({{"path", s.calibration.path.empty() ? "none" : data_file_name(s.calibration.path)},
                                            {"hash", s.calibration.hash},
                                            {"parameters", static_cast<std::int64_t>(s.calibration.factors.size())}})}});
 }
