@@ -179,6 +179,45 @@ bool split_csv_line(const std::string& line, std::vector<std::string>& out)
   return !quoted;
 }
 
+std::string read_data_table(const std::string& file, const std::string& what, const std::string& header,
+                            const std::function<void(const std::string&, const std::vector<std::string>&)>& row)
+{
+  bool ok = false;
+  const std::string text = read_text(file, ok);
+  if (!ok)
+    throw core::InputError(file + ": cannot open the " + what);
+  const std::size_t fields = static_cast<std::size_t>(std::count(header.begin(), header.end(), ',')) + 1;
+  const std::string SHA = "sha256 ";
+  std::string sha256;
+  std::istringstream in(text);
+  std::string line;
+  int n = 0;
+  bool seen_header = false;
+  std::vector<std::string> f;
+  while (std::getline(in, line)) {
+    ++n;
+    const std::string where = file + ":" + std::to_string(n) + ": ";
+    if (line.starts_with("#")) {
+      if (const auto at = line.find(SHA); at != std::string::npos)
+        sha256 = line.substr(at + SHA.size(), 64);
+      continue;
+    }
+    if (!seen_header) {
+      if (line != header)
+        throw core::InputError(where + "expected the header \"" + header + "\", found \"" + line + "\"");
+      seen_header = true;
+      continue;
+    }
+    if (!split_csv_line(line, f) || f.size() != fields)
+      throw core::InputError(where + "expected " + std::to_string(fields) + " comma-separated fields (" + header +
+                             "), found \"" + line + "\"");
+    row(where, f);
+  }
+  if (!seen_header)
+    throw core::InputError(file + ": expected the header \"" + header + "\", found no line");
+  return sha256;
+}
+
 std::string read_text(const std::string& path, bool& ok)
 {
   // A device is no file of text: /dev/zero or /dev/urandom never end, and were read until memory ran out

@@ -5,6 +5,7 @@
 #include "config/scenario_loader.hpp"
 #include "config/yaml_reader.hpp"
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -20,6 +21,12 @@ std::string read_text(const std::string& path, bool& ok);
 /// The fields of one CSV line into `out` (RFC 4180 quoting: "a, b" and "" for a quote); false when a quote is left
 /// open. The reader of the tables under data/ (deepspeed_config_keys.csv, torch_fsdp_arguments.csv).
 bool split_csv_line(const std::string& line, std::vector<std::string>& out);
+/// Reads one of the generated tables under data/: "# ..." comment lines (one may hold "sha256 HEX", the hash of the
+/// script that wrote it, returned), then exactly `header`, then rows of as many fields as the header, each handed to
+/// `row(where, fields)` ("FILE:LINE: " and the fields). Every malformed line is an input error naming FILE:LINE;
+/// `what` names the table in "FILE: cannot open the WHAT".
+std::string read_data_table(const std::string& file, const std::string& what, const std::string& header,
+                            const std::function<void(const std::string&, const std::vector<std::string>&)>& row);
 /// Reads and parses a file ("FILE: cannot open file").
 YAML::Node load_yaml_file(const std::string& path);
 

@@ -459,8 +459,7 @@ std::string resolved_yaml(const spec::Scenario& s)
   case spec::Framework::FSDP: {
     const spec::FsdpSpec& f = s.fsdp;
     YAML::Node n;
-    const char* strategies[] = {"FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD", "NO_SHARD"};
-    n["sharding_strategy"] = strategies[static_cast<int>(f.sharding_strategy)];
+    n["sharding_strategy"] = spec::to_string(f.sharding_strategy);
     if (const char* p = dtype_or_empty(f.param_dtype))
       n["mixed_precision"]["param_dtype"] = p;
     if (const char* r = dtype_or_empty(f.reduce_dtype))

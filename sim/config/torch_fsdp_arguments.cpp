@@ -38,54 +38,28 @@ std::string TorchFsdpTable::listed() const
 
 TorchFsdpTable read_torch_fsdp_table(const std::string& file)
 {
-  bool ok = false;
-  const std::string text = read_text(file, ok);
-  if (!ok)
-    throw core::InputError(file + ": cannot open the torch FSDP argument table");
   TorchFsdpTable t;
   t.file = file;
-  std::istringstream in(text);
-  std::string line;
-  int n = 0;
-  bool header = false;
   const std::string HEADER = "version,release,origin,callable,argument,default,source";
-  const std::string SHA = "sha256 ";
-  std::vector<std::string> f;
-  while (std::getline(in, line)) {
-    ++n;
-    const std::string where = file + ":" + std::to_string(n) + ": ";
-    if (line.starts_with("#")) {
-      if (const auto at = line.find(SHA); at != std::string::npos)
-        t.script_sha256 = line.substr(at + SHA.size(), 64);
-      continue;
-    }
-    if (!header) {
-      if (line != HEADER)
-        throw core::InputError(where + "expected the header \"" + HEADER + "\", found \"" + line + "\"");
-      header = true;
-      continue;
-    }
-    if (!split_csv_line(line, f) || f.size() != 7)
-      throw core::InputError(where + "expected 7 comma-separated fields (" + HEADER + "), found \"" + line + "\"");
-    if (!spec::torch_generation(f[0]))
-      throw core::InputError(where + "expected a torch version major.minor (\"2.6\"), found \"" + f[0] + "\"");
-    TorchFsdpVersion& v = t.versions[f[0]];
-    if (v.version.empty()) {
-      v.version = f[0];
-      v.release = f[1];
-      v.origin = f[2];
-    } else if (v.release != f[1] || v.origin != f[2]) {
-      throw core::InputError(where + "version " + f[0] + " is read from " + v.release + " (" + v.origin +
-                             ") on an earlier line, found " + f[1] + " (" + f[2] + ")");
-    }
-    if (f[3].empty() || f[4].empty())
-      throw core::InputError(where + "expected a callable and an argument, found \"" + f[3] + "\" and \"" + f[4] +
-                             "\"");
-    if (!v.arguments.emplace(TorchFsdpName{f[3], f[4]}, TorchFsdpArgument{f[5], f[6]}).second)
-      throw core::InputError(where + f[3] + " " + f[4] + " of version " + f[0] + " is listed twice");
-  }
-  if (!header)
-    throw core::InputError(file + ": expected the header \"" + HEADER + "\", found no line");
+  t.script_sha256 = read_data_table(
+      file, "torch FSDP argument table", HEADER, [&](const std::string& where, const std::vector<std::string>& f) {
+        if (!spec::torch_generation(f[0]))
+          throw core::InputError(where + "expected a torch version major.minor (\"2.6\"), found \"" + f[0] + "\"");
+        TorchFsdpVersion& v = t.versions[f[0]];
+        if (v.version.empty()) {
+          v.version = f[0];
+          v.release = f[1];
+          v.origin = f[2];
+        } else if (v.release != f[1] || v.origin != f[2]) {
+          throw core::InputError(where + "version " + f[0] + " is read from " + v.release + " (" + v.origin +
+                                 ") on an earlier line, found " + f[1] + " (" + f[2] + ")");
+        }
+        if (f[3].empty() || f[4].empty())
+          throw core::InputError(where + "expected a callable and an argument, found \"" + f[3] + "\" and \"" + f[4] +
+                                 "\"");
+        if (!v.arguments.emplace(TorchFsdpName{f[3], f[4]}, TorchFsdpArgument{f[5], f[6]}).second)
+          throw core::InputError(where + f[3] + " " + f[4] + " of version " + f[0] + " is listed twice");
+      });
   return t;
 }
 

@@ -4,6 +4,7 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/json.hpp"
+#include "core/text.hpp"
 #include "core/worker_pool.hpp"
 #include "spec/names.hpp"
 #include "sweep/sweep.hpp"
@@ -59,14 +60,10 @@ std::string hf_fsdp_option(const spec::Scenario& s)
   if (s.fsdp.reshard_after_forward)
     o = *s.fsdp.reshard_after_forward ? "full_shard" : "shard_grad_op";
   else
-    o = s.fsdp.sharding_strategy == spec::FsdpSharding::SHARD_GRAD_OP  ? "shard_grad_op"
-        : s.fsdp.sharding_strategy == spec::FsdpSharding::HYBRID_SHARD ? "hybrid_shard"
-        : s.fsdp.sharding_strategy == spec::FsdpSharding::NO_SHARD     ? "no_shard"
-                                                                       : "full_shard";
+    o = core::lowercase(spec::to_string(s.fsdp.sharding_strategy)); // the Trainer's option: "shard_grad_op", ...
   return s.fsdp.cpu_offload ? o + " offload" : o;
 }
 
-const char* const STRATEGIES[] = {"FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD", "NO_SHARD"};
 const std::string FSDP_MODULE = "torch.distributed.fsdp";
 
 } // namespace
@@ -85,7 +82,7 @@ std::vector<config::TorchFsdpName> fsdp_names(const spec::Scenario& s)
           {"FullyShardedDataParallel", "sharding_strategy"},
           {"FullyShardedDataParallel", "cpu_offload"},
           {"FullyShardedDataParallel", "limit_all_gathers"},
-          {"ShardingStrategy", STRATEGIES[static_cast<int>(s.fsdp.sharding_strategy)]},
+          {"ShardingStrategy", spec::to_string(s.fsdp.sharding_strategy)},
           {"CPUOffload", "offload_params"}};
 }
 
@@ -107,7 +104,7 @@ std::string fsdp_snippet(const Candidate& c, const spec::Scenario& s)
     py << "# FSDP1: FullyShardedDataParallel(model, **fsdp_kwargs), wrapping each block.\n"
        << "from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy, CPUOffload\n\n"
        << "fsdp_kwargs = dict(\n"
-       << "    sharding_strategy=ShardingStrategy." << STRATEGIES[static_cast<int>(s.fsdp.sharding_strategy)] << ",\n"
+       << "    sharding_strategy=ShardingStrategy." << spec::to_string(s.fsdp.sharding_strategy) << ",\n"
        << "    cpu_offload=CPUOffload(offload_params=" << (s.fsdp.cpu_offload ? "True" : "False") << "),\n"
        << "    limit_all_gathers=" << (s.fsdp.limit_all_gathers ? "True" : "False") << ",\n"
        << ")\n";

@@ -200,6 +200,18 @@ std::string summary_row(const std::string& rank, const Point& p)
   return row;
 }
 
+/// The cells of a candidates.csv line split at every comma (no quoting: a quoted status with commas splits into more
+/// cells, which the callers skip or do not read).
+std::vector<std::string> comma_cells(const std::string& line)
+{
+  std::vector<std::string> cells;
+  std::stringstream ls(line);
+  std::string cell;
+  while (std::getline(ls, cell, ','))
+    cells.push_back(cell);
+  return cells;
+}
+
 /// Issue 29's margin, on recommend's candidates.csv and printed text: every ranked candidate leaves at least
 /// memory::DEFAULT_HEADROOM of its GPU free; the tight ones (fit, less free) have no rank, the text names each one
 /// "tight", and some candidate is tight (so the check is not vacuous). Cells: rank 0, fits 9, tight 10,
@@ -214,11 +226,7 @@ void check_headroom(const fs::path& csv_path, const std::string& printed)
                      0) == 0);
   int ranked = 0, tight = 0;
   while (std::getline(csv, line)) {
-    std::vector<std::string> cells;
-    std::stringstream ls(line);
-    std::string cell;
-    while (std::getline(ls, cell, ','))
-      cells.push_back(cell);
+    const std::vector<std::string> cells = comma_cells(line);
     if (cells.size() < 16 || cells[8] != "done")
       continue; // a status with commas is not a done candidate
     const double free_share = 1 - std::stod(cells[14]) / std::stod(cells[15]);
@@ -345,11 +353,7 @@ TEST_SUITE("cli")
     std::getline(csv, line);
     std::vector<std::pair<int, std::vector<std::string>>> top; // rank -> cells
     while (std::getline(csv, line)) {
-      std::vector<std::string> cells;
-      std::stringstream ls(line);
-      std::string cell;
-      while (std::getline(ls, cell, ','))
-        cells.push_back(cell);
+      const std::vector<std::string> cells = comma_cells(line);
       if (!cells[0].empty())
         top.emplace_back(std::stoi(cells[0]), cells);
     }
