@@ -28,6 +28,14 @@ std::string two_terminal_script(const std::string& name, const std::string& body
   return s.str();
 }
 
+std::string gnuplot_quoted(const std::string& text)
+{
+  std::string q = "\"";
+  for (char c : text)
+    q += c == '"' ? '\'' : c;
+  return q + "\"";
+}
+
 std::string find_gnuplot()
 {
   const char* path = std::getenv("PATH");

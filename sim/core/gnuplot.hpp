@@ -13,6 +13,9 @@ namespace zerosim::core {
 /// (docs/sweep.md \"Plots\")") and how to redraw it.
 std::string two_terminal_script(const std::string& name, const std::string& body, const std::string& origin);
 
+/// `text` as a string of a gnuplot script or data file: in double quotes, a double quote inside made a single one.
+std::string gnuplot_quoted(const std::string& text);
+
 /// The gnuplot on PATH, or "" when there is none.
 std::string find_gnuplot();
 

@@ -25,15 +25,6 @@ constexpr const char* ORIGIN = "zerosim run --plots (docs/outputs.md \"Plots\")"
 constexpr const char* MEMORY = "memory_over_step";
 constexpr const char* TIMELINE = "micro_step_timeline";
 
-/// A string for a gnuplot script or data file, in double quotes (a double quote inside becomes a single one).
-std::string quoted(const std::string& text)
-{
-  std::string q = "\"";
-  for (char c : text)
-    q += c == '"' ? '\'' : c;
-  return q + "\"";
-}
-
 /// Seconds on the trace's nanosecond grid, written exactly: "12.345678901".
 std::string seconds(double s)
 {
@@ -59,7 +50,7 @@ std::string unsimulated_objects(const metrics::StepTimeMap& map, double from, do
       continue;
     gp << "set object " << id << " rect from " << seconds(at) << ", graph 0 to " << seconds(at + span.duration_s)
        << ", graph 1 behind fillcolor rgb '#e8e8e8' fillstyle solid 1.0 noborder\n"
-       << "set label " << id << " " << quoted(span.label) << " at "
+       << "set label " << id << " " << core::gnuplot_quoted(span.label) << " at "
        << seconds(at + span.duration_s / 2)
        // a wide band holds its name across, a narrow one upright from its foot
        << (span.duration_s > 0.3 * (to - from) ? ", graph 0.5 center" : ", graph 0.03 left rotate by 90")
@@ -92,7 +83,7 @@ StepPlot memory_plot(const fs::path& dir, const spec::Scenario& s, const run::Ru
     dat << seconds(p.time_s) << " " << p.sample.allocated << " " << p.sample.reserved;
     for (std::int64_t b : p.sample.by_category)
       dat << " " << b;
-    dat << " " << p.micro_step << " " << quoted(p.task) << "\n";
+    dat << " " << p.micro_step << " " << core::gnuplot_quoted(p.task) << "\n";
   }
   const std::string name = MEMORY;
   write_text(dir / (name + ".dat"), dat.str());
@@ -101,16 +92,18 @@ StepPlot memory_plot(const fs::path& dir, const spec::Scenario& s, const run::Ru
   const metrics::MemoryPoint& pr = points[peak_reserved];
   // The breakdown at the allocated peak, a line each, in the top left corner (the y range leaves room above reserved).
   std::ostringstream marks;
-  marks << "set label 20 " << quoted("allocated peak " + core::format_gib(pa.sample.allocated) + " at " + pa.task)
+  marks << "set label 20 "
+        << core::gnuplot_quoted("allocated peak " + core::format_gib(pa.sample.allocated) + " at " + pa.task)
         << " at graph 0.02, graph 0.96 left front\n";
   for (int c = 0; c < spec::MEM_CATEGORY_COUNT; ++c)
     marks << "set label " << 21 + c << " "
-          << quoted("  " + std::string(memory_category_key(c)) + " " +
-                    core::format_gib(pa.sample.by_category[static_cast<size_t>(c)]))
+          << core::gnuplot_quoted("  " + std::string(memory_category_key(c)) + " " +
+                                  core::format_gib(pa.sample.by_category[static_cast<size_t>(c)]))
           << " at graph 0.02, graph " << core::format_fixed(0.91 - 0.045 * c, 3) << " left front\n";
   const double end = m.step_time_s;
   std::ostringstream body;
-  body << "set title " << quoted("GPU memory over the step, rank " + std::to_string(m.rank) + ": " + s.name)
+  body << "set title "
+       << core::gnuplot_quoted("GPU memory over the step, rank " + std::to_string(m.rank) + ": " + s.name)
        << " font ',10'"
        << "\nset grid\nset key below horizontal\nGiB = 1073741824.0\n"
        << "set xlabel 'time in the step (s; each task at its host issue time)'\nset ylabel 'GPU memory (GiB)'\n"
@@ -118,7 +111,7 @@ StepPlot memory_plot(const fs::path& dir, const spec::Scenario& s, const run::Ru
        << unsimulated_objects(metrics::step_time_map(result.timeline), 0, end) << marks.str()
        << "set label 30 'allocated peak' at " << seconds(pa.time_s) << ", " << pa.sample.allocated
        << " / GiB point pointtype 7 pointsize 1.5 offset 1,-1 front\n"
-       << "set label 31 " << quoted("reserved peak " + core::format_gib(pr.sample.reserved)) << " at "
+       << "set label 31 " << core::gnuplot_quoted("reserved peak " + core::format_gib(pr.sample.reserved)) << " at "
        << seconds(pr.time_s) << ", " << pr.sample.reserved
        << " / GiB point pointtype 9 pointsize 1.5 offset 1,-1 front\n"
        << "plot ";
@@ -130,7 +123,8 @@ StepPlot memory_plot(const fs::path& dir, const spec::Scenario& s, const run::Ru
     for (int k = 0; k <= c; ++k)
       sum += (k ? "+$" : "$") + std::to_string(4 + k);
     body << "'" << name << ".dat' using 1:((" << sum << ") / GiB) with fillsteps fillstyle solid 1.0 noborder lc rgb '"
-         << colours[c] << "' title " << quoted(std::string("allocated: ") + memory_category_key(c)) << ", ";
+         << colours[c] << "' title " << core::gnuplot_quoted(std::string("allocated: ") + memory_category_key(c))
+         << ", ";
   }
   body << "'" << name << ".dat' using 1:($2 / GiB) with steps lw 2 lc rgb 'black' title 'allocated (torch)', '" << name
        << ".dat' using 1:($3 / GiB) with steps lw 2 dt 2 lc rgb '#b00000' title 'reserved (caching allocator)'\n";
@@ -207,7 +201,8 @@ StepPlot timeline_plot(const fs::path& dir, const spec::Scenario& s, const run::
     const auto k = static_cast<size_t>(std::find(std::begin(kinds), std::end(kinds), task.kind) - std::begin(kinds));
     dat << row_of_stream[static_cast<size_t>(task.stream)] << " " << seconds(shifted(i, r.times[i].start)) << " "
         << seconds(std::max(shifted(i, r.times[i].start), shifted(i, r.times[i].end))) << " " << k << " "
-        << kind_name(task.kind) << " " << quoted(stream_name(task.stream)) << " " << quoted(task.name) << "\n";
+        << kind_name(task.kind) << " " << core::gnuplot_quoted(stream_name(task.stream)) << " "
+        << core::gnuplot_quoted(task.name) << "\n";
   }
   write_text(dir / (name + ".dat"), dat.str());
 
@@ -227,26 +222,27 @@ StepPlot timeline_plot(const fs::path& dir, const spec::Scenario& s, const run::
     if (row < 0 || iv.end + sh < from || iv.start + sh > to)
       continue;
     res << row << " " << seconds(iv.start + sh) << " " << seconds(std::max(iv.start, iv.end) + sh) << " "
-        << quoted(t.tracks[static_cast<size_t>(iv.track)].name) << " " << quoted(iv.name) << "\n";
+        << core::gnuplot_quoted(t.tracks[static_cast<size_t>(iv.track)].name) << " " << core::gnuplot_quoted(iv.name)
+        << "\n";
   }
   write_text(dir / (name + "_resources.dat"), res.str());
 
   std::ostringstream body;
   body << "set title "
-       << quoted(unit + " " + std::to_string(micro) + " of rank " + std::to_string(r.rank) +
-                 ", per stream and resource: " + s.name)
+       << core::gnuplot_quoted(unit + " " + std::to_string(micro) + " of rank " + std::to_string(r.rank) +
+                               ", per stream and resource: " + s.name)
        << " font ',10'"
        << "\nset grid xtics\nset key outside right top\nset xlabel 'time in the step (s)'\n"
        << "set xrange [" << seconds(from) << ":" << seconds(to) << "]\n"
        << "set yrange [" << rows.size() << " - 0.5:-0.5]\nset ytics (";
   for (size_t k = 0; k < rows.size(); ++k)
-    body << (k ? ", " : "") << quoted(rows[k]) << " " << k;
+    body << (k ? ", " : "") << core::gnuplot_quoted(rows[k]) << " " << k;
   body << ")\nset style fill solid 0.85 noborder\n"
        << "minimum = " << core::format_number((to - from) * 0.04) << " # tasks at least this long are named\nplot ";
   for (size_t k = 0; k < std::size(kinds); ++k)
     body << (k ? ", " : "") << "'" << name << ".dat' using ($4 == " << k
          << " ? ($2 + $3) / 2 : 1/0):1:(($3 - $2) / 2):(0.35) with boxxyerror lc rgb '" << colours[k] << "' title "
-         << quoted(kind_name(kinds[k]));
+         << core::gnuplot_quoted(kind_name(kinds[k]));
   body << ", '" << name << "_resources.dat' using (($2 + $3) / 2):1:(($3 - $2) / 2):(0.35) with boxxyerror "
        << "lc rgb '#7f7f7f' title 'resource busy'"
        << ", '" << name << ".dat' using (($2 + $3) / 2):1:($3 - $2 >= minimum ? stringcolumn(7) : '') with labels "

@@ -36,14 +36,6 @@ const std::vector<std::pair<std::string, std::string>> BREAKDOWN = {
     {"exposed_pcie", "exposed PCIe"}, {"exposed_nvme", "exposed NVMe"}, {"idle", "idle"},
 };
 
-std::string quoted(const std::string& s)
-{
-  std::string out = "\"";
-  for (char c : s)
-    out += c == '"' ? '\'' : c;
-  return out + "\"";
-}
-
 std::string num(double v)
 {
   char buf[64];
@@ -120,16 +112,18 @@ PlotFiles throughput_plot(const fs::path& dir, const Plan& plan, const std::vect
     p << "plot ";
     for (std::size_t i = 0; i < titles.size(); ++i)
       p << (i ? ", " : "") << "'throughput.dat' index " << i << " using 1:($4 == 1 ? $" << column
-        << " : 1/0) with linespoints title " << quoted(titles[i]);
+        << " : 1/0) with linespoints title " << core::gnuplot_quoted(titles[i]);
     for (std::size_t i = 0; i < titles.size(); ++i)
       p << ", 'throughput.dat' index " << i << " using 1:($4 == 0 ? 0 : 1/0) " << UNFIT_STYLE << " "
         << (i == 0 ? "title 'does not fit in GPU memory (drawn at 0)'" : "notitle");
     return p.str() + "\n";
   };
   std::ostringstream body;
-  body << "set multiplot layout 2,1 title " << quoted("Throughput against batch size: " + scenario_name(plan)) << "\n"
+  body << "set multiplot layout 2,1 title "
+       << core::gnuplot_quoted("Throughput against batch size: " + scenario_name(plan)) << "\n"
        << "set grid\nset key outside right top\nset logscale x 2\nset yrange [0:*]\n"
-       << "set xlabel " << quoted(batch_label(plan.axes[static_cast<std::size_t>(x_axis)].key) + ", log scale")
+       << "set xlabel "
+       << core::gnuplot_quoted(batch_label(plan.axes[static_cast<std::size_t>(x_axis)].key) + ", log scale")
        << "\nset ylabel 'throughput (tokens/s, all GPUs)'\n"
        << "set title 'tokens per second (y from 0)'\n"
        << plot(2) << "set ylabel 'TFLOPs per GPU (model, TFLOP/s)'\nset title 'model TFLOPs per GPU (y from 0)'\n"
@@ -163,16 +157,18 @@ PlotFiles memory_plot(const fs::path& dir, const Plan& plan, const std::vector<R
   }
   write_file(dir / "memory.dat", dat.str());
   std::ostringstream body;
-  body << "set title " << quoted("Peak GPU memory against batch size: " + scenario_name(plan)) << "\n"
+  body << "set title " << core::gnuplot_quoted("Peak GPU memory against batch size: " + scenario_name(plan)) << "\n"
        << "set grid\nset key outside right top\nset logscale x 2\nset yrange [0:*]\n"
-       << "set xlabel " << quoted(batch_label(plan.axes[static_cast<std::size_t>(x_axis)].key) + ", log scale")
+       << "set xlabel "
+       << core::gnuplot_quoted(batch_label(plan.axes[static_cast<std::size_t>(x_axis)].key) + ", log scale")
        << "\nset ylabel 'peak GPU memory, device total (GiB; y from 0)'\n"
        << "capacity = " << num(capacity) << "\n"
        << "set label 1 sprintf('GPU capacity %.0f GiB', capacity) at graph 0.02, first capacity offset 0,0.7 "
           "tc rgb 'red'\n"
        << "plot ";
   for (std::size_t i = 0; i < titles.size(); ++i)
-    body << (i ? ", " : "") << "'memory.dat' index " << i << " using 1:2 with linespoints title " << quoted(titles[i]);
+    body << (i ? ", " : "") << "'memory.dat' index " << i << " using 1:2 with linespoints title "
+         << core::gnuplot_quoted(titles[i]);
   // Out-of-memory points, marked over their series.
   for (std::size_t i = 0; i < titles.size(); ++i)
     body << ", 'memory.dat' index " << i << " using 1:($3 == 0 ? $2 : 1/0) " << UNFIT_STYLE << " "
@@ -198,7 +194,7 @@ PlotFiles breakdown_plot(const fs::path& dir, const Plan& plan, const std::vecto
       continue;
     const bool fits = result_fits(r);
     any_unfit = any_unfit || !fits;
-    dat << quoted(values_label(plan, r.values) + (fits ? "" : " (does not fit)"));
+    dat << core::gnuplot_quoted(values_label(plan, r.values) + (fits ? "" : " (does not fit)"));
     for (const auto& [k, legend] : BREAKDOWN)
       dat << " " << num(number_at(r.result, {"time_breakdown_s", k.c_str()}).value_or(0));
     dat << " " << (fits ? 1 : 0) << " " << num(number_at(r.result, {"step_time_s"}).value_or(0)) << " " << r.point
@@ -210,14 +206,15 @@ PlotFiles breakdown_plot(const fs::path& dir, const Plan& plan, const std::vecto
     axes_text += (axes_text.empty() ? "" : ", ") + axis_name(a.key);
   const std::size_t fits_column = BREAKDOWN.size() + 2, total_column = fits_column + 1;
   std::ostringstream body;
-  body << "set title " << quoted("Step time per point: " + scenario_name(plan)) << "\n"
+  body << "set title " << core::gnuplot_quoted("Step time per point: " + scenario_name(plan)) << "\n"
        << "set style data histograms\nset style histogram rowstacked\nset style fill solid 0.85 border -1\n"
        << "set boxwidth 0.75\nset grid ytics\nset key outside right top\nset xtics rotate by -45\n"
-       << "set yrange [0:*]\nset xlabel " << quoted("swept values: " + axes_text) << "\nset ylabel 'step time (s)'\n"
+       << "set yrange [0:*]\nset xlabel " << core::gnuplot_quoted("swept values: " + axes_text)
+       << "\nset ylabel 'step time (s)'\n"
        << "plot ";
   for (std::size_t i = 0; i < BREAKDOWN.size(); ++i)
     body << (i ? ", " : "") << "'breakdown.dat' using " << i + 2 << (i == 0 ? ":xtic(1)" : "") << " title "
-         << quoted(BREAKDOWN[i].second);
+         << core::gnuplot_quoted(BREAKDOWN[i].second);
   // A point that does not fit: a red cross on top of its bar (its label says so too), so a short bar of a run that
   // would stop out of memory does not pass for the fastest.
   if (any_unfit)
