@@ -1,4 +1,4 @@
-// The compute model (docs/compute.md): GPU roofline with a shape-aware efficiency per GPU kind, and
+// The compute model (docs/compute.md, cited as §n): GPU roofline with a shape-aware efficiency per GPU kind, and
 // host CPU work for CPU Adam. Every constant below is data and carries its source.
 #include "compute/compute_model.hpp"
 
@@ -30,7 +30,7 @@ constexpr double KERNEL_OVERHEAD_S = 2e-6;
 // ---- GEMM shape model (docs/compute.md §1.2) ----------------------------------------------------
 
 /// Output tiles cuBLAS/CUTLASS choose between on Ampere/Hopper (NVIDIA "Matrix Multiplication
-/// Background User's Guide", §2.3 "Typical Tile Dimensions in cuBLAS and Performance": 256x128 and
+/// Background User's Guide", section 2.3 "Typical Tile Dimensions in cuBLAS and Performance": 256x128 and
 /// 128x256 are the most efficient, smaller tiles trade efficiency for parallelism).
 struct Tile {
   int m, n;
@@ -155,7 +155,7 @@ GpuEfficiency gpu_efficiency(const spec::GpuSpec& gpu, const spec::SoftwareSpec&
   e.causal_skip = fig->causal_skip;
   e.sms = kind.sms;
   e.kernel_overhead_s = KERNEL_OVERHEAD_S;
-  e.clock = sustained_clock(gpu, table); // a power cap's sustained SM clock (§1.8)
+  e.clock = sustained_clock(gpu, table); // a power cap's sustained SM clock (docs/compute.md §1.8)
   return e;
 }
 

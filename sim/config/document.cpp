@@ -235,8 +235,8 @@ std::string read_text(const std::string& path, bool& ok)
 namespace {
 
 /// The message of a YAML error at `mark`. yaml-cpp reports a tab in a block's indentation as whatever token it then
-/// meets ("illegal map value"); YAML indents with spaces only (YAML 1.2 §6.1), so when a line at or before the error
-/// is indented with a tab, that tab is named, at its own line and column.
+/// meets ("illegal map value"); YAML indents with spaces only (YAML 1.2, section 6.1), so when a line at or before the
+/// error is indented with a tab, that tab is named, at its own line and column.
 std::string yaml_error(const std::string& file, const std::string& text, const YAML::Mark& mark, const std::string& msg)
 {
   std::istringstream in(text);

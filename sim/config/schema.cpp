@@ -145,7 +145,8 @@ const Schema& node_schema()
            "host memory kept for the OS and not usable by training (a stated assumption, docs/config.md)"),
        // CPU-Adam DRAM traffic per element: read p, g, m, v (16 B), write p, m, v (12 B).
        key("adam_bytes_per_param", "number > 0", "28",
-           "DRAM bytes moved per CPU-Adam element update: read p, g, m, v, write p, m, v (docs/deepspeed-schedule.md §9.1)")}};
+           "DRAM bytes moved per CPU-Adam element update: read p, g, m, v, write p, m, v (docs/deepspeed-schedule.md "
+           "§9.1)")}};
   static const Schema nvme{"node.nvme",
                            {key("devices", "integer >= 0", "0", "NVMe devices; 0 = none"),
                             key("read", "bandwidth", "required when devices > 0", "per device"),
@@ -191,7 +192,8 @@ const Schema& offload_optimizer_schema()
            "every NVMe drive of the node (docs/engine.md \"NVMe\")",
            nullptr, N),
        key("buffer_count", "integer >= 0", "4", "swap buffers (NVMe)"),
-       key("pin_memory", "bool", "0.19: true; 0.16: false", "page-locked host buffers (docs/deepspeed-schedule.md §14)"),
+       key("pin_memory", "bool", "0.19: true; 0.16: false",
+           "page-locked host buffers (docs/deepspeed-schedule.md §14)"),
        key("pipeline_read", "bool", "false", "overlap the next sub-group's NVMe read with the step"),
        key("pipeline_write", "bool", "false", "overlap the previous sub-group's NVMe write with the step"),
        key("fast_init", "bool", "false",
@@ -238,8 +240,10 @@ const Schema& zero_optimization_schema()
        key("contiguous_gradients", "bool", "true", "copy gradients into a contiguous buffer"),
        key("reduce_scatter", "bool", "true", "reduce gradients by reduce-scatter / bucket all-reduce"),
        key("reduce_bucket_size", "element count or auto", "5e8", "B_r; auto = hidden^2 (HF Trainer)"),
-       key("use_multi_rank_bucket_allreduce", "bool", "true", "stage 1/2: all-reduce per bucket (§3.2)"),
-       key("allgather_bucket_size", "element count", "5e8", "ignored by DeepSpeed with all_gather_into_tensor (§1.4)"),
+       key("use_multi_rank_bucket_allreduce", "bool", "true",
+           "stage 1/2: all-reduce per bucket (docs/deepspeed-schedule.md §3.2)"),
+       key("allgather_bucket_size", "element count", "5e8",
+           "ignored by DeepSpeed with all_gather_into_tensor (docs/deepspeed-schedule.md §1.4)"),
        key("overlap_comm", "bool", "true for stage 3, else false",
            "overlap reduction with backward (overlap_comm_valid)"),
        key("sub_group_size", "element count", "1e9", "S_g: optimizer step tile"),
@@ -319,21 +323,22 @@ const Schema& pipeline_schema()
 
 const Schema& aio_schema()
 {
-  static const Schema s{"deepspeed.aio",
-                        {key("block_size", "integer >= 1", "1048576", "bytes per aio request"),
-                         key("queue_depth", "integer >= 1", "8", "aio queue depth"),
-                         key("intra_op_parallelism", "integer >= 1", "1", "aio threads"),
-                         key("thread_count", "integer >= 1", "1", "docs' name of intra_op_parallelism (§13)"),
-                         key("single_submit", "bool", "false",
-                             "submit the aio requests one by one instead of in batches (the submission cost "
-                             "is not modelled)",
-                             nullptr, N),
-                         key("overlap_events", "bool", "true",
-                             "overlap request submission and completion in the aio handle (not modelled)", nullptr, N),
-                         key("use_gds", "bool", "false",
-                             "GPUDirect Storage: NVMe to GPU memory without the pinned host buffers (not "
-                             "modelled: NVMe traffic goes through host memory)",
-                             nullptr, N)}};
+  static const Schema s{
+      "deepspeed.aio",
+      {key("block_size", "integer >= 1", "1048576", "bytes per aio request"),
+       key("queue_depth", "integer >= 1", "8", "aio queue depth"),
+       key("intra_op_parallelism", "integer >= 1", "1", "aio threads"),
+       key("thread_count", "integer >= 1", "1", "docs' name of intra_op_parallelism (docs/deepspeed-schedule.md §13)"),
+       key("single_submit", "bool", "false",
+           "submit the aio requests one by one instead of in batches (the submission cost "
+           "is not modelled)",
+           nullptr, N),
+       key("overlap_events", "bool", "true",
+           "overlap request submission and completion in the aio handle (not modelled)", nullptr, N),
+       key("use_gds", "bool", "false",
+           "GPUDirect Storage: NVMe to GPU memory without the pinned host buffers (not "
+           "modelled: NVMe traffic goes through host memory)",
+           nullptr, N)}};
   return s;
 }
 
@@ -364,9 +369,9 @@ const Schema& bf16_schema()
 
 const Schema& data_types_schema()
 {
-  static const Schema s{
-      "deepspeed.data_types",
-      {key("grad_accum_dtype", DTYPE, "the model dtype (0.19, §1.3)", "gradient accumulation dtype")}};
+  static const Schema s{"deepspeed.data_types",
+                        {key("grad_accum_dtype", DTYPE, "the model dtype (0.19, docs/deepspeed-schedule.md §1.3)",
+                             "gradient accumulation dtype")}};
   return s;
 }
 
@@ -406,10 +411,11 @@ const Schema& deepspeed_schema()
        key("fp16", "mapping", "disabled", "fp16 mixed precision", &fp16_schema()),
        key("bf16", "mapping", "disabled", "bf16 mixed precision", &bf16_schema()),
        key("bfloat16", "mapping", "disabled", "old name of bf16", &bf16_schema()),
-       key("communication_data_type", DTYPE, "the model dtype (§1.3)", "dtype of gradient reduction"),
+       key("communication_data_type", DTYPE, "the model dtype (docs/deepspeed-schedule.md §1.3)",
+           "dtype of gradient reduction"),
        key("data_types", "mapping", "defaults", "gradient accumulation dtype", &data_types_schema()),
        key("gradient_clipping", "number >= 0 or auto", "0.19: 1.0; 0.16: 0.0",
-           "global-norm clipping (§14); auto = 1.0"),
+           "global-norm clipping (docs/deepspeed-schedule.md §14); auto = 1.0"),
        key("prescale_gradients", "bool", "false", "scale gradients before reduction"),
        key("gradient_predivide_factor", "number > 0", "1.0", "divide before reduction"),
        key("activation_checkpointing", "mapping", "defaults", "DeepSpeed's checkpointing options",

@@ -1,5 +1,5 @@
-// Internal to the schedule component: the offload paths (ZeRO-Offload for stage 1/2, §3.6; stage 3
-// CPU offload, §6.1-§6.2; NVMe optimizer and parameter swapping, §7-§8).
+// Internal to the schedule component (docs/deepspeed-schedule.md is cited as §n): the offload paths (ZeRO-Offload
+// for stage 1/2, §3.6; stage 3 CPU offload, §6.1-§6.2; NVMe optimizer and parameter swapping, §7-§8).
 #pragma once
 
 #include "schedule/schedule_builder.hpp"

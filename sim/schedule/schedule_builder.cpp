@@ -1,3 +1,4 @@
+// The schedule builder's shared steps (schedule_builder.hpp; docs/deepspeed-schedule.md is cited as "§n").
 #include "schedule/schedule_builder.hpp"
 
 #include "core/error.hpp"

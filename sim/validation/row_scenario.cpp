@@ -153,8 +153,8 @@ spec::NetworkSpec network_for(const PublishedRow& row, const spec::NodeSpec& nod
 }
 
 /// The DeepSpeed zero_optimization block of a row: DeepSpeed 0.19's defaults as the config layer resolves them
-/// (docs/deepspeed-schedule.md §11: overlap_comm = stage 3 unless given; pin_memory true), then the keys of the first entry of
-/// the source's `deepspeed` data that selects the row (the source's published ds_config).
+/// (docs/deepspeed-schedule.md §11: overlap_comm = stage 3 unless given; pin_memory true), then the keys of the first
+/// entry of the source's `deepspeed` data that selects the row (the source's published ds_config).
 spec::ZeroSpec zero_for(const PublishedRow& row, int stage, std::string& notes, const spec::SourceRule* src)
 {
   spec::ZeroSpec z;
@@ -466,7 +466,7 @@ spec::Scenario build_scenario(const PublishedRow& row, const NodeLoader& load_no
   if (fw == spec::Framework::DEEPSPEED) {
     s.deepspeed.zero = zero_for(row, in.stage, info.assumptions, src);
     source_code_settings(row, in, s, info.assumptions, src);
-    s.deepspeed.communication_data_type = model_dtype(s.training.precision); // §1.3: model dtype unless given
+    s.deepspeed.communication_data_type = model_dtype(s.training.precision); // docs/deepspeed-schedule.md §1.3
     s.deepspeed.grad_accum_dtype = model_dtype(s.training.precision);
     info.stage = in.stage;
     info.strategy = "stage " + std::to_string(in.stage);

@@ -1,6 +1,7 @@
 // Element-wise kernels per model code (docs/workload.md §5.2). Each table below is one code's block, op by op, from
-// docs/research/model-code-kernels.md, which cites the source lines (and, for `hf` under autocast, the H100 profile
-// the list was checked against kernel by kernel). Bytes are for 16-bit activations; fp32 training doubles them.
+// docs/research/model-code-kernels.md (cited as §n), which cites the source lines (and, for `hf` under autocast, the
+// H100 profile the list was checked against kernel by kernel). Bytes are for 16-bit activations; fp32 training doubles
+// them.
 #include "workload/model_code.hpp"
 
 #include "core/error.hpp"

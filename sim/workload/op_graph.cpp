@@ -126,7 +126,7 @@ GraphResult OpGraph::analyse(GraphMode mode) const
     kept[idx(input_)] = true;
     break;
   case GraphMode::TRAIN_SELECTIVE: {
-    // Korthikanti et al. 2022 §5: the recomputed region (the attention core) keeps its inputs;
+    // Korthikanti et al. 2022, section 5: the recomputed region (the attention core) keeps its inputs;
     // every other op saves as usual.
     std::vector<bool> made_inside(n_tensors, false);
     for (const OpDef& o : ops_)

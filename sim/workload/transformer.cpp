@@ -1,5 +1,5 @@
 // The decoder-only transformer as layers: parameter tensors, operations (FLOPs, HBM bytes) and
-// activation bytes. Every formula and assumption is in docs/workload.md (section numbers below).
+// activation bytes. Every formula and assumption is in docs/workload.md (cited as §n below).
 #include "workload/transformer.hpp"
 
 #include "core/error.hpp"

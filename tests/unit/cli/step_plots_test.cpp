@@ -57,8 +57,8 @@ std::string fresh_dir(const std::string& name)
   return dir.string();
 }
 
-/// The PNG signature and its first chunk, IHDR (PNG specification, ISO/IEC 15948 §5.2-5.3, §11.2.2): 8 signature
-/// bytes, then length 13, "IHDR", width and height (big-endian); two_terminal_script draws 900 x 600.
+/// The PNG signature and its first chunk, IHDR (PNG specification, ISO/IEC 15948, sections 5.2-5.3 and 11.2.2): 8
+/// signature bytes, then length 13, "IHDR", width and height (big-endian); two_terminal_script draws 900 x 600.
 void check_png(const std::string& bytes)
 {
   REQUIRE(bytes.size() > 33);
@@ -74,9 +74,9 @@ void check_png(const std::string& bytes)
   CHECK(be32(20) == 600);
 }
 
-/// XML well-formedness as far as an SVG needs it (XML 1.0 §2-3): a prolog of declarations, comments and a DOCTYPE,
-/// then one root element whose start and end tags nest, attributes quoted. Returns the root's name ("" when not
-/// well formed) and sets `why`.
+/// XML well-formedness as far as an SVG needs it (XML 1.0, sections 2-3): a prolog of declarations, comments and a
+/// DOCTYPE, then one root element whose start and end tags nest, attributes quoted. Returns the root's name ("" when
+/// not well formed) and sets `why`.
 std::string xml_root(const std::string& x, std::string& why)
 {
   std::vector<std::string> open;

@@ -170,7 +170,7 @@ TEST_CASE("a large square GEMM runs at gemm_max x peak")
 
 TEST_CASE("wave quantisation: four tiles more than one wave cost a partly empty second wave")
 {
-  // NVIDIA Matrix Multiplication Background guide §3.2: with 256x128 tiles, n = 512, an A100's 108 SMs
+  // NVIDIA Matrix Multiplication Background guide, section 3.2: with 256x128 tiles, n = 512, an A100's 108 SMs
   // take m = 27·256 = 6912 (108 tiles) in one full wave. m = 28·256 = 7168 makes 112 tiles: the best
   // tiling is then 128x128, 224 tiles in 3 waves (324 slots) at sqrt(64/85.33) of 256x128's rate.
   const GpuEfficiency e = eff(node("dgx-a100-80gb").gpu);

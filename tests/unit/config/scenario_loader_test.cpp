@@ -1,5 +1,5 @@
 // Scenario files: references, defaults, the DeepSpeed block with "auto", --set, warnings, resolved_yaml round
-// trip, describe (docs/config.md).
+// trip, describe (docs/config.md; DeepSpeed's defaults from docs/deepspeed-schedule.md, cited as §n).
 #include "config_test_util.hpp"
 
 #include <doctest/doctest.h>

@@ -70,9 +70,9 @@ TEST_CASE("model code: one hf Llama block under autocast launches the H100 profi
   REQUIRE(s.model_code() == spec::ModelCode::HF); // DDP's usual code: the scenario names none
   const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
   const auto c = block_classes(s, w);
-  // raw/profile.txt per block (model-code-kernels.md §2): GEMM 21 kernels in 3.80 ms, attention 6 (cuDNN fprop; bprop,
-  // dot_do_o, convert_dq and two GQA head reductions) in 1.36 ms, element-wise 116 (casts, norms, rotary, SwiGLU,
-  // residuals, their backward) in 4.67 ms. Each within 15 % (scale(0): relative to the larger of the two, not
+  // raw/profile.txt per block (docs/research/model-code-kernels.md §2): GEMM 21 kernels in 3.80 ms, attention 6 (cuDNN
+  // fprop; bprop, dot_do_o, convert_dq and two GQA head reductions) in 1.36 ms, element-wise 116 (casts, norms, rotary,
+  // SwiGLU, residuals, their backward) in 4.67 ms. Each within 15 % (scale(0): relative to the larger of the two, not
   // doctest's default 1 + |value|, which would pass any figure in seconds).
   CHECK(c.at("gemm").kernels == 21);
   CHECK(c.at("gemm").seconds == doctest::Approx(3.80e-3).epsilon(0.15).scale(0));
@@ -99,8 +99,8 @@ TEST_CASE("model code: one hf Llama block under autocast launches the H100 profi
 
 TEST_CASE("model code: the element-wise kernels and bytes of one block follow the code, and compile fuses them")
 {
-  // model-code-kernels.md §9 per block (element-wise, weight casts excluded): hf under autocast 34 forward + 68
-  // backward; hf with 16-bit parameters 31 + 57; megatron (fused kernels) 8 + 18 less the Llama variant's
+  // docs/research/model-code-kernels.md §9 per block (element-wise, weight casts excluded): hf under autocast 34
+  // forward + 68 backward; hf with 16-bit parameters 31 + 57; megatron (fused kernels) 8 + 18 less the Llama variant's
   // rotary/SwiGLU (a GPT shape here: LayerNorm, GELU, bias); torch.compile fewer than any eager code.
   auto block = [](const std::string& sets_model, const std::string& framework, const std::string& precision,
                   const std::string& code, bool compile, const char* attention = "flash2") {

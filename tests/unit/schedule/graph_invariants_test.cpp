@@ -1,5 +1,5 @@
 // Structural invariants of every graph the schedule builds: issue order, dependencies and the
-// balance of the memory events (docs/schedule.md "Invariants").
+// balance of the memory events (docs/schedule.md "Invariants"; docs/deepspeed-schedule.md is cited as §n).
 #include "core/error.hpp"
 #include "schedule_test_util.hpp"
 

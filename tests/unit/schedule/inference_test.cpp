@@ -1,6 +1,6 @@
-// The inference request as a task graph (docs/inference.md): passes, weight traffic per pass, KV cache, residency,
-// memory and the refused configurations. Every expected value is a formula from the model's shape (stated beside it)
-// or from Hugging Face generate's and DeepSpeed's semantics (cited).
+// The inference request as a task graph (docs/inference.md; docs/deepspeed-schedule.md is cited as §n): passes, weight
+// traffic per pass, KV cache, residency, memory and the refused configurations. Every expected value is a formula from
+// the model's shape (stated beside it) or from Hugging Face generate's and DeepSpeed's semantics (cited).
 #include "config/scenario_loader.hpp"
 #include "core/error.hpp"
 #include "memory/memory_model.hpp"
@@ -262,7 +262,8 @@ TEST_SUITE("schedule")
       CHECK(count(g, TaskKind::NVME_READ) == 0);
       CHECK(count(g, TaskKind::COLLECTIVE) == 0);
       check_invariants(g, "replica stage " + std::to_string(stage));
-      CHECK(memory_ranks(s, w) == std::vector<int>{0, 1}); // every rank holds the same: the first and last stand for all
+      CHECK(memory_ranks(s, w) ==
+            std::vector<int>{0, 1}); // every rank holds the same: the first and last stand for all
     }
   }
 

@@ -19,7 +19,7 @@
 namespace zerosim::schedule::test {
 
 /// A DeepSpeed bf16 Adam scenario on `gpus` GPUs of one node, `g` micro-steps, stage `stage`,
-/// overlap_comm resolved as DeepSpeed does (True for stage 3, False otherwise, §11).
+/// overlap_comm resolved as DeepSpeed does (True for stage 3, False otherwise, docs/deepspeed-schedule.md §11).
 inline spec::Scenario scenario(int stage, int gpus, int g)
 {
   spec::Scenario s;

@@ -1,4 +1,5 @@
-// ZeRO-3 per-leaf-module fetching (spec::Mechanisms::per_module_fetch, docs/schedule.md "Stage 3"): the gathers,
+// ZeRO-3 per-leaf-module fetching (spec::Mechanisms::per_module_fetch, docs/schedule.md "Stage 3"; DeepSpeed's
+// behaviour from docs/deepspeed-schedule.md, cited as §n): the gathers,
 // the compute parts between module hooks, the prefetch bucket, and the coordinator's host cost, against counts
 // derived from the model's shape (not from the schedule's code), on the real workload and the engine.
 #include "config/scenario_loader.hpp"

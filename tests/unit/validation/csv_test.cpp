@@ -9,7 +9,7 @@ TEST_SUITE("validation")
 {
   TEST_CASE("csv: quoted fields keep commas, doubled quotes and line breaks")
   {
-    // RFC 4180 §2.5-2.7: a quoted field may hold commas and line breaks; "" inside stands for one quote.
+    // RFC 4180, sections 2.5-2.7: a quoted field may hold commas and line breaks; "" inside stands for one quote.
     auto rows = parse_csv("a,\"b, c\",\"say \"\"hi\"\"\"\n\"two\nlines\",,end\n");
     REQUIRE(rows.size() == 2);
     CHECK(rows[0] == std::vector<std::string>{"a", "b, c", "say \"hi\""});

@@ -250,7 +250,7 @@ TEST_SUITE("workload")
         const Workload full = workload::build_workload(m, options(c.b, c.s, spec::Checkpointing::FULL, flash));
         CHECK(std::abs(rel(full.model_flops, model)) < 1e-12);
         CHECK(std::abs(rel(full.hardware_flops, hw_full)) < 1e-12);
-        // Selective (Korthikanti et al. 2022 §5): only QK^T and AV are re-run, 4·B·s²·h per layer.
+        // Selective (Korthikanti et al. 2022, section 5): only QK^T and AV are re-run, 4·B·s²·h per layer.
         const Workload sel = workload::build_workload(m, options(c.b, c.s, spec::Checkpointing::SELECTIVE, flash));
         CHECK(std::abs(rel(sel.hardware_flops, model + 4 * B * s * s * h * l)) < 1e-12);
       }
@@ -278,7 +278,7 @@ TEST_SUITE("workload")
 
   TEST_CASE("workload: GPT block activations equal Korthikanti et al. 2022: sbh(34 + 5as/h) + layernorm stats")
   {
-    // arXiv 2205.05198 §4.1 eq. 2 (b_a = 2, dropout, no flash). The paper leaves out "small buffers" such as
+    // arXiv 2205.05198, section 4.1, eq. 2 (b_a = 2, dropout, no flash). The paper leaves out "small buffers" such as
     // layernorm statistics; we keep them: 2 layernorms x (mean + rstd) x 4 bytes (fp32) x s·b.
     struct Case {
       int l, h, a, V, s, b;
@@ -586,9 +586,9 @@ TEST_SUITE("workload: tensor parallelism")
 
   TEST_CASE("workload: a block's activations under tensor parallelism equal Korthikanti et al. 2022 eq. 2")
   {
-    // arXiv 2205.05198 §4.2.1 (tensor parallelism without sequence parallelism): sbh(10 + 24/t + 5as/(ht)) bytes
-    // per layer: the norms' inputs and outputs, the residual-dropout masks stay whole (10 sbh); the QKV outputs, the
-    // context, the MLP up and activation outputs split t ways (24 sbh / t) and so do the attention scores' softmax,
+    // arXiv 2205.05198, section 4.2.1 (tensor parallelism without sequence parallelism): sbh(10 + 24/t + 5as/(ht))
+    // bytes per layer: the norms' inputs and outputs, the residual-dropout masks stay whole (10 sbh); the QKV outputs,
+    // the context, the MLP up and activation outputs split t ways (24 sbh / t) and so do the attention scores' softmax,
     // dropout mask and output (5as²b / t). Plus our fp32 layernorm statistics (2 norms x 2 x 4 B x sb), replicated.
     const std::int64_t s = 2048, b = 1, h = 12288, a = 96;
     for (int t : {1, 2, 4, 8}) {
