@@ -21,7 +21,8 @@ using validation::ThroughputCase;
 /// The surrogate must agree with the simulator within 2 % on every row (ln(1.02)).
 const double SURROGATE_TOLERANCE = std::log(1.02);
 /// The spread assumed for one published figure's ln(measured): 5 %. Published runs carry chart reads, rounding and
-/// unstated stacks of a few percent (docs/design.md "Accuracy"); a row's weight is its source's share over this variance.
+/// unstated stacks of a few percent (docs/design.md "Accuracy"); a row's weight is its source's share over this
+/// variance.
 constexpr double DATA_SIGMA = 0.05;
 
 /// The case with the fit's multipliers on its scenario: every fitted parameter named (so a profile the scenario

@@ -58,7 +58,7 @@ struct Args {
   // recommend, compare
   std::optional<std::string> gpus;     ///< --gpus A,B,...
   std::optional<std::string> headroom; ///< recommend --headroom FRACTION
-  std::optional<std::string> skip; ///< --skip N
+  std::optional<std::string> skip;     ///< --skip N
 };
 
 /// What the command line asks for: a command with its arguments, or a text to print (help, version).

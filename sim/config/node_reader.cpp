@@ -137,8 +137,8 @@ spec::NodeSpec read_node(FieldReader& r, std::optional<spec::Precision> precisio
   if (std::optional<std::string> c = r.opt_string("calibration")) {
     if (c->empty())
       r.fail_expected("calibration", "the path of a calibration profile, or none");
-    n.calibration = *c == "none" ? *c
-                                 : (std::filesystem::path(r.file()).parent_path() / *c).lexically_normal().string();
+    n.calibration =
+        *c == "none" ? *c : (std::filesystem::path(r.file()).parent_path() / *c).lexically_normal().string();
   }
   return n;
 }

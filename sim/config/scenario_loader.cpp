@@ -319,7 +319,8 @@ void read_measured(FieldReader& m, spec::MeasuredSpec& out)
   std::optional<std::string> def =
       m.opt_enum<std::string>("tflops_definition", {{"model", "model"}, {"hardware", "hardware"}});
   if (out.tflops_per_gpu && !def)
-    m.fail_missing("tflops_definition", "tflops_per_gpu needs it: model or hardware (docs/scenario-format.md \"TFLOPs\")");
+    m.fail_missing("tflops_definition",
+                   "tflops_per_gpu needs it: model or hardware (docs/scenario-format.md \"TFLOPs\")");
   out.tflops_definition = def.value_or("");
   if (std::optional<double> pm = m.opt_quantity("peak_memory", UnitKind::BYTES))
     out.peak_memory_bytes = static_cast<std::int64_t>(*pm);

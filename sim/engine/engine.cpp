@@ -46,7 +46,9 @@ void add_memory_only_ranks(const spec::Scenario& s, const workload::Workload& w,
     if (r.rank >= 0 && r.rank < s.world())
       simulated[static_cast<std::size_t>(r.rank)] = true;
   const bool one_program = !schedule::graph_depends_on_rank(s);
-  for (int rank : schedule::memory_ranks(s, w))
+  t.memory_ranks = schedule::memory_ranks(s, w);
+  std::sort(t.memory_ranks.begin(), t.memory_ranks.end());
+  for (int rank : t.memory_ranks)
     if (!simulated[static_cast<std::size_t>(rank)]) {
       if (one_program && !t.ranks.empty()) { // the same program as the simulated ranks': a copy of the first's graph
         RankGraph copy{rank, t.ranks.front().graph, 0};

@@ -83,6 +83,9 @@ struct Timeline {
   /// (schedule::memory_ranks), each with its graph built as the replay built its own: the memory replay reads them.
   /// Empty when the graphs were given (engine::simulate_graphs).
   std::vector<RankGraph> memory_only_ranks;
+  /// schedule::memory_ranks, sorted: the ranks among which the largest GPU peak lies, which `zerosim memory` replays
+  /// too; the reported rank is the lowest of them on ties. Empty when the graphs were given (every rank a candidate).
+  std::vector<int> memory_ranks;
   /// Inference: the forward passes of one generate() request (schedule::inference_passes); 0 in training.
   int request_passes = 0;
   std::string replay;        ///< "full" or "symmetric" (meta)

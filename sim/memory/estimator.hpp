@@ -4,7 +4,6 @@
 // docs/memory.md for how this differs from the full replay in memory_model.hpp).
 #pragma once
 
-
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -82,7 +81,6 @@ std::vector<EstimatorRow> estimate_all_cold(const EstimatorQuery& q);
 /// stage 3). Throws core::InputError for a query DeepSpeed's estimators cannot answer (stage other than 2
 /// or 3, non-positive counts, offload_param without offload_optimizer or at stage 2).
 std::vector<EstimatorRow> estimate_rows(const EstimatorQuery& q);
-
 
 /// DeepSpeed's printed table: the header lines ("Estimated memory needed for params, optim states and
 /// gradients for a:", "HW: ...", "SW: Model with {int(Ψ/1e6)}M total params[, {int(L/1e6)}M largest layer

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <queue>
 #include <tuple>
 
@@ -241,6 +242,7 @@ MemoryReport replay_events(const spec::Scenario& s, const spec::TaskGraph& g, co
   };
 
   MemoryReport r;
+  r.rank = g.rank;
   bool first = true;
   auto record = [&](spec::TaskId task) {
     if (first || now.gpu > r.gpu) { // the first instant reaching the maximum names the peak
@@ -499,15 +501,28 @@ MemoryReport replay_memory(const spec::Scenario& s, const spec::TaskGraph& g)
 MemoryReport analyze_memory(const spec::Scenario& s)
 {
   const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
-  // Rank 0 stands for every rank: ZeRO partitions evenly and every rank runs the same program. The middle
-  // micro-steps of an accumulation allocate and free alike (the engine's accumulation reuse rests on the same
-  // fact), so a long accumulation is replayed as its first micro-steps and its last: the same peak, in a graph whose
-  // size does not grow with training.grad_accum.
+  // The middle micro-steps of an accumulation allocate and free alike (the engine's accumulation reuse rests on the
+  // same fact), so a long accumulation is replayed as its first micro-steps and its last: the same peak, in a graph
+  // whose size does not grow with training.grad_accum.
   schedule::StepOptions step;
   if (s.training.mode == spec::Mode::TRAIN && s.training.grad_accum > schedule::REUSE_SIMULATED_MICRO_STEPS)
     step.simulated_micro_steps = schedule::REUSE_SIMULATED_MICRO_STEPS;
-  const spec::TaskGraph g = schedule::build_step_graph(s, w, 0, step);
-  return replay_memory(s, g);
+  // Where every rank runs one program (ZeRO-0 and 3, FSDP, DDP, inference), rank 0 stands for all. ZeRO-1/2 ranks
+  // own different ends of the flat buffer: the ranks among which the largest peak lies are each replayed, and the
+  // largest reported (lowest rank on ties), as `zerosim run` does (metrics::compute_metrics).
+  std::vector<int> ranks{0};
+  if (schedule::graph_depends_on_rank(s))
+    ranks = schedule::memory_ranks(s, w);
+  std::sort(ranks.begin(), ranks.end());
+  std::optional<MemoryReport> largest;
+  for (int rank : ranks) {
+    MemoryReport r = replay_memory(s, schedule::build_step_graph(s, w, rank, step));
+    if (!largest || r.gpu > largest->gpu)
+      largest = std::move(r);
+  }
+  if (!largest)
+    throw core::InternalError("memory: schedule::memory_ranks named no rank");
+  return std::move(*largest);
 }
 
 std::vector<std::pair<std::string, spec::Scenario>> ladder_scenarios(const spec::Scenario& s)
@@ -602,9 +617,9 @@ std::vector<std::pair<std::string, spec::Scenario>> ladder_scenarios(const spec:
                   ? z.offload_optimizer.nvme_path
                   : z.offload_optimizer.nvme_path + " and " + z.offload_param.nvme_path;
     change += ")";
-    // Every NVMe-resident partition must fit one swap buffer (DeepSpeed asserts it, docs/deepspeed-schedule.md §8): raise
-    // offload_param.buffer_size to the largest partition, ⌈largest tensor / N⌉, as DeepSpeed users do.
-    // (Only for a scenario with a model: the rung list alone is computed for bare scenarios too.)
+    // Every NVMe-resident partition must fit one swap buffer (DeepSpeed asserts it, docs/deepspeed-schedule.md §8):
+    // raise offload_param.buffer_size to the largest partition, ⌈largest tensor / N⌉, as DeepSpeed users do. (Only for
+    // a scenario with a model: the rung list alone is computed for bare scenarios too.)
     const std::int64_t dp = std::max(1, cur.dp());
     const std::int64_t largest_partition =
         cur.model.layers > 0

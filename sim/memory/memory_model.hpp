@@ -56,6 +56,7 @@ inline bool is_tight(double device, double capacity, double headroom)
 }
 
 struct MemoryReport {
+  int rank = 0; ///< the global rank these figures are of (the replayed graph's TaskGraph::rank)
   // peak_memory_bytes (docs/scenario-format.md "Results")
   std::int64_t gpu = 0;          ///< max over the step of the live sum on one GPU (torch max allocated)
   std::int64_t gpu_reserved = 0; ///< peak of the caching allocator's segments (torch max reserved)
@@ -152,12 +153,11 @@ AllocatorReplay replay_allocator(const spec::TaskGraph& g, const std::vector<Rep
                                  std::int64_t device_limit_bytes,
                                  std::vector<std::int64_t>* reserved_at_samples = nullptr);
 
-/// The caching allocator's events at simulated times (docs/design.md "Memory": `zerosim run` replays at simulated times):
-/// issue order (the host allocates and frees when it reaches a task; `clock` issue times are in issue order), with
-/// every buffer the framework frees with record_stream (Buffer::record_stream) by a task of another stream than the
-/// one that allocated it freed `deferred`, and its RELEASE
-/// placed before the first task the host issues at or after the freeing task's end (process_events runs at the start
-/// of every malloc). `clock` has one entry per task of `g`.
+/// The caching allocator's events at simulated times (docs/design.md "Memory": `zerosim run` replays at simulated
+/// times): issue order (the host allocates and frees when it reaches a task; `clock` issue times are in issue order),
+/// with every buffer the framework frees with record_stream (Buffer::record_stream) by a task of another stream than
+/// the one that allocated it freed `deferred`, and its RELEASE placed before the first task the host issues at or after
+/// the freeing task's end (process_events runs at the start of every malloc). `clock` has one entry per task of `g`.
 std::vector<ReplayEvent> deferred_free_events(const spec::TaskGraph& g, const std::vector<TaskClock>& clock);
 
 /// Whether some buffer of `g` is freed with record_stream (Buffer::record_stream: FSDP1's). Only then does the caching
@@ -189,7 +189,9 @@ std::vector<MemorySample> memory_samples(const spec::Scenario& s, const spec::Ta
 /// Replay `g`'s allocation events in issue order (replay_events over issue_order_events).
 MemoryReport replay_memory(const spec::Scenario& s, const spec::TaskGraph& g);
 
-/// Workload, schedule and replay for `s`.
+/// Workload, schedule and replay for `s`, of the rank with the largest GPU peak (lowest rank on ties), as
+/// `zerosim run` reports: ZeRO-1/2 ranks hold different partition ends (schedule::memory_ranks lists the ranks among
+/// which the largest lies); everywhere else every rank runs one program and rank 0 stands for all.
 MemoryReport analyze_memory(const spec::Scenario& s);
 
 /// One rung of the seed's ladder (docs/scenario-format.md "Command line"), applied cumulatively.

@@ -521,9 +521,17 @@ RunMetrics compute_metrics(const spec::Scenario& s, const workload::Workload& w,
   // rank on ties). Beside it, the device-time view: each buffer live from its allocating task's start to its
   // freeing task's end, what the GPU really holds at once when streams overlap (a diagnostic, not the contract).
   // The ranks not simulated (symmetric replay) whose allocations may differ are replayed in issue order from
-  // their own graphs, which the engine built as it built its own (Timeline::memory_only_ranks).
+  // their own graphs, which the engine built as it built its own (Timeline::memory_only_ranks). On ties the lowest of
+  // schedule::memory_ranks is reported, the rank `zerosim memory` names too (memory::analyze_memory replays only
+  // those); a simulated rank outside them holds no more (stage12_memory_dp_ranks) and is reported only if it did.
+  const auto order = [&](std::int64_t gpu, int rank) {
+    const bool candidate =
+        t.memory_ranks.empty() || std::binary_search(t.memory_ranks.begin(), t.memory_ranks.end(), rank);
+    return std::make_tuple(-gpu, candidate ? 0 : 1, rank);
+  };
   auto take = [&](memory::MemoryReport r, int rank) {
-    if (r.gpu > m.memory.gpu || (r.gpu == m.memory.gpu && rank < m.rank) || m.memory.peak_task.empty()) {
+    r.rank = rank; // a copied graph's report was replayed as its original's
+    if (m.memory.peak_task.empty() || order(r.gpu, rank) < order(m.memory.gpu, m.rank)) {
       m.memory = std::move(r);
       m.rank = rank;
     }
@@ -546,13 +554,16 @@ RunMetrics compute_metrics(const spec::Scenario& s, const workload::Workload& w,
   }
   for (const engine::RankGraph& other : t.memory_only_ranks)
     take(report_of(other.graph_copy_of, other.graph), other.rank);
+  for (size_t i = 0; i < t.ranks.size(); ++i)
+    if (t.ranks[i].rank == m.rank)
+      worst = i; // the reported rank, when simulated, is the timeline's (its peak is the largest)
   const engine::RankTimeline& rt = t.ranks[worst];
   m.timeline_rank = rt.rank;
   m.memory_device_time = replay_memory_timed(s, rt);
-  // Reserved at simulated times (docs/design.md "Memory", docs/memory.md §2.1): the caching allocator replayed where the
-  // host issues the tasks, each block another stream used (record_stream) reusable only once that stream's work on it
-  // is done. The simulated rank with the largest allocated peak stands for the reported one.
-  // Without a record_stream buffer the replay at simulated times is the issue-order one: nothing to redo.
+  // Reserved at simulated times (docs/design.md "Memory", docs/memory.md §2.1): the caching allocator replayed where
+  // the host issues the tasks, each block another stream used (record_stream) reusable only once that stream's work on
+  // it is done. The simulated rank with the largest allocated peak stands for the reported one. Without a record_stream
+  // buffer the replay at simulated times is the issue-order one: nothing to redo.
   if (s.training.mode == spec::Mode::TRAIN && memory::has_record_stream(rt.graph)) {
     std::vector<memory::TaskClock> clock(rt.times.size());
     for (size_t i = 0; i < rt.times.size(); ++i)

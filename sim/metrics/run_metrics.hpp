@@ -131,7 +131,9 @@ struct RunMetrics {
   double mfu = 0;
   double hfu = 0;
   double peak_flops = 0; ///< the dense peak MFU is taken against, per GPU (FLOP/s)
-  int rank = 0;          ///< the global rank `memory` is of: the largest GPU peak over every rank (lowest rank on ties)
+  /// The global rank `memory` is of: the largest GPU peak over every rank (on ties the lowest of
+  /// Timeline::memory_ranks, as `zerosim memory` reports).
+  int rank = 0;
   /// The simulated rank with the largest GPU peak (lowest on ties): `breakdown`, `memory_device_time` and
   /// `peak_time_s` are of it (= `rank` unless that rank was not simulated).
   int timeline_rank = 0;

@@ -61,9 +61,10 @@ core::Json meta_json(const spec::Scenario& s, const std::string& network_model)
                                         {"torch", s.software.torch},
                                         {"stated", s.software.stated}})},
        {"kernel_data", data_file_name(s.kernels.file)},
-       {"calibration", core::Json::object({{"path", s.calibration.path.empty() ? "none" : data_file_name(s.calibration.path)},
-                                           {"hash", s.calibration.hash},
-                                           {"parameters", static_cast<std::int64_t>(s.calibration.factors.size())}})}});
+       {"calibration",
+        core::Json::object({{"path", s.calibration.path.empty() ? "none" : data_file_name(s.calibration.path)},
+                            {"hash", s.calibration.hash},
+                            {"parameters", static_cast<std::int64_t>(s.calibration.factors.size())}})}});
 }
 
 core::Json memory_json(const spec::Scenario& s, std::int64_t params, const memory::MemoryReport& r,
@@ -78,6 +79,7 @@ core::Json memory_json(const spec::Scenario& s, std::int64_t params, const memor
        {"gpus", s.cluster.total_gpus()},
        {"dp", s.dp()},
        {"params", params},
+       {"rank", r.rank},
        {"peak_memory_bytes", core::Json::object({{"gpu", r.gpu},
                                                  {"gpu_reserved", r.gpu_reserved},
                                                  {"gpu_device", r.gpu_device},
@@ -278,7 +280,7 @@ std::string memory_table(const spec::Scenario& s, std::int64_t params, const mem
     out << "DOES NOT FIT (" << unfit_tiers(r) << "): short by " << core::format_gib(r.shortfall_bytes) << ".\n\n";
   }
 
-  out << "Peak memory\n" << memory_tier_rows(r);
+  out << "Peak memory (rank " << r.rank << ")\n" << memory_tier_rows(r);
 
   out << "\nGPU memory at the peak (" << r.peak_task << ")\n";
   for (int c = 0; c < spec::MEM_CATEGORY_COUNT; ++c)

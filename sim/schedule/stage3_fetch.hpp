@@ -1,6 +1,6 @@
 // Internal to the schedule component: what ZeRO stage 3's training step (stage3.cpp) and ZeRO-Inference
-// (inference.cpp) share: the partitioning with its persistent parameters (docs/deepspeed-schedule.md §5.1) and the parameter
-// coordinator's waits and prefetch queue (§5.3, partitioned_param_coordinator.py).
+// (inference.cpp) share: the partitioning with its persistent parameters (docs/deepspeed-schedule.md §5.1) and the
+// parameter coordinator's waits and prefetch queue (§5.3, partitioned_param_coordinator.py).
 #pragma once
 
 #include "schedule/schedule_builder.hpp"

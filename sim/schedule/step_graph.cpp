@@ -40,9 +40,10 @@ void check_supported(const spec::Scenario& s, const workload::Workload& w, int r
   // (§1.2, §14); its schedule is not described in docs/deepspeed-schedule.md and not modelled.
   const bool bf16 = p == spec::Precision::BF16;
   if (bf16 && z.stage == 0 && s.deepspeed_version == "0.16")
-    throw core::UnsupportedError(where + ": bf16 with ZeRO stage 0 on DeepSpeed 0.16 runs BF16_Optimizer "
-                                         "(docs/deepspeed-schedule.md §14), which is not modelled yet (use deepspeed_version "
-                                         "0.19 or ZeRO stage >= 1)");
+    throw core::UnsupportedError(where +
+                                 ": bf16 with ZeRO stage 0 on DeepSpeed 0.16 runs BF16_Optimizer "
+                                 "(docs/deepspeed-schedule.md §14), which is not modelled yet (use deepspeed_version "
+                                 "0.19 or ZeRO stage >= 1)");
   if (bf16 && z.stage == 1 && s.deepspeed.grad_accum_dtype == spec::Dtype::FP32 &&
       z.offload_optimizer.device == spec::OffloadDevice::NONE)
     throw core::UnsupportedError(where + ": bf16 with ZeRO stage 1 and grad_accum_dtype fp32 runs BF16_Optimizer "

@@ -1,7 +1,7 @@
 // The schedule's entry point for every framework: the task graph of one optimizer step (or inference request) of a
-// rank, from DeepSpeed ZeRO 0-3 with its offloads (docs/deepspeed-schedule.md §1-§10, §12), DDP, FSDP1/2 or ZeRO-Inference,
-// dispatched to their builders (stage*.cpp, ddp.cpp, fsdp*.cpp, inference.cpp). Every rule that is not obvious cites
-// its section.
+// rank, from DeepSpeed ZeRO 0-3 with its offloads (docs/deepspeed-schedule.md §1-§10, §12), DDP, FSDP1/2 or
+// ZeRO-Inference, dispatched to their builders (stage*.cpp, ddp.cpp, fsdp*.cpp, inference.cpp). Every rule that is not
+// obvious cites its section.
 #pragma once
 
 #include "spec/scenario_spec.hpp"

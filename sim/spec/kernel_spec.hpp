@@ -24,8 +24,8 @@ inline bool is_fused(AttentionKernel k)
   return k != AttentionKernel::EAGER && k != AttentionKernel::SDPA_MATH;
 }
 
-/// The model code that ran (docs/scenario-format.md `software.model_code`): it fixes the element-wise kernels each block
-/// launches, their dtypes and bytes (docs/workload.md §5.2, docs/research/model-code-kernels.md).
+/// The model code that ran (docs/scenario-format.md `software.model_code`): it fixes the element-wise kernels each
+/// block launches, their dtypes and bytes (docs/workload.md §5.2, docs/research/model-code-kernels.md).
 ///  AUTO              the framework's usual code (Scenario::model_code): Megatron's for DeepSpeed, Hugging Face's for
 ///                    PyTorch DDP and FSDP
 ///  HF                transformers' eager modules (RMSNorm as several fp32 kernels, eager rotary, autocast's casts)

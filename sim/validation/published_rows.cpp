@@ -113,8 +113,8 @@ std::vector<PublishedRow> read_published_rows(const std::string& csv)
     const std::string where = stacks_path + ":" + std::to_string(i + 2);
     const std::string attention = stacks.get(i, "attention");
     if (!spec::attention_kernel(attention))
-      throw core::InputError(where + ": attention: expected one of docs/scenario-format.md's kernels, found \"" + attention +
-                             "\"");
+      throw core::InputError(where + ": attention: expected one of docs/scenario-format.md's kernels, found \"" +
+                             attention + "\"");
     const std::string compile = stacks.get(i, "compile");
     if (compile != "true" && compile != "false")
       throw core::InputError(where + ": compile: expected true or false, found \"" + compile + "\"");

@@ -64,7 +64,8 @@ struct MemoryCase {
   std::optional<memory::EstimatorQuery> estimator; ///< for ESTIMATOR
   bool estimator_zero_init = true; ///< ESTIMATOR stage 3: which of DeepSpeed's two rows (zero_init 1 or 0)
   /// ESTIMATOR stage 2 without offload as printed by DeepSpeed's memory.rst: that page was generated with the older
-  /// formula 4Ψ + 16Ψ/N (docs/deepspeed-schedule.md §10.2), so it is reproduced with that formula and the report says so.
+  /// formula 4Ψ + 16Ψ/N (docs/deepspeed-schedule.md §10.2), so it is reproduced with that formula and the report says
+  /// so.
   bool estimator_older_formula = false;
 };
 

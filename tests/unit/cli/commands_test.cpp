@@ -119,8 +119,9 @@ TEST_SUITE("cli")
   TEST_CASE("cli: the ladder's NVMe rung raises offload_param.buffer_size to the largest partition")
   {
     // BLOOM-176B on one 4-GPU node: only ZeRO-Infinity fits the host. DeepSpeed asserts that every NVMe
-    // partition fits one swap buffer (docs/deepspeed-schedule.md §8): the tied embedding, 250880 x 14336 = 3,596,615,680
-    // elements, is ⌈3,596,615,680 / 4⌉ = 899,153,920 per rank, above the default 1e8, so the rung sets 899,153,921.
+    // partition fits one swap buffer (docs/deepspeed-schedule.md §8): the tied embedding, 250880 x 14336 =
+    // 3,596,615,680 elements, is ⌈3,596,615,680 / 4⌉ = 899,153,920 per rank, above the default 1e8, so the rung sets
+    // 899,153,921.
     Result r = run_zerosim({"memory", DEFAULT_SCENARIO, "--set", "model=bloom-176b", "--set", "cluster.nodes=1"});
     INFO(r.err);
     REQUIRE(r.status == 0);

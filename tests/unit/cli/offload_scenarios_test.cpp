@@ -56,8 +56,8 @@ TEST_SUITE("cli")
     CHECK(static_cast<double>(r.nvme_per_node) == doctest::Approx(18 * psi).epsilon(1e-4));
     CHECK(r.fit_nvme);
     // Host: DeepSpeed 0.19 keeps grad_partitions_flat_buffer (P x 2 B, pinned) on the host with any optimizer
-    // offload (stage3.py; docs/deepspeed-schedule.md §6.1), 2Ψ for the node: 2.0 TB > the DGX-2's 1.5 TB. The run of the
-    // paper (DeepSpeed of 2021) had no such buffer; today's DeepSpeed cannot run it on one DGX-2.
+    // offload (stage3.py; docs/deepspeed-schedule.md §6.1), 2Ψ for the node: 2.0 TB > the DGX-2's 1.5 TB. The run of
+    // the paper (DeepSpeed of 2021) had no such buffer; today's DeepSpeed cannot run it on one DGX-2.
     CHECK(static_cast<double>(r.cpu_pinned_per_node) >= 2 * psi);
     CHECK_FALSE(r.fit_cpu);
     CHECK_FALSE(r.fits);

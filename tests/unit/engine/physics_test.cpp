@@ -143,8 +143,8 @@ TEST_CASE("CPU Adam grows with parameters per node, shrinks with DRAM bandwidth,
 TEST_CASE("CPU Adam on the DGX-2 host against the ZeRO-Offload paper's measured latencies")
 {
   // Ren et al. 2021 (ZeRO-Offload), Table 4: DeepSpeedCPUAdam on a DGX-2 host (2 x Xeon Platinum 8168, 48
-  // cores) takes 0.22 / 0.51 / 1.03 / 2.41 s for 1 / 2 / 4 / 8 B parameters (docs/deepspeed-schedule.md §9.2). The engine
-  // runs the CPU_COMPUTE task on the modelled CPU and DRAM link; the single per-core rate of compute_model is
+  // cores) takes 0.22 / 0.51 / 1.03 / 2.41 s for 1 / 2 / 4 / 8 B parameters (docs/deepspeed-schedule.md §9.2). The
+  // engine runs the CPU_COMPUTE task on the modelled CPU and DRAM link; the single per-core rate of compute_model is
   // fitted to these four points, so each is within the 17 % docs/compute.md derives for one constant.
   const spec::Scenario s = load("  node: dgx-2\n  nodes: 1\n  gpus_per_node: 1\n",
                                 "training: {seq_len: 1024, micro_batch: 1, grad_accum: 1, precision: fp16}\n"
@@ -231,8 +231,8 @@ TEST_CASE("stage-3 prefetching still pays with interference on")
   // The test above turns interference off; this one keeps it on. A prefetched all-gather overlaps the compute before
   // the module that needs it, and interference slows that compute by up to 1 / (1 - s) (s = 24 / 108 of an A100's
   // SMs, docs/engine.md "Interference"); a blocking fetch instead leaves the GPU idle for the whole gather
-  // (docs/deepspeed-schedule.md §5.3). Prefetching must still shorten the step. stage3_prefetch_bucket_size 0 turns it off:
-  // the prefetcher's budget is min(max_live - available, bucket size) elements (stage3.cpp).
+  // (docs/deepspeed-schedule.md §5.3). Prefetching must still shorten the step. stage3_prefetch_bucket_size 0 turns it
+  // off: the prefetcher's budget is min(max_live - available, bucket size) elements (stage3.cpp).
   for (int nodes : {1, 2}) {
     CAPTURE(nodes);
     const spec::Scenario on = small_job(3, "", 2, nodes);

@@ -246,7 +246,8 @@ TEST_SUITE("memory")
     CHECK(two_decimals(static_cast<double>(older.gpu_bytes) / BYTES_PER_GIB) == "15.93");
   }
 
-  TEST_CASE("estimator: docs/deepspeed-schedule.md 10.2 ZeRO-3 table for 2851M params with largest layer 32M on 1 node x 8 GPUs")
+  TEST_CASE("estimator: docs/deepspeed-schedule.md 10.2 ZeRO-3 table for 2851M params with largest layer 32M on 1 node "
+            "x 8 GPUs")
   {
     EstimatorQuery q;
     q.total_params = 2'851'000'000;

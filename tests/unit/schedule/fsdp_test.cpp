@@ -178,7 +178,8 @@ TEST_SUITE("schedule")
     CHECK(pad);
   }
 
-  TEST_CASE("fsdp: before torch 2.0 the reduce-scatter input is always a padded copy and torch.optim steps one tensor at a time")
+  TEST_CASE("fsdp: before torch 2.0 the reduce-scatter input is always a padded copy and torch.optim steps one tensor "
+            "at a time")
   {
     // torch 1.13 FSDP1 _post_backward_hook: input_flattened = F.pad(grad_flatten, [0, num_pad]) with num_pad 0
     // here (4 divides 12000), and F.pad with no positive pad clones: W·S_u·b_r = 12000·2 bytes on the

@@ -306,8 +306,8 @@ TEST_SUITE("schedule: tensor parallelism")
   TEST_CASE("ZeRO-2 partitions the flat buffer by dp_rank = rank / t: ranks of one TP group hold the same partition")
   {
     // One block of tensors 100, 300, 50, 550: Ψ = 1000. 4 GPUs, t = 2: N = 2 data-parallel ranks, Ψ_pad =
-    // ceil(Ψ / 2N) 2N = 1000, P = Ψ_pad / N = 500 (docs/deepspeed-schedule.md §3.1). dp_rank 0 owns [0, 500): every tensor
-    // touches it, P_in = 1000; dp_rank 1 owns [500, 1000): only the 550 tensor, P_in = 550. grads_in_partition
+    // ceil(Ψ / 2N) 2N = 1000, P = Ψ_pad / N = 500 (docs/deepspeed-schedule.md §3.1). dp_rank 0 owns [0, 500): every
+    // tensor touches it, P_in = 1000; dp_rank 1 owns [500, 1000): only the 550 tensor, P_in = 550. grads_in_partition
     // holds P_in lp elements (2 bytes, bf16); the fp32 master partition P x 4 bytes.
     const workload::Workload w =
         synthetic(1, {{"a.weight", 100}, {"b.weight", 300}, {"c.weight", 50}, {"d.weight", 550}});

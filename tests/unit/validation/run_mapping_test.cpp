@@ -1341,7 +1341,8 @@ TEST_SUITE("validation")
       std::ofstream f(dir / "causes.csv", std::ios::binary);
       f << "rows,source_id,kind,cause,evidence\n" << body;
     };
-    write("3-4,S01,mechanism,\"not modelled, a cause\",docs/deepspeed-schedule.md\n7,S02,data,network not stated,\"q\"\n");
+    write("3-4,S01,mechanism,\"not modelled, a cause\",docs/deepspeed-schedule.md\n7,S02,data,network not "
+          "stated,\"q\"\n");
     std::map<std::string, RowCause> c = read_row_causes(csv, rows);
     REQUIRE(c.size() == 3);
     CHECK(c["4"].kind == "mechanism");
