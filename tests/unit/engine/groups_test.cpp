@@ -6,6 +6,7 @@
 #include "collectives/nccl.hpp"
 #include "core/error.hpp"
 #include "engine/engine.hpp"
+#include "spec/placement.hpp"
 #include "spec/task_graph.hpp"
 
 #include "physics_test_util.hpp"
@@ -141,6 +142,21 @@ constexpr std::int64_t S_AR = 2'000'000'000, S_AG = 1'000'000'000;
 
 TEST_SUITE("engine: communicators")
 {
+  TEST_CASE("group_instance names the communicator of each rank: node, local index, rank / t, local % t")
+  {
+    // 2 nodes x 8 GPUs, t = 2 (docs/tensor-parallel.md: TENSOR groups are t consecutive GPUs of a node, the
+    // DATA_PARALLEL groups the GPUs of one tensor-parallel index). Global rank 13 is node 1's GPU 5.
+    const spec::Gpu g{1, 5};
+    CHECK(spec::group_instance(CommGroup::WORLD, g, 8, 2) == 0);
+    CHECK(spec::group_instance(CommGroup::INTRA_NODE, g, 8, 2) == 1);
+    CHECK(spec::group_instance(CommGroup::INTER_NODE, g, 8, 2) == 5);
+    CHECK(spec::group_instance(CommGroup::TENSOR, g, 8, 2) == 13 / 2);
+    CHECK(spec::group_instance(CommGroup::DATA_PARALLEL, g, 8, 2) == 5 % 2);
+    CHECK(spec::group_instance(CommGroup::DATA_PARALLEL, g, 8, 1) == 0); // without tensor parallelism: the world
+    CHECK_THROWS_AS(spec::group_instance(CommGroup::TENSOR, g, 8, 3), core::InternalError);
+    CHECK_THROWS_AS(spec::group_instance(CommGroup::WORLD, spec::Gpu{0, 8}, 8, 1), core::InternalError);
+  }
+
   TEST_CASE("two nodes' INTRA_NODE groups issue different collectives in different orders, each on its own time")
   {
     // 2 nodes x 2 GPUs, full replay. Node 0's ranks issue an all-reduce of 2 GB then an all-gather of 1 GB; node 1's
@@ -349,6 +365,9 @@ TEST_SUITE("engine: SEND and RECV")
     const std::int64_t big = 400'000'000'000; // outlasts the kernel
     CHECK(collectives::nccl_p2p_ctas(true, true, 24) == 32);
     CHECK(collectives::nccl_p2p_ctas(false, true, 24) == 2);
+    // NVIDIA/nccl#892's H800 node (8 NVLinks, 16 collective channels): "16 p2p channels per peer"; over PCIe: 2.
+    CHECK(collectives::nccl_p2p_ctas(true, true, 16) == 16);
+    CHECK(collectives::nccl_p2p_ctas(true, false, 24) == 2);
     struct Case {
       const char* cluster;
       double ctas;
