@@ -335,6 +335,36 @@ TEST_SUITE("engine: SEND and RECV")
     }
   }
 
+  TEST_CASE("two transfers of one pair of ranks run one after the other, whatever their streams")
+  {
+    // docs/engine.md "SEND and RECV": PyTorch's unbatched send/receive pair has one NCCL communicator, whose kernels
+    // run one at a time. Two 1 GB transfers 0 -> 1 issued on two streams: the second starts when the first ends, each
+    // taking T = 2 x nvlink.latency + S / B = 0.010002 s. Switched off (mechanism `communicator`), both start at 0 and
+    // share GPU 0's NVLink: each moves 1 GB at B / 2 and ends at 2e-6 + 2 S / B = 0.020002 s.
+    const spec::Scenario s = cluster(1, 2);
+    const std::int64_t S = 1'000'000'000;
+    const double T = 2 * s.cluster.node.nvlink.latency_s + static_cast<double>(S) / s.cluster.node.nvlink.bandwidth_Bps;
+    std::vector<TaskGraph> g{graph_of({p2p(TaskKind::SEND, "send.0", 1, S, spec::Stream::COMPUTE),
+                                       p2p(TaskKind::SEND, "send.1", 1, S, spec::Stream::REDUCTION)}),
+                             graph_of({p2p(TaskKind::RECV, "recv.0", 0, S, spec::Stream::COMPUTE),
+                                       p2p(TaskKind::RECV, "recv.1", 0, S, spec::Stream::REDUCTION)})};
+    const engine::Timeline tl = engine::simulate_graphs(s, EMPTY, g);
+    for (std::size_t r = 0; r < 2; ++r) {
+      CHECK(tl.ranks[r].times[0].end == doctest::Approx(T).epsilon(1e-9));
+      CHECK(tl.ranks[r].times[1].start == doctest::Approx(T).epsilon(1e-9));
+      CHECK(tl.ranks[r].times[1].end == doctest::Approx(2 * T).epsilon(1e-9));
+    }
+    spec::Scenario off = s;
+    off.mechanisms.communicator = false;
+    const engine::Timeline conc = engine::simulate_graphs(off, EMPTY, g);
+    const double shared = 2 * s.cluster.node.nvlink.latency_s + 2 * static_cast<double>(S) / 100e9;
+    for (std::size_t r = 0; r < 2; ++r)
+      for (std::size_t t = 0; t < 2; ++t) {
+        CHECK(conc.ranks[r].times[t].start == doctest::Approx(0.0));
+        CHECK(conc.ranks[r].times[t].end == doctest::Approx(shared).epsilon(1e-9));
+      }
+  }
+
   TEST_CASE("a SEND without its RECV is refused before the replay")
   {
     const spec::Scenario s = cluster(1, 2);
