@@ -677,6 +677,23 @@ int nccl_ctas(const Fabric& f, spec::CommGroup g, int one_node_ctas)
   return std::min(NCCL_MAX_CHANNELS, CHANNELS_PER_SEARCH_CHANNEL * search);
 }
 
+int nccl_p2p_ctas(bool same_node, bool nvlink, int one_node_ctas)
+{
+  // NCCL 2.8-2.24 src/graph/paths.cc: NCCL_PARAM(NChannelsPerNetPeer, "NCHANNELS_PER_NET_PEER", 2); a PATH_NVL peer
+  // 2*std::max(1, (int)(path->bw / nvlBw)), other local peers 2; p2pnChannelsPerPeer = nextPow2(min(nChannels, ...)).
+  constexpr int NCCL_MAX_CHANNELS = 32;
+  constexpr int NET_PEER_CHANNELS = 2;
+  constexpr int PCIE_PEER_CHANNELS = 2;
+  if (!same_node)
+    return NET_PEER_CHANNELS;
+  if (!nvlink)
+    return PCIE_PEER_CHANNELS;
+  int pow2 = 1;
+  while (pow2 < one_node_ctas)
+    pow2 *= 2;
+  return std::min(NCCL_MAX_CHANNELS, pow2);
+}
+
 int channels(const Fabric& f)
 {
   if (f.nodes <= 1)

@@ -146,6 +146,18 @@ std::vector<std::pair<spec::Gpu, spec::Gpu>> inter_node_pairs(const Fabric& f, c
 /// `nChannels*2`), at most MAXCHANNELS (32). Large messages: NCCL drops channels below about 768 KiB (not modelled).
 int nccl_ctas(const Fabric& f, spec::CommGroup g, int one_node_ctas);
 
+/// The CTAs of one NCCL send or receive kernel (ncclSend / ncclRecv) between two GPUs (docs/engine.md "SEND and
+/// RECV"). NCCL runs point-to-point operations as kernels of one CTA per channel, as it runs collectives, on up to
+/// p2pnChannelsPerPeer channels (src/graph/paths.cc `ncclTopoGetNchannels`, `ncclTopoComputeP2pChannels`, NCCL
+/// 2.8-2.24): a peer across nodes gets NCCL_NCHANNELS_PER_NET_PEER, 2; a peer in the node over NVLink gets
+/// 2 x (its path's NVLink bandwidth / one link's), at most the communicator's collective channels, rounded up to a
+/// power of two. PyTorch gives each unbatched send/receive pair a communicator of its own (ProcessGroupNCCL's
+/// `getKeySendRecv`), whose channels inside an NVSwitch node are `one_node_ctas` (the GPU kind's collective figure;
+/// every NVLink of the GPU reaches the peer through the switch, so the path's 2 x links is no smaller): so
+/// next_pow2(one_node_ctas), at most MAXCHANNELS (32). A peer in the node over PCIe gets 2. Large messages: NCCL
+/// uses fewer channels for small ones (not modelled).
+int nccl_p2p_ctas(bool same_node, bool nvlink, int one_node_ctas);
+
 // ---- The layout, exposed for the engine's diagnostics and for tests ----
 
 /// Channels of the flat ring and of the tree: 1 on one node (a non-blocking NVSwitch gains nothing from

@@ -1,8 +1,13 @@
 // The discrete-event replay: the schedule's task graphs of the simulated ranks run on a SimGrid
 // platform built from the cluster spec (platform/). Streams run their tasks in issue order; a task
-// starts when its stream predecessor and its dependencies have ended; a collective starts when every
-// rank of its group has reached it and moves its bytes as NCCL's flows (collectives/); copies, NVMe
-// I/O and host work are flows and executions on the PCIe tree, the DRAM link and the CPU. docs/engine.md.
+// starts when its stream predecessor and its dependencies have ended. A collective is the k-th call on
+// one communicator, a group instance (spec::group_instance: the node of an INTRA_NODE group, the local
+// index of an INTER_NODE one, ...); it starts when every simulated rank of that instance has reached it
+// (in the symmetric replay the instance's ranks off node 0 stand behind node 0's NICs) and moves its
+// bytes as NCCL's flows among the instance's GPUs (collectives/). A SEND and the matching RECV (the k-th
+// of one sender to one receiver) are one flow between the two GPUs once both have been reached. Copies,
+// NVMe I/O and host work are flows and executions on the PCIe tree, the DRAM link and the CPU.
+// docs/engine.md "How collectives are matched".
 #pragma once
 
 #include "collectives/nccl.hpp"

@@ -8,7 +8,6 @@
 #include <cmath>
 #include <limits>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -39,6 +38,7 @@ StepReplay::StepReplay(const spec::Scenario& s, const workload::Workload& w, con
                            std::to_string(s.world()) +
                            "; the symmetric replay (the default beyond one node) "
                            "simulates one node");
+  world_ = s.world();
   fabric_.nodes = c.nodes;
   fabric_.gpus_per_node = G_;
   fabric_.nics_per_node = c.network.nics_per_node;
@@ -80,8 +80,8 @@ StepReplay::StepReplay(const spec::Scenario& s, const workload::Workload& w, con
   // no exception can come out of a completion callback (docs/simgrid-notes.md §7.4).
   const int simulated_nodes = symmetric_ ? 1 : c.nodes;
   if (!given.empty() && given.size() != static_cast<std::size_t>(simulated_nodes * G_))
-    throw std::logic_error("simulate_graphs: " + std::to_string(given.size()) + " graphs for " +
-                           std::to_string(simulated_nodes * G_) + " simulated ranks");
+    throw core::InternalError("simulate_graphs: " + std::to_string(given.size()) + " graphs for " +
+                              std::to_string(simulated_nodes * G_) + " simulated ranks");
   // Where every rank runs the same program (schedule::graph_depends_on_rank), the first rank's graph is built and
   // the others copy it: the same tasks, buffers and names, only TaskGraph::rank differs.
   const bool one_program = given.empty() && !schedule::graph_depends_on_rank(s);
@@ -106,9 +106,10 @@ StepReplay::StepReplay(const spec::Scenario& s, const workload::Workload& w, con
 }
 
 /// Per simulated rank, before SimGrid runs: every task's duration (a compute task's computed once per phase, layer
-/// and work), CPU work and NVMe request latency; each collective's ordinal, checked against rank 0's calls (NCCL
-/// matches calls by issue order); each task's predecessors (its dependencies, its stream's previous task and, with
-/// one communicator per group, the group's previous collective).
+/// and work), CPU work and NVMe request latency; each collective's communicator (its group instance) and ordinal on
+/// it, and each SEND's or RECV's transfer (NCCL matches calls on a communicator by issue order; docs/engine.md "How
+/// collectives are matched"); each task's predecessors (its dependencies, its stream's previous task and, with one
+/// kernel at a time per communicator, the communicator's previous collective or transfer).
 void StepReplay::prepare_tasks(const spec::Scenario& s, const workload::Workload& w)
 {
   const spec::ClusterSpec& c = s.cluster;
@@ -121,8 +122,6 @@ void StepReplay::prepare_tasks(const spec::Scenario& s, const workload::Workload
   succ_.resize(R);
   coll_of_.resize(R);
   const int ranks_per_node = G_;
-  std::size_t collectives = 0;
-  std::vector<std::pair<spec::CollectiveKind, spec::CommGroup>> call_of; // rank 0's k-th collective
   // Every rank (and every micro-step) runs the same layers: a compute task's time depends only on its
   // phase, layer and own work, so it is computed once; what depends on the scenario alone (the GPU kind's
   // figures, the stack's generations) once per replay, at the first COMPUTE task.
@@ -138,8 +137,9 @@ void StepReplay::prepare_tasks(const spec::Scenario& s, const workload::Workload
     succ_[ri].resize(tasks.size());
     coll_of_[ri].assign(tasks.size(), -1);
     std::map<spec::Stream, TaskId> last_on_stream;
-    std::map<spec::CommGroup, TaskId> last_on_group;
-    std::size_t n_coll = 0;
+    std::map<Communicator, TaskId> last_on_comm;
+    std::map<Communicator, int> calls;        // this rank's collectives so far, per communicator
+    std::map<std::pair<int, int>, int> pairs; // this rank's transfers so far, per (sender, receiver)
     for (TaskId t = 0; t < static_cast<TaskId>(tasks.size()); ++t) {
       const Task& k = tasks[static_cast<std::size_t>(t)];
       if (k.kind == TaskKind::COMPUTE) {
@@ -157,52 +157,160 @@ void StepReplay::prepare_tasks(const spec::Scenario& s, const workload::Workload
         cpu_work_[ri][static_cast<std::size_t>(t)] = compute::cpu_task_work(k, c.node.cpu, ranks_per_node);
       if (k.kind == TaskKind::NVME_READ || k.kind == TaskKind::NVME_WRITE) {
         if (c.node.nvme.devices < 1)
-          throw std::logic_error("NVMe task " + k.name + " on a node without NVMe (the config layer refuses this)");
+          throw core::InternalError("NVMe task " + k.name + " on a node without NVMe (the config layer refuses this)");
         // The drive's request latency, once per wave of requests the schedule counted (docs/engine.md "NVMe").
         duration_[ri][static_cast<std::size_t>(t)] =
             static_cast<double>(k.request_waves) *
             (k.kind == TaskKind::NVME_WRITE ? c.node.nvme.write_latency_s : c.node.nvme.read_latency_s);
       }
+      std::optional<Communicator> comm;
       if (k.kind == TaskKind::COLLECTIVE) {
-        // NCCL matches calls on a communicator by issue order: the k-th call of every rank is one collective.
-        if (ri == 0)
-          call_of.emplace_back(k.collective, k.group);
-        else if (n_coll < call_of.size() && call_of[n_coll] != std::make_pair(k.collective, k.group))
-          throw std::logic_error(
-              "task graphs: collective " + k.name + " of rank " + std::to_string(timeline_.ranks[ri].rank) +
-              " is not the same call (kind, group) as rank 0's collective number " + std::to_string(n_coll));
-        coll_of_[ri][static_cast<std::size_t>(t)] = static_cast<int>(n_coll++);
+        // NCCL matches calls on a communicator by issue order: the k-th call of every member of one group instance
+        // is one collective.
+        const int idx = match_collective(ri, t, calls);
+        coll_of_[ri][static_cast<std::size_t>(t)] = idx;
+        const Collective& cl = colls_[static_cast<std::size_t>(idx)];
+        comm = Communicator{static_cast<int>(cl.group), cl.instance, -1};
+      }
+      if (k.kind == TaskKind::SEND || k.kind == TaskKind::RECV) {
+        const int idx = match_transfer(ri, t, pairs);
+        coll_of_[ri][static_cast<std::size_t>(t)] = idx;
+        const Transfer& tr = transfers_[static_cast<std::size_t>(idx)];
+        comm = Communicator{P2P_COMMUNICATOR, std::min(tr.sender, tr.receiver), std::max(tr.sender, tr.receiver)};
       }
       std::vector<TaskId> preds = k.deps;
       if (auto it = last_on_stream.find(k.stream); it != last_on_stream.end())
         preds.push_back(it->second);
       last_on_stream[k.stream] = t;
-      if (k.kind == TaskKind::COLLECTIVE && serialize_communicators_) {
-        // One NCCL communicator per group: NCCL launches every kernel of a communicator after the previous one
-        // (its internal deviceStream, docs/engine.md "One communicator, one kernel at a time"), whatever stream
-        // the call came from, so a collective waits for the group's previous call in issue order.
-        if (auto it = last_on_group.find(k.group); it != last_on_group.end())
+      if (comm && serialize_communicators_) {
+        // One NCCL communicator per group instance (and per point-to-point pair): NCCL launches every kernel of a
+        // communicator after the previous one (its internal deviceStream, docs/engine.md "One communicator, one
+        // kernel at a time"), whatever stream the call came from, so a call waits for the communicator's previous
+        // call in issue order. A rank is in one instance of each group kind, so this is per group kind on a rank.
+        if (auto it = last_on_comm.find(*comm); it != last_on_comm.end())
           preds.push_back(it->second);
-        last_on_group[k.group] = t;
+        last_on_comm[*comm] = t;
       }
       std::sort(preds.begin(), preds.end());
       preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
       for (TaskId p : preds) {
         if (p < 0 || p >= t)
-          throw std::logic_error("task graph: task " + k.name + " depends on a task not issued before it");
+          throw core::InternalError("task graph: task " + k.name + " depends on a task not issued before it");
         succ_[ri][static_cast<std::size_t>(p)].push_back(t);
         ++pending_[ri][static_cast<std::size_t>(t)];
       }
     }
-    if (ri == 0)
-      collectives = n_coll;
-    else if (n_coll != collectives)
-      throw std::logic_error("task graphs: rank " + std::to_string(timeline_.ranks[ri].rank) + " issues " +
-                             std::to_string(n_coll) + " collectives, rank 0 issues " + std::to_string(collectives));
   }
-  colls_.resize(collectives);
-  for (auto& cl : colls_)
-    cl.task_of_rank.assign(R, -1);
+  check_matched();
+}
+
+int StepReplay::simulated_index(int rank) const
+{
+  return rank >= 0 && rank < static_cast<int>(timeline_.ranks.size()) ? rank : -1;
+}
+
+int StepReplay::match_collective(std::size_t ri, TaskId t, std::map<Communicator, int>& calls)
+{
+  const RankTimeline& rk = timeline_.ranks[ri];
+  const Task& k = rk.graph.tasks[static_cast<std::size_t>(t)];
+  const int instance = spec::group_instance(k.group, spec::Gpu{rk.node, rk.local}, G_, fabric_.tensor_parallel);
+  const auto key = std::make_pair(k.group, instance);
+  const int ordinal = calls[Communicator{static_cast<int>(k.group), instance, -1}]++;
+  std::vector<int>& by_ordinal = coll_by_comm_[key];
+  if (ordinal < static_cast<int>(by_ordinal.size())) {
+    Collective& cl = colls_[static_cast<std::size_t>(by_ordinal[static_cast<std::size_t>(ordinal)])];
+    if (cl.kind != k.collective)
+      throw core::InternalError("task graphs: collective " + k.name + " of rank " + std::to_string(rk.rank) +
+                                " is not the same call (kind) as " + cl.name + ", call " + std::to_string(ordinal) +
+                                " of a lower rank on communicator " + spec::to_string(k.group) + " " +
+                                std::to_string(instance));
+    const auto m = std::lower_bound(cl.members.begin(), cl.members.end(), static_cast<int>(ri)) - cl.members.begin();
+    cl.task_of_member[static_cast<std::size_t>(m)] = t;
+    ++cl.issued;
+    return by_ordinal[static_cast<std::size_t>(ordinal)];
+  }
+  // The first member to issue call k on this communicator creates the collective.
+  auto members = members_.find(key);
+  if (members == members_.end()) {
+    std::vector<int> in;
+    for (std::size_t r = 0; r < timeline_.ranks.size(); ++r) {
+      const RankTimeline& o = timeline_.ranks[r];
+      if (spec::group_instance(k.group, spec::Gpu{o.node, o.local}, G_, fabric_.tensor_parallel) == instance)
+        in.push_back(static_cast<int>(r));
+    }
+    members = members_.emplace(key, std::move(in)).first;
+  }
+  Collective cl;
+  cl.group = k.group;
+  cl.instance = instance;
+  cl.ordinal = ordinal;
+  cl.kind = k.collective;
+  cl.members = members->second;
+  cl.task_of_member.assign(cl.members.size(), -1);
+  const auto m = std::lower_bound(cl.members.begin(), cl.members.end(), static_cast<int>(ri)) - cl.members.begin();
+  cl.task_of_member[static_cast<std::size_t>(m)] = t;
+  cl.issued = 1;
+  cl.name = k.name;
+  colls_.push_back(std::move(cl));
+  by_ordinal.push_back(static_cast<int>(colls_.size()) - 1);
+  return by_ordinal.back();
+}
+
+int StepReplay::match_transfer(std::size_t ri, TaskId t, std::map<std::pair<int, int>, int>& pairs)
+{
+  const RankTimeline& rk = timeline_.ranks[ri];
+  const Task& k = rk.graph.tasks[static_cast<std::size_t>(t)];
+  const bool send = k.kind == TaskKind::SEND;
+  if (k.peer < 0 || k.peer >= world_ || k.peer == rk.rank)
+    throw core::InternalError("task graph: " + std::string(send ? "SEND " : "RECV ") + k.name + " of rank " +
+                              std::to_string(rk.rank) + " names peer " + std::to_string(k.peer) +
+                              ", expected another rank of the job's " + std::to_string(world_));
+  const int sender = send ? rk.rank : k.peer, receiver = send ? k.peer : rk.rank;
+  const int ordinal = pairs[{sender, receiver}]++;
+  const auto key = std::make_tuple(sender, receiver, ordinal);
+  auto it = transfer_of_.find(key);
+  if (it == transfer_of_.end()) {
+    Transfer tr;
+    tr.sender = sender;
+    tr.receiver = receiver;
+    tr.send_rank = simulated_index(sender);
+    tr.recv_rank = simulated_index(receiver);
+    tr.expected = (tr.send_rank >= 0 ? 1 : 0) + (tr.recv_rank >= 0 ? 1 : 0);
+    tr.bytes = k.bytes;
+    tr.name = k.name;
+    transfers_.push_back(std::move(tr));
+    it = transfer_of_.emplace(key, static_cast<int>(transfers_.size()) - 1).first;
+    const spec::Gpu a = gpu_of(sender), b = gpu_of(receiver);
+    if (!symmetric_ && a.node != b.node)
+      p2p_pairs_.emplace_back(a, b);
+  }
+  Transfer& tr = transfers_[static_cast<std::size_t>(it->second)];
+  if (tr.bytes != k.bytes)
+    throw core::InternalError("task graphs: " + k.name + " of rank " + std::to_string(rk.rank) + " moves " +
+                              std::to_string(k.bytes) + " bytes, its other side " + tr.name + " " +
+                              std::to_string(tr.bytes) + " (transfer " + std::to_string(ordinal) + " from rank " +
+                              std::to_string(sender) + " to rank " + std::to_string(receiver) + ")");
+  (send ? tr.send_issued : tr.recv_issued) = true;
+  return it->second;
+}
+
+void StepReplay::check_matched() const
+{
+  for (const Collective& cl : colls_)
+    if (cl.issued != static_cast<int>(cl.members.size()))
+      throw core::InternalError("task graphs: collective '" + cl.name + "', call " + std::to_string(cl.ordinal) +
+                                " on communicator " + spec::to_string(cl.group) + " " + std::to_string(cl.instance) +
+                                ", is issued by " + std::to_string(cl.issued) + " of the " +
+                                std::to_string(cl.members.size()) +
+                                " simulated ranks of its group (the others issue fewer calls on it)");
+  for (const Transfer& tr : transfers_) {
+    const bool no_send = tr.send_rank >= 0 && !tr.send_issued, no_recv = tr.recv_rank >= 0 && !tr.recv_issued;
+    if (no_send || no_recv)
+      throw core::InternalError(
+          "task graphs: '" + tr.name + "', a transfer from rank " + std::to_string(tr.sender) + " to rank " +
+          std::to_string(tr.receiver) + ", has no matching " +
+          (no_send ? "SEND on rank " + std::to_string(tr.sender) : "RECV on rank " + std::to_string(tr.receiver)));
+  }
 }
 
 Timeline StepReplay::run()
@@ -225,8 +333,15 @@ Timeline StepReplay::run()
   platform::PlatformOptions po;
   po.cpu_core_flops = compute::cpu_core_flops(s_.cluster.node.cpu);
   po.symmetric = symmetric_;
-  if (!symmetric_ && s_.cluster.nodes > 1)
+  if (!symmetric_ && s_.cluster.nodes > 1) {
     po.inter_node_pairs = collectives::inter_node_pairs(fabric_, copts_);
+    if (!p2p_pairs_.empty()) { // the SEND/RECV transfers' GPU pairs besides the collectives'
+      po.inter_node_pairs.insert(po.inter_node_pairs.end(), p2p_pairs_.begin(), p2p_pairs_.end());
+      std::sort(po.inter_node_pairs.begin(), po.inter_node_pairs.end());
+      po.inter_node_pairs.erase(std::unique(po.inter_node_pairs.begin(), po.inter_node_pairs.end()),
+                                po.inter_node_pairs.end());
+    }
+  }
   platform_ = std::make_unique<platform::Platform>(s_.cluster, po);
 
   static bool registered = false;
@@ -256,9 +371,9 @@ Timeline StepReplay::run()
     const auto& r = timeline_.ranks[ri];
     for (std::size_t t = 0; t < r.times.size(); ++t) {
       if (!finished_at(ri, t))
-        throw std::logic_error("replay stalled: rank " + std::to_string(r.rank) + " task " + r.graph.tasks[t].name +
-                               " never ran (a dependency cycle, or a collective some rank never reached" +
-                               stalled_collective() + ")");
+        throw core::InternalError("replay stalled: rank " + std::to_string(r.rank) + " task " + r.graph.tasks[t].name +
+                                  " never ran (a dependency cycle, or a collective some rank never reached" +
+                                  stalled_collective() + ")");
       step = std::max(step, r.times[t].end);
     }
   }
@@ -321,6 +436,23 @@ void StepReplay::on_complete(const sg4::Activity& a)
   case Cont::COLL_FLOW_DELAY:
     start_flows(flow_groups_[static_cast<std::size_t>(tok->index)]);
     break;
+  case Cont::SHARED_DELAY: {
+    // A copy: what it continues may start delays of its own.
+    const std::vector<std::pair<Cont, int>> then_all = shared_delays_[static_cast<std::size_t>(tok->index)].then;
+    for (const auto& [then, index] : then_all) {
+      if (then == Cont::COLL_FLOW_DELAY)
+        start_flows(flow_groups_[static_cast<std::size_t>(index)]);
+      else
+        next_phase(index);
+    }
+    break;
+  }
+  case Cont::P2P_DELAY:
+    transfer_flow(tok->index);
+    break;
+  case Cont::P2P_FLOW:
+    transfer_done(tok->index);
+    break;
   case Cont::INTERFERENCE: // returned above; listed for -Wswitch, which a default would silence
     break;
   }
@@ -330,9 +462,14 @@ void StepReplay::on_complete(const sg4::Activity& a)
 std::string StepReplay::stalled_collective() const
 {
   for (const auto& cl : colls_)
-    if (cl.ready > 0 && cl.ready < static_cast<int>(timeline_.ranks.size()))
-      return ": '" + cl.name + "' was reached by " + std::to_string(cl.ready) + " of " +
-             std::to_string(timeline_.ranks.size()) + " ranks";
+    if (cl.ready > 0 && cl.ready < static_cast<int>(cl.members.size()))
+      return ": '" + cl.name + "' was reached by " + std::to_string(cl.ready) + " of the " +
+             std::to_string(cl.members.size()) + " simulated ranks of " + spec::to_string(cl.group) + " group " +
+             std::to_string(cl.instance);
+  for (const auto& tr : transfers_)
+    if (tr.ready > 0 && tr.ready < tr.expected)
+      return ": '" + tr.name + "' (rank " + std::to_string(tr.sender) + " to rank " + std::to_string(tr.receiver) +
+             ") was reached by one side only";
   return "";
 }
 

@@ -1,5 +1,5 @@
-// The step replay's activities: each task, copy, NVMe transfer and collective phase started on the SimGrid
-// platform, and the SM share an NCCL kernel holds. docs/engine.md.
+// The step replay's activities: each task, copy, NVMe transfer, collective phase and SEND/RECV transfer started on
+// the SimGrid platform, and the SM share an NCCL kernel holds. docs/engine.md.
 #include "engine/step_replay.hpp"
 
 #include "core/error.hpp"
@@ -9,7 +9,6 @@
 #include <cmath>
 #include <limits>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -58,13 +57,21 @@ void StepReplay::start_task(int ri, TaskId t)
     return;
   }
   case TaskKind::COLLECTIVE: {
-    const auto idx = static_cast<std::size_t>(coll_of_[r][static_cast<std::size_t>(t)]);
-    Collective& cl = colls_[idx];
-    cl.task_of_rank[r] = t;
-    if (cl.name.empty())
-      cl.name = k.name;
-    if (++cl.ready == static_cast<int>(timeline_.ranks.size()))
-      start_collective(static_cast<int>(idx));
+    // It starts when every simulated rank of its group instance has reached it (its members' tasks were matched
+    // before the replay: prepare_tasks).
+    const int idx = coll_of_[r][static_cast<std::size_t>(t)];
+    Collective& cl = colls_[static_cast<std::size_t>(idx)];
+    if (++cl.ready == static_cast<int>(cl.members.size()))
+      start_collective(idx);
+    return;
+  }
+  case TaskKind::SEND:
+  case TaskKind::RECV: {
+    const int idx = coll_of_[r][static_cast<std::size_t>(t)];
+    Transfer& tr = transfers_[static_cast<std::size_t>(idx)];
+    (k.kind == TaskKind::SEND ? tr.send_task : tr.recv_task) = t;
+    if (++tr.ready == tr.expected)
+      start_transfer(idx);
     return;
   }
   case TaskKind::COPY: {
@@ -166,57 +173,96 @@ void StepReplay::memory_stage(int j)
 void StepReplay::start_collective(int idx)
 {
   Collective& cl = colls_[static_cast<std::size_t>(idx)];
-  std::int64_t bytes = 0;
-  spec::CollectiveKind kind = spec::CollectiveKind::ALL_REDUCE;
-  spec::CommGroup group = spec::CommGroup::WORLD;
-  for (std::size_t r = 0; r < timeline_.ranks.size(); ++r) {
-    const Task& k = timeline_.ranks[r].graph.tasks[static_cast<std::size_t>(cl.task_of_rank[r])];
+  std::int64_t bytes = 0; // the largest over the members (partitions may differ by padding)
+  for (std::size_t m = 0; m < cl.members.size(); ++m) {
+    const Task& k = timeline_.ranks[static_cast<std::size_t>(cl.members[m])]
+                        .graph.tasks[static_cast<std::size_t>(cl.task_of_member[m])];
     bytes = std::max(bytes, k.bytes);
-    kind = k.collective;
-    group = k.group;
   }
-  cl.plan = collectives::plan(kind, bytes, fabric_, copts_, group);
+  cl.plan = instance_plan(cl.kind, bytes, cl.group, cl.instance);
   cl.phase = 0;
   if (sm_sms_ > 0)
-    cl.ctas = collectives::nccl_ctas(fabric_, group, sm_one_node_ctas_);
+    cl.ctas = collectives::nccl_ctas(fabric_, cl.group, sm_one_node_ctas_);
   if (holds_share(cl)) {
-    cl.shares.assign(timeline_.ranks.size(), nullptr);
-    for (std::size_t r = 0; r < timeline_.ranks.size(); ++r)
-      take_sm_share(r, cl);
+    cl.shares.assign(cl.members.size(), nullptr);
+    for (std::size_t m = 0; m < cl.members.size(); ++m)
+      cl.shares[m] = take_sm_share(static_cast<std::size_t>(cl.members[m]), cl.ctas, cl.name);
   }
   run_phase(idx);
 }
 
-void StepReplay::take_sm_share(std::size_t r, Collective& cl)
+const collectives::Plan* StepReplay::instance_plan(spec::CollectiveKind kind, std::int64_t bytes, spec::CommGroup group,
+                                                   int instance)
 {
-  const RankTimeline& rk = timeline_.ranks[r];
-  const double share = std::min(MAX_SM_SHARE, cl.ctas * sm_factor_ / sm_sms_);
-  cl.shares[r] = exec(token(Cont::INTERFERENCE, static_cast<int>(r), o_.record_tracks ? cl.name + " (SM share)" : ""),
-                      platform_->gpu(rk.node, rk.local), share * SM_SHARE_HORIZON_S * platform::WORK_UNITS_PER_SECOND,
-                      1, share * platform::WORK_UNITS_PER_SECOND); // max-min leaves the compute beside it the rest
+  const auto key = std::make_tuple(kind, bytes, group);
+  auto it = plans_.find(key);
+  if (it == plans_.end()) {
+    // Every instance's flows (with the symmetric replay's focus: those with an end on node 0), then each instance's:
+    // a group's flows join GPUs of that group, so a flow's source names its instance.
+    const collectives::Plan all = collectives::plan(kind, bytes, fabric_, copts_, group);
+    collectives::Plan none = all; // the plan's phases and latencies without flows
+    for (collectives::PlanPhase& ph : none.phases)
+      ph.flows.clear();
+    std::map<int, collectives::Plan> split;
+    for (std::size_t i = 0; i < all.phases.size(); ++i)
+      for (const collectives::Flow& f : all.phases[i].flows) {
+        const int inst = spec::group_instance(group, f.src, G_, fabric_.tensor_parallel);
+        split.try_emplace(inst, none).first->second.phases[i].flows.push_back(f);
+      }
+    split.emplace(-1, std::move(none)); // for an instance without flows
+    it = plans_.emplace(key, std::move(split)).first;
+  }
+  const auto at = it->second.find(instance);
+  return at != it->second.end() ? &at->second : &it->second.at(-1);
 }
 
-void StepReplay::release_sm_share(std::size_t r, Collective& cl)
+sg4::ExecPtr StepReplay::take_sm_share(std::size_t r, int ctas, const std::string& name)
 {
-  sg4::ExecPtr& x = cl.shares[r];
+  const RankTimeline& rk = timeline_.ranks[r];
+  const double share = std::min(MAX_SM_SHARE, ctas * sm_factor_ / sm_sms_);
+  return exec(token(Cont::INTERFERENCE, static_cast<int>(r), o_.record_tracks ? name + " (SM share)" : ""),
+              platform_->gpu(rk.node, rk.local), share * SM_SHARE_HORIZON_S * platform::WORK_UNITS_PER_SECOND, 1,
+              share * platform::WORK_UNITS_PER_SECOND); // max-min leaves the compute beside it the rest
+}
+
+void StepReplay::release_sm_share(sg4::ExecPtr& x)
+{
   x->suspend();
   x->cancel(); // its token keeps the activity alive until the replay ends (on_complete ignores its completions)
   x = nullptr;
 }
 
+void StepReplay::collective_delay(const Collective& cl, Cont then, int index, double seconds, const std::string& label)
+{
+  const double clock = sg4::Engine::get_clock();
+  if (clock != open_delays_at_) {
+    open_delays_.clear();
+    open_delays_at_ = clock;
+  }
+  const auto key = std::make_tuple(cl.group, cl.ordinal, cl.phase, then, seconds);
+  if (auto it = open_delays_.find(key); it != open_delays_.end()) {
+    shared_delays_[static_cast<std::size_t>(it->second)].then.emplace_back(then, index);
+    return;
+  }
+  shared_delays_.push_back(SharedDelay{{{then, index}}});
+  const int d = static_cast<int>(shared_delays_.size()) - 1;
+  open_delays_.emplace(key, d);
+  exec(token(Cont::SHARED_DELAY, d, label), platform_->timer(), seconds * platform::WORK_UNITS_PER_SECOND);
+}
+
 void StepReplay::run_phase(int idx)
 {
   Collective& cl = colls_[static_cast<std::size_t>(idx)];
-  if (cl.phase >= cl.plan.phases.size()) {
+  if (cl.phase >= cl.plan->phases.size()) {
     if (holds_share(cl)) {
-      for (std::size_t r = 0; r < timeline_.ranks.size(); ++r)
-        release_sm_share(r, cl);
+      for (sg4::ExecPtr& x : cl.shares)
+        release_sm_share(x);
     }
-    for (std::size_t r = 0; r < timeline_.ranks.size(); ++r)
-      finish_task(static_cast<int>(r), cl.task_of_rank[r]);
+    for (std::size_t m = 0; m < cl.members.size(); ++m)
+      finish_task(cl.members[m], cl.task_of_member[m]);
     return;
   }
-  const collectives::PlanPhase& ph = cl.plan.phases[cl.phase];
+  const collectives::PlanPhase& ph = cl.plan->phases[cl.phase];
   std::vector<Edge> edges;
   const int nics = fabric_.nics_per_node;
   for (const collectives::Flow& f : ph.flows) {
@@ -255,8 +301,8 @@ void StepReplay::run_phase(int idx)
   for (auto& [lat, g] : by_latency) {
     if (lat > 0) {
       flow_groups_.push_back(std::move(g));
-      exec(token(Cont::COLL_FLOW_DELAY, static_cast<int>(flow_groups_.size()) - 1, cl.name + " (latency)"),
-           platform_->timer(), lat * platform::WORK_UNITS_PER_SECOND);
+      collective_delay(cl, Cont::COLL_FLOW_DELAY, static_cast<int>(flow_groups_.size()) - 1, lat,
+                       cl.name + " (latency)");
     } else {
       start_flows(g);
     }
@@ -273,10 +319,9 @@ void StepReplay::start_flows(const FlowGroup& g)
 void StepReplay::phase_done(int idx)
 {
   Collective& cl = colls_[static_cast<std::size_t>(idx)];
-  const double lat = cl.plan.phases[cl.phase].latency_s;
+  const double lat = cl.plan->phases[cl.phase].latency_s;
   if (lat > 0)
-    exec(token(Cont::COLL_DELAY, idx, cl.name + " (latency)"), platform_->timer(),
-         lat * platform::WORK_UNITS_PER_SECOND);
+    collective_delay(cl, Cont::COLL_DELAY, idx, lat, cl.name + " (latency)");
   else
     next_phase(idx);
 }
@@ -285,6 +330,59 @@ void StepReplay::next_phase(int idx)
 {
   ++colls_[static_cast<std::size_t>(idx)].phase;
   run_phase(idx);
+}
+
+void StepReplay::start_transfer(int idx)
+{
+  Transfer& tr = transfers_[static_cast<std::size_t>(idx)];
+  const spec::Gpu a = gpu_of(tr.sender), b = gpu_of(tr.receiver);
+  const bool crosses = a.node != b.node;
+  const int nics = fabric_.nics_per_node;
+  // A side the symmetric replay does not simulate stands behind node 0's NIC, as a collective's remote ranks do: the
+  // flow leaves through the sending GPU's NIC or comes in through the receiving GPU's.
+  tr.src = tr.send_rank >= 0 ? platform_->gpu(a.node, a.local) : platform_->remote(spec::nic_of(b.local, G_, nics));
+  tr.dst = tr.recv_rank >= 0 ? platform_->gpu(b.node, b.local) : platform_->remote(spec::nic_of(a.local, G_, nics));
+  if (crosses && o_.record_tracks) {
+    if (tr.send_rank >= 0)
+      tr.ta = track("node" + std::to_string(a.node), "NIC" + std::to_string(spec::nic_of(a.local, G_, nics)) + " tx");
+    if (tr.recv_rank >= 0)
+      tr.tb = track("node" + std::to_string(b.node), "NIC" + std::to_string(spec::nic_of(b.local, G_, nics)) + " rx");
+  }
+  // Interference: the send kernel and the receive kernel each hold their CTAs' SMs on their GPU while the transfer
+  // runs (docs/engine.md "SEND and RECV").
+  if (sm_sms_ > 0) {
+    tr.ctas = collectives::nccl_p2p_ctas(!crosses, fabric_.intra_nvlink, sm_one_node_ctas_);
+    for (const int r : {tr.send_rank, tr.recv_rank})
+      if (r >= 0 && tr.ctas > 0)
+        tr.shares.push_back(take_sm_share(static_cast<std::size_t>(r), tr.ctas, tr.name));
+  }
+  // The route's latency as a delay (Platform::route_latency); a route to a remote host holds only node 0's half of
+  // the way, so a transfer with a side behind the NICs pays the whole GPU-to-GPU route's: pcie.latency +
+  // network.latency + pcie.latency (the planner's inter-node hop).
+  const double lat =
+      tr.send_rank >= 0 && tr.recv_rank >= 0 ? platform_->route_latency(tr.src, tr.dst) : fabric_.inter_latency_s;
+  if (lat > 0)
+    exec(token(Cont::P2P_DELAY, idx, tr.name + " (latency)"), platform_->timer(),
+         lat * platform::WORK_UNITS_PER_SECOND);
+  else
+    transfer_flow(idx);
+}
+
+void StepReplay::transfer_flow(int idx)
+{
+  const Transfer& tr = transfers_[static_cast<std::size_t>(idx)];
+  flow(token(Cont::P2P_FLOW, idx, tr.name, tr.ta, tr.tb), tr.src, tr.dst, static_cast<double>(tr.bytes));
+}
+
+void StepReplay::transfer_done(int idx)
+{
+  Transfer& tr = transfers_[static_cast<std::size_t>(idx)];
+  for (sg4::ExecPtr& x : tr.shares)
+    release_sm_share(x);
+  if (tr.send_rank >= 0)
+    finish_task(tr.send_rank, tr.send_task);
+  if (tr.recv_rank >= 0)
+    finish_task(tr.recv_rank, tr.recv_task);
 }
 
 } // namespace zerosim::engine::replay

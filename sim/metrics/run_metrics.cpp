@@ -99,6 +99,8 @@ std::optional<BreakdownKey> breakdown_key(const spec::Task& t)
   case TaskKind::CPU_COMPUTE:
     return BreakdownKey::OPTIMIZER;
   case TaskKind::COLLECTIVE:
+  case TaskKind::SEND: // an NCCL kernel moving data between GPUs, as a collective's
+  case TaskKind::RECV:
     return BreakdownKey::EXPOSED_COMM;
   case TaskKind::COPY:
     return BreakdownKey::EXPOSED_PCIE;

@@ -24,8 +24,8 @@ const char* to_string(BreakdownKey k);
 
 /// The key a task's busy time counts under: COMPUTE -> compute (forward, backward, recompute and any other
 /// GPU kernel but the optimizer's), COMPUTE with phase OPTIMIZER and every CPU_COMPUTE -> optimizer,
-/// COLLECTIVE -> exposed_comm, COPY -> exposed_pcie, NVME_READ / NVME_WRITE -> exposed_nvme; SYNC (a host
-/// wait, no work) -> none.
+/// COLLECTIVE, SEND and RECV -> exposed_comm, COPY -> exposed_pcie, NVME_READ / NVME_WRITE -> exposed_nvme; SYNC (a
+/// host wait, no work) -> none.
 std::optional<BreakdownKey> breakdown_key(const spec::Task& t);
 
 /// time_breakdown_s: every instant of the step attributed to exactly one key, by priority

@@ -414,6 +414,10 @@ const char* kind_name(spec::TaskKind k)
     return "cpu_compute";
   case spec::TaskKind::SYNC:
     return "sync";
+  case spec::TaskKind::SEND:
+    return "send";
+  case spec::TaskKind::RECV:
+    return "recv";
   }
   return "?";
 }
@@ -580,6 +584,9 @@ void write_trace(std::ostream& out, const spec::Scenario& s, const engine::Timel
         args["bytes"] = task.bytes;
         args["group"] = spec::to_string(task.group);
         args["group_size"] = task.group_size;
+      } else if (task.kind == spec::TaskKind::SEND || task.kind == spec::TaskKind::RECV) {
+        args["bytes"] = task.bytes;
+        args["peer"] = task.peer;
       } else if (task.bytes > 0) {
         args["bytes"] = task.bytes;
       }

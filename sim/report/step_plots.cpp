@@ -198,7 +198,10 @@ StepPlot timeline_plot(const fs::path& dir, const spec::Scenario& s, const run::
       << "# row start_s end_s kind_index kind stream task\n";
   for (size_t i : tasks) {
     const spec::Task& task = r.graph.tasks[i];
-    const auto k = static_cast<size_t>(std::find(std::begin(kinds), std::end(kinds), task.kind) - std::begin(kinds));
+    // A point-to-point SEND or RECV is NCCL communication: drawn in the collectives' colour (kind_index 1).
+    const spec::TaskKind drawn =
+        task.kind == spec::TaskKind::SEND || task.kind == spec::TaskKind::RECV ? spec::TaskKind::COLLECTIVE : task.kind;
+    const auto k = static_cast<size_t>(std::find(std::begin(kinds), std::end(kinds), drawn) - std::begin(kinds));
     dat << row_of_stream[static_cast<size_t>(task.stream)] << " " << seconds(shifted(i, r.times[i].start)) << " "
         << seconds(std::max(shifted(i, r.times[i].start), shifted(i, r.times[i].end))) << " " << k << " "
         << kind_name(task.kind) << " " << core::gnuplot_quoted(stream_name(task.stream)) << " "

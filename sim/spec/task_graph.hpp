@@ -21,6 +21,8 @@ enum class TaskKind {
   NVME_WRITE,  ///< aio write from pinned host memory to NVMe
   CPU_COMPUTE, ///< host work: CPU Adam, casts and copies in host memory
   SYNC,        ///< a host-side wait (device synchronize, stream synchronize, event wait): no work
+  SEND,        ///< NCCL point-to-point send of `bytes` to rank `peer` (ncclSend)
+  RECV,        ///< NCCL point-to-point receive of `bytes` from rank `peer` (ncclRecv)
 };
 
 enum class Phase { FORWARD, BACKWARD, RECOMPUTE, GRAD_REDUCE, OPTIMIZER, PARAM_GATHER, OTHER };
@@ -40,8 +42,9 @@ inline constexpr int STREAM_COUNT = static_cast<int>(Stream::ACTIVATION_OFFLOAD)
 
 enum class CollectiveKind { ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER };
 
-/// The communicator a collective runs on. Every rank issues the same collectives in the same order, so
-/// the k-th collective of every rank is one call on each rank's own group of that kind.
+/// The kind of communicator a collective runs on. A rank's collective runs on the instance of that kind the rank
+/// belongs to (spec::group_instance: its node, its local index, ...), and the k-th call of every member of one
+/// instance is one collective (docs/engine.md "How collectives are matched").
 enum class CommGroup {
   WORLD,      ///< every rank of the job (the data-parallel group without tensor parallelism)
   INTRA_NODE, ///< the ranks of one node (FSDP HYBRID_SHARD's shard group); all nodes' groups run at once
@@ -120,12 +123,16 @@ struct Task {
 
   // COLLECTIVE
   CollectiveKind collective = CollectiveKind::ALL_REDUCE;
-  std::int64_t bytes = 0; ///< COLLECTIVE: bytes of the full buffer (S·b); COPY/NVME: bytes moved
+  std::int64_t bytes = 0; ///< COLLECTIVE: bytes of the full buffer (S·b); COPY/NVME/SEND/RECV: bytes moved
   /// NVME: how many times the transfer waits for the drive's request latency (the I/O library's waves of requests
   /// in flight; the schedule counts them from its configuration, the engine prices them on the node's drives).
   std::int64_t request_waves = 0;
   int group_size = 1; ///< ranks in the collective's group
   CommGroup group = CommGroup::WORLD;
+
+  // SEND / RECV: the global rank at the other end (the receiver of a SEND, the sender of a RECV); `bytes` is the
+  // message. The k-th SEND of rank a to b and the k-th RECV of b from a are one transfer.
+  int peer = -1;
 
   // COPY
   CopyDirection direction = CopyDirection::H2D;
