@@ -178,7 +178,7 @@ std::vector<Candidate> candidates(const RecommendOptions& o)
     if (gpus <= 0 || gpus % gpn != 0)
       throw core::InputError("--gpus: " + std::to_string(gpus) + " is not a whole number of " + std::to_string(gpn) +
                              "-GPU nodes (cluster.gpus_per_node)");
-    const int dp = gpus / s.tp();
+    const int dp = spec::data_parallel_of(gpus, s.tp());
     if (global % dp != 0)
       throw core::InputError("recommend: the global batch " + std::to_string(global) + " does not split over " +
                              std::to_string(dp) + " data-parallel ranks (" + std::to_string(gpus) + " GPUs)");
