@@ -13,16 +13,22 @@
 #                       of the input loaders with clang++ and ASan+UBSan (build-fuzz/, docs/fuzzing.md), run each for
 #                       SECONDS (default 60) on its corpus (build-fuzz/corpus/TARGET, seeded with the shipped files);
 #                       a finding is written to build-fuzz/artifacts/ and named, and the command exits 1
+#   tools/dev.sh tidy   install what is missing (clang-tidy too), configure build/ (compile_commands.json) and run
+#                       clang-tidy with the checked-in .clang-tidy (the 150-line function-size bound) over every
+#                       file of sim/; a function over the bound is named and the command exits 1
+#                       (docs/testing.md "Function size")
 # Works on a fresh Debian 12 as root (apt-get) or as a user with sudo. Everything comes from Debian packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 what="${1:-run}"
-case "$what" in run|test|build|bench|sanitize|fuzz) ;; *) echo "usage: tools/dev.sh run|test|build|bench|sanitize|fuzz" >&2; exit 2 ;; esac
+case "$what" in run|test|build|bench|sanitize|fuzz|tidy) ;; *) echo "usage: tools/dev.sh run|test|build|bench|sanitize|fuzz|tidy" >&2; exit 2 ;; esac
 
 packages=(cmake make g++ pkg-config libsimgrid-dev libboost-dev libeigen3-dev libyaml-cpp-dev doctest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev gnuplot-nox openmpi-bin libopenmpi-dev)
 # libFuzzer and the sanitizers' clang runtime: Debian's clang 14.
 if [ "$what" = fuzz ]; then packages+=(clang libclang-rt-14-dev); fi
+# clang-tidy: Debian 12's clang-tidy (clang-tidy-14, with run-clang-tidy).
+if [ "$what" = tidy ]; then packages+=(clang-tidy); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -104,6 +110,21 @@ if [ "$what" = fuzz ]; then
   fi
   echo "== no findings"
   exit 0
+fi
+if [ "$what" = tidy ]; then
+  echo "== configuring build/ (Release, warnings are errors; build/compile_commands.json)"
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DZEROSIM_WARNINGS_AS_ERRORS=ON >/dev/null
+  # clang-tidy compiles each file with clang, from GCC's command lines: -Wno-unknown-warning-option for the GCC-only
+  # -Wno-dangling-pointer, -Wno-error so that a warning of clang's own is not an error that stops the file (a file
+  # that does not compile is still reported, and fails the run). Only the checks of .clang-tidy run.
+  echo "== clang-tidy (.clang-tidy: readability-function-size, 150 lines) over sim/"
+  if run-clang-tidy -p build -j "$jobs" -quiet -extra-arg=-Wno-unknown-warning-option -extra-arg=-Wno-error \
+    "$PWD/sim/[a-z_]+/[^/]+[.]cpp\$"; then
+    echo "== no function of sim/ over 150 lines"
+    exit 0
+  fi
+  echo "== clang-tidy failed: the functions named above are over 150 lines (or a file did not compile)"
+  exit 1
 fi
 echo "== building (build/, Release, warnings are errors)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DZEROSIM_WARNINGS_AS_ERRORS=ON >/dev/null

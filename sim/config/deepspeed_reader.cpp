@@ -155,7 +155,7 @@ void read_zero(FieldReader& r, spec::Scenario& s)
   z.use_multi_rank_bucket_allreduce = r.get_bool("use_multi_rank_bucket_allreduce");
   z.allgather_bucket_size = r.get_count("allgather_bucket_size", 0, COUNT);
   std::optional<bool> overlap = r.opt_bool("overlap_comm");
-  z.overlap_comm = overlap.value_or(z.stage == 3); // None -> True for stage 3 (config.py overlap_comm_valid)
+  z.overlap_comm = overlap.value_or(spec::default_overlap_comm(z.stage)); // None: the stage's default
   z.overlap_comm_given = overlap.has_value();
   z.sub_group_size = r.get_count("sub_group_size", 0, COUNT);
   z.stage3_prefetch_bucket_size =
@@ -362,7 +362,7 @@ void read_batch(FieldReader& r, spec::Scenario& s, TrainingBatchGiven given)
       t.global_batch_given = true;
     }
   }
-  t.global_batch = static_cast<std::int64_t>(t.micro_batch) * t.grad_accum * gpus;
+  t.global_batch = spec::global_batch_of(s);
   if (mbs && *mbs != t.micro_batch)
     r.fail("train_micro_batch_size_per_gpu", "train_micro_batch_size_per_gpu " + std::to_string(*mbs) +
                                                  " != training.micro_batch " + std::to_string(t.micro_batch));
@@ -396,15 +396,6 @@ std::optional<spec::Dtype> parse_dtype(const std::string& s)
   return std::nullopt;
 }
 
-spec::Dtype model_dtype(spec::Precision p)
-{
-  if (p == spec::Precision::BF16)
-    return spec::Dtype::BF16;
-  if (p == spec::Precision::FP16)
-    return spec::Dtype::FP16;
-  return spec::Dtype::FP32; // amp_* and fp32: DeepSpeed's fp16/bf16 disabled, the model is fp32 (§1.3)
-}
-
 void read_deepspeed(FieldReader& r, spec::Scenario& s, TrainingBatchGiven given)
 {
   spec::DeepSpeedSpec& d = s.deepspeed;
@@ -424,9 +415,10 @@ void read_deepspeed(FieldReader& r, spec::Scenario& s, TrainingBatchGiven given)
     if (std::optional<FieldReader> b = r.opt_map(k))
       check_enabled(*b, s.training.precision == spec::Precision::BF16, s, ptext);
 
-  d.communication_data_type = read_dtype(r, "communication_data_type").value_or(model_dtype(s.training.precision));
+  d.communication_data_type =
+      read_dtype(r, "communication_data_type").value_or(spec::model_dtype(s.training.precision));
   FieldReader dt = r.map_or_empty("data_types");
-  d.grad_accum_dtype = read_dtype(dt, "grad_accum_dtype").value_or(model_dtype(s.training.precision));
+  d.grad_accum_dtype = read_dtype(dt, "grad_accum_dtype").value_or(spec::model_dtype(s.training.precision));
   if (r.is_auto("gradient_clipping")) {
     r.take("gradient_clipping");
     d.gradient_clipping = 1.0; // HF Trainer: max_grad_norm, default 1.0

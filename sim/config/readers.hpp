@@ -36,8 +36,4 @@ std::string dp_ranks_text(const spec::Scenario& s);
 /// Accepts the dtype names DeepSpeed's DtypeEnum accepts.
 std::optional<spec::Dtype> parse_dtype(const std::string& s);
 
-/// The dtype DeepSpeed trains in for a precision (docs/deepspeed-schedule.md §1.3): fp16/bf16 for those, fp32
-/// otherwise.
-spec::Dtype model_dtype(spec::Precision p);
-
 } // namespace zerosim::config

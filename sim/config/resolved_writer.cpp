@@ -315,7 +315,7 @@ YAML::Node minimal(const YAML::Node& n, const std::string& prefix, const DeepSpe
                    const DeepSpeedKeyTable& table, const spec::Scenario& s)
 {
   YAML::Node out(YAML::NodeType::Map);
-  const std::string model_dtype_name = spec::to_string(model_dtype(s.training.precision));
+  const std::string model_dtype_name = spec::to_string(spec::model_dtype(s.training.precision));
   for (auto it = n.begin(); it != n.end(); ++it) {
     std::string key = it->first.Scalar();
     const std::string path = prefix.empty() ? key : prefix + "." + key;

@@ -254,7 +254,7 @@ void resolve_batch(FieldReader& t, const TrainingRead& tr, spec::Scenario& s)
     t.fail("grad_accum", "expected a global batch (micro_batch x data-parallel ranks x grad_accum) of at most 2^40 "
                          "sequences, found " +
                              std::to_string(per_step) + " x " + std::to_string(out.grad_accum));
-  out.global_batch = per_step * out.grad_accum;
+  out.global_batch = spec::global_batch_of(s);
 }
 
 void read_sweep(FieldReader& r, spec::Scenario& s)

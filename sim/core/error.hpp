@@ -13,8 +13,9 @@ public:
   using std::runtime_error::runtime_error;
 };
 
-/// A configuration the input describes correctly but this version cannot simulate yet
-/// (for example an FSDP schedule before it is implemented). Exit status 2, with the reason.
+/// A configuration the input describes correctly but this version cannot simulate (for example fsdp.wrap other than
+/// block or model, or FSDP's HYBRID_SHARD on one GPU per node: sim/schedule/fsdp.cpp). Exit status 2, with the
+/// reason.
 class UnsupportedError : public std::runtime_error {
 public:
   using std::runtime_error::runtime_error;

@@ -539,7 +539,7 @@ std::vector<std::pair<std::string, spec::Scenario>> ladder_scenarios(const spec:
     cur.training.micro_batch = 1;
     if (cur.training.global_batch_given)
       cur.training.grad_accum *= old_micro_batch; // global = micro_batch x grad_accum x dp is unchanged
-    cur.training.global_batch = static_cast<std::int64_t>(cur.training.grad_accum) * cur.dp();
+    cur.training.global_batch = spec::global_batch_of(cur);
     push("training.micro_batch: 1 (grad_accum " + std::to_string(cur.training.grad_accum) + ", global batch " +
          std::to_string(cur.training.global_batch) + ")");
   }
@@ -578,14 +578,9 @@ std::vector<std::pair<std::string, spec::Scenario>> ladder_scenarios(const spec:
     return rungs;
 
   auto& z = cur.deepspeed.zero;
-  auto set_stage = [&](int stage) {
-    z.stage = stage;
-    if (!z.overlap_comm_given) // DeepSpeed's default follows the stage (docs/deepspeed-schedule.md §11)
-      z.overlap_comm = stage == 3;
-  };
   // 3. ZeRO stage 2 (skipped at stage 2 or 3: never a step back).
   if (z.stage < 2) {
-    set_stage(2);
+    z.set_stage(2); // overlap_comm follows the stage unless given (DeepSpeed's default)
     push("deepspeed.zero_optimization.stage: 2");
   }
   // 4. optimizer offload to the CPU (skipped when already offloaded, to the CPU or to NVMe).
@@ -595,7 +590,7 @@ std::vector<std::pair<std::string, spec::Scenario>> ladder_scenarios(const spec:
   }
   // 5. ZeRO stage 3.
   if (z.stage < 3) {
-    set_stage(3);
+    z.set_stage(3);
     push("deepspeed.zero_optimization.stage: 3");
   }
   // 6. parameter offload to the CPU.

@@ -476,7 +476,7 @@ TaskId Builder::tensor_parallel_collectives(int mb, int layer, Phase ph, TaskId 
   if (tp == 1)
     return after;
   const workload::Layer& l = w.layers[static_cast<std::size_t>(layer)];
-  const std::int64_t tokens = std::int64_t{s.training.micro_batch} * s.training.seq_len;
+  const std::int64_t tokens = s.training.tokens_per_micro_batch();
   const std::int64_t hidden_bytes = tokens * s.model.hidden * b_act;
   // docs/tensor-parallel.md §3 (Megatron-LM core/tensor_parallel/{layers,mappings,cross_entropy}.py):
   // a block's forward (and its recompute) all-reduces the row-parallel outputs of attention and MLP, its backward

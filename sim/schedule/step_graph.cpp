@@ -95,7 +95,7 @@ TaskGraph build_step_graph(const spec::Scenario& s, const workload::Workload& w,
                                 std::to_string(k));
     spec::Scenario reduced = s;
     reduced.training.grad_accum = k;
-    reduced.training.global_batch = static_cast<std::int64_t>(s.training.micro_batch) * k * s.dp();
+    reduced.training.global_batch = spec::global_batch_of(reduced);
     StepOptions whole = opt;
     whole.simulated_micro_steps = 0;
     TaskGraph g = build_step_graph(reduced, w, rank, whole);

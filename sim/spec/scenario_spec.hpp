@@ -36,6 +36,36 @@ inline int dtype_bytes(Dtype d)
   return d == Dtype::FP32 ? 4 : 2;
 }
 
+/// The dtype of the model's parameters under `p`: bf16 and fp16 are themselves; amp_* and fp32 keep the model in fp32
+/// (DeepSpeed's fp16/bf16 disabled; docs/deepspeed-schedule.md §1.3). DeepSpeed's default of communication_data_type
+/// and data_types.grad_accum_dtype.
+inline Dtype model_dtype(Precision p)
+{
+  if (p == Precision::BF16)
+    return Dtype::BF16;
+  if (p == Precision::FP16)
+    return Dtype::FP16;
+  return Dtype::FP32;
+}
+
+/// The data-parallel degree of `gpus` GPUs in tensor-parallel groups of `tensor_parallel` (no pipeline parallelism).
+inline int data_parallel_of(int gpus, int tensor_parallel)
+{
+  return gpus / std::max(1, tensor_parallel);
+}
+
+/// Tokens of one micro-batch of one GPU: micro_batch sequences of seq_len tokens.
+inline std::int64_t tokens_per_micro_batch(int micro_batch, int seq_len)
+{
+  return std::int64_t{micro_batch} * seq_len;
+}
+
+/// Sequences per optimizer step: micro_batch (per GPU) x grad_accum x data-parallel ranks.
+inline std::int64_t global_batch_of(int micro_batch, int grad_accum, int dp)
+{
+  return static_cast<std::int64_t>(micro_batch) * grad_accum * dp;
+}
+
 struct TrainingSpec {
   int seq_len = 0;
   int micro_batch = 1;             ///< per GPU
@@ -52,6 +82,9 @@ struct TrainingSpec {
   /// Megatron-LM tensor (intra-layer) model parallelism: t consecutive ranks of a node share every block's
   /// GEMMs (docs/tensor-parallel.md). 1: none. The data-parallel degree is GPUs / t.
   int tensor_parallel = 1;
+
+  /// Tokens of one micro-batch of one GPU: micro_batch x seq_len.
+  std::int64_t tokens_per_micro_batch() const { return spec::tokens_per_micro_batch(micro_batch, seq_len); }
 };
 
 struct InferenceSpec {
@@ -104,7 +137,7 @@ struct ZeroSpec {
   std::int64_t reduce_bucket_size = 500'000'000; ///< B_r, elements
   bool use_multi_rank_bucket_allreduce = true;
   std::int64_t allgather_bucket_size = 500'000'000;      ///< ignored by DeepSpeed with all_gather_into_tensor (§1.4)
-  bool overlap_comm = false;                             ///< resolved: true for stage 3, false otherwise, unless given
+  bool overlap_comm = false;                             ///< resolved: default_overlap_comm(stage) unless given
   bool overlap_comm_given = false;                       ///< the user set overlap_comm (else it follows the stage)
   std::int64_t sub_group_size = 1'000'000'000;           ///< S_g, elements
   std::int64_t stage3_prefetch_bucket_size = 50'000'000; ///< B_p, elements
@@ -118,7 +151,24 @@ struct ZeroSpec {
   bool round_robin_gradients = false;
   OffloadOptimizerSpec offload_optimizer;
   OffloadParamSpec offload_param;
+
+  /// Sets the stage, and overlap_comm to the new stage's default unless the user gave it.
+  void set_stage(int s);
 };
+
+/// DeepSpeed's overlap_comm when the config leaves it unset: true for stage 3, false otherwise (zero/config.py
+/// overlap_comm_valid; docs/deepspeed-schedule.md §11). The one place that default lives.
+inline bool default_overlap_comm(int stage)
+{
+  return stage == 3;
+}
+
+inline void ZeroSpec::set_stage(int s)
+{
+  stage = s;
+  if (!overlap_comm_given)
+    overlap_comm = default_overlap_comm(s);
+}
 
 /// DeepSpeed's activation_checkpointing block (partition/offload of checkpoints).
 struct DsActivationCheckpointingSpec {
@@ -147,6 +197,13 @@ struct DeepSpeedSpec {
 
 enum class FsdpSharding { FULL_SHARD, SHARD_GRAD_OP, HYBRID_SHARD, NO_SHARD };
 enum class BackwardPrefetch { BACKWARD_PRE, BACKWARD_POST, NONE };
+
+/// The ZeRO stage an FSDP sharding strategy matches in what every GPU holds: 3 for FULL_SHARD and HYBRID_SHARD
+/// (parameters sharded), 2 for SHARD_GRAD_OP, 0 for NO_SHARD.
+inline int equivalent_zero_stage(FsdpSharding s)
+{
+  return s == FsdpSharding::SHARD_GRAD_OP ? 2 : s == FsdpSharding::NO_SHARD ? 0 : 3;
+}
 
 /// PyTorch FSDP (defaults are PyTorch's; docs/fsdp.md).
 struct FsdpSpec {
@@ -240,7 +297,7 @@ struct Scenario {
   /// Every GPU of the job: the ranks, one per GPU.
   int world() const { return cluster.total_gpus(); }
   /// The data-parallel degree: GPUs / training.tensor_parallel (no pipeline parallelism yet).
-  int dp() const { return cluster.total_gpus() / std::max(1, training.tensor_parallel); }
+  int dp() const { return data_parallel_of(cluster.total_gpus(), training.tensor_parallel); }
   /// The tensor-parallel degree (1: none).
   int tp() const { return std::max(1, training.tensor_parallel); }
   /// The software stack kernels are priced for: the run's (`software`), or today's default stack when the `stack`
@@ -261,5 +318,11 @@ struct Scenario {
     return kernels.empty() ? cluster.node.gpu.model : kernels.kind_of(cluster.node.gpu.model).kind;
   }
 };
+
+/// The global batch of `s`: training.micro_batch x training.grad_accum x s.dp() sequences per optimizer step.
+inline std::int64_t global_batch_of(const Scenario& s)
+{
+  return global_batch_of(s.training.micro_batch, s.training.grad_accum, s.dp());
+}
 
 } // namespace zerosim::spec

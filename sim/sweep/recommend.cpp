@@ -178,7 +178,7 @@ std::vector<Candidate> candidates(const RecommendOptions& o)
     if (gpus <= 0 || gpus % gpn != 0)
       throw core::InputError("--gpus: " + std::to_string(gpus) + " is not a whole number of " + std::to_string(gpn) +
                              "-GPU nodes (cluster.gpus_per_node)");
-    const int dp = gpus / s.tp();
+    const int dp = spec::data_parallel_of(gpus, s.tp());
     if (global % dp != 0)
       throw core::InputError("recommend: the global batch " + std::to_string(global) + " does not split over " +
                              std::to_string(dp) + " data-parallel ranks (" + std::to_string(gpus) + " GPUs)");
@@ -277,9 +277,11 @@ std::vector<const Candidate*> tight_ones(const std::vector<Candidate>& all)
   return fitting(all, true);
 }
 
-int recommend(const RecommendOptions& o, std::ostream& out, std::ostream& err)
+namespace {
+
+/// Simulates every candidate (at most o.jobs at once) and fills in its status and figures from the point's JSON.
+void simulate_candidates(const RecommendOptions& o, std::vector<Candidate>& all, std::ostream& err)
 {
-  std::vector<Candidate> all = candidates(o);
   Plan plan; // the pipeline's inputs: the scenario, its overrides and calibration (no axes: each candidate its own)
   plan.scenario = o.scenario;
   plan.sets = o.sets;
@@ -315,6 +317,36 @@ int recommend(const RecommendOptions& o, std::ostream& out, std::ostream& err)
           err << "recommend: " << finished << "/" << all.size() << " simulated\n";
       },
       pool);
+}
+
+/// candidates.csv: every candidate, its rank among `best` (empty when not ranked) first.
+void write_candidates_csv(const fs::path& dir, const std::vector<Candidate>& all,
+                          const std::vector<const Candidate*>& best)
+{
+  std::ostringstream csv;
+  csv << "rank,gpus,stage,sharding,offload,activation_checkpointing,micro_batch,grad_accum,status,fits,tight,"
+         "step_time_s,"
+         "tokens_per_s,tflops_per_gpu_model,gpu_device_bytes,capacity_bytes,shortfall_bytes,cost_per_million_"
+         "tokens\n";
+  for (const Candidate& c : all) {
+    const auto it = std::find(best.begin(), best.end(), &c);
+    csv << (it == best.end() ? std::string() : std::to_string(it - best.begin() + 1)) << "," << c.gpus << "," << c.stage
+        << "," << validation::csv_field(c.sharding) << "," << validation::csv_field(c.offload) << "," << c.checkpointing
+        << "," << c.micro_batch << "," << c.grad_accum << "," << validation::csv_field(c.status) << ","
+        << (c.fits ? "true" : "false") << "," << (c.tight ? "true" : "false") << "," << number(c.step_time_s) << ","
+        << number(c.tokens_per_s) << "," << number(c.tflops_model) << "," << number(c.gpu_device_bytes) << ","
+        << number(c.capacity_bytes) << "," << number(c.shortfall_bytes) << ","
+        << (c.cost_per_million_tokens ? number(*c.cost_per_million_tokens) : std::string()) << "\n";
+  }
+  write_file(dir / "candidates.csv", csv.str());
+}
+
+} // namespace
+
+int recommend(const RecommendOptions& o, std::ostream& out, std::ostream& err)
+{
+  std::vector<Candidate> all = candidates(o);
+  simulate_candidates(o, all, err);
 
   const std::vector<const Candidate*> best = ranked(all);
   // Without --out, a new folder of its own (core::new_output_dir): nothing that exists is written over.
@@ -324,24 +356,7 @@ int recommend(const RecommendOptions& o, std::ostream& out, std::ostream& err)
           : fs::path(o.out_dir);
   core::create_directories(dir.string(), "recommend: --out");
   out << "recommend: writing into " << dir.string() << "\n";
-  {
-    std::ostringstream csv;
-    csv << "rank,gpus,stage,sharding,offload,activation_checkpointing,micro_batch,grad_accum,status,fits,tight,"
-           "step_time_s,"
-           "tokens_per_s,tflops_per_gpu_model,gpu_device_bytes,capacity_bytes,shortfall_bytes,cost_per_million_"
-           "tokens\n";
-    for (const Candidate& c : all) {
-      const auto it = std::find(best.begin(), best.end(), &c);
-      csv << (it == best.end() ? std::string() : std::to_string(it - best.begin() + 1)) << "," << c.gpus << ","
-          << c.stage << "," << validation::csv_field(c.sharding) << "," << validation::csv_field(c.offload) << ","
-          << c.checkpointing << "," << c.micro_batch << "," << c.grad_accum << "," << validation::csv_field(c.status)
-          << "," << (c.fits ? "true" : "false") << "," << (c.tight ? "true" : "false") << "," << number(c.step_time_s)
-          << "," << number(c.tokens_per_s) << "," << number(c.tflops_model) << "," << number(c.gpu_device_bytes) << ","
-          << number(c.capacity_bytes) << "," << number(c.shortfall_bytes) << ","
-          << (c.cost_per_million_tokens ? number(*c.cost_per_million_tokens) : std::string()) << "\n";
-    }
-    write_file(dir / "candidates.csv", csv.str());
-  }
+  write_candidates_csv(dir, all, best);
 
   const std::vector<const Candidate*> tight = tight_ones(all);
   int pruned = 0, failed = 0;

@@ -83,18 +83,6 @@ std::optional<std::string> claimed_size(const std::string& claim)
   return std::nullopt;
 }
 
-spec::Dtype model_dtype(spec::Precision p)
-{
-  switch (p) {
-  case spec::Precision::FP16:
-    return spec::Dtype::FP16;
-  case spec::Precision::BF16:
-    return spec::Dtype::BF16;
-  default:
-    return spec::Dtype::FP32;
-  }
-}
-
 spec::OffloadDevice parse_offload(const std::string& text)
 {
   std::string t = lower(text);

@@ -30,7 +30,6 @@ std::optional<double> plain_number(const std::string& text);
 std::optional<int> plain_int(const std::string& text);
 /// The first "<number>B" model size in a max_model_fit text ("ZeRO-Offload 13B" -> "13B").
 std::optional<std::string> claimed_size(const std::string& claim);
-spec::Dtype model_dtype(spec::Precision p);
 spec::OffloadDevice parse_offload(const std::string& text);
 /// Appends `note` to the "; "-separated `notes`.
 void add_note(std::string& notes, const std::string& note);

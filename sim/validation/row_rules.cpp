@@ -198,7 +198,7 @@ std::optional<int> equivalent_stage(const PublishedRow& row, const spec::Mapping
   auto sh = fsdp_sharding_of(row, rules);
   if (!sh)
     return std::nullopt;
-  return sh->strategy == spec::FsdpSharding::SHARD_GRAD_OP ? 2 : sh->strategy == spec::FsdpSharding::NO_SHARD ? 0 : 3;
+  return spec::equivalent_zero_stage(sh->strategy);
 }
 
 const spec::ModelLayout& model_layout(const std::string& model, const spec::GeneralRules& rules)

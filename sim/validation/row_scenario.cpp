@@ -158,8 +158,7 @@ spec::NetworkSpec network_for(const PublishedRow& row, const spec::NodeSpec& nod
 spec::ZeroSpec zero_for(const PublishedRow& row, int stage, std::string& notes, const spec::SourceRule* src)
 {
   spec::ZeroSpec z;
-  z.stage = stage;
-  z.overlap_comm = stage == 3;
+  z.set_stage(stage); // overlap_comm: the stage's default
   z.offload_optimizer.device = parse_offload(field(row, "offload_optimizer"));
   z.offload_param.device = parse_offload(field(row, "offload_param"));
   const spec::SourceDeepSpeed* found = nullptr;
@@ -445,7 +444,7 @@ spec::Scenario build_scenario(const PublishedRow& row, const NodeLoader& load_no
                                                                 : tensor_parallel_of(row);
   auto ga = plain_int(field(row, "grad_accum"));
   s.training.grad_accum = ga ? *ga : 1;
-  s.training.global_batch = static_cast<std::int64_t>(s.training.micro_batch) * s.training.grad_accum * s.dp();
+  s.training.global_batch = spec::global_batch_of(s);
   s.training.precision = fw == spec::Framework::DEEPSPEED ? parse_precision(field(row, "precision"), info.assumptions)
                                                           : torch_precision(row, fw, s.fsdp, info.assumptions, src);
   s.training.activation_checkpointing = parse_checkpointing(field(row, "activation_checkpointing"), info.assumptions);
@@ -466,8 +465,8 @@ spec::Scenario build_scenario(const PublishedRow& row, const NodeLoader& load_no
   if (fw == spec::Framework::DEEPSPEED) {
     s.deepspeed.zero = zero_for(row, in.stage, info.assumptions, src);
     source_code_settings(row, in, s, info.assumptions, src);
-    s.deepspeed.communication_data_type = model_dtype(s.training.precision); // docs/deepspeed-schedule.md §1.3
-    s.deepspeed.grad_accum_dtype = model_dtype(s.training.precision);
+    s.deepspeed.communication_data_type = spec::model_dtype(s.training.precision); // docs/deepspeed-schedule.md §1.3
+    s.deepspeed.grad_accum_dtype = spec::model_dtype(s.training.precision);
     info.stage = in.stage;
     info.strategy = "stage " + std::to_string(in.stage);
     const auto& z = s.deepspeed.zero;
@@ -505,15 +504,13 @@ spec::Scenario build_scenario(const PublishedRow& row, const NodeLoader& load_no
     // One FSDP unit per transformer block: Composer's MPT fsdp_wrap_fn, torchtitan's per-block fully_shard,
     // fms-fsdp's and Accelerate's transformer auto-wrap policies, the FSDP paper's minGPT block wrapping.
     f.wrap = contains(field(row, "fsdp_sharding"), "whole model") ? "model" : "block";
-    info.stage = sh.strategy == spec::FsdpSharding::SHARD_GRAD_OP ? 2
-                 : sh.strategy == spec::FsdpSharding::NO_SHARD    ? 0
-                                                                  : 3;
+    info.stage = spec::equivalent_zero_stage(sh.strategy);
     info.strategy = std::string("FSDP ") + sharding_name(sh.strategy);
     info.offload = f.cpu_offload ? "FSDP CPU offload" : "none";
     cfg << info.strategy;
     if (f.param_dtype || f.reduce_dtype)
-      cfg << " (params " << spec::to_string(f.param_dtype.value_or(model_dtype(s.training.precision))) << ", reduce "
-          << spec::to_string(f.reduce_dtype.value_or(model_dtype(s.training.precision))) << ")";
+      cfg << " (params " << spec::to_string(f.param_dtype.value_or(spec::model_dtype(s.training.precision)))
+          << ", reduce " << spec::to_string(f.reduce_dtype.value_or(spec::model_dtype(s.training.precision))) << ")";
     if (f.cpu_offload)
       cfg << " (CPU offload)";
   } else {
@@ -601,7 +598,7 @@ spec::Scenario row_scenario(const PublishedRow& row, const NodeLoader& load_node
   spec::Scenario s = build_scenario(row, load_node, in, info, rules);
   spec::TrainingSpec& t = s.training;
   t.grad_accum = grad_accum_of(row, t.micro_batch, s.dp(), info.assumptions, src);
-  t.global_batch = static_cast<std::int64_t>(t.micro_batch) * t.grad_accum * s.dp();
+  t.global_batch = spec::global_batch_of(s);
   t.global_batch_given = !trim(field(row, "global_batch")).empty();
   // The software stack the run used, as build_scenario took it (software_of): stacks.csv's, quoted from the source or
   // inferred from the run's date and code (stack.status), else today's stack, unstated, with FlashAttention where

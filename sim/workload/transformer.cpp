@@ -212,7 +212,7 @@ std::int64_t sum_numel(const std::vector<ParamTensor>& ps)
 /// Builds one layer's graph for a micro-batch of b sequences of s tokens.
 struct GraphBuilder {
   GraphBuilder(const Shape& s, const WorkloadOptions& o)
-      : shape(s), batch(o.micro_batch), seq(o.seq_len), tokens(std::int64_t{o.micro_batch} * o.seq_len),
+      : shape(s), batch(o.micro_batch), seq(o.seq_len), tokens(spec::tokens_per_micro_batch(o.micro_batch, o.seq_len)),
         ba(o.activation_dtype_bytes), fp32_stream(o.autocast_casts),
         hf_rmsnorm(o.model_code == spec::ModelCode::HF && !s.layernorm)
   {
@@ -626,7 +626,7 @@ std::optional<KernelPricing> kernel_pricing(const Shape& s, const WorkloadOption
   p.ctx.fused_attention = o.flash_attention;
   p.ctx.inference = o.inference;
   p.ctx.activation_bytes = o.activation_dtype_bytes;
-  const auto T = static_cast<double>(std::int64_t{o.micro_batch} * o.seq_len);
+  const auto T = static_cast<double>(spec::tokens_per_micro_batch(o.micro_batch, o.seq_len));
   detail::BlockDims& d = p.dims;
   d.H = T * static_cast<double>(s.h);
   d.Q = T * static_cast<double>(s.h_r);

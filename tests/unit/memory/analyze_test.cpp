@@ -1,6 +1,7 @@
 // analyze_memory and climb_ladder over the real workload and schedule of a small GPT on one node.
 #include "memory/memory_model.hpp"
 
+#include "fixtures/scenarios.hpp"
 #include "schedule/step_graph.hpp"
 #include "workload/transformer.hpp"
 
@@ -12,37 +13,11 @@ using namespace zerosim;
 
 namespace {
 
-constexpr std::int64_t GiB = 1024LL * 1024 * 1024;
+using test::GiB;
 
-/// A 2-block GPT (h 512, 8 heads, ffn 2048, vocab 5000, learned positions 256) on 1 node x 2 GPUs,
-/// bf16 AdamW, sequence 256, micro-batch 8, DeepSpeed stage 0.
-spec::Scenario small_gpt(std::int64_t gpu_memory)
-{
-  spec::Scenario s;
-  s.name = "small-gpt";
-  auto& m = s.model;
-  m.name = "gpt-small";
-  m.layers = 2;
-  m.hidden = 512;
-  m.heads = 8;
-  m.kv_heads = 8;
-  m.ffn_hidden = 2048;
-  m.vocab = 5000;
-  m.max_position = 256;
-  s.cluster.nodes = 1;
-  s.cluster.gpus_per_node = 2;
-  s.cluster.node.gpus = 2;
-  s.cluster.node.gpu.memory_bytes = gpu_memory;
-  s.cluster.node.cpu.memory_bytes = 1024 * GiB;
-  s.cluster.node.nvme.devices = 1;
-  s.cluster.node.nvme.capacity_bytes = 1000 * GiB;
-  s.training.seq_len = 256;
-  s.training.micro_batch = 8;
-  s.training.grad_accum = 1;
-  s.training.global_batch = 16;
-  s.deepspeed.zero.stage = 0;
-  return s;
-}
+/// test::small_gpt(gpu_memory): a 2-block GPT on 1 node x 2 GPUs, bf16 AdamW, sequence 256, micro-batch 8,
+/// grad_accum 1, DeepSpeed stage 0.
+using test::small_gpt;
 
 } // namespace
 

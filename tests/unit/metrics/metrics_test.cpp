@@ -4,8 +4,9 @@
 #include "run/run_scenario.hpp"
 
 #include "core/error.hpp"
+#include "fixtures/scenarios.hpp"
+#include "fixtures/timelines.hpp"
 #include "schedule/step_graph.hpp"
-#include "timeline_fixture.hpp"
 
 #include <doctest/doctest.h>
 
@@ -21,74 +22,19 @@ using spec::TaskKind;
 
 namespace {
 
+// The shared fixtures (tests/unit/fixtures/): two_gpus() is the hand-built run of 1 node x 2 GPUs, micro-batch 2 x
+// seq 1024, grad_accum 4, global batch 16, bf16 peak 312 TFLOPS; rank_timeline(rank) the 2 s step of every task kind
+// (its times and exposures are listed in fixtures/timelines.hpp); small_gpt(memory, stage, 2) the 2-block GPT with
+// grad_accum 2 (global batch 32).
 using test::add;
 using test::buffer;
+using test::flops_only;
+using test::GiB;
+using test::rank_timeline;
 using test::sequential_timeline;
+using test::small_gpt;
 using test::span;
-
-constexpr std::int64_t GiB = 1024LL * 1024 * 1024;
-
-/// 1 node x 2 GPUs (dp 2), micro-batch 2 x seq 1024, grad_accum 4: global batch 2 x 4 x 2 = 16 sequences.
-/// GPU: 80 GiB, dense bf16 peak 312 TFLOPS (the A100's, NVIDIA A100 datasheet), host 1 TiB.
-spec::Scenario two_gpus()
-{
-  spec::Scenario s;
-  s.name = "hand-built";
-  s.cluster.nodes = 1;
-  s.cluster.gpus_per_node = 2;
-  s.cluster.node.gpus = 2;
-  s.cluster.node.gpu.model = "A100-SXM4-80GB";
-  s.cluster.node.gpu.memory_bytes = 80 * GiB;
-  s.cluster.node.gpu.peak_bf16_flops = 312e12;
-  s.cluster.node.gpu.peak_fp16_flops = 312e12;
-  s.cluster.node.cpu.memory_bytes = 1024 * GiB;
-  s.training.seq_len = 1024;
-  s.training.micro_batch = 2;
-  s.training.grad_accum = 4;
-  s.training.global_batch = 16;
-  s.training.precision = spec::Precision::BF16;
-  return s;
-}
-
-/// Model FLOPs 1e12 and hardware FLOPs 1.25e12 per micro-batch per GPU (the fields compute_metrics reads).
-workload::Workload flops_only()
-{
-  workload::Workload w;
-  w.params = 1000;
-  w.model_flops = 1e12;
-  w.hardware_flops = 1.25e12;
-  return w;
-}
-
-/// One rank's step of 2 s (times are in seconds):
-///   fwd      COMPUTE/FORWARD     [0.0, 0.5]
-///   bwd      COMPUTE/BACKWARD    [0.5, 1.2]
-///   ar       COLLECTIVE          [1.0, 1.5]   exposed beyond bwd: [1.2, 1.5] = 0.3
-///   copy     COPY                [1.4, 1.6]   exposed beyond ar:  [1.5, 1.6] = 0.1
-///   adam     CPU_COMPUTE         [1.6, 1.9]   optimizer 0.3
-///   swap     NVME_WRITE          [1.7, 1.95]  exposed beyond adam: [1.9, 1.95] = 0.05
-///   wait     SYNC                [1.95, 2.0]  no work: idle 0.05
-/// Memory: resident params 1000 B; fwd keeps act (300 B) until bwd ends.
-engine::RankTimeline rank_timeline(int rank)
-{
-  engine::RankTimeline r;
-  r.rank = rank;
-  r.local = rank;
-  r.graph.rank = rank;
-  r.graph.dp = 2;
-  r.graph.micro_steps = 4;
-  const auto p = buffer(r.graph, "params", MemCategory::PARAMS, 1000);
-  const auto a = buffer(r.graph, "act", MemCategory::ACTIVATIONS, 300);
-  r.graph.resident = {p};
-  add(r, "fwd", TaskKind::COMPUTE, Phase::FORWARD, Stream::COMPUTE, 0.0, 0.5, {a});
-  add(r, "bwd", TaskKind::COMPUTE, Phase::BACKWARD, Stream::COMPUTE, 0.5, 1.2, {}, {a});
-  add(r, "ar", TaskKind::COLLECTIVE, Phase::GRAD_REDUCE, Stream::REDUCTION, 1.0, 1.5);
-  add(r, "copy", TaskKind::COPY, Phase::OPTIMIZER, Stream::COMPUTE, 1.4, 1.6);
-  add(r, "adam", TaskKind::CPU_COMPUTE, Phase::OPTIMIZER, Stream::HOST, 1.6, 1.9);
-  add(r, "swap", TaskKind::NVME_WRITE, Phase::OPTIMIZER, Stream::NVME, 1.7, 1.95);
-  add(r, "wait", TaskKind::SYNC, Phase::OTHER, Stream::HOST, 1.95, 2.0);
-  return r;
-}
+using test::two_gpus;
 
 /// "t17" (built by appending: GCC 12 reports a false -Wrestrict on `numbered("t", i)`).
 std::string numbered(const char* prefix, int i)
@@ -109,39 +55,6 @@ engine::Timeline two_rank_timeline()
   return t;
 }
 
-/// A 2-block GPT (h 512, 8 heads, ffn 2048, vocab 5000, learned positions 256) on 1 node x 2 GPUs, bf16 AdamW,
-/// sequence 256, micro-batch 8 (as tests/unit/memory/analyze_test.cpp), DeepSpeed stage `stage`.
-spec::Scenario small_gpt(std::int64_t gpu_memory, int stage)
-{
-  spec::Scenario s;
-  s.name = "small-gpt";
-  auto& m = s.model;
-  m.name = "gpt-small";
-  m.layers = 2;
-  m.hidden = 512;
-  m.heads = 8;
-  m.kv_heads = 8;
-  m.ffn_hidden = 2048;
-  m.vocab = 5000;
-  m.max_position = 256;
-  s.cluster.nodes = 1;
-  s.cluster.gpus_per_node = 2;
-  s.cluster.node.gpus = 2;
-  s.cluster.node.gpu.model = "A100-SXM4-80GB";
-  s.cluster.node.gpu.memory_bytes = gpu_memory;
-  s.cluster.node.gpu.peak_bf16_flops = 312e12; // NVIDIA A100 datasheet, dense bf16
-  s.cluster.node.cpu.memory_bytes = 1024 * GiB;
-  s.cluster.node.nvme.devices = 1;
-  s.cluster.node.nvme.capacity_bytes = 1000 * GiB;
-  s.training.seq_len = 256;
-  s.training.micro_batch = 8;
-  s.training.grad_accum = 2;
-  s.training.global_batch = 32;
-  s.deepspeed.zero.stage = stage;
-  s.deepspeed.zero.overlap_comm = stage == 3;
-  return s;
-}
-
 } // namespace
 
 TEST_SUITE("metrics")
@@ -149,7 +62,7 @@ TEST_SUITE("metrics")
   TEST_CASE("figures: step time, throughput, TFLOPs, MFU and HFU from their definitions")
   {
     const auto s = two_gpus();
-    const auto m = metrics::compute_metrics(s, flops_only(), two_rank_timeline());
+    const auto m = metrics::compute_metrics(s, flops_only(1000), two_rank_timeline());
     CHECK(m.step_time_s == 2.0);
     CHECK(m.micro_steps == 4);
     // samples/s = global batch / step = 16 / 2 = 8; tokens/s = 16 x 1024 / 2 = 8192
@@ -174,7 +87,7 @@ TEST_SUITE("metrics")
     auto s = two_gpus();
     s.training.total_tokens = 8192.0 * 3600; // one hour at 8192 tokens/s
     s.price_per_gpu_hour = 2.0;
-    const auto m = metrics::compute_metrics(s, flops_only(), two_rank_timeline());
+    const auto m = metrics::compute_metrics(s, flops_only(1000), two_rank_timeline());
     // time to train = total_tokens / tokens_per_s = 8192 x 3600 / 8192 = 3600 s
     REQUIRE(m.time_to_train_s.has_value());
     CHECK(*m.time_to_train_s == doctest::Approx(3600.0));
@@ -186,7 +99,7 @@ TEST_SUITE("metrics")
 
     // a price without total_tokens: cost per step only
     s.training.total_tokens.reset();
-    const auto m2 = metrics::compute_metrics(s, flops_only(), two_rank_timeline());
+    const auto m2 = metrics::compute_metrics(s, flops_only(1000), two_rank_timeline());
     CHECK(m2.cost_per_step.has_value());
     CHECK_FALSE(m2.cost_to_train.has_value());
   }
@@ -195,8 +108,8 @@ TEST_SUITE("metrics")
   {
     const auto r = rank_timeline(0);
     const auto b = metrics::time_breakdown(r, 2.0);
-    // worked out beside rank_timeline(): compute [0, 1.2] = 1.2; exposed_comm 0.3; exposed_pcie 0.1;
-    // optimizer 0.3; exposed_nvme 0.05; idle [1.95, 2.0] = 0.05 (the SYNC does no work)
+    // worked out beside rank_timeline() (tests/unit/fixtures/timelines.hpp): compute [0, 1.2] = 1.2; exposed_comm 0.3;
+    // exposed_pcie 0.1; optimizer 0.3; exposed_nvme 0.05; idle [1.95, 2.0] = 0.05 (the SYNC does no work)
     CHECK(b.compute == doctest::Approx(1.2));
     CHECK(b.exposed_comm == doctest::Approx(0.3));
     CHECK(b.exposed_pcie == doctest::Approx(0.1));
@@ -407,7 +320,7 @@ TEST_SUITE("metrics")
     t.ranks.push_back(r);
     t.step_time_s = 2.0;
     s.warnings = {"deepspeed.zero_optimization.zero_quantized_weights: not modelled"};
-    const auto m = metrics::compute_metrics(s, flops_only(), t);
+    const auto m = metrics::compute_metrics(s, flops_only(1000), t);
     CHECK(m.memory.gpu == 2000);
     CHECK(m.memory.peak_task == "fwd.1");
     CHECK(m.memory_device_time.gpu == 2100);
@@ -488,7 +401,7 @@ TEST_SUITE("metrics")
       for (const auto offload : {spec::OffloadDevice::NONE, spec::OffloadDevice::CPU}) {
         if (stage == 0 && offload != spec::OffloadDevice::NONE)
           continue; // DeepSpeed offloads with ZeRO 1-3 only
-        auto s = small_gpt(80 * GiB, stage);
+        auto s = small_gpt(80 * GiB, stage, 2);
         s.deepspeed.zero.offload_optimizer.device = offload;
         const auto w = workload::build_workload(s.model, workload::workload_options(s));
         const auto t = sequential_timeline(s, w);
@@ -519,14 +432,14 @@ TEST_SUITE("metrics")
     const auto s = two_gpus();
     auto t = two_rank_timeline();
     // equal ranks: rank 0
-    CHECK(metrics::compute_metrics(s, flops_only(), t).rank == 0);
+    CHECK(metrics::compute_metrics(s, flops_only(1000), t).rank == 0);
     // rank 1 gets a 64 B buffer more during its forward: it is reported, memory and breakdown alike
     auto& r1 = t.ranks[1];
     const auto extra = buffer(r1.graph, "extra", MemCategory::BUFFERS, 64);
     r1.graph.tasks[0].allocs.push_back(extra);
     r1.graph.tasks[1].frees.push_back(extra);
     r1.times[4] = span(1.6, 1.8); // and its CPU Adam ends 0.1 s earlier: optimizer 0.2, exposed NVMe [1.8, 1.95]
-    const auto m = metrics::compute_metrics(s, flops_only(), t);
+    const auto m = metrics::compute_metrics(s, flops_only(1000), t);
     CHECK(m.rank == 1);
     CHECK(m.memory.gpu == 1000 + 300 + 64);
     CHECK(m.breakdown.optimizer == doctest::Approx(0.2)); // rank 1's (rank 0's is 0.3)
@@ -544,8 +457,8 @@ TEST_SUITE("metrics")
       x.mechanisms.allocator = false;
       return x;
     };
-    const auto roomy = memory::analyze_memory(with_rule(small_gpt(80 * GiB, 0)));
-    const auto s = with_rule(small_gpt(roomy.gpu_rounded + roomy.cuda_context_bytes + roomy.nccl_bytes - 1, 0));
+    const auto roomy = memory::analyze_memory(with_rule(small_gpt(80 * GiB, 0, 2)));
+    const auto s = with_rule(small_gpt(roomy.gpu_rounded + roomy.cuda_context_bytes + roomy.nccl_bytes - 1, 0, 2));
     const auto w = workload::build_workload(s.model, workload::workload_options(s));
     const auto m = metrics::compute_metrics(s, w, sequential_timeline(s, w));
     CHECK_FALSE(m.memory.fits);
@@ -558,7 +471,7 @@ TEST_SUITE("metrics")
       CHECK(ladder[i].report.gpu_device == expected[i].report.gpu_device);
     }
     // and none when it fits
-    const auto roomy_s = small_gpt(80 * GiB, 0);
+    const auto roomy_s = small_gpt(80 * GiB, 0, 2);
     CHECK(run::ladder_if_unfit(roomy_s, metrics::compute_metrics(roomy_s, w, sequential_timeline(roomy_s, w))).empty());
   }
 
@@ -566,9 +479,9 @@ TEST_SUITE("metrics")
   {
     engine::Timeline empty;
     empty.step_time_s = 1;
-    CHECK_THROWS_AS(metrics::compute_metrics(two_gpus(), flops_only(), empty), core::InternalError);
+    CHECK_THROWS_AS(metrics::compute_metrics(two_gpus(), flops_only(1000), empty), core::InternalError);
     auto t = two_rank_timeline();
     t.step_time_s = 0;
-    CHECK_THROWS_AS(metrics::compute_metrics(two_gpus(), flops_only(), t), core::InternalError);
+    CHECK_THROWS_AS(metrics::compute_metrics(two_gpus(), flops_only(1000), t), core::InternalError);
   }
 }

@@ -5,8 +5,9 @@
 
 #include "core/error.hpp"
 #include "core/json.hpp"
+#include "fixtures/scenarios.hpp"
+#include "fixtures/timelines.hpp"
 #include "schedule/step_graph.hpp"
-#include "timeline_fixture.hpp"
 
 #include <doctest/doctest.h>
 
@@ -28,10 +29,9 @@ namespace {
 
 using test::add;
 using test::buffer;
+using test::GiB;
 using test::sequential_timeline;
 using test::span;
-
-constexpr std::int64_t GiB = 1024LL * 1024 * 1024;
 
 // ---- What we write, read back with nlohmann's parser ----
 
@@ -48,61 +48,29 @@ std::vector<std::string> keys(const Json& j)
 
 // ---- A hand-built run ----
 
-/// 1 node x 2 GPUs, micro-batch 2 x seq 1024, grad_accum 4 (global batch 16), A100 bf16 peak 312 TFLOPS
-/// (NVIDIA A100 datasheet).
+/// test::two_gpus() (1 node x 2 GPUs, micro-batch 2 x seq 1024, grad_accum 4: global batch 16, A100 bf16 peak 312
+/// TFLOPS), with a name that needs JSON escapes, a model name and one warning.
 spec::Scenario two_gpus()
 {
-  spec::Scenario s;
+  spec::Scenario s = test::two_gpus();
   s.name = "hand-built \"quoted\"";
   s.model.name = "toy";
-  s.cluster.nodes = 1;
-  s.cluster.gpus_per_node = 2;
-  s.cluster.node.gpus = 2;
-  s.cluster.node.gpu.model = "A100-SXM4-80GB";
-  s.cluster.node.gpu.memory_bytes = 80 * GiB;
-  s.cluster.node.gpu.peak_bf16_flops = 312e12;
-  s.cluster.node.cpu.memory_bytes = 1024 * GiB;
-  s.training.seq_len = 1024;
-  s.training.micro_batch = 2;
-  s.training.grad_accum = 4;
-  s.training.global_batch = 16;
   s.warnings = {"deepspeed.zero_optimization.zenflow: not modelled"};
   return s;
 }
 
+/// test::flops_only with 123456 parameters (the JSON's "params").
 workload::Workload flops_only()
 {
-  workload::Workload w;
-  w.params = 123456;
-  w.model_flops = 1e12;
-  w.hardware_flops = 1.25e12;
-  return w;
-}
-
-/// Rank `rank` uses three streams: compute (fwd, bwd), reduction (ar) and host (adam).
-engine::RankTimeline rank_timeline(int rank)
-{
-  engine::RankTimeline r;
-  r.rank = rank;
-  r.local = rank;
-  spec::Buffer p;
-  p.name = "params";
-  p.category = MemCategory::PARAMS;
-  p.bytes = 1000;
-  r.graph.resident = {r.graph.add_buffer(p)};
-  add(r, "fwd", TaskKind::COMPUTE, Phase::FORWARD, Stream::COMPUTE, 0.0, 0.5);
-  add(r, "bwd", TaskKind::COMPUTE, Phase::BACKWARD, Stream::COMPUTE, 0.5, 1.5);
-  add(r, "ar", TaskKind::COLLECTIVE, Phase::GRAD_REDUCE, Stream::REDUCTION, 1.0, 1.75);
-  add(r, "adam", TaskKind::CPU_COMPUTE, Phase::OPTIMIZER, Stream::HOST, 1.75, 2.0);
-  return r;
+  return test::flops_only(123456);
 }
 
 /// Two ranks; three resource tracks on node0 (PCIe H2D, NIC0 tx, CPU): the NIC's two flows overlap.
 engine::Timeline timeline()
 {
   engine::Timeline t;
-  t.ranks.push_back(rank_timeline(0));
-  t.ranks.push_back(rank_timeline(1));
+  t.ranks.push_back(test::three_stream_rank_timeline(0));
+  t.ranks.push_back(test::three_stream_rank_timeline(1));
   t.step_time_s = 2.0;
   t.replay = "full";
   t.network_model = "SimGrid LV08, TCP corrections off";
@@ -148,27 +116,12 @@ const std::vector<std::string> CONTRACT_KEYS = {"scenario",
                                                 "warnings",
                                                 "meta"};
 
-/// A 2-block GPT (h 512, 8 heads, ffn 2048, vocab 5000, learned positions 256) on 1 node x 2 GPUs, bf16 AdamW,
-/// sequence 256, micro-batch 8, stage 0 (as tests/unit/memory/analyze_test.cpp), with `gpu_memory` per GPU.
+/// test::small_gpt(gpu_memory): the 2-block GPT on 1 node x 2 GPUs, micro-batch 8, grad_accum 1 (global batch 16),
+/// stage 0, without the NVMe drive.
 spec::Scenario small_gpt(std::int64_t gpu_memory)
 {
-  spec::Scenario s = two_gpus();
-  s.name = "small-gpt";
-  auto& m = s.model;
-  m.name = "gpt-small";
-  m.layers = 2;
-  m.hidden = 512;
-  m.heads = 8;
-  m.kv_heads = 8;
-  m.ffn_hidden = 2048;
-  m.vocab = 5000;
-  m.max_position = 256;
-  s.cluster.node.gpu.memory_bytes = gpu_memory;
-  s.training.seq_len = 256;
-  s.training.micro_batch = 8;
-  s.training.grad_accum = 1;
-  s.training.global_batch = 16;
-  s.warnings.clear();
+  spec::Scenario s = test::small_gpt(gpu_memory);
+  s.cluster.node.nvme = {};
   return s;
 }
 
