@@ -1,7 +1,7 @@
-// The task graph of one optimizer step of one rank, as DeepSpeed really runs it
-// (docs: docs/deepspeed-schedule.md, project docs/schedule.md). SimGrid-free:
-// the memory replay reads its allocation events in issue order, the engine
-// replays its tasks on a platform.
+// The task graph of one optimizer step (or one inference request) of one rank, as the framework really runs it:
+// DeepSpeed ZeRO (docs/deepspeed-schedule.md, docs/schedule.md), PyTorch DDP (docs/ddp.md) and FSDP (docs/fsdp.md),
+// ZeRO-Inference (docs/inference.md), Megatron tensor parallelism (docs/tensor-parallel.md). SimGrid-free: the memory
+// replay reads its allocation events in issue order, the engine replays its tasks on a platform.
 #pragma once
 
 #include <cstdint>
@@ -30,9 +30,9 @@ enum class Phase { FORWARD, BACKWARD, RECOMPUTE, GRAD_REDUCE, OPTIMIZER, PARAM_G
 /// The stream (or host thread) a task is issued on. Tasks on one stream run in issue order.
 enum class Stream {
   COMPUTE,            ///< the default CUDA stream
-  REDUCTION,          ///< stage 1/2 `reduction_stream` (used with overlap_comm)
-  ALLGATHER,          ///< stage 3 all-gather stream (overlap_comm)
-  REDUCE_PARTITION,   ///< stage 3 `reduce_and_partition_stream` (overlap_comm)
+  REDUCTION,          ///< ZeRO-1/2 `reduction_stream` (overlap_comm); DDP's all-reduces (docs/ddp.md)
+  ALLGATHER,          ///< ZeRO-3's all-gather stream (overlap_comm); FSDP's all-gather stream (docs/fsdp.md)
+  REDUCE_PARTITION,   ///< ZeRO-3's `reduce_and_partition_stream` (overlap_comm); FSDP's reduce-scatter stream
   HOST,               ///< the Python thread / CPU (CPU Adam, host copies)
   NVME,               ///< the aio handle
   ACTIVATION_OFFLOAD, ///< DeepSpeed 0.19's _ActivationOffloadEngine side stream (cpu_checkpointing, docs/offload.md)
@@ -147,8 +147,10 @@ struct Task {
 const char* to_string(CommGroup g);
 
 struct TaskGraph {
-  int rank = 0;
-  int dp = 1;
+  int rank = 0; ///< the global rank the graph is of
+  int dp = 1;   ///< the data-parallel degree: GPUs / tensor-parallel degree (Scenario::dp)
+  /// The step's micro-steps (training.grad_accum; under accumulation reuse the graph holds fewer, numbered as in the
+  /// whole step: spec::shift_micro_steps), or an inference request's forward passes.
   int micro_steps = 1;
   std::vector<Buffer> buffers;
   std::vector<BufferId> resident; ///< allocated before the step and alive across steps (model states)
