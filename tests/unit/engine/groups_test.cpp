@@ -58,19 +58,6 @@ engine::EngineOptions full_replay()
   return o;
 }
 
-Task collective(const std::string& name, spec::CollectiveKind kind, std::int64_t bytes, CommGroup group, int size)
-{
-  Task t;
-  t.kind = TaskKind::COLLECTIVE;
-  t.stream = spec::Stream::COMPUTE;
-  t.name = name;
-  t.collective = kind;
-  t.bytes = bytes;
-  t.group = group;
-  t.group_size = size;
-  return t;
-}
-
 /// A host delay of exactly `seconds` (Python work with no device work).
 Task host_wait(const std::string& name, double seconds)
 {
@@ -90,18 +77,6 @@ Task p2p(TaskKind kind, const std::string& name, int peer, std::int64_t bytes, s
   t.name = name;
   t.peer = peer;
   t.bytes = bytes;
-  return t;
-}
-
-/// A compute-bound kernel of `flops` (no bytes) on the compute stream.
-Task kernel(const std::string& name, double flops)
-{
-  Task t;
-  t.kind = TaskKind::COMPUTE;
-  t.phase = spec::Phase::OPTIMIZER;
-  t.stream = spec::Stream::COMPUTE;
-  t.name = name;
-  t.flops = flops;
   return t;
 }
 
@@ -169,12 +144,12 @@ TEST_SUITE("engine: communicators")
     const auto AG = spec::CollectiveKind::ALL_GATHER;
     std::vector<TaskGraph> g;
     for (int r = 0; r < 2; ++r)
-      g.push_back(graph_of({collective("ar", AR, S_AR, CommGroup::INTRA_NODE, 2),
-                            collective("ag", AG, S_AG, CommGroup::INTRA_NODE, 2)}));
+      g.push_back(graph_of({collective_task("ar", AR, S_AR, CommGroup::INTRA_NODE, 2),
+                            collective_task("ag", AG, S_AG, CommGroup::INTRA_NODE, 2)}));
     for (int r = 2; r < 4; ++r)
-      g.push_back(graph_of({collective("ag", AG, S_AG, CommGroup::INTRA_NODE, 2),
-                            collective("ar", AR, S_AR, CommGroup::INTRA_NODE, 2),
-                            collective("ag.2", AG, S_AG, CommGroup::INTRA_NODE, 2)}));
+      g.push_back(graph_of({collective_task("ag", AG, S_AG, CommGroup::INTRA_NODE, 2),
+                            collective_task("ar", AR, S_AR, CommGroup::INTRA_NODE, 2),
+                            collective_task("ag.2", AG, S_AG, CommGroup::INTRA_NODE, 2)}));
     const double t_ar = ring_time(s, AR, S_AR, 2), t_ag = ring_time(s, AG, S_AG, 2);
     CHECK(t_ar == doctest::Approx(2e9 / (collectives::NVLINK_BUSBW_FRACTION * 100e9)).epsilon(0.01));
     const engine::Timeline tl = engine::simulate_graphs(s, EMPTY, g, full_replay());
@@ -206,7 +181,7 @@ TEST_SUITE("engine: communicators")
     const double wait = 0.010;
     std::vector<TaskGraph> g;
     for (int r = 0; r < 4; ++r) {
-      Task ar = collective("tp.ar", AR, S_AR, CommGroup::TENSOR, 2);
+      Task ar = collective_task("tp.ar", AR, S_AR, CommGroup::TENSOR, 2);
       if (r >= 2)
         ar.deps = {0};
       g.push_back(r < 2 ? graph_of({ar}) : graph_of({host_wait("host", wait), ar}));
@@ -236,12 +211,12 @@ TEST_SUITE("engine: communicators")
     for (int r = 0; r < 2; ++r) {
       Task after = host_wait("after", 0.001);
       after.deps = {0};
-      g.push_back(graph_of({collective("ar", AR, S_AR, CommGroup::INTRA_NODE, 2), after}));
-      alone.push_back(graph_of({kernel("kernel", flops)}));
+      g.push_back(graph_of({collective_task("ar", AR, S_AR, CommGroup::INTRA_NODE, 2), after}));
+      alone.push_back(graph_of({kernel_task("kernel", flops)}));
     }
     for (int r = 2; r < 4; ++r) {
-      g.push_back(graph_of({host_wait("w0", 0.010), host_wait("w1", 0.010), kernel("kernel", flops)}));
-      alone.push_back(graph_of({kernel("kernel", flops)}));
+      g.push_back(graph_of({host_wait("w0", 0.010), host_wait("w1", 0.010), kernel_task("kernel", flops)}));
+      alone.push_back(graph_of({kernel_task("kernel", flops)}));
     }
     const double t_ar = ring_time(s, AR, S_AR, 2);
     REQUIRE(t_ar > 0.020); // the all-reduce outlasts node 1's work
@@ -265,13 +240,14 @@ TEST_SUITE("engine: communicators")
     // NCCL would hang: the k-th call of a group's ranks is one collective, and one rank never makes it.
     const spec::Scenario s = cluster(1, 2);
     const auto AR = spec::CollectiveKind::ALL_REDUCE;
-    std::vector<TaskGraph> g{
-        graph_of({collective("ar", AR, 1000, CommGroup::WORLD, 2), collective("ar.2", AR, 1000, CommGroup::WORLD, 2)}),
-        graph_of({collective("ar", AR, 1000, CommGroup::WORLD, 2)})};
+    std::vector<TaskGraph> g{graph_of({collective_task("ar", AR, 1000, CommGroup::WORLD, 2),
+                                       collective_task("ar.2", AR, 1000, CommGroup::WORLD, 2)}),
+                             graph_of({collective_task("ar", AR, 1000, CommGroup::WORLD, 2)})};
     CHECK_THROWS_AS(engine::simulate_graphs(s, EMPTY, g), core::InternalError);
     // The same call number with two different kinds.
-    std::vector<TaskGraph> h{graph_of({collective("ar", AR, 1000, CommGroup::WORLD, 2)}),
-                             graph_of({collective("ag", spec::CollectiveKind::ALL_GATHER, 1000, CommGroup::WORLD, 2)})};
+    std::vector<TaskGraph> h{
+        graph_of({collective_task("ar", AR, 1000, CommGroup::WORLD, 2)}),
+        graph_of({collective_task("ag", spec::CollectiveKind::ALL_GATHER, 1000, CommGroup::WORLD, 2)})};
     CHECK_THROWS_AS(engine::simulate_graphs(s, EMPTY, h), core::InternalError);
   }
 }
@@ -407,10 +383,10 @@ TEST_SUITE("engine: SEND and RECV")
       CAPTURE(c.ctas);
       const spec::Scenario s = load(h100 + c.cluster, TRAIN);
       engine::EngineOptions o = full_replay();
-      std::vector<TaskGraph> alone{graph_of({kernel("kernel", flops)}), graph_of({kernel("kernel", flops)})};
+      std::vector<TaskGraph> alone{graph_of({kernel_task("kernel", flops)}), graph_of({kernel_task("kernel", flops)})};
       std::vector<TaskGraph> over{
-          graph_of({kernel("kernel", flops), p2p(TaskKind::SEND, "send", 1, big, spec::Stream::REDUCTION)}),
-          graph_of({kernel("kernel", flops), p2p(TaskKind::RECV, "recv", 0, big, spec::Stream::REDUCTION)})};
+          graph_of({kernel_task("kernel", flops), p2p(TaskKind::SEND, "send", 1, big, spec::Stream::REDUCTION)}),
+          graph_of({kernel_task("kernel", flops), p2p(TaskKind::RECV, "recv", 0, big, spec::Stream::REDUCTION)})};
       const double t_alone = task_time(engine::simulate_graphs(s, EMPTY, alone, o), 0, 0);
       const engine::Timeline tl = engine::simulate_graphs(s, EMPTY, over, o);
       for (std::size_t r = 0; r < 2; ++r) {

@@ -132,31 +132,10 @@ TEST_CASE("interference: the collective itself is not slowed, and compute after 
 
 namespace {
 
-Task kernel_task(const std::string& name, double flops, std::vector<spec::TaskId> deps = {})
-{
-  Task c;
-  c.kind = TaskKind::COMPUTE;
-  c.phase = spec::Phase::OPTIMIZER;
-  c.stream = spec::Stream::COMPUTE;
-  c.name = name;
-  c.flops = flops;
-  c.deps = std::move(deps);
-  return c;
-}
-
 Task all_gather_task(const std::string& name, std::int64_t bytes, int ranks, spec::Stream stream,
                      spec::CommGroup group = spec::CommGroup::WORLD, std::vector<spec::TaskId> deps = {})
 {
-  Task ag;
-  ag.kind = TaskKind::COLLECTIVE;
-  ag.stream = stream;
-  ag.name = name;
-  ag.collective = spec::CollectiveKind::ALL_GATHER;
-  ag.bytes = bytes;
-  ag.group = group;
-  ag.group_size = ranks;
-  ag.deps = std::move(deps);
-  return ag;
+  return collective_task(name, spec::CollectiveKind::ALL_GATHER, bytes, group, ranks, stream, std::move(deps));
 }
 
 } // namespace

@@ -66,15 +66,7 @@ Task nvme_task(const spec::Scenario& s, const std::string& name, std::int64_t by
 
 Task all_gather_task(std::int64_t bytes, int group_size, spec::CommGroup group = spec::CommGroup::WORLD)
 {
-  Task t;
-  t.kind = TaskKind::COLLECTIVE;
-  t.stream = spec::Stream::COMPUTE;
-  t.name = "allgather";
-  t.collective = spec::CollectiveKind::ALL_GATHER;
-  t.bytes = bytes;
-  t.group = group;
-  t.group_size = group_size;
-  return t;
+  return collective_task("allgather", spec::CollectiveKind::ALL_GATHER, bytes, group, group_size);
 }
 
 constexpr double PCIE_LATENCY_S = 1e-6; // the node's pcie.latency above: the first-byte delay of every PCIe flow

@@ -1,4 +1,4 @@
-// Helpers shared by the engine's physics tests (physics_test.cpp, offload_physics_test.cpp): hand-made tasks
+// Helpers shared by the engine's hand-made-graph tests (physics, offload, tensor-parallel, interference, groups): tasks
 // and graphs, a scenario from inline YAML, and a task's simulated duration.
 #pragma once
 
@@ -36,6 +36,36 @@ inline spec::Task copy_task(const std::string& name, std::int64_t bytes, spec::C
   t.bytes = bytes;
   t.direction = dir;
   t.pinned = pinned;
+  return t;
+}
+
+/// A collective task: `kind` of `bytes` over one instance of `group` (`group_size` ranks), on `stream`.
+inline spec::Task collective_task(const std::string& name, spec::CollectiveKind kind, std::int64_t bytes,
+                                  spec::CommGroup group, int group_size, spec::Stream stream = spec::Stream::COMPUTE,
+                                  std::vector<spec::TaskId> deps = {})
+{
+  spec::Task t;
+  t.kind = spec::TaskKind::COLLECTIVE;
+  t.stream = stream;
+  t.name = name;
+  t.collective = kind;
+  t.bytes = bytes;
+  t.group = group;
+  t.group_size = group_size;
+  t.deps = std::move(deps);
+  return t;
+}
+
+/// A compute-bound kernel of `flops` (no bytes) on the compute stream.
+inline spec::Task kernel_task(const std::string& name, double flops, std::vector<spec::TaskId> deps = {})
+{
+  spec::Task t;
+  t.kind = spec::TaskKind::COMPUTE;
+  t.phase = spec::Phase::OPTIMIZER;
+  t.stream = spec::Stream::COMPUTE;
+  t.name = name;
+  t.flops = flops;
+  t.deps = std::move(deps);
   return t;
 }
 

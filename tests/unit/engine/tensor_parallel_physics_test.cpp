@@ -54,15 +54,7 @@ std::string train(int t)
 
 Task all_reduce(std::int64_t bytes, CommGroup group, int group_size)
 {
-  Task t;
-  t.kind = TaskKind::COLLECTIVE;
-  t.stream = spec::Stream::COMPUTE;
-  t.name = "allreduce";
-  t.collective = spec::CollectiveKind::ALL_REDUCE;
-  t.bytes = bytes;
-  t.group = group;
-  t.group_size = group_size;
-  return t;
+  return collective_task("allreduce", spec::CollectiveKind::ALL_REDUCE, bytes, group, group_size);
 }
 
 /// One graph per simulated rank, each a single all-reduce.
