@@ -153,81 +153,99 @@ void ddp_step(Builder& b, std::int64_t psi, int bp, bool lowp, bool scaler, cons
 
 } // namespace
 
-void build_ddp(Builder& b)
-{
-  const spec::DdpSpec& d = b.s.ddp;
-  const std::string where = scenario_label(b.s);
-  if (!(d.bucket_cap_mb > 0) || !(d.first_bucket_cap_mb > 0))
-    throw core::InputError(where + ": ddp.bucket_cap_mb and ddp.first_bucket_cap_mb: expected positive numbers (MiB)");
+namespace {
 
-  const std::int64_t psi = b.psi;
-  const auto nl = static_cast<int>(b.w.layers.size());
-  const int g = b.g;
-  const bool ddp = b.n > 1;  // dp = 1: the plain single-GPU loop, no DDP wrapper (docs/ddp.md)
-  const int bp = b.b_lp;     // param and gradient dtype: 4 (amp_*, fp32) or 2 (bf16, fp16)
-  const bool lowp = b.mixed; // bf16 / fp16: 16-bit model, fp32 master (zerosim's reading, docs/ddp.md)
-  const bool scaler = b.fp16 || b.amp_fp16;
-  const bool view = ddp && d.gradient_as_bucket_view;
-  // reducer.cpp dynamic_graph_find_unused(): find_unused_parameters without static_graph.
-  const bool find_unused = ddp && d.find_unused_parameters && !d.static_graph;
-  const bool full_ckpt = b.s.training.activation_checkpointing == spec::Checkpointing::FULL;
-  // The first micro-step whose backward is synchronised: the last one under no_sync, else the first.
-  const int first_synced = d.no_sync ? g - 1 : 0;
+/// DDP's step as units: the reducer's buckets are assigned at construction (model states in the prologue), the
+/// autocast casts a micro-step's forward saves are held for its backward, the hooks launch the buckets' all-reduces
+/// in the backward of every synchronised micro-step, and the optimizer follows the last (ddp_step).
+class Ddp : public StepUnits {
+public:
+  explicit Ddp(Builder& builder)
+      : b(builder), d(builder.s.ddp), nl(static_cast<int>(builder.w.layers.size())), g(builder.g),
+        ddp(builder.n > 1),  // dp = 1: the plain single-GPU loop, no DDP wrapper (docs/ddp.md)
+        bp(builder.b_lp),    // param and gradient dtype: 4 (amp_*, fp32) or 2 (bf16, fp16)
+        lowp(builder.mixed), // bf16 / fp16: 16-bit model, fp32 master (zerosim's reading, docs/ddp.md)
+        scaler(builder.fp16 || builder.amp_fp16), view(ddp && d.gradient_as_bucket_view),
+        // reducer.cpp dynamic_graph_find_unused(): find_unused_parameters without static_graph.
+        find_unused(ddp && d.find_unused_parameters && !d.static_graph),
+        full_ckpt(builder.s.training.activation_checkpointing == spec::Checkpointing::FULL),
+        // The first micro-step whose backward is synchronised: the last one under no_sync, else the first.
+        first_synced(d.no_sync ? g - 1 : 0)
+  {
+    const std::string where = scenario_label(b.s);
+    if (!(d.bucket_cap_mb > 0) || !(d.first_bucket_cap_mb > 0))
+      throw core::InputError(where +
+                             ": ddp.bucket_cap_mb and ddp.first_bucket_cap_mb: expected positive numbers (MiB)");
+  }
 
-  // Model states (docs/ddp.md "Memory").
-  b.resident("params", Device::GPU, MemCategory::PARAMS, psi * bp);
-  if (lowp)
-    b.resident("fp32_master", Device::GPU, MemCategory::OPTIMIZER, psi * 4);
-  // torch.optim's state, per parameter
-  b.torch_optimizer_state(b.resident("optimizer_states", Device::GPU, MemCategory::OPTIMIZER, psi * b.opt_state_bytes));
-  if (scaler)
-    b.resident("grad_scaler.state", Device::GPU, MemCategory::OTHER, GRAD_SCALER_STATE_BYTES);
+  void prologue() override
+  {
+    const std::int64_t psi = b.psi;
+    // Model states (docs/ddp.md "Memory").
+    b.resident("params", Device::GPU, MemCategory::PARAMS, psi * bp);
+    if (lowp)
+      b.resident("fp32_master", Device::GPU, MemCategory::OPTIMIZER, psi * 4);
+    // torch.optim's state, per parameter
+    b.torch_optimizer_state(
+        b.resident("optimizer_states", Device::GPU, MemCategory::OPTIMIZER, psi * b.opt_state_bytes));
+    if (scaler)
+      b.resident("grad_scaler.state", Device::GPU, MemCategory::OTHER, GRAD_SCALER_STATE_BYTES);
 
-  // Buckets (reducer.cpp compute_bucket_assignment_by_size, rebuild_buckets; distributed.py _ddp_init_helper).
-  std::vector<DdpBucket> buckets;
-  if (ddp)
-    buckets = ddp_buckets(b, d, nl, bp, find_unused, view);
-  std::vector<std::vector<int>> launched_at(static_cast<std::size_t>(nl));
-  for (std::size_t i = 0; i < buckets.size(); ++i)
-    launched_at[static_cast<std::size_t>(buckets[i].launch_layer)].push_back(static_cast<int>(i));
+    // Buckets (reducer.cpp compute_bucket_assignment_by_size, rebuild_buckets; distributed.py _ddp_init_helper).
+    if (ddp)
+      buckets = ddp_buckets(b, d, nl, bp, find_unused, view);
+    launched_at.assign(static_cast<std::size_t>(nl), {});
+    for (std::size_t i = 0; i < buckets.size(); ++i)
+      launched_at[static_cast<std::size_t>(buckets[i].launch_layer)].push_back(static_cast<int>(i));
 
-  std::vector<std::int64_t> cast_numel(static_cast<std::size_t>(nl), 0);
-  if (b.amp)
-    for (int l = 0; l < nl; ++l)
-      cast_numel[static_cast<std::size_t>(l)] = b.autocast_numel(l);
+    cast_numel.assign(static_cast<std::size_t>(nl), 0);
+    if (b.amp)
+      for (int l = 0; l < nl; ++l)
+        cast_numel[static_cast<std::size_t>(l)] = b.autocast_numel(l);
 
-  // param.grad held as its own tensor: from its first backward to zero_grad after the step (no view), or
-  // until the synchronised micro-step repoints it into the bucket (view, under no_sync).
-  std::vector<BufferId> grads(static_cast<std::size_t>(nl), -1);
+    // param.grad held as its own tensor: from its first backward to zero_grad after the step (no view), or
+    // until the synchronised micro-step repoints it into the bucket (view, under no_sync).
+    grads.assign(static_cast<std::size_t>(nl), -1);
+    casts.assign(static_cast<std::size_t>(g), {});
+    recast.assign(static_cast<std::size_t>(g), {});
+  }
 
-  for (int mb = 0; mb < g; ++mb) {
+  void forward(int mb, int /*chunk*/) override
+  {
     const std::string mbs = "mb" + std::to_string(mb);
-    const bool synced = ddp && (!d.no_sync || mb == g - 1);
-
     // Forward under autocast: each layer's 16-bit weight casts, cached for the autocast region and saved
     // for the backward (docs/ddp.md "Autocast").
-    std::vector<BufferId> casts(static_cast<std::size_t>(nl), -1);
+    std::vector<BufferId>& cast = casts[static_cast<std::size_t>(mb)];
+    cast.assign(static_cast<std::size_t>(nl), -1);
     TaskId last_fwd = -1;
     for (int l = 0; l < nl; ++l) {
       last_fwd = b.forward(mb, l);
       const std::int64_t e = cast_numel[static_cast<std::size_t>(l)];
       if (e > 0) {
         b.task(last_fwd).mem_bytes += static_cast<double>(e) * AUTOCAST_CAST_BYTES_PER_ELEM;
-        casts[static_cast<std::size_t>(l)] = b.transient(
+        cast[static_cast<std::size_t>(l)] = b.transient(
             mbs + ".autocast." + b.w.layers[static_cast<std::size_t>(l)].name, Device::GPU, MemCategory::PARAMS, 2 * e);
-        b.alloc_on(last_fwd, casts[static_cast<std::size_t>(l)]);
+        b.alloc_on(last_fwd, cast[static_cast<std::size_t>(l)]);
       }
     }
     // Under full checkpointing nothing is saved in the forward: the cache alone holds the casts of the
     // recomputed layers, until the autocast region exits at the end of the forward.
-    std::vector<char> recast(static_cast<std::size_t>(nl), 0);
+    std::vector<char>& re = recast[static_cast<std::size_t>(mb)];
+    re.assign(static_cast<std::size_t>(nl), 0);
     for (int l = 0; l < nl; ++l)
       if (full_ckpt && b.w.layers[static_cast<std::size_t>(l)].recompute_flops > 0 &&
-          casts[static_cast<std::size_t>(l)] >= 0) {
-        b.free_on(last_fwd, casts[static_cast<std::size_t>(l)]);
-        recast[static_cast<std::size_t>(l)] = 1;
+          cast[static_cast<std::size_t>(l)] >= 0) {
+        b.free_on(last_fwd, cast[static_cast<std::size_t>(l)]);
+        re[static_cast<std::size_t>(l)] = 1;
       }
+  }
 
+  void backward(int mb, int /*chunk*/) override
+  {
+    const std::string mbs = "mb" + std::to_string(mb);
+    const bool synced = ddp && (!d.no_sync || mb == g - 1);
+    const std::vector<BufferId>& cast = casts[static_cast<std::size_t>(mb)];
+    const std::vector<char>& re = recast[static_cast<std::size_t>(mb)];
     std::vector<TaskId> ars(buckets.size(), -1);
     TaskId last_ar = -1;
     for (int l = nl - 1; l >= 0; --l) {
@@ -236,14 +254,14 @@ void build_ddp(Builder& b)
       const std::int64_t e = cast_numel[static_cast<std::size_t>(l)];
       if (e > 0) {
         b.task(bwd).mem_bytes += static_cast<double>(e) * AUTOCAST_CAST_BYTES_PER_ELEM; // ToCopyBackward
-        if (recast[static_cast<std::size_t>(l)]) {
+        if (re[static_cast<std::size_t>(l)]) {
           b.task(first).mem_bytes += static_cast<double>(e) * AUTOCAST_CAST_BYTES_PER_ELEM;
           const BufferId rc =
               b.transient(mbs + ".autocast_recompute." + lname, Device::GPU, MemCategory::PARAMS, 2 * e);
           b.alloc_on(first, rc);
           b.free_on(bwd, rc);
         } else {
-          b.free_on(bwd, casts[static_cast<std::size_t>(l)]);
+          b.free_on(bwd, cast[static_cast<std::size_t>(l)]);
         }
       }
 
@@ -277,7 +295,7 @@ void build_ddp(Builder& b)
       }
     }
     if (!synced)
-      continue;
+      return;
     if (find_unused) // all_reduce_local_used_map, launched with the last bucket
       last_ar = b.collective(mbs + ".allreduce.local_used_map", Phase::GRAD_REDUCE, Stream::REDUCTION,
                              CollectiveKind::ALL_REDUCE,
@@ -293,7 +311,34 @@ void build_ddp(Builder& b)
     b.compute_waits_for(last_ar);
   }
 
-  ddp_step(b, psi, bp, lowp, scaler, grads);
+  void epilogue() override { ddp_step(b, b.psi, bp, lowp, scaler, grads); }
+
+private:
+  Builder& b;
+  const spec::DdpSpec& d;
+  int nl;
+  int g;
+  bool ddp;
+  int bp;
+  bool lowp;
+  bool scaler;
+  bool view;
+  bool find_unused;
+  bool full_ckpt;
+  int first_synced;
+  std::vector<DdpBucket> buckets;
+  std::vector<std::vector<int>> launched_at; ///< per layer, the buckets its backward's hooks complete
+  std::vector<std::int64_t> cast_numel;      ///< per layer, the elements autocast casts
+  std::vector<BufferId> grads;               ///< per layer, param.grad held as its own tensor
+  std::vector<std::vector<BufferId>> casts;  ///< per micro-step, per layer: the casts its forward saved
+  std::vector<std::vector<char>> recast;     ///< per micro-step, per layer: recast in the backward's recompute
+};
+
+} // namespace
+
+std::unique_ptr<StepUnits> ddp_units(Builder& b)
+{
+  return std::make_unique<Ddp>(b);
 }
 
 } // namespace zerosim::schedule::detail

@@ -178,7 +178,7 @@ void Fsdp::residents()
     b_.resident("cpu_grads", Device::HOST, MemCategory::GRADS, 4 * p_total_, true);
 }
 
-void Fsdp::micro_step(int mb)
+void Fsdp::forward(int mb, int /*chunk*/)
 {
   mb_ = mb;
   mbs_ = "mb" + std::to_string(mb);
@@ -186,8 +186,16 @@ void Fsdp::micro_step(int mb)
   // _root_pre_forward -> _wait_for_computation_stream: the all-gather streams wait for the compute
   // stream (the previous backward, its final callback's wait on the reductions, the optimizer step).
   ag_deps_ = {last_compute_, last_reduce_};
-  forward();
-  backward();
+  forward_pass();
+}
+
+void Fsdp::backward(int mb, int /*chunk*/)
+{
+  if (mb != mb_)
+    throw core::InternalError("schedule: fsdp runs each micro-step's backward after its forward (the units' state, "
+                              "docs/fsdp.md); asked micro-step " +
+                              std::to_string(mb) + " after " + std::to_string(mb_));
+  backward_pass();
 }
 
 void Fsdp::step()
@@ -454,7 +462,7 @@ void Fsdp::wait_for_unshard(int u, bool fwd)
   st.ready = co;
 }
 
-void Fsdp::forward()
+void Fsdp::forward_pass()
 {
   prev_copy_out_ = -1;
   const auto nl = static_cast<int>(b_.w.layers.size());
@@ -528,11 +536,11 @@ void Fsdp::post_forward(int u, TaskId fwd)
 
 } // namespace fsdp
 
-void build_fsdp(Builder& b)
+std::unique_ptr<StepUnits> fsdp_units(Builder& b)
 {
   const fsdp::Config c = fsdp::resolve(b);
-  fsdp::Fsdp f(b, c);
-  if (f.units().empty())
+  auto f = std::make_unique<fsdp::Fsdp>(b, c);
+  if (f->units().empty())
     throw core::InternalError("schedule: fsdp: the workload has no parameters");
   // The limiter queue at the step's start is what a backward leaves behind. Its length is the fixed point
   // of one micro-step's pushes and pops, found on scratch graphs; its events are complete (-1).
@@ -548,12 +556,9 @@ void build_fsdp(Builder& b)
         break;
       len = next;
     }
-    f.free_events().assign(len, -1);
+    f->free_events().assign(len, -1);
   }
-  f.residents();
-  for (int mb = 0; mb < b.g; ++mb)
-    f.micro_step(mb);
-  f.step();
+  return f;
 }
 
 } // namespace zerosim::schedule::detail

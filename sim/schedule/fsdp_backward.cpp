@@ -12,7 +12,7 @@
 
 namespace zerosim::schedule::detail::fsdp {
 
-void Fsdp::backward()
+void Fsdp::backward_pass()
 {
   const auto nl = static_cast<int>(b_.w.layers.size());
   const bool has_root = !units_.empty() && units_[0].root;

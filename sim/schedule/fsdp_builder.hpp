@@ -66,7 +66,7 @@ struct UnitState {
 };
 
 /// The schedule of one rank: the units, their state over the step, and the FSDP hooks as functions.
-class Fsdp {
+class Fsdp : public StepUnits {
 public:
   Fsdp(Builder& b, Config c);
 
@@ -76,7 +76,19 @@ public:
   /// Model states alive across steps (§10).
   void residents();
 
-  void micro_step(int mb);
+  void prologue() override { residents(); }
+  /// The micro-step's state (_root_pre_forward), then the forward of every unit.
+  void forward(int mb, int chunk) override;
+  /// The backward of every unit of the micro-step whose forward was the last issued.
+  void backward(int mb, int chunk) override;
+  void epilogue() override { step(); }
+
+  /// One micro-step, forward then backward (the rate limiter's fixed point runs it on scratch graphs).
+  void micro_step(int mb)
+  {
+    forward(mb, 0);
+    backward(mb, 0);
+  }
 
   /// ShardedGradScaler (fp16), then the optimizer over the sharded fp32 parameters (§4).
   void step();
@@ -115,13 +127,13 @@ private:
   /// FSDP2 `wait_for_unshard`: the copy-out on the compute stream (§8).
   void wait_for_unshard(int u, bool fwd);
 
-  void forward();
+  void forward_pass();
 
   void pre_forward(int u);
 
   void post_forward(int u, TaskId fwd);
 
-  void backward();
+  void backward_pass();
 
   void prefetch_backward(int u);
 

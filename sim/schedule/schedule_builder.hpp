@@ -4,6 +4,7 @@
 #pragma once
 
 #include "schedule/checkpointing.hpp"
+#include "schedule/step_units.hpp"
 #include "spec/scenario_spec.hpp"
 #include "spec/task_graph.hpp"
 #include "workload/transformer.hpp"
@@ -11,6 +12,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -307,18 +309,19 @@ private:
   TaskId compute_wait_ = -1;
 };
 
-// Stage builders (one file each).
-void build_stage0(Builder& b);
-void build_stage12(Builder& b);
+// The framework builders (one file each): each returns its step's units over `b` (StepUnits), which
+// build_step_graph composes with the ordering policy; the builder table of step_graph.cpp picks one per scenario.
+std::unique_ptr<StepUnits> stage0_units(Builder& b);
+std::unique_ptr<StepUnits> stage12_units(Builder& b);
 /// The data-parallel ranks of a ZeRO-1/2 step among which the largest GPU peak lies (docs/schedule.md "Ranks that
 /// can differ"): the ranks' graphs differ only in the buffer of the gradients their partition touches (its size
 /// and the bucket that allocates it) and, with offload, the slices the buckets copy out; a rank that another
 /// dominates in all of these cannot hold more. A handful of ranks instead of N.
 std::vector<int> stage12_memory_dp_ranks(const Builder& b);
-void build_stage3(Builder& b);
+std::unique_ptr<StepUnits> stage3_units(Builder& b);
 /// PyTorch DistributedDataParallel (docs/ddp.md); also a plain single-GPU PyTorch run (dp = 1).
-void build_ddp(Builder& b);
+std::unique_ptr<StepUnits> ddp_units(Builder& b);
 /// PyTorch FullyShardedDataParallel, FSDP1 and FSDP2 (docs/fsdp.md).
-void build_fsdp(Builder& b);
+std::unique_ptr<StepUnits> fsdp_units(Builder& b);
 
 } // namespace zerosim::schedule::detail

@@ -59,23 +59,29 @@ struct IpgBucket {
 
 /// One rank's stage-1/2 step: the partition of the flat buffer, the gradients held over the step, and the state of
 /// one micro-step's gradient hooks (the IPG buckets) with the hooks as functions.
-struct Stage12 {
+struct Stage12 : StepUnits {
   explicit Stage12(Builder& builder);
+
+  void prologue() override { residents(); }
+  void forward(int m, int chunk) override;
+  void backward(int m, int chunk) override;
+  void epilogue() override { step(); }
 
   /// Model states (§3.1, §10.1 rows 1, 2).
   void residents();
-  void micro_step(int mb);
   /// Step (§3.5).
   void step();
+  /// The micro-step state for micro-step `m`: its name, whether it is the boundary, where it reduces.
+  void begin_micro_step(int m);
 
   /// The reduction of the IPG bucket after `trigger` (§3.2).
   void flush(TaskId trigger);
   /// A gradient hook: param `pi`'s gradient into the bucket, which is flushed first when it would overflow.
   void add_param(int pi, TaskId producer, BufferId extra_grad);
   /// The backward of every layer with its gradient hooks; returns the last backward task.
-  TaskId backward();
+  TaskId backward_layers();
   /// The end of a micro-step (§3.2): the epilogue's synchronize, stage 2's accumulation, the releases.
-  void epilogue(TaskId last_bwd);
+  void end_micro_step(TaskId last_bwd);
 
   Builder& b;
   const spec::ZeroSpec& z;
@@ -189,7 +195,7 @@ void Stage12::add_param(int pi, TaskId producer, BufferId extra_grad)
     bk.extra_grads.push_back(extra_grad);
 }
 
-TaskId Stage12::backward()
+TaskId Stage12::backward_layers()
 {
   TaskId last_bwd = -1;
   for (int l = nl - 1; l >= 0; --l) {
@@ -234,7 +240,7 @@ TaskId Stage12::backward()
   return last_bwd;
 }
 
-void Stage12::epilogue(TaskId last_bwd)
+void Stage12::end_micro_step(TaskId last_bwd)
 {
   // Epilogue (§3.2): flush (done before); with overlap_comm a device-wide synchronize; stage 2
   // accumulates this micro-step's partition grads (add_); release the IPG buffers and param.grad.
@@ -259,7 +265,7 @@ void Stage12::epilogue(TaskId last_bwd)
       b.free_on(epi, gb);
 }
 
-void Stage12::micro_step(int m)
+void Stage12::begin_micro_step(int m)
 {
   mb = m;
   mbs = "mb" + std::to_string(mb);
@@ -268,10 +274,18 @@ void Stage12::micro_step(int m)
   // with overlap_comm, else in reduce_gradients() after backward (§3.2-§3.4, §1.1).
   reduce_in_bwd = stage2 || (overlap && boundary);
   reduce_post_bwd = !stage2 && !overlap && boundary;
+}
 
+void Stage12::forward(int m, int /*chunk*/)
+{
+  begin_micro_step(m);
   for (int l = 0; l < nl; ++l)
     b.forward(mb, l);
+}
 
+void Stage12::backward(int m, int /*chunk*/)
+{
+  begin_micro_step(m);
   // IPG buffers: setup_buckets() at the first grad hook of each backward, B_r elements of the
   // model dtype, a second one with overlap_comm; freed at the epilogue (§3.2, §10.3, §14).
   ipg.clear();
@@ -284,13 +298,13 @@ void Stage12::micro_step(int m)
   bk = IpgBucket{};
   bucket_index = 0;
 
-  const TaskId last_bwd = backward();
+  const TaskId last_bwd = backward_layers();
   if (reduce_post_bwd) // reduce_gradients(): every param, flat (forward) order, after backward (§3.3)
     for (std::size_t pi = 0; pi < b.params.size(); ++pi)
       add_param(static_cast<int>(pi), last_bwd, -1);
   if (reduce_in_bwd || reduce_post_bwd)
     flush(last_bwd);
-  epilogue(last_bwd);
+  end_micro_step(last_bwd);
 }
 
 void Stage12::step()
@@ -402,13 +416,9 @@ std::vector<int> stage12_memory_dp_ranks(const Builder& b)
   return kept;
 }
 
-void build_stage12(Builder& b)
+std::unique_ptr<StepUnits> stage12_units(Builder& b)
 {
-  Stage12 st(b);
-  st.residents();
-  for (int mb = 0; mb < b.g; ++mb)
-    st.micro_step(mb);
-  st.step();
+  return std::make_unique<Stage12>(b);
 }
 
 } // namespace zerosim::schedule::detail

@@ -3,6 +3,8 @@
 #include "schedule/offload.hpp"
 #include "schedule/stage3_fetch.hpp"
 
+#include "core/error.hpp"
+
 #include <algorithm>
 
 namespace zerosim::schedule::detail {
@@ -16,10 +18,15 @@ struct Coordinator : FetchCoordinator {
 
 /// One rank's stage-3 step: the partitioning and offload plan, the trace, the state of the parameter coordinator
 /// and of the reduce-scatter hooks, with the module and gradient hooks as functions.
-struct Stage3 {
+struct Stage3 : StepUnits {
   explicit Stage3(Builder& builder);
 
-  void micro_step(int mb);
+  void prologue() override {} // the constructor places the model states (partitioning and offload plan)
+  /// reset_step, then the forward of every layer.
+  void forward(int m, int chunk) override;
+  /// The backward of every layer from where micro-step `m`'s forward left the trace, and its end.
+  void backward(int m, int chunk) override;
+  void epilogue() override { step(); }
   /// step (§5.7).
   void step();
 
@@ -42,9 +49,9 @@ struct Stage3 {
   void grad_hooks(const std::vector<int>& ps, TaskId trigger);
   ComputeParts module_parts(const LayerParts& lp, const std::vector<int>& positions, bool in_backward);
   /// The forward of every layer; returns the trace position after it.
-  int forward();
+  int forward_layers();
   /// The backward of every layer from trace position `pos`; returns the last backward task.
-  TaskId backward(int pos);
+  TaskId backward_layers(int pos);
   /// After the backward: the last hooks' host time, the last bucket, the releases, the epilogue's synchronize.
   void end_of_backward(TaskId last_bwd);
 
@@ -80,6 +87,7 @@ struct Stage3 {
   // The micro-step being built.
   int mb = 0;
   std::string mbs;
+  int after_forward = 0; ///< the trace position after this micro-step's forward
   bool complete = false; ///< the trace is COMPLETE: prefetch and reuse (§5.2)
   bool boundary = false;
   int host_index = 0; ///< names of this micro-step's hook tasks
@@ -341,7 +349,7 @@ ComputeParts Stage3::module_parts(const LayerParts& lp, const std::vector<int>& 
   return cp;
 }
 
-int Stage3::forward()
+int Stage3::forward_layers()
 {
   int pos = 0;
   for (int l = 0; l < nl; ++l) {
@@ -366,7 +374,7 @@ int Stage3::forward()
   return pos;
 }
 
-TaskId Stage3::backward(int pos)
+TaskId Stage3::backward_layers(int pos)
 {
   TaskId last_bwd = -1;
   for (int l = nl - 1; l >= 0; --l) {
@@ -435,7 +443,7 @@ void Stage3::end_of_backward(TaskId last_bwd)
   b.sync(mbs + ".reduce_and_partition_stream.synchronize", mb, {last_rs, last_bwd});
 }
 
-void Stage3::micro_step(int m)
+void Stage3::forward(int m, int /*chunk*/)
 {
   mb = m;
   mbs = "mb" + std::to_string(mb);
@@ -453,8 +461,16 @@ void Stage3::micro_step(int m)
   rs_index = 0;
   reduce_events.clear();
 
-  const int pos = forward();
-  end_of_backward(backward(pos));
+  after_forward = forward_layers();
+}
+
+void Stage3::backward(int m, int /*chunk*/)
+{
+  if (m != mb)
+    throw core::InternalError("schedule: stage 3 runs each micro-step's backward after its forward (reset_step, "
+                              "docs/deepspeed-schedule.md §5.2); asked micro-step " +
+                              std::to_string(m) + " after " + std::to_string(mb));
+  end_of_backward(backward_layers(after_forward));
 }
 
 void Stage3::step()
@@ -490,12 +506,9 @@ void Stage3::step()
 
 } // namespace
 
-void build_stage3(Builder& b)
+std::unique_ptr<StepUnits> stage3_units(Builder& b)
 {
-  Stage3 st(b);
-  for (int mb = 0; mb < b.g; ++mb)
-    st.micro_step(mb);
-  st.step();
+  return std::make_unique<Stage3>(b);
 }
 
 } // namespace zerosim::schedule::detail

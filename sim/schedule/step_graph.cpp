@@ -1,10 +1,13 @@
-// Dispatch: check that the scenario is one this version models, then hand it to the stage builder.
+// Dispatch: check that the scenario is one this version models, pick its framework's builder from the table, and
+// compose the builder's units with the ordering policy (schedule/step_units.hpp).
 #include "schedule/step_graph.hpp"
 
 #include "core/error.hpp"
 #include "schedule/inference.hpp"
 #include "schedule/schedule_builder.hpp"
+#include "spec/names.hpp"
 
+#include <memory>
 #include <string>
 
 namespace zerosim::schedule {
@@ -50,6 +53,38 @@ void check_supported(const spec::Scenario& s, const workload::Workload& w, int r
                                          "(docs/deepspeed-schedule.md §1.2), which is not modelled yet");
   if (z.reduce_bucket_size < 1)
     throw core::InputError(where + ": reduce_bucket_size: expected >= 1 element");
+}
+
+/// One framework's builder: which scenarios it builds, and its step's units over a Builder.
+struct FrameworkBuilder {
+  const char* name;
+  bool (*builds)(const spec::Scenario& s);
+  std::unique_ptr<StepUnits> (*make)(detail::Builder& b);
+};
+
+bool zero_stage_is(const spec::Scenario& s, int lo, int hi)
+{
+  return s.framework == spec::Framework::DEEPSPEED && s.deepspeed.zero.stage >= lo && s.deepspeed.zero.stage <= hi;
+}
+
+/// The builder table (docs/architecture.md "Where to add"): a framework's builder is one row, the first row that
+/// builds the scenario wins. check_supported has ruled out a DeepSpeed stage outside 0-3.
+constexpr FrameworkBuilder BUILDERS[] = {
+    {"ddp", [](const spec::Scenario& s) { return s.framework == spec::Framework::DDP; }, detail::ddp_units},
+    {"fsdp", [](const spec::Scenario& s) { return s.framework == spec::Framework::FSDP; }, detail::fsdp_units},
+    {"deepspeed zero 0", [](const spec::Scenario& s) { return zero_stage_is(s, 0, 0); }, detail::stage0_units},
+    {"deepspeed zero 1-2", [](const spec::Scenario& s) { return zero_stage_is(s, 1, 2); }, detail::stage12_units},
+    {"deepspeed zero 3", [](const spec::Scenario& s) { return zero_stage_is(s, 3, 3); }, detail::stage3_units},
+};
+
+const FrameworkBuilder& builder_for(const spec::Scenario& s)
+{
+  for (const FrameworkBuilder& fb : BUILDERS)
+    if (fb.builds(s))
+      return fb;
+  throw core::InternalError("schedule: no builder for " + detail::scenario_label(s) + " (framework " +
+                            spec::to_string(s.framework) + ", ZeRO stage " + std::to_string(s.deepspeed.zero.stage) +
+                            ")");
 }
 
 } // namespace
@@ -105,26 +140,8 @@ TaskGraph build_step_graph(const spec::Scenario& s, const workload::Workload& w,
   check_supported(s, w, rank);
   detail::Builder b(s, w, rank);
   b.first_step = opt.first_step;
-  if (s.framework == spec::Framework::DDP) {
-    detail::build_ddp(b);
-    return std::move(b.graph);
-  }
-  if (s.framework == spec::Framework::FSDP) {
-    detail::build_fsdp(b);
-    return std::move(b.graph);
-  }
-  switch (s.deepspeed.zero.stage) {
-  case 0:
-    detail::build_stage0(b);
-    break;
-  case 1:
-  case 2:
-    detail::build_stage12(b);
-    break;
-  default:
-    detail::build_stage3(b);
-    break;
-  }
+  const std::unique_ptr<StepUnits> units = builder_for(s).make(b);
+  compose_step(*units, StepShape{s.training.grad_accum, 1}, SEQUENTIAL_POLICY);
   return std::move(b.graph);
 }
 
