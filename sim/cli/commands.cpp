@@ -171,28 +171,28 @@ int run_scenario_command(const Args& a, std::ostream& out, std::ostream& err)
     usage_error("run: --trace writes trace.json into the --out DIR; give --out DIR too");
   if (a.plots && !a.out_dir)
     usage_error("run: --plots draws its pictures into the --out DIR; give --out DIR too");
-  engine::EngineOptions o;
-  o.record_tracks = a.trace || a.plots; // the timeline picture's resource rows are the trace's tracks
+  run::RunOptions o;
+  o.engine.record_tracks = a.trace || a.plots; // the timeline picture's resource rows are the trace's tracks
   o.step.first_step = a.first_step;
   o.reuse_accumulation = !a.every_micro_step;
   if (a.every_micro_step)
     o.step.sampled_decode_passes = 0; // every decode pass of an inference request
-  o.collectives.hierarchical = a.hierarchical;
+  o.engine.collectives.hierarchical = a.hierarchical;
   if (a.replay) {
     if (*a.replay == "full")
-      o.replay = engine::Replay::FULL;
+      o.engine.replay = engine::Replay::FULL;
     else if (*a.replay == "symmetric")
-      o.replay = engine::Replay::SYMMETRIC;
+      o.engine.replay = engine::Replay::SYMMETRIC;
     else
       usage_error("--replay: expected full or symmetric, found \"" + *a.replay + "\"");
   }
   if (a.all_reduce) {
     if (*a.all_reduce == "auto")
-      o.collectives.all_reduce = collectives::Algorithm::AUTO;
+      o.engine.collectives.all_reduce = collectives::Algorithm::AUTO;
     else if (*a.all_reduce == "ring")
-      o.collectives.all_reduce = collectives::Algorithm::RING;
+      o.engine.collectives.all_reduce = collectives::Algorithm::RING;
     else if (*a.all_reduce == "tree")
-      o.collectives.all_reduce = collectives::Algorithm::TREE;
+      o.engine.collectives.all_reduce = collectives::Algorithm::TREE;
     else
       usage_error("--all-reduce: expected auto, ring or tree, found \"" + *a.all_reduce + "\"");
   }

@@ -31,54 +31,52 @@ std::string network_model_description()
   return platform::network_model_description();
 }
 
-namespace {
-
-/// The ranks schedule::memory_ranks names that the replay did not simulate, each with its graph built as the
-/// replay built its own, and the request's passes: what the memory replay and the metrics read besides the
-/// simulated ranks.
-void add_memory_only_ranks(const spec::Scenario& s, const workload::Workload& w, const schedule::StepOptions& step,
-                           Timeline& t)
+Replay resolve_replay(const spec::Scenario& s, Replay asked, const std::string& nodes_differ)
 {
-  if (s.training.mode == spec::Mode::INFERENCE)
-    t.request_passes = schedule::inference_passes(s);
-  std::vector<bool> simulated(static_cast<std::size_t>(s.world()), false);
-  for (const RankTimeline& r : t.ranks)
-    if (r.rank >= 0 && r.rank < s.world())
-      simulated[static_cast<std::size_t>(r.rank)] = true;
-  const bool one_program = !schedule::graph_depends_on_rank(s);
-  t.memory_ranks = schedule::memory_ranks(s, w);
-  std::sort(t.memory_ranks.begin(), t.memory_ranks.end());
-  for (int rank : t.memory_ranks)
-    if (!simulated[static_cast<std::size_t>(rank)]) {
-      if (one_program && !t.ranks.empty()) { // the same program as the simulated ranks': a copy of the first's graph
-        RankGraph copy{rank, t.ranks.front().graph, 0};
-        copy.graph.rank = rank;
-        t.memory_only_ranks.push_back(std::move(copy));
-      } else {
-        t.memory_only_ranks.push_back(RankGraph{rank, schedule::build_step_graph(s, w, rank, step), -1});
-      }
-    }
+  Replay r = Replay::FULL;
+  if (s.cluster.nodes > 1 && asked != Replay::FULL) {
+    if (nodes_differ.empty())
+      r = Replay::SYMMETRIC;
+    else if (asked == Replay::SYMMETRIC)
+      throw core::InputError("--replay symmetric: expected every node to issue the same communications (the "
+                             "symmetric replay simulates node 0 and stands the others behind its NICs, docs/engine.md "
+                             "\"Nodes alike\"), found that " +
+                             nodes_differ);
+  }
+  if (r == Replay::FULL && s.world() > MAX_FULL_REPLAY_RANKS)
+    throw core::InputError("--replay full: expected at most " + std::to_string(MAX_FULL_REPLAY_RANKS) +
+                           " ranks for the replay of every rank (one task graph each; measured 4 GiB and 66 s at 512 "
+                           "ranks of Llama-2-70B ZeRO-3, docs/engine.md \"Limits\"), found " +
+                           std::to_string(s.world()) +
+                           (nodes_differ.empty() ? std::string("; the symmetric replay (the default beyond one node) "
+                                                               "simulates one node")
+                                                 : "; the symmetric replay does not apply: " + nodes_differ));
+  return r;
 }
 
-} // namespace
+namespace {
 
-Timeline simulate(const spec::Scenario& s, const workload::Workload& w, const EngineOptions& o)
+/// Whether every node's rank g issues the communications of node 0's rank g (`graphs`: every rank, node-major).
+bool graphs_alike(const std::vector<spec::TaskGraph>& graphs, int gpus_per_node)
 {
-  const int g = s.training.grad_accum;
-  const int k = REUSE_SIMULATED_MICRO_STEPS;
-  EngineOptions opts = o;
-  opts.step.simulated_micro_steps = o.reuse_accumulation && g > k ? k : 0;
-  StepReplay r(s, w, opts);
-  Timeline t = r.run();
-  add_memory_only_ranks(s, w, opts.step, t);
-  if (opts.step.simulated_micro_steps == 0) {
+  for (std::size_t i = static_cast<std::size_t>(gpus_per_node); i < graphs.size(); ++i)
+    if (!spec::same_communications(graphs[i % static_cast<std::size_t>(gpus_per_node)], graphs[i]))
+      return false;
+  return true;
+}
+
+/// Accumulation reuse (docs/design.md "Speed and scale"): the middle micro-steps run the same program from the same
+/// state, so the graphs hold micro-steps 0 .. k-2 and g-1, and each of the g - k others adds the period between the
+/// first starts of micro-steps k-2 and g-1 (consecutive in the simulated timeline). docs/engine.md.
+void add_reused_micro_steps(Timeline& t)
+{
+  const spec::TaskGraph& first = t.ranks.front().graph;
+  const int g = first.micro_steps;
+  const int k = g - first.reused_micro_steps;
+  if (first.reused_micro_steps == 0) {
     t.reuse = AccumulationReuse{g, g, 0, 0, t.step_time_s};
-    return t;
+    return;
   }
-  // Accumulation reuse (docs/design.md "Speed and scale"): the middle micro-steps run the same program from the
-  // same state, so the replay simulated micro-steps 0 .. k-2 and g-1, and each of the g - k others adds the
-  // period between the first starts of micro-steps k-2 and g-1 (consecutive in the simulated timeline).
-  // docs/engine.md.
   const int before = k - 2;
   double start1 = std::numeric_limits<double>::infinity(), start2 = start1;
   for (const RankTimeline& rt : t.ranks)
@@ -96,18 +94,30 @@ Timeline simulate(const spec::Scenario& s, const workload::Workload& w, const En
                               core::format_number(period) + " s)");
   t.reuse = AccumulationReuse{g, k, period, start1, t.step_time_s};
   t.step_time_s += (g - k) * period;
-  return t;
 }
 
+} // namespace
+
 Timeline simulate_graphs(const spec::Scenario& s, const workload::Workload& w, std::vector<spec::TaskGraph> graphs,
-                         const EngineOptions& o)
+                         const EngineOptions& o, const std::vector<int>& copy_of)
 {
-  StepReplay r(s, w, o, std::move(graphs));
+  const int G = s.cluster.gpus_per_node;
+  bool symmetric = s.cluster.nodes > 1 && graphs.size() == static_cast<std::size_t>(G);
+  if (s.cluster.nodes > 1 && graphs.size() == static_cast<std::size_t>(s.world()) && o.replay != Replay::FULL) {
+    symmetric = graphs_alike(graphs, G);
+    if (!symmetric && o.replay == Replay::SYMMETRIC)
+      throw core::InputError("--replay symmetric: expected every node to issue the same communications as node 0 "
+                             "(docs/engine.md \"Nodes alike\"), found nodes whose graphs differ");
+    if (symmetric)
+      graphs.resize(static_cast<std::size_t>(G));
+  }
+  if (symmetric && o.replay == Replay::FULL)
+    throw core::InternalError("simulate_graphs: the full replay needs every rank's graph, given node 0's");
+  if (graphs.empty())
+    throw core::InternalError("simulate_graphs: no graph");
+  StepReplay r(s, w, o, symmetric, std::move(graphs), copy_of);
   Timeline t = r.run();
-  if (s.training.mode == spec::Mode::INFERENCE)
-    t.request_passes = schedule::inference_passes(s);
-  const int g = t.ranks.empty() ? 1 : t.ranks.front().graph.micro_steps;
-  t.reuse = AccumulationReuse{g, g, 0, 0, t.step_time_s};
+  add_reused_micro_steps(t);
   return t;
 }
 

@@ -1,5 +1,6 @@
-// The discrete-event replay: the schedule's task graphs of the simulated ranks run on a SimGrid
-// platform built from the cluster spec (platform/). Streams run their tasks in issue order; a task
+// The discrete-event replay: the task graphs of the simulated ranks (built by the schedule and handed over by
+// run::simulate_step, or made by hand in tests) run on a SimGrid platform built from the cluster spec (platform/).
+// The engine includes nothing from schedule/. Streams run their tasks in issue order; a task
 // starts when its stream predecessor and its dependencies have ended. A collective is the k-th call on
 // one communicator, a group instance (spec::group_instance: the node of an INTRA_NODE group, the local
 // index of an INTER_NODE one, ...); it starts when every simulated rank of that instance has reached it
@@ -12,14 +13,16 @@
 
 #include "collectives/nccl.hpp"
 #include "engine/timeline.hpp"
-#include "schedule/step_graph.hpp"
 #include "spec/scenario_spec.hpp"
 #include "workload/transformer.hpp"
+
+#include <string>
+#include <vector>
 
 namespace zerosim::engine {
 
 enum class Replay {
-  AUTO,      ///< symmetric when the job is homogeneous data parallelism over more than one node, else full
+  AUTO,      ///< symmetric when there is more than one node and every node issues the same communications, else full
   FULL,      ///< every rank of every node
   SYMMETRIC, ///< node 0's ranks; the other nodes stand behind its NICs (docs/design.md "Speed and scale")
 };
@@ -36,27 +39,27 @@ struct CollectiveChoice {
 struct EngineOptions {
   Replay replay = Replay::AUTO;
   CollectiveChoice collectives;
-  schedule::StepOptions step;
   bool record_tracks = false; ///< fill Timeline::tracks / intervals (for --trace)
-  /// Simulate only REUSE_SIMULATED_MICRO_STEPS micro-steps of a longer accumulation and add one measured
-  /// period per other micro-step (Timeline::reuse). false: simulate every micro-step.
-  bool reuse_accumulation = true;
 };
-
-/// Micro-steps simulated under accumulation reuse (defined with the schedule, which builds them).
-using schedule::REUSE_SIMULATED_MICRO_STEPS;
 /// The full replay builds and replays one task graph per rank: beyond this many ranks it is refused (a resource
 /// bound; the symmetric replay has none).
 inline constexpr int MAX_FULL_REPLAY_RANKS = 1024;
 
-/// Replays one optimizer step of `s` (with accumulation reuse unless o.reuse_accumulation is false).
-/// Throws core::UnsupportedError for what the schedule does not model.
-Timeline simulate(const spec::Scenario& s, const workload::Workload& w, const EngineOptions& o = {});
+/// The replay `asked` resolves to for `s`, FULL or SYMMETRIC: AUTO is symmetric beyond one node when every node issues
+/// the same communications (`nodes_differ` empty; else it says why not, schedule::nodes_differ), full otherwise. One
+/// node is always replayed whole. Throws core::InputError for `--replay symmetric` on nodes that differ, and for a
+/// full replay of more than MAX_FULL_REPLAY_RANKS ranks.
+Replay resolve_replay(const spec::Scenario& s, Replay asked, const std::string& nodes_differ);
 
-/// Replays the given graphs, one per simulated rank in node-major order (every rank of the cluster in the
-/// full replay, node 0's in the symmetric one): hand-made graphs for tests and tools.
+/// Replays the given graphs, one per simulated rank in node-major order: every rank of the cluster, or node 0's for
+/// the symmetric replay (the caller has resolved the replay, resolve_replay). Given every rank's graphs, AUTO and
+/// SYMMETRIC compare the nodes' communications (spec::same_communications): alike, node 0's are replayed
+/// symmetrically; else AUTO replays them all and SYMMETRIC is refused (core::InputError). A graph built under
+/// accumulation reuse (TaskGraph::reused_micro_steps > 0) adds one measured period per micro-step it does not hold
+/// (Timeline::reuse, docs/engine.md "Accumulation reuse"). `copy_of[i]` >= 0: graph i is graph copy_of[i] but for
+/// TaskGraph::rank (RankTimeline::graph_copy_of); empty: none is.
 Timeline simulate_graphs(const spec::Scenario& s, const workload::Workload& w, std::vector<spec::TaskGraph> graphs,
-                         const EngineOptions& o = {});
+                         const EngineOptions& o = {}, const std::vector<int>& copy_of = {});
 
 /// SimGrid's network-model settings this engine uses (recorded in every result's meta).
 std::string network_model_description();

@@ -17,9 +17,9 @@ namespace zerosim::engine::replay {
 
 StepReplay* g_active = nullptr;
 
-StepReplay::StepReplay(const spec::Scenario& s, const workload::Workload& w, const EngineOptions& o,
-                       std::vector<spec::TaskGraph> given)
-    : s_(s), o_(o)
+StepReplay::StepReplay(const spec::Scenario& s, const workload::Workload& w, const EngineOptions& o, bool symmetric,
+                       std::vector<spec::TaskGraph> graphs, const std::vector<int>& copy_of)
+    : s_(s), o_(o), symmetric_(symmetric)
 {
   const spec::ClusterSpec& c = s.cluster;
   G_ = c.gpus_per_node;
@@ -28,16 +28,6 @@ StepReplay::StepReplay(const spec::Scenario& s, const workload::Workload& w, con
                            ": cluster.network.nics_per_node: expected at least 1 NIC per node for a "
                            "cluster of " +
                            std::to_string(c.nodes) + " nodes, found 0");
-  symmetric_ = o.replay == engine::Replay::SYMMETRIC || (o.replay == engine::Replay::AUTO && c.nodes > 1);
-  if (c.nodes == 1)
-    symmetric_ = false;
-  if (!symmetric_ && s.world() > MAX_FULL_REPLAY_RANKS)
-    throw core::InputError("--replay full: expected at most " + std::to_string(MAX_FULL_REPLAY_RANKS) +
-                           " ranks for the replay of every rank (one task graph each; measured 4 GiB and 66 s at 512 "
-                           "ranks of Llama-2-70B ZeRO-3, docs/engine.md \"Limits\"), found " +
-                           std::to_string(s.world()) +
-                           "; the symmetric replay (the default beyond one node) "
-                           "simulates one node");
   world_ = s.world();
   fabric_.nodes = c.nodes;
   fabric_.gpus_per_node = G_;
@@ -79,26 +69,18 @@ StepReplay::StepReplay(const spec::Scenario& s, const workload::Workload& w, con
   // The simulated ranks and their graphs; every duration is computed here, before SimGrid runs, so that
   // no exception can come out of a completion callback (docs/simgrid-notes.md §7.4).
   const int simulated_nodes = symmetric_ ? 1 : c.nodes;
-  if (!given.empty() && given.size() != static_cast<std::size_t>(simulated_nodes * G_))
-    throw core::InternalError("simulate_graphs: " + std::to_string(given.size()) + " graphs for " +
+  if (graphs.size() != static_cast<std::size_t>(simulated_nodes * G_))
+    throw core::InternalError("simulate_graphs: " + std::to_string(graphs.size()) + " graphs for " +
                               std::to_string(simulated_nodes * G_) + " simulated ranks");
-  // Where every rank runs the same program (schedule::graph_depends_on_rank), the first rank's graph is built and
-  // the others copy it: the same tasks, buffers and names, only TaskGraph::rank differs.
-  const bool one_program = given.empty() && !schedule::graph_depends_on_rank(s);
   for (int n = 0; n < simulated_nodes; ++n)
     for (int g = 0; g < G_; ++g) {
       RankTimeline r;
       r.rank = n * G_ + g;
       r.node = n;
       r.local = g;
-      if (one_program && !timeline_.ranks.empty()) {
-        r.graph = timeline_.ranks.front().graph;
-        r.graph.rank = r.rank;
-        r.graph_copy_of = 0;
-      } else {
-        r.graph = given.empty() ? schedule::build_step_graph(s, w, r.rank, o.step)
-                                : std::move(given[static_cast<std::size_t>(r.rank)]);
-      }
+      r.graph = std::move(graphs[static_cast<std::size_t>(r.rank)]);
+      if (static_cast<std::size_t>(r.rank) < copy_of.size())
+        r.graph_copy_of = copy_of[static_cast<std::size_t>(r.rank)];
       r.times.assign(r.graph.tasks.size(), TaskTime{});
       timeline_.ranks.push_back(std::move(r));
     }

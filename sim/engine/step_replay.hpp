@@ -140,9 +140,10 @@ struct SharedDelay {
 
 class StepReplay {
 public:
-  /// `given`: the graphs of the simulated ranks (node-major), or empty to build them from the schedule.
-  StepReplay(const spec::Scenario& s, const workload::Workload& w, const EngineOptions& o,
-             std::vector<spec::TaskGraph> given = {});
+  /// `graphs`: one per simulated rank, node-major (every rank, or node 0's when `symmetric`); `copy_of` as
+  /// simulate_graphs's.
+  StepReplay(const spec::Scenario& s, const workload::Workload& w, const EngineOptions& o, bool symmetric,
+             std::vector<spec::TaskGraph> graphs, const std::vector<int>& copy_of);
 
   Timeline run();
 

@@ -47,8 +47,8 @@ struct TrackInterval {
 };
 
 /// Accumulation reuse (docs/design.md "Speed and scale"): the middle micro-steps are identical, so the replay
-/// simulates the first few and the last (engine::REUSE_SIMULATED_MICRO_STEPS) and each of the others adds one
-/// period. `repeated() == 0`: every micro-step was simulated.
+/// simulates the first few and the last (schedule::REUSE_SIMULATED_MICRO_STEPS, built by run::simulate_step) and each
+/// of the others adds one period. `repeated() == 0`: every micro-step was simulated.
 struct AccumulationReuse {
   int micro_steps = 1;           ///< the step's micro-steps (training.grad_accum)
   int simulated_micro_steps = 1; ///< those the replay simulated; the last carries its real index
@@ -80,13 +80,15 @@ struct Timeline {
   double step_time_s = 0;
   AccumulationReuse reuse;
   /// The ranks not simulated (symmetric replay) whose allocations may differ from the simulated ones'
-  /// (schedule::memory_ranks), each with its graph built as the replay built its own: the memory replay reads them.
-  /// Empty when the graphs were given (engine::simulate_graphs).
+  /// (schedule::memory_ranks), each with its graph built as the replay's were: the memory replay reads them. Filled by
+  /// run::simulate_step; empty when a caller hands the engine its own graphs (engine::simulate_graphs).
   std::vector<RankGraph> memory_only_ranks;
   /// schedule::memory_ranks, sorted: the ranks among which the largest GPU peak lies, which `zerosim memory` replays
-  /// too; the reported rank is the lowest of them on ties. Empty when the graphs were given (every rank a candidate).
+  /// too; the reported rank is the lowest of them on ties. Filled by run::simulate_step; empty for hand-made graphs
+  /// (every rank a candidate).
   std::vector<int> memory_ranks;
-  /// Inference: the forward passes of one generate() request (schedule::inference_passes); 0 in training.
+  /// Inference: the forward passes of one generate() request (schedule::inference_passes, set by
+  /// run::simulate_step); 0 in training.
   int request_passes = 0;
   std::string replay;        ///< "full" or "symmetric" (meta)
   std::string network_model; ///< SimGrid's network-model settings, as recorded in meta

@@ -1,6 +1,72 @@
 #include "run/run_scenario.hpp"
 
+#include <algorithm>
+#include <utility>
+
 namespace zerosim::run {
+
+namespace {
+
+/// The ranks schedule::memory_ranks names that the replay did not simulate, each with its graph built as the
+/// replay's were, and the request's passes: what the memory replay and the metrics read besides the simulated ranks.
+void add_memory_only_ranks(const spec::Scenario& s, const workload::Workload& w, const schedule::StepOptions& step,
+                           engine::Timeline& t)
+{
+  if (s.training.mode == spec::Mode::INFERENCE)
+    t.request_passes = schedule::inference_passes(s);
+  std::vector<bool> simulated(static_cast<std::size_t>(s.world()), false);
+  for (const engine::RankTimeline& r : t.ranks)
+    if (r.rank >= 0 && r.rank < s.world())
+      simulated[static_cast<std::size_t>(r.rank)] = true;
+  const bool one_program = !schedule::graph_depends_on_rank(s);
+  t.memory_ranks = schedule::memory_ranks(s, w);
+  std::sort(t.memory_ranks.begin(), t.memory_ranks.end());
+  for (int rank : t.memory_ranks)
+    if (!simulated[static_cast<std::size_t>(rank)]) {
+      if (one_program && !t.ranks.empty()) { // the same program as the simulated ranks': a copy of the first's graph
+        engine::RankGraph copy{rank, t.ranks.front().graph, 0};
+        copy.graph.rank = rank;
+        t.memory_only_ranks.push_back(std::move(copy));
+      } else {
+        t.memory_only_ranks.push_back(engine::RankGraph{rank, schedule::build_step_graph(s, w, rank, step), -1});
+      }
+    }
+}
+
+} // namespace
+
+engine::Timeline simulate_step(const spec::Scenario& s, const workload::Workload& w, const RunOptions& o)
+{
+  const int g = s.training.grad_accum;
+  const int k = schedule::REUSE_SIMULATED_MICRO_STEPS;
+  schedule::StepOptions step = o.step;
+  step.simulated_micro_steps = o.reuse_accumulation && g > k ? k : 0;
+  engine::EngineOptions eo = o.engine;
+  eo.replay = engine::resolve_replay(s, o.engine.replay, schedule::nodes_differ(s));
+  const int ranks = eo.replay == engine::Replay::SYMMETRIC ? s.cluster.gpus_per_node : s.world();
+  // Where every rank runs the same program (schedule::graph_depends_on_rank), the first rank's graph is built and
+  // the others copy it: the same tasks, buffers and names, only TaskGraph::rank differs.
+  const bool one_program = !schedule::graph_depends_on_rank(s);
+  std::vector<spec::TaskGraph> graphs;
+  std::vector<int> copy_of(static_cast<std::size_t>(ranks), -1);
+  graphs.reserve(static_cast<std::size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) {
+    if (one_program && r > 0) {
+      graphs.push_back(graphs.front());
+      graphs.back().rank = r;
+      copy_of[static_cast<std::size_t>(r)] = 0;
+    } else {
+      graphs.push_back(schedule::build_step_graph(s, w, r, step));
+    }
+  }
+  engine::Timeline t = engine::simulate_graphs(s, w, std::move(graphs), eo, copy_of);
+  // An inference request accumulates nothing: its graph's micro-steps are the request's passes
+  // (Timeline::request_passes), and the step is one micro-step, simulated.
+  if (s.training.mode == spec::Mode::INFERENCE)
+    t.reuse = engine::AccumulationReuse{1, 1, 0, 0, t.step_time_s};
+  add_memory_only_ranks(s, w, step, t);
+  return t;
+}
 
 std::vector<memory::LadderStep> ladder_if_unfit(const spec::Scenario& s, const metrics::RunMetrics& m)
 {
@@ -9,11 +75,11 @@ std::vector<memory::LadderStep> ladder_if_unfit(const spec::Scenario& s, const m
   return m.memory.fits ? std::vector<memory::LadderStep>{} : memory::climb_ladder_rungs(s);
 }
 
-RunResult run_scenario(const spec::Scenario& s, const engine::EngineOptions& o)
+RunResult run_scenario(const spec::Scenario& s, const RunOptions& o)
 {
   RunResult r;
   r.workload = workload::build_workload(s.model, workload::workload_options(s));
-  r.timeline = engine::simulate(s, r.workload, o);
+  r.timeline = simulate_step(s, r.workload, o);
   r.metrics = metrics::compute_metrics(s, r.workload, r.timeline);
   r.ladder = ladder_if_unfit(s, r.metrics);
   return r;

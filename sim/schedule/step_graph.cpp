@@ -98,6 +98,18 @@ bool graph_depends_on_rank(const spec::Scenario& s)
          s.training.mode == spec::Mode::TRAIN;
 }
 
+std::string nodes_differ(const spec::Scenario& s)
+{
+  const spec::ClusterSpec& c = s.cluster;
+  const int tp = s.tp();
+  if (c.nodes > 1 && (tp < 1 || c.gpus_per_node % tp != 0))
+    return "the tensor-parallel degree " + std::to_string(tp) + " does not divide the " +
+           std::to_string(c.gpus_per_node) +
+           " GPUs of a node, so the nodes' ranks hold different tensor-parallel "
+           "positions";
+  return {};
+}
+
 std::vector<int> memory_ranks(const spec::Scenario& s, const workload::Workload& w)
 {
   const int n = s.world();

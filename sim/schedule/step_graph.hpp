@@ -16,7 +16,7 @@ namespace zerosim::schedule {
 /// docs/inference.md "Sampled decode passes": the interpolation it implies stays within 1e-3 of simulating every
 /// pass on the tested cases).
 inline constexpr int INFERENCE_SAMPLED_DECODE_PASSES = 16;
-/// Micro-steps built under accumulation reuse (the engine times them, engine::simulate; the memory replay takes its
+/// Micro-steps built under accumulation reuse (the engine times them, run::simulate_step; the memory replay takes its
 /// peak over them, memory::analyze_memory, as the middle micro-steps allocate and free alike): the first (it differs:
 /// first gradient allocations, the stage-3 trace), one repeated micro-step (its start-to-start span is the period), and
 /// the last (the reduction and the step follow it). A step of at most this many micro-steps is simulated whole. The
@@ -33,7 +33,7 @@ struct StepOptions {
   /// `release_and_reset_all`) nor the next forward invalidates it (docs/deepspeed-schedule.md §5.2).
   /// true: the run's first step; stage-3 micro-step 0 RECORDs the trace (no prefetch, no reuse).
   bool first_step = false;
-  /// Accumulation reuse (engine::simulate): when > 0 and below training.grad_accum, the graph holds only
+  /// Accumulation reuse (run::simulate_step): when > 0 and below training.grad_accum, the graph holds only
   /// this many micro-steps (at least 3): the first ones keep their indices, the last is labelled as the
   /// step's last (spec::shift_micro_steps). 0: every micro-step.
   int simulated_micro_steps = 0;
@@ -54,6 +54,15 @@ std::vector<int> memory_ranks(const spec::Scenario& s, const workload::Workload&
 /// whose ranks each own another cut of the flat buffer. Otherwise every rank runs the same program (ZeRO-0/3, FSDP and
 /// DDP pad every shard to one size; tensor-parallel shards are equal), and the engine builds one graph and copies it.
 bool graph_depends_on_rank(const spec::Scenario& s);
+
+/// Whether every node of `s` issues the same communications, which the symmetric replay assumes (spec::
+/// same_communications, docs/engine.md "Nodes alike"): empty when they do, else why not. Decided from what shapes a
+/// node's program, without building a graph (constant cost at any scale): its ranks' positions in every communicator
+/// that reads one (the tensor-parallel rank, local % t, the same on every node when t divides gpus_per_node; the
+/// data-parallel position reads only ZeRO-1/2's partition cut, which moves local work, not communications), their
+/// pipeline stage (one stage today) and the node's place in the fabric (one switch with one uplink per NIC: every node
+/// alike). tests/unit/schedule/nodes_alike_test.cpp builds every node's graph at up to 64 GPUs and checks the answer.
+std::string nodes_differ(const spec::Scenario& s);
 
 /// The graph of one optimizer step (all `grad_accum` micro-steps and the step) of `rank`; for
 /// `training.mode: inference` the forward passes of one generate() request (docs/inference.md): Task::micro_step

@@ -1,7 +1,9 @@
 #include "spec/task_graph.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <string>
+#include <tuple>
 
 namespace zerosim::spec {
 
@@ -33,6 +35,31 @@ void shift_micro_steps(TaskGraph& g, int first, int shift)
   for (Buffer& b : g.buffers)
     shift_name(b.name, first, shift);
   g.micro_steps += shift;
+  g.reused_micro_steps += shift;
+}
+
+bool same_communications(const TaskGraph& a, const TaskGraph& b)
+{
+  if (a.micro_steps != b.micro_steps || a.reused_micro_steps != b.reused_micro_steps || a.dp != b.dp)
+    return false;
+  const auto communication = [](const Task& t) {
+    return t.kind == TaskKind::COLLECTIVE || t.kind == TaskKind::SEND || t.kind == TaskKind::RECV;
+  };
+  auto x = a.tasks.begin();
+  auto y = b.tasks.begin();
+  while (true) {
+    x = std::find_if(x, a.tasks.end(), communication);
+    y = std::find_if(y, b.tasks.end(), communication);
+    if (x == a.tasks.end() || y == b.tasks.end())
+      return x == a.tasks.end() && y == b.tasks.end();
+    if (std::tie(x->kind, x->phase, x->stream, x->micro_step, x->collective, x->group, x->group_size, x->bytes) !=
+        std::tie(y->kind, y->phase, y->stream, y->micro_step, y->collective, y->group, y->group_size, y->bytes))
+      return false;
+    if (x->kind != TaskKind::COLLECTIVE && x->peer - a.rank != y->peer - b.rank)
+      return false;
+    ++x;
+    ++y;
+  }
 }
 
 const char* to_string(CommGroup g)

@@ -152,6 +152,9 @@ struct TaskGraph {
   /// The step's micro-steps (training.grad_accum; under accumulation reuse the graph holds fewer, numbered as in the
   /// whole step: spec::shift_micro_steps), or an inference request's forward passes.
   int micro_steps = 1;
+  /// Accumulation reuse: the micro-steps of the step the graph does not hold (spec::shift_micro_steps); the engine
+  /// adds one measured period for each. 0: the graph holds every micro-step.
+  int reused_micro_steps = 0;
   std::vector<Buffer> buffers;
   std::vector<BufferId> resident; ///< allocated before the step and alive across steps (model states)
   std::vector<Task> tasks;        ///< in issue order (the host program order of this rank)
@@ -162,7 +165,17 @@ struct TaskGraph {
 
 /// Renumbers micro-steps `first` and later by `shift`: Task::micro_step, and the "mb<k>." prefix of task and
 /// buffer names. Accumulation reuse builds a graph of a few micro-steps and labels its last one as the real
-/// step's last one (engine::simulate, docs/design.md "Speed and scale"); micro_steps grows by `shift`.
+/// step's last one (run::simulate_step, docs/design.md "Speed and scale"); micro_steps and reused_micro_steps grow by
+/// `shift`.
 void shift_micro_steps(TaskGraph& g, int first, int shift);
+
+/// Whether two ranks issue the same communications in the same order, what the symmetric replay matches across
+/// nodes (docs/engine.md "Nodes alike"): each collective of the same kind, phase, stream, micro-step, communicator
+/// group, size and bytes, each SEND or RECV of the same bytes with its peer at the same offset from the rank, and the
+/// same micro-steps. Their local work (compute, copies, CPU work, NVMe I/O) may differ: ZeRO-1/2's partition cut
+/// gives each rank the tensors that straddle it, so its accumulation passes and offload copies differ by a few
+/// elements, and a bucket without elements in a rank's partition copies nothing out; the replay times the simulated
+/// ranks' own as their stand-ins.
+bool same_communications(const TaskGraph& a, const TaskGraph& b);
 
 } // namespace zerosim::spec

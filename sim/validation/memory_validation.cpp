@@ -8,6 +8,7 @@
 #include "memory/estimator.hpp"
 #include "memory/memory_model.hpp"
 #include "metrics/run_metrics.hpp"
+#include "run/run_scenario.hpp"
 #include "workload/transformer.hpp"
 
 #include <algorithm>
@@ -50,7 +51,7 @@ memory::MemoryReport predicted_memory(const spec::Scenario& s, MemMetric metric)
   if (metric == MemMetric::ALLOCATED)
     return memory::analyze_memory(s);
   const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
-  const engine::Timeline t = engine::simulate(s, w, engine::EngineOptions{});
+  const engine::Timeline t = run::simulate_step(s, w);
   return metrics::compute_metrics(s, w, t).memory;
 }
 

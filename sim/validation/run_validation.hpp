@@ -39,7 +39,7 @@ struct PredictedFigures {
 /// The predicted value a figure of metric `m` is compared with.
 double predicted_value(TimeMetric m, const PredictedFigures& p);
 
-/// The engine pipeline for one case: workload, engine::simulate, metrics::compute_metrics, and the component
+/// The engine pipeline for one case: workload, run::simulate_step, metrics::compute_metrics, and the component
 /// timings read off rank 0's timeline. Runs SimGrid: call it at most once per process.
 PredictedFigures predict_case(const ThroughputCase& c);
 

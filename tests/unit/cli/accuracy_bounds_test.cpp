@@ -3,6 +3,7 @@
 #include "config/scenario_loader.hpp"
 #include "engine/engine.hpp"
 #include "metrics/run_metrics.hpp"
+#include "run/run_scenario.hpp"
 #include "workload/transformer.hpp"
 
 #include <doctest/doctest.h>
@@ -15,10 +16,10 @@ using namespace zerosim;
 
 namespace {
 
-metrics::RunMetrics run(const spec::Scenario& s)
+metrics::RunMetrics predict(const spec::Scenario& s)
 {
   const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
-  return metrics::compute_metrics(s, w, engine::simulate(s, w));
+  return metrics::compute_metrics(s, w, run::simulate_step(s, w));
 }
 
 } // namespace
@@ -37,7 +38,7 @@ TEST_SUITE("cli")
       const spec::Scenario s = config::load_scenario(e.path().string());
       if (s.training.mode == spec::Mode::INFERENCE)
         continue;
-      const metrics::RunMetrics m = run(s);
+      const metrics::RunMetrics m = predict(s);
       const compute::GpuEfficiency eff = compute::gpu_efficiency(s.cluster.node.gpu, s.software, s.kernels);
       CHECK(m.hfu > 0);
       CHECK(m.hfu <= eff.gemm_max);
@@ -52,7 +53,7 @@ TEST_SUITE("cli")
     o.sets = {"training.micro_batch=2"};
     const spec::Scenario s =
         config::load_scenario(std::string(ZEROSIM_SOURCE_DIR) + "/scenarios/llama2-70b-8xa100-200gbps.yaml", o);
-    const metrics::RunMetrics m = run(s);
+    const metrics::RunMetrics m = predict(s);
     CAPTURE(m.hfu);
     CHECK(m.hfu <= 0.70);
   }

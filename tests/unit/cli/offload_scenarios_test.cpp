@@ -6,6 +6,7 @@
 #include "engine/engine.hpp"
 #include "memory/memory_model.hpp"
 #include "metrics/run_metrics.hpp"
+#include "run/run_scenario.hpp"
 #include "workload/transformer.hpp"
 
 #include <doctest/doctest.h>
@@ -64,7 +65,7 @@ TEST_SUITE("cli")
 
     // Step time: per step the node writes 4Ψ of fp32 grads, 12Ψ of optimizer state and 2Ψ of fp16 params to
     // NVMe (§7, §8), over d drives of write bandwidth R_w: step >= 18Ψ / (d R_w) less the max_in_cpu share.
-    const auto t = zerosim::engine::simulate(s, w);
+    const auto t = zerosim::run::simulate_step(s, w);
     const auto m = zerosim::metrics::compute_metrics(s, w, t);
     const auto& nv = s.cluster.node.nvme;
     const double write_bound = 18 * psi * (1 - 1e-4) / (nv.devices * nv.write_Bps);

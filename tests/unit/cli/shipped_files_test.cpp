@@ -4,6 +4,7 @@
 #include "engine/engine.hpp"
 #include "memory/memory_model.hpp"
 #include "metrics/run_metrics.hpp"
+#include "run/run_scenario.hpp"
 #include "workload/transformer.hpp"
 
 #include <doctest/doctest.h>
@@ -131,7 +132,7 @@ TEST_SUITE("cli")
       if (s.training.mode == zerosim::spec::Mode::INFERENCE)
         s.inference.generate_tokens = std::min(s.inference.generate_tokens, 3); // keep the suite fast
       const auto w = zerosim::workload::build_workload(s.model, zerosim::workload::workload_options(s));
-      const auto t = zerosim::engine::simulate(s, w);
+      const auto t = zerosim::run::simulate_step(s, w);
       const auto m = zerosim::metrics::compute_metrics(s, w, t);
       CHECK(m.step_time_s > 0);
       CHECK(m.breakdown.sum() == doctest::Approx(m.step_time_s).epsilon(1e-12));

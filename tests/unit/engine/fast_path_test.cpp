@@ -5,6 +5,7 @@
 #include "config/scenario_loader.hpp"
 #include "engine/engine.hpp"
 #include "metrics/run_metrics.hpp"
+#include "run/run_scenario.hpp"
 #include "workload/transformer.hpp"
 
 #include <doctest/doctest.h>
@@ -34,19 +35,19 @@ struct Run {
   metrics::RunMetrics m;
 };
 
-Run run(const spec::Scenario& s, const engine::EngineOptions& o)
+Run replay_step(const spec::Scenario& s, const run::RunOptions& o)
 {
   const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
   Run r;
-  r.t = engine::simulate(s, w, o);
+  r.t = run::simulate_step(s, w, o);
   r.m = metrics::compute_metrics(s, w, r.t);
   return r;
 }
 
-engine::EngineOptions options(engine::Replay replay, bool reuse)
+run::RunOptions options(engine::Replay replay, bool reuse)
 {
-  engine::EngineOptions o;
-  o.replay = replay;
+  run::RunOptions o;
+  o.engine.replay = replay;
   o.reuse_accumulation = reuse;
   return o;
 }
@@ -69,18 +70,18 @@ TEST_CASE("accumulation reuse gives the step of every micro-step simulated")
 {
   // The middle micro-steps are the same program from the same state, so simulating 0, 1, g-1 and adding (g - 3)
   // periods reproduces the whole replay, up to the first micro-step's tail still felt by micro-step 1
-  // (engine::REUSE_SIMULATED_MICRO_STEPS): step time and each breakdown key within 3e-3 of the step; memory
+  // (schedule::REUSE_SIMULATED_MICRO_STEPS): step time and each breakdown key within 3e-3 of the step; memory
   // exactly, and the peak at the same task. (1e-3 before interference, docs/engine.md "Interference": micro-step
   // 1's kernels now also lose SMs to micro-step 0's trailing reduce-scatters, which the later micro-steps do not
   // see the same way; ZeRO-2 moved 2.1e-3.)
   for (const auto& [label, fw] : FRAMEWORKS) {
     CAPTURE(label);
     const spec::Scenario s = job("gpt2-xl", 2, 4, 9, fw);
-    const Run all = run(s, options(engine::Replay::AUTO, false));
-    const Run reused = run(s, options(engine::Replay::AUTO, true));
+    const Run all = replay_step(s, options(engine::Replay::AUTO, false));
+    const Run reused = replay_step(s, options(engine::Replay::AUTO, true));
     CHECK(all.t.reuse.repeated() == 0);
-    CHECK(reused.t.reuse.simulated_micro_steps == engine::REUSE_SIMULATED_MICRO_STEPS);
-    CHECK(reused.t.reuse.repeated() == 9 - engine::REUSE_SIMULATED_MICRO_STEPS);
+    CHECK(reused.t.reuse.simulated_micro_steps == schedule::REUSE_SIMULATED_MICRO_STEPS);
+    CHECK(reused.t.reuse.repeated() == 9 - schedule::REUSE_SIMULATED_MICRO_STEPS);
     CHECK(reused.m.step_time_s == doctest::Approx(all.m.step_time_s).epsilon(3e-3));
     for (int k = 0; k < metrics::BREAKDOWN_KEY_COUNT; ++k) {
       const auto key = static_cast<metrics::BreakdownKey>(k);
@@ -102,14 +103,14 @@ TEST_CASE("accumulation reuse: the replay's size does not grow with grad_accum")
   // micro-steps create the same SimGrid activities, and the step grows by exactly 504 periods.
   const spec::Scenario s8 = job("gpt2-xl", 1, 4, 8, FRAMEWORKS[3].second);
   const spec::Scenario s512 = job("gpt2-xl", 1, 4, 512, FRAMEWORKS[3].second);
-  const Run a = run(s8, {});
-  const Run b = run(s512, {});
+  const Run a = replay_step(s8, {});
+  const Run b = replay_step(s512, {});
   CHECK(a.t.activities == b.t.activities);
   CHECK(a.t.flows == b.t.flows);
   // The bound is SimGrid's numerical precision, not a model tolerance. Interference off, the two replays' periods
   // are identical (checked below at 1e-12). With it (docs/engine.md "Interference") the pooled SM-share executions,
   // bounded and never finishing, share every GPU with the compute under SimGrid's max-min solver, which resolves
-  // shares to maxmin/precision = 1e-5 (SimGrid 3.32's default; engine.cpp run() sets only network/model and
+  // shares to maxmin/precision = 1e-5 (SimGrid 3.32's default; engine.cpp replay_step() sets only network/model and
   // network/optim): the same activities then give periods 1.7e-5 apart (measured), of the order of that precision.
   // 1e-4 is 10 x maxmin/precision.
   CHECK(b.t.reuse.period_s == doctest::Approx(a.t.reuse.period_s).epsilon(1e-4));
@@ -117,8 +118,8 @@ TEST_CASE("accumulation reuse: the replay's size does not grow with grad_accum")
   spec::Scenario off8 = s8, off512 = s512;
   off8.mechanisms.interference = false;
   off512.mechanisms.interference = false;
-  const Run c = run(off8, {});
-  const Run d = run(off512, {});
+  const Run c = replay_step(off8, {});
+  const Run d = replay_step(off512, {});
   CHECK(c.t.activities == d.t.activities);
   CHECK(d.t.reuse.period_s == doctest::Approx(c.t.reuse.period_s).epsilon(1e-12));
   CHECK(d.m.step_time_s == doctest::Approx(c.m.step_time_s + 504 * c.t.reuse.period_s).epsilon(1e-12));
@@ -141,8 +142,8 @@ TEST_CASE("the symmetric replay agrees with the full replay")
   };
   for (const Case& c : cases) {
     CAPTURE(c.label);
-    const Run full = run(c.s, options(engine::Replay::FULL, true));
-    const Run sym = run(c.s, options(engine::Replay::SYMMETRIC, true));
+    const Run full = replay_step(c.s, options(engine::Replay::FULL, true));
+    const Run sym = replay_step(c.s, options(engine::Replay::SYMMETRIC, true));
     CHECK(full.t.replay == "full");
     CHECK(sym.t.replay == "symmetric");
     CHECK(full.t.ranks.size() == static_cast<std::size_t>(c.s.world()));

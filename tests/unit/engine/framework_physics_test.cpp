@@ -5,6 +5,7 @@
 #include "config/scenario_loader.hpp"
 #include "engine/engine.hpp"
 #include "memory/memory_model.hpp"
+#include "run/run_scenario.hpp"
 #include "schedule/step_graph.hpp"
 #include "workload/transformer.hpp"
 
@@ -161,7 +162,7 @@ TEST_CASE("optimizer_impl: AdamW's step moves 80 B/elem foreach, 88 single_tenso
     o.sets = {std::string("training.optimizer_impl=") + impl};
     const spec::Scenario s = config::load_scenario(file, o);
     const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
-    const engine::Timeline tl = engine::simulate(s, w);
+    const engine::Timeline tl = run::simulate_step(s, w);
     const auto& rk = tl.ranks.at(0);
     for (std::size_t t = 0; t < rk.graph.tasks.size(); ++t)
       if (rk.graph.tasks[t].name == "step.optimizer") {

@@ -167,6 +167,43 @@ TEST_SUITE("engine: communicators")
     }
   }
 
+  TEST_CASE("the symmetric replay is refused for graphs whose nodes differ, and AUTO replays them all")
+  {
+    // docs/engine.md "Nodes alike": the symmetric replay simulates node 0 and stands the others behind its NICs, which
+    // is right only when every node issues node 0's communications (spec::same_communications). The graphs of the
+    // test above differ between the nodes: --replay symmetric is an input error; AUTO falls back to every rank. Given
+    // nodes that are alike, AUTO replays node 0's ranks only, and the other nodes' own work does not matter.
+    const spec::Scenario s = cluster(2, 2);
+    const auto AR = spec::CollectiveKind::ALL_REDUCE;
+    const auto AG = spec::CollectiveKind::ALL_GATHER;
+    std::vector<TaskGraph> differ;
+    for (int r = 0; r < 4; ++r)
+      differ.push_back(r < 2 ? graph_of({collective_task("ar", AR, S_AR, CommGroup::INTRA_NODE, 2)})
+                             : graph_of({collective_task("ag", AG, S_AG, CommGroup::INTRA_NODE, 2)}));
+    engine::EngineOptions symmetric;
+    symmetric.replay = engine::Replay::SYMMETRIC;
+    CHECK_THROWS_AS(engine::simulate_graphs(s, EMPTY, differ, symmetric), core::InputError);
+    const engine::Timeline all = engine::simulate_graphs(s, EMPTY, differ);
+    CHECK(all.replay == "full");
+    CHECK(all.ranks.size() == 4);
+
+    std::vector<TaskGraph> alike;
+    for (int r = 0; r < 4; ++r) // node 1's ranks also compute before the all-reduce: local work, not communication
+      alike.push_back(
+          r < 2 ? graph_of({collective_task("ar", AR, S_AR, CommGroup::INTER_NODE, 2)})
+                : graph_of({kernel_task("work", 1e12), collective_task("ar", AR, S_AR, CommGroup::INTER_NODE, 2)}));
+    for (int r = 0; r < 4; ++r)
+      alike[static_cast<std::size_t>(r)].rank = r;
+    const engine::Timeline sym = engine::simulate_graphs(s, EMPTY, alike);
+    CHECK(sym.replay == "symmetric");
+    CHECK(sym.ranks.size() == 2);
+
+    // From the spec: --replay symmetric with the property's reason is refused, AUTO resolves to full.
+    CHECK_THROWS_AS(engine::resolve_replay(s, engine::Replay::SYMMETRIC, "the stages differ"), core::InputError);
+    CHECK(engine::resolve_replay(s, engine::Replay::AUTO, "the stages differ") == engine::Replay::FULL);
+    CHECK(engine::resolve_replay(s, engine::Replay::AUTO, "") == engine::Replay::SYMMETRIC);
+  }
+
   TEST_CASE("TENSOR groups of one node that reach their collective at different times each start when theirs has")
   {
     // One node of 4 GPUs, tensor parallelism 2: TENSOR groups {0, 1} and {2, 3}. The second group's ranks first wait

@@ -41,9 +41,9 @@ Run simulate_request(const spec::Scenario& s, int sampled = schedule::INFERENCE_
 {
   Run r;
   r.w = workload::build_workload(s.model, workload::workload_options(s));
-  engine::EngineOptions o;
+  run::RunOptions o;
   o.step.sampled_decode_passes = sampled;
-  r.t = engine::simulate(s, r.w, o);
+  r.t = run::simulate_step(s, r.w, o);
   r.m = metrics::compute_metrics(s, r.w, r.t);
   return r;
 }
@@ -119,9 +119,9 @@ TEST_SUITE("engine")
     const spec::Scenario s = config::load_scenario_text(text, "kink.yaml", lo);
     const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
     auto request = [&](int sampled, metrics::InferenceMetrics* out) {
-      engine::EngineOptions o;
+      run::RunOptions o;
       o.step.sampled_decode_passes = sampled;
-      const metrics::InferenceMetrics im = metrics::inference_metrics(s, engine::simulate(s, w, o));
+      const metrics::InferenceMetrics im = metrics::inference_metrics(s, run::simulate_step(s, w, o));
       if (out != nullptr)
         *out = im;
       return im.request_time_s;

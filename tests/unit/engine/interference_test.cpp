@@ -2,6 +2,7 @@
 // so compute overlapped with it runs on the rest. Checked against the published overlap slowdowns and the SM
 // share derived from the published CTA count, independently of the engine's mechanics.
 #include "physics_test_util.hpp"
+#include "run/run_scenario.hpp"
 
 #include <doctest/doctest.h>
 
@@ -284,7 +285,7 @@ TEST_CASE("interference: in DDP and ZeRO-2, micro-step 1's forward kernels take 
     const spec::Scenario s = config::load_scenario(std::string(ZEROSIM_SOURCE_DIR) + "/scenarios/" + file);
     REQUIRE(s.training.grad_accum >= 2);
     const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
-    const engine::Timeline tl = engine::simulate(s, w);
+    const engine::Timeline tl = run::simulate_step(s, w);
     int compared = 0;
     for (const engine::RankTimeline& rk : tl.ranks) {
       std::map<std::string, double> mb0;

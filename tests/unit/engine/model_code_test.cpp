@@ -6,6 +6,7 @@
 #include "compute/compute_model.hpp"
 #include "config/scenario_loader.hpp"
 #include "engine/engine.hpp"
+#include "run/run_scenario.hpp"
 #include "workload/transformer.hpp"
 
 #include <doctest/doctest.h>
@@ -85,7 +86,7 @@ TEST_CASE("model code: one hf Llama block under autocast launches the H100 profi
   CHECK(c.at("elementwise").seconds == doctest::Approx(4.67e-3).epsilon(0.15).scale(0));
   // The optimizer (a step's, not a block's): foreach AdamW, 8 foreach ops x 60 multi_tensor_apply launches = 480
   // kernels in 36.1 ms (profile.txt).
-  const engine::Timeline tl = engine::simulate(s, w);
+  const engine::Timeline tl = run::simulate_step(s, w);
   const auto& rk = tl.ranks.at(0);
   bool found = false;
   for (std::size_t t = 0; t < rk.graph.tasks.size(); ++t)

@@ -4,6 +4,7 @@
 #include "config/scenario_loader.hpp"
 #include "core/error.hpp"
 #include "engine/engine.hpp"
+#include "run/run_scenario.hpp"
 #include "schedule/schedule_builder.hpp"
 #include "spec/task_graph.hpp"
 #include "workload/transformer.hpp"
@@ -270,7 +271,7 @@ double nvme_offload_step(bool pipeline_read, bool pipeline_write)
   const spec::Scenario s =
       config::load_scenario_text(text, std::string(ZEROSIM_SOURCE_DIR) + "/scenarios/nvme-pipeline-test.yaml");
   const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
-  return engine::simulate(s, w).step_time_s;
+  return run::simulate_step(s, w).step_time_s;
 }
 
 } // namespace

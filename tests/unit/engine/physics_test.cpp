@@ -5,6 +5,7 @@
 #include "config/scenario_loader.hpp"
 #include "engine/engine.hpp"
 #include "metrics/run_metrics.hpp"
+#include "run/run_scenario.hpp"
 #include "spec/task_graph.hpp"
 #include "workload/transformer.hpp"
 
@@ -179,11 +180,11 @@ struct Run {
   metrics::RunMetrics m;
 };
 
-Run run(const spec::Scenario& s, const engine::EngineOptions& o = {})
+Run replay_step(const spec::Scenario& s, const run::RunOptions& o = {})
 {
   const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
   Run r;
-  r.t = engine::simulate(s, w, o);
+  r.t = run::simulate_step(s, w, o);
   r.m = metrics::compute_metrics(s, w, r.t);
   return r;
 }
@@ -196,8 +197,8 @@ TEST_CASE("overlap_comm never raises exposed communication")
   // the backward; without it they block the compute stream. Exposed communication can only shrink.
   for (int stage : {1, 2, 3}) {
     CAPTURE(stage);
-    const Run off = run(small_job(stage, ", overlap_comm: false"));
-    const Run on = run(small_job(stage, ", overlap_comm: true"));
+    const Run off = replay_step(small_job(stage, ", overlap_comm: false"));
+    const Run on = replay_step(small_job(stage, ", overlap_comm: true"));
     CHECK(on.m.breakdown.exposed_comm <= off.m.breakdown.exposed_comm + 1e-9);
     CHECK(on.m.step_time_s <= off.m.step_time_s + 1e-9);
   }
@@ -211,9 +212,9 @@ TEST_CASE("the first stage-3 micro-step is slower than the later ones")
   // reduce-scatters), which is the point of prefetching but not of this test (docs/engine.md "Interference").
   spec::Scenario s = small_job(3, "", 2);
   s.mechanisms.interference = false;
-  engine::EngineOptions o;
+  run::RunOptions o;
   o.step.first_step = true;
-  const Run r = run(s, o);
+  const Run r = replay_step(s, o);
   const auto& rk = r.t.ranks[0];
   double mb_end[2] = {0, 0}, mb_start[2] = {1e30, 1e30};
   for (std::size_t i = 0; i < rk.graph.tasks.size(); ++i) {
@@ -239,13 +240,13 @@ TEST_CASE("stage-3 prefetching still pays with interference on")
     const spec::Scenario off = small_job(3, ", stage3_prefetch_bucket_size: 0", 2, nodes);
     REQUIRE(on.mechanisms.interference);
     REQUIRE(off.deepspeed.zero.stage3_prefetch_bucket_size == 0);
-    const Run with = run(on);
-    const Run without = run(off);
+    const Run with = replay_step(on);
+    const Run without = replay_step(off);
     CHECK(with.m.step_time_s < without.m.step_time_s);
     // ... while interference does act on the prefetched step (its compute overlaps the gathers).
     spec::Scenario quiet = on;
     quiet.mechanisms.interference = false;
-    CHECK(run(quiet).m.step_time_s < with.m.step_time_s);
+    CHECK(replay_step(quiet).m.step_time_s < with.m.step_time_s);
   }
 }
 
@@ -261,7 +262,7 @@ TEST_CASE("peak GPU memory orders stage 0 >= 1 >= 2 >= 3 when model states domin
                                   "activation_checkpointing: full}\n"
                                   "deepspeed: {zero_optimization: {stage: " +
                                       std::to_string(stage) + "}}\n");
-    const Run r = run(s);
+    const Run r = replay_step(s);
     if (prev >= 0)
       CHECK(r.m.memory.gpu <= prev);
     prev = r.m.memory.gpu;
@@ -282,7 +283,7 @@ TEST_CASE("more NIC bandwidth never slows a step")
       CAPTURE(nic);
       spec::Scenario s = small_job(3, "", 1, 2, nic);
       s.mechanisms.nccl_protocols = protocols;
-      const Run r = run(s);
+      const Run r = replay_step(s);
       CHECK(r.m.step_time_s <= prev * (1 + tolerance));
       prev = r.m.step_time_s;
     }
@@ -293,7 +294,7 @@ TEST_CASE("the time breakdown sums to the step time")
 {
   for (int stage : {0, 2, 3}) {
     CAPTURE(stage);
-    const Run r = run(small_job(stage, "", 2, 2));
+    const Run r = replay_step(small_job(stage, "", 2, 2));
     CHECK(r.m.breakdown.sum() == doctest::Approx(r.m.step_time_s).epsilon(1e-9));
   }
 }

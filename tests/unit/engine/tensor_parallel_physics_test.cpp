@@ -6,6 +6,7 @@
 #include "collectives/nccl.hpp"
 #include "config/scenario_loader.hpp"
 #include "engine/engine.hpp"
+#include "run/run_scenario.hpp"
 #include "spec/task_graph.hpp"
 #include "workload/transformer.hpp"
 
@@ -220,7 +221,7 @@ TEST_SUITE("engine: tensor parallelism")
                                   "training: {seq_len: 1024, micro_batch: 1, grad_accum: 1, precision: bf16, "
                                   "tensor_parallel: 2}\ndeepspeed: {zero_optimization: {stage: 1}}\n");
     const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
-    const engine::Timeline tl = engine::simulate(s, w);
+    const engine::Timeline tl = run::simulate_step(s, w);
     const std::int64_t H = std::int64_t{1} * 1024 * s.model.hidden * 2;
     const collectives::Plan p =
         collectives::plan(spec::CollectiveKind::ALL_REDUCE, H, fabric_of(s, 1, t, 4), collectives::Options{});

@@ -4,6 +4,7 @@
 // derived from the model's shape (not from the schedule's code), on the real workload and the engine.
 #include "config/scenario_loader.hpp"
 #include "engine/engine.hpp"
+#include "run/run_scenario.hpp"
 #include "schedule/stage3_fetch.hpp"
 #include "schedule/step_graph.hpp"
 #include "workload/transformer.hpp"
@@ -170,8 +171,8 @@ TEST_SUITE("schedule")
     spec::Scenario off = on;
     off.mechanisms.per_module_fetch = false;
     const workload::Workload w = workload::build_workload(on.model, workload::workload_options(on));
-    const double t_on = engine::simulate(on, w).step_time_s;
-    const double t_off = engine::simulate(off, w).step_time_s;
+    const double t_on = run::simulate_step(on, w).step_time_s;
+    const double t_off = run::simulate_step(off, w).step_time_s;
     // Per block it is not host-bound: the blocks' own dispatch (Megatron's code, DeepSpeed's default: 7 GEMMs, the
     // attention and 8 element-wise kernels forward, 18 backward, at 10 / 7 us each) is a small part of the hooks'.
     CHECK(t_off < 0.15 * host);
@@ -182,6 +183,6 @@ TEST_SUITE("schedule")
     // Without the host's dispatch cost the hooks are free too: per module the step is no longer host-bound.
     spec::Scenario free_host = on;
     free_host.mechanisms.host_dispatch = false;
-    CHECK(engine::simulate(free_host, w).step_time_s < 0.1 * host);
+    CHECK(run::simulate_step(free_host, w).step_time_s < 0.1 * host);
   }
 }
