@@ -13,12 +13,12 @@
 #include "core/text.hpp"
 #include "engine/engine.hpp"
 #include "memory/estimator.hpp"
-#include "memory/memory_model.hpp"
 #include "metrics/run_metrics.hpp"
 #include "report/estimator_report.hpp"
 #include "report/memory_report.hpp"
 #include "report/run_report.hpp"
 #include "report/step_plots.hpp"
+#include "run/memory_analysis.hpp"
 #include "run/run_scenario.hpp"
 #include "spec/names.hpp"
 #include "sweep/mpi_sweep.hpp"
@@ -142,15 +142,12 @@ int memory_command(const Args& a, std::ostream& out)
   spec::Scenario s = config::load_scenario(a.positional.front(), opts);
   s.mechanisms = mechanisms_of(a);
   const std::int64_t params = workload::count_params(s.model);
-  memory::MemoryReport r = memory::analyze_memory(s);
-  std::vector<memory::LadderStep> ladder;
-  if (!r.fits)
-    ladder = memory::climb_ladder(s);
-  core::Json j = report::memory_json(s, params, r, ladder);
+  const run::MemoryResult r = run::analyze_memory_scenario(s);
+  core::Json j = report::memory_json(s, params, r.report, r.ladder);
   if (a.json)
     out << core::dump_json(j, 2) << "\n";
   else
-    out << report::memory_table(s, params, r, ladder);
+    out << report::memory_table(s, params, r.report, r.ladder);
   if (a.out_dir) {
     std::filesystem::path dir(*a.out_dir);
     std::error_code ec;

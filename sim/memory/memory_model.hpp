@@ -1,5 +1,7 @@
-// Peak memory per GPU, per host and per NVMe device, from the schedule's allocation events
+// Peak memory per GPU, per host and per NVMe device, from a task graph's allocation events
 // replayed in issue order; the fit verdict per tier; the allocator and runtime terms (stated models).
+// The pure graph -> peak replay: building the workload and the graphs, and the ladder, are
+// run/memory_analysis.hpp's.
 #pragma once
 
 #include "memory/caching_allocator.hpp"
@@ -10,7 +12,6 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace zerosim::memory {
@@ -188,34 +189,5 @@ std::vector<MemorySample> memory_samples(const spec::Scenario& s, const spec::Ta
 
 /// Replay `g`'s allocation events in issue order (replay_events over issue_order_events).
 MemoryReport replay_memory(const spec::Scenario& s, const spec::TaskGraph& g);
-
-/// Workload, schedule and replay for `s`, of the rank with the largest GPU peak (lowest rank on ties), as
-/// `zerosim run` reports: ZeRO-1/2 ranks hold different partition ends (schedule::memory_ranks lists the ranks among
-/// which the largest lies); everywhere else every rank runs one program and rank 0 stands for all.
-MemoryReport analyze_memory(const spec::Scenario& s);
-
-/// One rung of the seed's ladder (docs/scenario-format.md "Command line"), applied cumulatively.
-struct LadderStep {
-  std::string change;      ///< e.g. "activation_checkpointing: full"
-  spec::Scenario scenario; ///< with this and every earlier rung applied
-  MemoryReport report;
-};
-
-/// The ladder's rungs applied cumulatively to `s` (without computing memory): each entry is the change
-/// made and the scenario with it and every earlier rung. Rungs already in effect or that would be a step
-/// back are skipped. Rungs: training.micro_batch 1 (the global batch is kept when the user gave it: grad_accum
-/// grows), activation checkpointing full (training only), ZeRO stage 2, offload_optimizer cpu, stage 3,
-/// offload_param cpu, both offloads nvme. The ZeRO rungs apply to DeepSpeed scenarios only; FSDP climbs to
-/// sharding_strategy FULL_SHARD, then cpu_offload (docs/fsdp.md); DDP has no rung of its own.
-std::vector<std::pair<std::string, spec::Scenario>> ladder_scenarios(const spec::Scenario& s);
-
-/// Climb the ladder (micro-batch 1, activation checkpointing, stage 2, optimizer offload, stage 3,
-/// parameter offload, NVMe) from `s` until the memory fits. Returns the rungs tried, the last one
-/// fitting; empty if `s` already fits. If no rung fits, the last rung tried is returned with fits=false.
-std::vector<LadderStep> climb_ladder(const spec::Scenario& s);
-
-/// The rungs climb_ladder tries, without judging `s` itself first (for a caller that already knows it does
-/// not fit): each rung until the first that fits, or all of them.
-std::vector<LadderStep> climb_ladder_rungs(const spec::Scenario& s);
 
 } // namespace zerosim::memory

@@ -524,7 +524,7 @@ RunMetrics compute_metrics(const spec::Scenario& s, const workload::Workload& w,
   // freeing task's end, what the GPU really holds at once when streams overlap (a diagnostic, not the contract).
   // The ranks not simulated (symmetric replay) whose allocations may differ are replayed in issue order from
   // their own graphs, which the engine built as it built its own (Timeline::memory_only_ranks). On ties the lowest of
-  // schedule::memory_ranks is reported, the rank `zerosim memory` names too (memory::analyze_memory replays only
+  // schedule::memory_ranks is reported, the rank `zerosim memory` names too (run::analyze_memory replays only
   // those); a simulated rank outside them holds no more (stage12_memory_dp_ranks) and is reported only if it did.
   const auto order = [&](std::int64_t gpu, int rank) {
     const bool candidate =

@@ -18,7 +18,7 @@ const char* memory_category_key(int c)
 
 namespace {
 
-core::Json ladder_json(const std::vector<memory::LadderStep>& ladder)
+core::Json ladder_json(const std::vector<run::LadderStep>& ladder)
 {
   core::Json steps = core::Json::array();
   for (const auto& rung : ladder)
@@ -68,7 +68,7 @@ core::Json meta_json(const spec::Scenario& s, const std::string& network_model)
 }
 
 core::Json memory_json(const spec::Scenario& s, std::int64_t params, const memory::MemoryReport& r,
-                       const std::vector<memory::LadderStep>& ladder)
+                       const std::vector<run::LadderStep>& ladder)
 {
   core::Json breakdown = core::Json::object();
   for (int c = 0; c < spec::MEM_CATEGORY_COUNT; ++c)
@@ -210,7 +210,7 @@ std::string unfit_tiers(const memory::MemoryReport& r)
   return tiers.empty() ? tiers : tiers.substr(1);
 }
 
-std::string ladder_lines(const std::vector<memory::LadderStep>& ladder)
+std::string ladder_lines(const std::vector<run::LadderStep>& ladder)
 {
   std::string out;
   char line[256];
@@ -266,7 +266,7 @@ std::string memory_tier_rows(const memory::MemoryReport& r)
 }
 
 std::string memory_table(const spec::Scenario& s, std::int64_t params, const memory::MemoryReport& r,
-                         const std::vector<memory::LadderStep>& ladder)
+                         const std::vector<run::LadderStep>& ladder)
 {
   std::ostringstream out;
   out << scenario_header(s, params) << warnings_block(s.warnings) << "\n";

@@ -3,6 +3,7 @@
 
 #include "core/json.hpp"
 #include "memory/memory_model.hpp"
+#include "run/memory_analysis.hpp"
 #include "spec/scenario_spec.hpp"
 
 #include <string>
@@ -21,7 +22,7 @@ core::Json meta_json(const spec::Scenario& s, const std::string& network_model);
 /// fit_by_tier, shortfall_bytes, the memory model's stated terms, the ladder's answer when it does
 /// not fit, warnings and meta.
 core::Json memory_json(const spec::Scenario& s, std::int64_t params, const memory::MemoryReport& r,
-                       const std::vector<memory::LadderStep>& ladder);
+                       const std::vector<run::LadderStep>& ladder);
 
 /// The same for people: the verdict first, then per-tier peaks and capacities, the breakdown at the
 /// peak, the stated terms, and the ladder's answer.
@@ -36,7 +37,7 @@ std::string warnings_block(const std::vector<std::string>& warnings);
 /// The tiers that overflow, "GPU host NVMe" order; empty when everything fits.
 std::string unfit_tiers(const memory::MemoryReport& r);
 /// The ladder's rungs, one "  + change  GPU ..  host ..  fits" line each, then the answer line.
-std::string ladder_lines(const std::vector<memory::LadderStep>& ladder);
+std::string ladder_lines(const std::vector<run::LadderStep>& ladder);
 
 /// One "  what   bytes  of capacity  ok|tight|OVER" line of the memory tables (capacity 0: no verdict; tight: fits
 /// within the headroom, memory::is_tight).
@@ -49,6 +50,6 @@ std::string tight_line(const memory::MemoryReport& r);
 std::string memory_tier_rows(const memory::MemoryReport& r);
 
 std::string memory_table(const spec::Scenario& s, std::int64_t params, const memory::MemoryReport& r,
-                         const std::vector<memory::LadderStep>& ladder);
+                         const std::vector<run::LadderStep>& ladder);
 
 } // namespace zerosim::report

@@ -68,11 +68,11 @@ engine::Timeline simulate_step(const spec::Scenario& s, const workload::Workload
   return t;
 }
 
-std::vector<memory::LadderStep> ladder_if_unfit(const spec::Scenario& s, const metrics::RunMetrics& m)
+std::vector<LadderStep> ladder_if_unfit(const spec::Scenario& s, const metrics::RunMetrics& m)
 {
   // The verdict is the metrics' (allocated at simulated times, reserved with the caching allocator); the rungs
   // above it are judged as `zerosim memory` judges them.
-  return m.memory.fits ? std::vector<memory::LadderStep>{} : memory::climb_ladder_rungs(s);
+  return m.memory.fits ? std::vector<LadderStep>{} : climb_ladder(s);
 }
 
 RunResult run_scenario(const spec::Scenario& s, const RunOptions& o)

@@ -6,8 +6,8 @@
 
 #include "engine/engine.hpp"
 #include "engine/timeline.hpp"
-#include "memory/memory_model.hpp"
 #include "metrics/run_metrics.hpp"
+#include "run/memory_analysis.hpp"
 #include "schedule/step_graph.hpp"
 #include "spec/scenario_spec.hpp"
 #include "workload/transformer.hpp"
@@ -38,11 +38,11 @@ struct RunResult {
   metrics::RunMetrics metrics;
   /// The seed's ladder when the step does not fit (docs/scenario-format.md "Command line"): each rung judged by the
   /// issue-order replay, as `zerosim memory` judges it, without a new simulation. Empty when it fits.
-  std::vector<memory::LadderStep> ladder;
+  std::vector<LadderStep> ladder;
 };
 
 /// The ladder for a step whose metrics say it does not fit; empty when it fits.
-std::vector<memory::LadderStep> ladder_if_unfit(const spec::Scenario& s, const metrics::RunMetrics& m);
+std::vector<LadderStep> ladder_if_unfit(const spec::Scenario& s, const metrics::RunMetrics& m);
 
 /// Builds the scenario's workload, replays its step (simulate_step), computes the metrics and the ladder.
 RunResult run_scenario(const spec::Scenario& s, const RunOptions& o = {});

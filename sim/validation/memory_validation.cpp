@@ -8,6 +8,7 @@
 #include "memory/estimator.hpp"
 #include "memory/memory_model.hpp"
 #include "metrics/run_metrics.hpp"
+#include "run/memory_analysis.hpp"
 #include "run/run_scenario.hpp"
 #include "workload/transformer.hpp"
 
@@ -43,13 +44,13 @@ std::string gib(double bytes)
 }
 
 /// The memory predicted for a measured figure of `metric`. Allocated follows the host's program order (`zerosim
-/// memory`: memory::analyze_memory). Reserved and what the device holds are `zerosim run`'s
+/// memory`: run::analyze_memory). Reserved and what the device holds are `zerosim run`'s
 /// (metrics::compute_metrics: the rank with the largest allocated peak, the caching allocator at simulated times,
 /// where FSDP1's record_stream frees wait for the device).
 memory::MemoryReport predicted_memory(const spec::Scenario& s, MemMetric metric)
 {
   if (metric == MemMetric::ALLOCATED)
-    return memory::analyze_memory(s);
+    return run::analyze_memory(s);
   const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
   const engine::Timeline t = run::simulate_step(s, w);
   return metrics::compute_metrics(s, w, t).memory;
@@ -116,14 +117,14 @@ FitResult judge(const FitCase& f)
 {
   FitResult r;
   r.c = f;
-  memory::MemoryReport ran = memory::analyze_memory(f.ran);
+  memory::MemoryReport ran = run::analyze_memory(f.ran);
   r.ran_peak_bytes = ran.gpu;
   r.capacity_bytes = ran.gpu_capacity;
   r.ran_fits = ran.fits;
   r.ran_detail = ran.fits ? "fits" : "does not fit (short " + gib(static_cast<double>(ran.shortfall_bytes)) + ")";
   r.ok = ran.fits == f.expect_fit;
   if (f.doubled) {
-    memory::MemoryReport twice = memory::analyze_memory(*f.doubled);
+    memory::MemoryReport twice = run::analyze_memory(*f.doubled);
     r.doubled_peak_bytes = twice.gpu;
     r.doubled_fits = twice.fits;
     r.ok = r.ok && !twice.fits;
@@ -231,7 +232,7 @@ LargestFit largest_fit(const FitCase& f)
   auto analyze = [&](int layers) -> const memory::MemoryReport& {
     auto it = seen.find(layers);
     if (it == seen.end()) {
-      it = seen.emplace(layers, memory::analyze_memory(with_layers(layers))).first;
+      it = seen.emplace(layers, run::analyze_memory(with_layers(layers))).first;
       ++r.evaluations;
     }
     return it->second;

@@ -54,7 +54,7 @@ struct LargestFit {
   int evaluations = 0; ///< memory analyses the search ran
 };
 
-/// The largest-model search of a max-model fit case (f.claimed_params > 0): memory::analyze_memory of f.ran with the
+/// The largest-model search of a max-model fit case (f.claimed_params > 0): run::analyze_memory of f.ran with the
 /// layer count changed, doubled from the shape that ran until it does not fit, then bisected.
 LargestFit largest_fit(const FitCase& f);
 
@@ -132,7 +132,7 @@ ErrorStats error_stats(const std::string& group, std::vector<double> errors_pct)
 /// a scenario it refuses.
 MemoryComparison compare_memory_case(const MemoryCase& c);
 
-/// Maps the rows and runs the pipeline (memory::analyze_memory; memory/estimator.hpp for estimator rows).
+/// Maps the rows and runs the pipeline (run::analyze_memory; memory/estimator.hpp for estimator rows).
 /// A row whose scenario the pipeline refuses (core::UnsupportedError, or core::InputError for the DeepSpeed keys
 /// assumed where the row states none) goes to not_covered with the message.
 /// `mechanisms` applies to every scenario (the ablation switches spec::Mechanisms::allocator); `rules` is the

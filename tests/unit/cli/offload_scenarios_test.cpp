@@ -4,8 +4,8 @@
 // BLOOM-176B inference scenario by tests/unit/schedule/inference_test.cpp and tests/unit/engine.)
 #include "config/scenario_loader.hpp"
 #include "engine/engine.hpp"
-#include "memory/memory_model.hpp"
 #include "metrics/run_metrics.hpp"
+#include "run/memory_analysis.hpp"
 #include "run/run_scenario.hpp"
 #include "workload/transformer.hpp"
 
@@ -31,7 +31,7 @@ TEST_SUITE("cli")
     // + temp_grad_buffer_for_cpu_offload 2·largest tensor.
     const auto s = zerosim::config::load_scenario(scenario_path("zero-offload-13b-1xv100.yaml"));
     const auto w = zerosim::workload::build_workload(s.model, zerosim::workload::workload_options(s));
-    const auto r = zerosim::memory::analyze_memory(s);
+    const auto r = zerosim::run::analyze_memory(s);
     CHECK(r.cpu_per_node == 20 * w.params + 2 * w.largest_param_numel);
     CHECK(r.fit_cpu);
     CHECK(r.nvme_per_node == 0);
@@ -47,7 +47,7 @@ TEST_SUITE("cli")
   {
     const auto s = zerosim::config::load_scenario(scenario_path("zero-infinity-1t-dgx2-nvme.yaml"));
     const auto w = zerosim::workload::build_workload(s.model, zerosim::workload::workload_options(s));
-    const auto r = zerosim::memory::analyze_memory(s);
+    const auto r = zerosim::run::analyze_memory(s);
     const double psi = static_cast<double>(w.params);
     // NVMe (docs/deepspeed-schedule.md §7, §8): fp32 master, two moments and fp32 grads of every swappable sub-group
     // (16 B) and the fp16 partitions of every sub-group past max_in_cpu (2 B) of the 16 ranks: 18Ψ. The first

@@ -2,8 +2,8 @@
 // can be computed: examples cannot rot (docs/style.md §7.7).
 #include "config/scenario_loader.hpp"
 #include "engine/engine.hpp"
-#include "memory/memory_model.hpp"
 #include "metrics/run_metrics.hpp"
+#include "run/memory_analysis.hpp"
 #include "run/run_scenario.hpp"
 #include "workload/transformer.hpp"
 
@@ -113,7 +113,7 @@ TEST_SUITE("cli")
     for (const auto& f : files) {
       CAPTURE(f);
       auto s = zerosim::config::load_scenario(f);
-      auto r = zerosim::memory::analyze_memory(s);
+      auto r = zerosim::run::analyze_memory(s);
       CHECK(r.gpu > 0);
       CHECK(r.gpu_device >= r.gpu_reserved);
       CHECK(r.gpu_reserved >= r.gpu);
@@ -148,7 +148,7 @@ TEST_SUITE("cli")
       }
       // run and memory agree (docs/outputs.md §3: torch's allocated count follows host order, which the
       // engine's issue times keep): the same rank, the one with the largest peak, and the same figures.
-      const auto mem = zerosim::memory::analyze_memory(s);
+      const auto mem = zerosim::run::analyze_memory(s);
       CHECK(m.rank == mem.rank);
       CHECK(m.memory.gpu == mem.gpu);
       CHECK(m.memory.cpu_per_node == mem.cpu_per_node);

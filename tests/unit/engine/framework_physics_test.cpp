@@ -5,6 +5,7 @@
 #include "config/scenario_loader.hpp"
 #include "engine/engine.hpp"
 #include "memory/memory_model.hpp"
+#include "run/memory_analysis.hpp"
 #include "run/run_scenario.hpp"
 #include "schedule/step_graph.hpp"
 #include "workload/transformer.hpp"
@@ -200,7 +201,7 @@ TEST_CASE("the H100 steps' peak memory: allocated within 2 %, reserved within 10
     CAPTURE(m.file);
     const spec::Scenario s = config::load_scenario(
         std::string(ZEROSIM_SOURCE_DIR) + "/results/measurements/h100-2026-11-27/training-step/" + m.file + ".yaml");
-    const memory::MemoryReport r = memory::analyze_memory(s);
+    const memory::MemoryReport r = run::analyze_memory(s);
     CHECK(static_cast<double>(r.gpu) / GIB == doctest::Approx(m.allocated_gib).epsilon(0.02).scale(0));
     CHECK(static_cast<double>(r.gpu_reserved) / GIB == doctest::Approx(m.reserved_gib).epsilon(0.10).scale(0));
   }

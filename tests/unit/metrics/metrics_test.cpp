@@ -450,20 +450,20 @@ TEST_SUITE("metrics")
   TEST_CASE("ladder: a step that does not fit at simulated times gets the ladder, judged in issue order")
   {
     // One byte less than what cannot be released (the rounded live blocks, the CUDA context and the NCCL
-    // buffers): it does not fit, by 1 byte (as tests/unit/memory/analyze_test.cpp); the ladder is the one
+    // buffers): it does not fit, by 1 byte (as tests/unit/run/memory_analysis_test.cpp); the ladder is the one
     // `zerosim memory` climbs for the same scenario.
     // The old reserved rule (allocator mechanism off), whose floor is exact: this tests the ladder, not the allocator.
     auto with_rule = [](spec::Scenario x) {
       x.mechanisms.allocator = false;
       return x;
     };
-    const auto roomy = memory::analyze_memory(with_rule(small_gpt(80 * GiB, 0, 2)));
+    const auto roomy = run::analyze_memory(with_rule(small_gpt(80 * GiB, 0, 2)));
     const auto s = with_rule(small_gpt(roomy.gpu_rounded + roomy.cuda_context_bytes + roomy.nccl_bytes - 1, 0, 2));
     const auto w = workload::build_workload(s.model, workload::workload_options(s));
     const auto m = metrics::compute_metrics(s, w, sequential_timeline(s, w));
     CHECK_FALSE(m.memory.fits);
     CHECK(m.memory.shortfall_bytes == 1);
-    const auto expected = memory::climb_ladder(s);
+    const auto expected = run::analyze_memory_scenario(s).ladder;
     const auto ladder = run::ladder_if_unfit(s, m);
     REQUIRE(ladder.size() == expected.size());
     for (size_t i = 0; i < expected.size(); ++i) {

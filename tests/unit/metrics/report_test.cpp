@@ -250,13 +250,13 @@ TEST_SUITE("report")
   TEST_CASE("summary and JSON: when it does not fit, the verdict comes first and the ladder's answer is given")
   {
     // One byte less than what cannot be released (rounded live blocks + CUDA context + NCCL buffers): the
-    // verdict is "short by 1 B" (as tests/unit/memory/analyze_test.cpp); rung 1, micro-batch 1, fits.
+    // verdict is "short by 1 B" (as tests/unit/run/memory_analysis_test.cpp); rung 1, micro-batch 1, fits.
     // The old reserved rule (allocator mechanism off), whose floor is exact: this tests the report, not the allocator.
     auto with_rule = [](spec::Scenario x) {
       x.mechanisms.allocator = false;
       return x;
     };
-    const auto roomy = memory::analyze_memory(with_rule(small_gpt(80 * GiB)));
+    const auto roomy = run::analyze_memory(with_rule(small_gpt(80 * GiB)));
     const auto s = with_rule(small_gpt(roomy.gpu_rounded + roomy.cuda_context_bytes + roomy.nccl_bytes - 1));
     const auto w = workload::build_workload(s.model, workload::workload_options(s));
     const auto t = sequential_timeline(s, w);

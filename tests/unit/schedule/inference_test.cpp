@@ -4,6 +4,7 @@
 #include "config/scenario_loader.hpp"
 #include "core/error.hpp"
 #include "memory/memory_model.hpp"
+#include "run/memory_analysis.hpp"
 #include "schedule_test_util.hpp"
 #include "workload/transformer.hpp"
 
@@ -303,7 +304,7 @@ TEST_SUITE("schedule")
     // per node. NVMe: the NVMe-resident partitions, (l·12h² + V·h) · 2 B. GPU at its peak (the tied LM head's
     // forward of the prompt's pass): the KV cache and the embedding gathered again (V·h · 2 B) at least.
     const spec::Scenario s = bloom();
-    const memory::MemoryReport r = memory::analyze_memory(s);
+    const memory::MemoryReport r = run::analyze_memory(s);
     CHECK(r.cpu_per_node == L * 7 * H * 2 + 5LL * 9 * (1LL << 30) * 2);
     CHECK(r.cpu_pinned_per_node == 5LL * 9 * (1LL << 30) * 2);
     CHECK(r.nvme_per_node == (L * 12 * H * H + V * H) * 2);

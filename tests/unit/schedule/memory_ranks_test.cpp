@@ -3,6 +3,7 @@
 // few ranks memory_ranks names is the largest over every rank, each rank's graph built and replayed as `zerosim run`
 // replays the ranks it does not simulate. The expected value is the brute force over all ranks, not a formula.
 #include "memory/memory_model.hpp"
+#include "run/memory_analysis.hpp"
 #include "schedule/step_graph.hpp"
 #include "workload/transformer.hpp"
 
@@ -108,7 +109,7 @@ TEST_CASE("memory ranks: ZeRO-1/2's largest peak over the named ranks is the lar
     CHECK(few.reserved == all.reserved);
     // `zerosim memory` reports the largest over the named ranks (the lowest named rank on ties), figures of that rank;
     // `zerosim run`, which replays node 0's ranks beside them, names the same rank (a tie goes to the named ranks).
-    const memory::MemoryReport reported = memory::analyze_memory(s);
+    const memory::MemoryReport reported = run::analyze_memory(s);
     CHECK(reported.gpu == all.gpu);
     CHECK(reported.rank == few.rank);
     CHECK(reported.cpu_per_node == few.cpu_per_node);

@@ -1,7 +1,7 @@
 // The acceptance check of "memory against measurement" (docs/validation.md): it runs the whole pipeline
 // on results/validation/published.csv and asserts the figures the issue accepts.
 #include "config/scenario_loader.hpp"
-#include "memory/memory_model.hpp"
+#include "run/memory_analysis.hpp"
 #include "validation/memory_validation.hpp"
 #include "workload/transformer.hpp"
 
@@ -123,12 +123,12 @@ TEST_SUITE("validation")
                                 << " parameters against " << l.published_params);
       row_82 = row_82 || f.c.info.row_id == "82";
       row_84 = row_84 || f.c.info.row_id == "84";
-      // The search's answer is the boundary: it fits, one layer more does not (memory::analyze_memory).
+      // The search's answer is the boundary: it fits, one layer more does not (run::analyze_memory).
       spec::Scenario at = f.c.ran;
       at.model.layers = l.largest_layers;
-      CHECK(memory::analyze_memory(at).fits);
+      CHECK(run::analyze_memory(at).fits);
       at.model.layers = l.largest_layers + 1;
-      CHECK_FALSE(memory::analyze_memory(at).fits);
+      CHECK_FALSE(run::analyze_memory(at).fits);
       spec::ModelSpec largest = f.c.ran.model;
       largest.layers = l.largest_layers;
       CHECK(l.largest_params == workload::count_params(largest));

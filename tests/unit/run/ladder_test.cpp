@@ -1,6 +1,6 @@
 // The seed's ladder (docs/recommend.md "The seed articles", docs/scenario-format.md "Command line"): rungs applied
 // cumulatively, skipping those already in effect or that would be a step back.
-#include "memory/memory_model.hpp"
+#include "run/memory_analysis.hpp"
 
 #include <doctest/doctest.h>
 
@@ -24,11 +24,11 @@ spec::Scenario base()
 
 } // namespace
 
-TEST_SUITE("memory")
+TEST_SUITE("run")
 {
   TEST_CASE("ladder: every rung in the article's order and cumulatively")
   {
-    const auto rungs = memory::ladder_scenarios(base());
+    const auto rungs = run::ladder_scenarios(base());
     REQUIRE(rungs.size() == 7);
     // 1. micro-batch 1 keeping the given global batch: grad_accum = 64 / (1 x 8) = 8
     CHECK(rungs[0].second.training.micro_batch == 1);
@@ -64,7 +64,7 @@ TEST_SUITE("memory")
   {
     auto s = base();
     s.training.global_batch_given = false;
-    const auto rungs = memory::ladder_scenarios(s);
+    const auto rungs = run::ladder_scenarios(s);
     REQUIRE_FALSE(rungs.empty());
     CHECK(rungs[0].second.training.grad_accum == 2);
     CHECK(rungs[0].second.training.global_batch == 16); // 1 x 2 x 8
@@ -80,7 +80,7 @@ TEST_SUITE("memory")
     s.deepspeed.zero.overlap_comm = false;
     s.deepspeed.zero.overlap_comm_given = true;
     s.deepspeed.zero.offload_optimizer.device = spec::OffloadDevice::CPU;
-    const auto rungs = memory::ladder_scenarios(s);
+    const auto rungs = run::ladder_scenarios(s);
     // micro-batch, checkpointing, stage 2 (a step back), optimizer offload, stage 3 are in effect:
     // left are parameter offload and NVMe
     REQUIRE(rungs.size() == 2);
@@ -93,7 +93,7 @@ TEST_SUITE("memory")
   {
     auto s = base();
     s.deepspeed.zero.offload_optimizer.nvme_path = "/mnt/nvme0";
-    const auto rungs = memory::ladder_scenarios(s);
+    const auto rungs = run::ladder_scenarios(s);
     REQUIRE(rungs.size() == 7);
     CHECK(rungs[6].second.deepspeed.zero.offload_optimizer.nvme_path == "/mnt/nvme0");
     CHECK(rungs[6].second.deepspeed.zero.offload_param.nvme_path == "/local_nvme");
@@ -105,16 +105,16 @@ TEST_SUITE("memory")
     auto s = base();
     s.framework = spec::Framework::FSDP;
     s.fsdp.sharding_strategy = spec::FsdpSharding::SHARD_GRAD_OP;
-    auto rungs = memory::ladder_scenarios(s);
+    auto rungs = run::ladder_scenarios(s);
     REQUIRE(rungs.size() == 4); // micro-batch 1, activation checkpointing, FULL_SHARD, cpu_offload
     CHECK(rungs[2].first == "fsdp.sharding_strategy: FULL_SHARD");
     CHECK(rungs[2].second.fsdp.sharding_strategy == spec::FsdpSharding::FULL_SHARD);
     CHECK(rungs[3].first == "fsdp.cpu_offload: true");
     CHECK(rungs[3].second.fsdp.cpu_offload);
     s.fsdp.sharding_strategy = spec::FsdpSharding::FULL_SHARD;
-    CHECK(memory::ladder_scenarios(s).size() == 3); // already fully sharded: no FULL_SHARD rung
+    CHECK(run::ladder_scenarios(s).size() == 3); // already fully sharded: no FULL_SHARD rung
     // DDP replicates everything: no rung of its own (docs/ddp.md).
     s.framework = spec::Framework::DDP;
-    CHECK(memory::ladder_scenarios(s).size() == 2);
+    CHECK(run::ladder_scenarios(s).size() == 2);
   }
 }
