@@ -118,16 +118,14 @@ bool nccl_planner_models(NcclCollective c)
 
 collectives::Fabric nccl_table_fabric(const NcclTestsTable& t, const spec::NodeSpec& node, double network_latency_s)
 {
-  collectives::Fabric f;
-  f.nodes = nccl_table_nodes(t, node);
-  f.gpus_per_node = std::max(1, t.ranks / f.nodes);
-  f.nics_per_node = node.nics.count;
-  f.intra_nvlink = node.nvlink.present;
-  f.intra_Bps = node.nvlink.present ? node.nvlink.bandwidth_Bps : node.pcie.bandwidth_Bps;
-  f.intra_latency_s = 2 * (node.nvlink.present ? node.nvlink.latency_s : node.pcie.latency_s);
-  f.inter_Bps = node.nics.bandwidth_Bps;
-  f.inter_latency_s = network_latency_s + 2 * node.pcie.latency_s;
-  return f;
+  spec::ClusterSpec c;
+  c.node = node;
+  c.nodes = nccl_table_nodes(t, node);
+  c.gpus_per_node = std::max(1, t.ranks / c.nodes);
+  c.network.nic_bandwidth_Bps = node.nics.bandwidth_Bps;
+  c.network.nics_per_node = node.nics.count;
+  c.network.latency_s = network_latency_s;
+  return collectives::fabric_of(c);
 }
 
 namespace {

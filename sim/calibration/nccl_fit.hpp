@@ -60,9 +60,8 @@ NcclFit fit_nccl_table(const NcclTestsTable& t);
 /// issues); broadcast, reduce, all-to-all and send/recv are not planned.
 bool nccl_planner_models(NcclCollective c);
 
-/// The planner's fabric of the table's cluster of `node`s, filled as the engine fills it from a ClusterSpec
-/// (sim/engine/engine.cpp): nodes from nccl_table_nodes, ranks / nodes GPUs per node, the node's NICs, NVLink (or
-/// PCIe) bandwidth, route latencies (two NVLink or PCIe hops inside a node; network latency + two PCIe hops across).
+/// The planner's fabric of the table's cluster of `node`s (collectives::fabric_of, as the engine derives it): nodes
+/// from nccl_table_nodes, ranks / nodes GPUs per node, the node's NICs at their bandwidth, `network_latency_s`.
 collectives::Fabric nccl_table_fabric(const NcclTestsTable& t, const spec::NodeSpec& node,
                                       double network_latency_s = NCCL_FIT_NETWORK_LATENCY_S);
 

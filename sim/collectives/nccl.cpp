@@ -633,6 +633,22 @@ std::array<int, 2> btree_children(int r, int n)
 
 using namespace detail;
 
+Fabric fabric_of(const spec::ClusterSpec& c, int tensor_parallel)
+{
+  const spec::NodeSpec& nd = c.node;
+  Fabric f;
+  f.nodes = c.nodes;
+  f.gpus_per_node = c.gpus_per_node;
+  f.nics_per_node = c.network.nics_per_node;
+  f.intra_nvlink = nd.nvlink.present;
+  f.tensor_parallel = tensor_parallel;
+  f.intra_Bps = nd.nvlink.present ? nd.nvlink.bandwidth_Bps : nd.pcie.bandwidth_Bps;
+  f.intra_latency_s = 2 * (nd.nvlink.present ? nd.nvlink.latency_s : nd.pcie.latency_s);
+  f.inter_Bps = c.network.nic_bandwidth_Bps;
+  f.inter_latency_s = c.network.latency_s + 2 * nd.pcie.latency_s;
+  return f;
+}
+
 const char* protocol_name(Protocol p)
 {
   switch (p) {

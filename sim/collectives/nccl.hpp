@@ -10,6 +10,7 @@
 // src/graph/{tuning,trees,connect}.cc, topo.h) or measurement of every constant.
 #pragma once
 
+#include "spec/node_spec.hpp"
 #include "spec/placement.hpp"
 #include "spec/task_graph.hpp"
 
@@ -21,7 +22,7 @@
 
 namespace zerosim::collectives {
 
-/// What the planner needs to know of the cluster (filled from spec::ClusterSpec by the engine).
+/// What the planner needs to know of the cluster (fabric_of: from spec::ClusterSpec, for the engine and calibration).
 /// The two latencies are what one flow of that kind pays on the platform's route (GPU to GPU): the
 /// planner subtracts them from a phase's latency so that route latency + phase latency is the
 /// collective's latency.
@@ -39,6 +40,13 @@ struct Fabric {
   /// DATA_PARALLEL groups the GPUs with the same local index modulo t on every node. 1: no tensor parallelism.
   int tensor_parallel = 1;
 };
+
+/// The planner's fabric of cluster `c` at tensor-parallel degree `tensor_parallel`, the one derivation the engine and
+/// calibration share: inside a node NVLink (PCIe when the node has none) at its bandwidth, and two hops of its latency
+/// (the platform's route GPU -> GPU: the sender's link and the receiver's); across nodes c.network's NIC bandwidth,
+/// and network latency + two PCIe hops (the route GPU -> PCIe -> NIC -> NIC -> PCIe -> GPU; docs/engine.md
+/// "Platform").
+Fabric fabric_of(const spec::ClusterSpec& c, int tensor_parallel = 1);
 
 enum class Algorithm { AUTO, RING, TREE, HIERARCHICAL };
 

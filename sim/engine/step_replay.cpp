@@ -29,15 +29,7 @@ StepReplay::StepReplay(const spec::Scenario& s, const workload::Workload& w, con
                            "cluster of " +
                            std::to_string(c.nodes) + " nodes, found 0");
   world_ = s.world();
-  fabric_.nodes = c.nodes;
-  fabric_.gpus_per_node = G_;
-  fabric_.nics_per_node = c.network.nics_per_node;
-  fabric_.intra_nvlink = c.node.nvlink.present;
-  fabric_.tensor_parallel = s.tp();
-  fabric_.intra_Bps = c.node.nvlink.present ? c.node.nvlink.bandwidth_Bps : c.node.pcie.bandwidth_Bps;
-  fabric_.intra_latency_s = c.node.nvlink.present ? 2 * c.node.nvlink.latency_s : 2 * c.node.pcie.latency_s;
-  fabric_.inter_Bps = c.network.nic_bandwidth_Bps;
-  fabric_.inter_latency_s = c.network.latency_s + 2 * c.node.pcie.latency_s;
+  fabric_ = collectives::fabric_of(c, s.tp());
   copts_.all_reduce = o.collectives.all_reduce;
   copts_.hierarchical = o.collectives.hierarchical;
   copts_.protocol = o.collectives.protocol;

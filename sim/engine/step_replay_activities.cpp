@@ -279,11 +279,8 @@ void StepReplay::run_phase(int idx)
         tb = track("node" + std::to_string(f.dst.node),
                    "NIC" + std::to_string(spec::nic_of(f.dst.local, G_, nics)) + " rx");
     }
-    sg4::Host* src =
-        src_here ? platform_->gpu(f.src.node, f.src.local) : platform_->remote(spec::nic_of(f.dst.local, G_, nics));
-    sg4::Host* dst =
-        dst_here ? platform_->gpu(f.dst.node, f.dst.local) : platform_->remote(spec::nic_of(f.src.local, G_, nics));
-    edges.push_back(Edge{src, dst, f.wire_bytes(), ta, tb}); // bytes at the flow's achieved efficiency
+    // bytes at the flow's achieved efficiency; an end off node 0 of the symmetric replay is its stand-in
+    edges.push_back(Edge{platform_->flow_end(f.src, f.dst), platform_->flow_end(f.dst, f.src), f.wire_bytes(), ta, tb});
   }
   cl.flows_left = static_cast<int>(edges.size());
   if (edges.empty()) {
@@ -339,9 +336,9 @@ void StepReplay::start_transfer(int idx)
   const bool crosses = a.node != b.node;
   const int nics = fabric_.nics_per_node;
   // A side the symmetric replay does not simulate stands behind node 0's NIC, as a collective's remote ranks do: the
-  // flow leaves through the sending GPU's NIC or comes in through the receiving GPU's.
-  tr.src = tr.send_rank >= 0 ? platform_->gpu(a.node, a.local) : platform_->remote(spec::nic_of(b.local, G_, nics));
-  tr.dst = tr.recv_rank >= 0 ? platform_->gpu(b.node, b.local) : platform_->remote(spec::nic_of(a.local, G_, nics));
+  // flow leaves through the sending GPU's NIC or comes in through the receiving GPU's (Platform::flow_end).
+  tr.src = platform_->flow_end(a, b);
+  tr.dst = platform_->flow_end(b, a);
   if (crosses && o_.record_tracks) {
     if (tr.send_rank >= 0)
       tr.ta = track("node" + std::to_string(a.node), "NIC" + std::to_string(spec::nic_of(a.local, G_, nics)) + " tx");

@@ -1,13 +1,14 @@
 #include "platform/platform.hpp"
 
 #include "core/error.hpp"
+#include "platform/fabric.hpp"
 
 #include <simgrid/s4u.hpp>
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
-#include <unordered_map>
 
 namespace zerosim::platform {
 
@@ -40,23 +41,6 @@ std::string nid(int n)
   return "node" + std::to_string(n);
 }
 
-/// A split-duplex link of `bw` per direction. Its latency `lat` is not given to SimGrid (the link's SimGrid
-/// latency is 0): it is recorded in `latency` and paid by the engine as a delay before the flow
-/// (Platform::route_latency), because SimGrid's CM02 shares a link in inverse proportion to each flow's route
-/// latency (docs/engine.md "Network model").
-sg4::SplitDuplexLink* duplex(sg4::NetZone* z, const std::string& name, double bw, double lat,
-                             std::unordered_map<const sg4::Link*, double>& latency)
-{
-  if (!(bw > 0))
-    throw core::InputError("platform: link " + name + " needs a positive bandwidth, found " + std::to_string(bw));
-  auto* l = z->create_split_duplex_link(name, bw);
-  l->set_latency(0);
-  l->seal();
-  latency[l->get_link_up()] = lat;
-  latency[l->get_link_down()] = lat;
-  return l;
-}
-
 /// The per-node part of the platform: links and hosts of one server.
 struct NodeParts {
   std::vector<sg4::Host*> gpus;
@@ -70,17 +54,16 @@ struct NodeParts {
   std::vector<int> gpu_switch;               // per GPU
   std::vector<sg4::SplitDuplexLink*> nic;    // per NIC
   std::vector<int> nic_switch;               // per NIC
-  sg4::SplitDuplexLink* fabric = nullptr;    // per-node fabric uplink when oversubscribed
   sg4::Host* nvme = nullptr;                 // the RAID-0 volume of every drive (none without drives)
   sg4::SplitDuplexLink* nvme_link = nullptr; // the drives' PCIe links together: devices x max(read, write)
   sg4::Link* nvme_read = nullptr;            // the drives' media together: devices x read
   sg4::Link* nvme_write = nullptr;           // devices x write
 };
 
-/// The hosts and links of node `n` (its CPU and DRAM, PCIe switches, GPUs, NVLink, NICs, fabric uplink, NVMe volume)
-/// and the routes between its CPU and DRAM.
+/// The hosts and links of node `n` (its CPU and DRAM, PCIe switches, GPUs, NVLink, NICs, NVMe volume) and the routes
+/// between its CPU and DRAM.
 NodeParts build_node(sg4::NetZone* zone, const spec::ClusterSpec& c, double cpu_core_flops, int n, int switches,
-                     std::unordered_map<const sg4::Link*, double>& link_latency_)
+                     LinkLatencies& link_latency_)
 {
   const spec::NodeSpec& nd = c.node;
   const int G = c.gpus_per_node;
@@ -117,9 +100,6 @@ NodeParts build_node(sg4::NetZone* zone, const spec::ClusterSpec& c, double cpu_
                            link_latency_));
     p.nic_switch.push_back(std::min(switches - 1, k * switches / std::max(1, nics)));
   }
-  if (c.network.oversubscription > 1 && nics > 0)
-    p.fabric = duplex(zone, pre + "fabric_uplink", nics * c.network.nic_bandwidth_Bps / c.network.oversubscription, 0,
-                      link_latency_);
   // NVMe: DeepSpeed's nvme_path is a RAID-0 volume of every drive (DGX /raid), so every transfer is striped
   // evenly over all drives: the drives' media are two links of their summed bandwidth, one read and one
   // write (a drive reads and writes at different rates), and their PCIe links one link of their summed
@@ -180,6 +160,7 @@ void add_node_routes(sg4::NetZone* zone, const spec::NodeSpec& nd, int G, const 
 } // namespace
 
 Platform::Platform(const spec::ClusterSpec& c, const PlatformOptions& o)
+    : G_(c.gpus_per_node), nics_(c.network.nics_per_node)
 {
   const spec::NodeSpec& nd = c.node;
   const int G = c.gpus_per_node;
@@ -203,6 +184,9 @@ Platform::Platform(const spec::ClusterSpec& c, const PlatformOptions& o)
     drams_.push_back(p.dram);
   }
 
+  // The fabric between the nodes: the links of its kind (platform/fabric.hpp), then the routes through them.
+  const FabricPath fabric = fabric_builder(c.network.fabric)(FabricSite{zone, c, nodes_built, link_latency_});
+
   // GPU -> its NIC (GPUDirect RDMA): the GPU's link, and the switch uplinks when the NIC hangs off another switch.
   auto to_nic = [&](const NodeParts& p, int g, int k) {
     std::vector<sg4::LinkInRoute> r{{p.pcie[static_cast<std::size_t>(g)], Dir::UP}};
@@ -212,39 +196,44 @@ Platform::Platform(const spec::ClusterSpec& c, const PlatformOptions& o)
       r.push_back({p.uplink[static_cast<std::size_t>(ks)], Dir::DOWN});
     }
     r.push_back({p.nic[static_cast<std::size_t>(k)], Dir::UP});
-    if (p.fabric != nullptr)
-      r.push_back({p.fabric, Dir::UP});
     return r;
   };
-  // The reverse: fabric, NIC, switch uplinks, the GPU's link, each in the other direction (a NIC on another
-  // switch sends UP its own switch's uplink and DOWN the GPU's).
-  auto from_nic = [&](const NodeParts& p, int g, int k) {
-    std::vector<sg4::LinkInRoute> up = to_nic(p, g, k);
+  // The reverse of a route: its links in the other order, each in the other direction (a NIC on another switch sends
+  // UP its own switch's uplink and DOWN the GPU's).
+  auto reversed = [](const std::vector<sg4::LinkInRoute>& up) {
     std::vector<sg4::LinkInRoute> r;
     for (auto it = up.rbegin(); it != up.rend(); ++it)
       r.emplace_back(it->get_link(), it->get_direction() == Dir::UP ? Dir::DOWN : Dir::UP);
     return r;
   };
+  auto append = [](std::vector<sg4::LinkInRoute>& r, const std::vector<sg4::LinkInRoute>& more) {
+    r.insert(r.end(), more.begin(), more.end());
+  };
 
   if (nics > 0 && c.nodes > 1) {
     if (o.symmetric) {
+      // The rest of the cluster behind each NIC of node 0 (flow_end): out through the NIC and node 0's side of the
+      // fabric, and back the same way.
       const NodeParts& p = parts[0];
       for (int k = 0; k < nics; ++k) {
         remotes_.push_back(zone->create_host("remote_nic" + std::to_string(k), WORK_UNITS_PER_SECOND)->seal());
         for (int g = 0; g < G; ++g) {
+          std::vector<sg4::LinkInRoute> out = to_nic(p, g, k);
+          append(out, fabric(NicAt{0, k}, std::nullopt));
           zone->add_route(p.gpus[static_cast<std::size_t>(g)]->get_netpoint(), remotes_.back()->get_netpoint(), nullptr,
-                          nullptr, to_nic(p, g, k), false);
+                          nullptr, out, false);
           zone->add_route(remotes_.back()->get_netpoint(), p.gpus[static_cast<std::size_t>(g)]->get_netpoint(), nullptr,
-                          nullptr, from_nic(p, g, k), false);
+                          nullptr, reversed(out), false);
         }
       }
     } else {
       for (const auto& [a, b] : o.inter_node_pairs) {
         const NodeParts& pa = parts[static_cast<std::size_t>(a.node)];
         const NodeParts& pb = parts[static_cast<std::size_t>(b.node)];
-        std::vector<sg4::LinkInRoute> r = to_nic(pa, a.local, spec::nic_of(a.local, G, nics));
-        for (const auto& l : from_nic(pb, b.local, spec::nic_of(b.local, G, nics)))
-          r.push_back(l);
+        const int ka = spec::nic_of(a.local, G, nics), kb = spec::nic_of(b.local, G, nics);
+        std::vector<sg4::LinkInRoute> r = to_nic(pa, a.local, ka);
+        append(r, fabric(NicAt{a.node, ka}, NicAt{b.node, kb}));
+        append(r, reversed(to_nic(pb, b.local, kb)));
         zone->add_route(pa.gpus[static_cast<std::size_t>(a.local)]->get_netpoint(),
                         pb.gpus[static_cast<std::size_t>(b.local)]->get_netpoint(), nullptr, nullptr, r, false);
       }
@@ -288,6 +277,34 @@ sg4::Host* Platform::remote(int nic) const
 sg4::Host* Platform::timer() const
 {
   return timer_;
+}
+
+sg4::Host* Platform::flow_end(spec::Gpu end, spec::Gpu peer) const
+{
+  const auto built = static_cast<int>(gpus_.size());
+  if (end.node < built)
+    return gpu(end.node, end.local);
+  if (peer.node >= built)
+    throw core::InternalError("platform: a flow between GPUs of nodes " + std::to_string(end.node) + " and " +
+                              std::to_string(peer.node) + ", neither of which the platform built");
+  return remote(spec::nic_of(peer.local, G_, nics_));
+}
+
+Route Platform::route(spec::Gpu a, spec::Gpu b) const
+{
+  const sg4::Host* src = flow_end(a, b);
+  const sg4::Host* dst = flow_end(b, a);
+  std::vector<sg4::Link*> links;
+  double simgrid_latency = 0;
+  src->route_to(dst, links, &simgrid_latency);
+  Route r;
+  r.latency_s = route_latency(src, dst);
+  for (const sg4::Link* l : links) {
+    r.links.push_back(l->get_name());
+    if (r.bandwidth_Bps == 0 || l->get_bandwidth() < r.bandwidth_Bps)
+      r.bandwidth_Bps = l->get_bandwidth();
+  }
+  return r;
 }
 
 double Platform::route_latency(const sg4::Host* src, const sg4::Host* dst) const

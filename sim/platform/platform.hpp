@@ -3,7 +3,7 @@
 // DRAM behind a SHARED link that CPU work and every DMA into host memory cross; NVLink per GPU (split
 // duplex, through a non-blocking NVSwitch that is not a link of its own), the PCIe tree (a link per GPU,
 // a link per switch uplink to the root complex, NICs and NVMe devices on the switches in order), NICs
-// (split duplex), the fabric between nodes (a per-node uplink when oversubscribed), the NVMe drives as one
+// (split duplex), the fabric between nodes (its kind's builder, platform/fabric.hpp), the NVMe drives as one
 // RAID-0 volume (DeepSpeed's nvme_path, DGX systems' /raid). The only code besides engine/ that knows SimGrid.
 // docs/engine.md.
 #pragma once
@@ -45,6 +45,13 @@ struct PlatformOptions {
   std::vector<std::pair<spec::Gpu, spec::Gpu>> inter_node_pairs;
 };
 
+/// A route between two GPUs (Platform::route).
+struct Route {
+  std::vector<std::string> links; ///< the links crossed, in order (a split-duplex link's side: NAME_UP or NAME_DOWN)
+  double latency_s = 0;           ///< Platform::route_latency: what the engine pays before a flow
+  double bandwidth_Bps = 0;       ///< the narrowest link's: the rate of a flow alone on the route
+};
+
 /// One built platform. Build it after the Engine exists; the root zone is sealed by the constructor.
 class Platform {
 public:
@@ -76,7 +83,18 @@ public:
   /// gives a flow a share inversely proportional to its route latency; docs/engine.md "Network model").
   double route_latency(const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst) const;
 
+  /// The host a flow between GPU `end` and GPU `peer` has at `end`: the GPU's own where the platform built its node;
+  /// on the symmetric platform, for a GPU off node 0, the stand-in behind the NIC the flow crosses on node 0, that of
+  /// `peer` (remote(nic_of(peer))). Throws core::InternalError when neither GPU's node was built.
+  simgrid::s4u::Host* flow_end(spec::Gpu end, spec::Gpu peer) const;
+  /// The route of a flow from GPU `a` to GPU `b` (a != b) between their flow ends: on the full platform, a route
+  /// across nodes exists for the PlatformOptions::inter_node_pairs only; on the symmetric platform, a GPU off node 0
+  /// is its stand-in (flow_end), and the route holds node 0's half of the way.
+  Route route(spec::Gpu a, spec::Gpu b) const;
+
 private:
+  int G_ = 1;    ///< GPUs per node
+  int nics_ = 0; ///< NICs per node
   std::vector<std::vector<simgrid::s4u::Host*>> gpus_;
   std::vector<std::vector<simgrid::s4u::Host*>> gpu_memories_;
   std::vector<simgrid::s4u::Host*> cpus_;

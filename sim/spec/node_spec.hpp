@@ -76,6 +76,8 @@ struct NetworkSpec {
   int nics_per_node = 0;
   double latency_s = 0;        ///< one-way NIC-to-NIC
   double oversubscription = 1; ///< 1 = non-blocking
+  /// The fabric kind (the table of platform/fabric.hpp). Scenario files do not choose it yet: the one switch.
+  std::string fabric = "single_switch";
 };
 
 struct ClusterSpec {
