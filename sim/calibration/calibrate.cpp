@@ -3,8 +3,8 @@
 #include "calibration/calibrate.hpp"
 
 #include "core/error.hpp"
+#include "core/text.hpp"
 #include "spec/names.hpp"
-#include "validation/report_text.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -547,8 +547,8 @@ void freeze_unidentified(FitContext& ctx, FitProblem& problem, bool explicit_set
     if (problem.params[j].frozen || !(share[j] > options.identified_share))
       continue;
     const std::string why = names[j] + ": the data fix it less than its prior does (the prior's share of its " +
-                            "variance " + validation::text::fixed(share[j], 2) + " > " +
-                            validation::text::fixed(options.identified_share, 2) + "); left at its prior";
+                            "variance " + core::format_fixed(share[j], 2) + " > " +
+                            core::format_fixed(options.identified_share, 2) + "); left at its prior";
     if (explicit_set)
       ctx.say("warning: " + why);
     ctx.result.uninformed.push_back(why);

@@ -3,20 +3,20 @@
 
 #include "calibration/gemm_fit.hpp"
 #include "calibration/gemm_timings.hpp"
-#include "calibration/measured_runs.hpp"
 #include "calibration/nccl_fit.hpp"
 #include "calibration/synthetic.hpp"
+#include "config/measured_runs.hpp"
 #include "config/scenario_loader.hpp"
+#include "core/csv.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/json.hpp"
-#include "validation/csv.hpp"
-#include "validation/report_text.hpp"
+#include "core/stats.hpp"
+#include "core/text.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -25,24 +25,22 @@ namespace zerosim::calibration {
 namespace {
 
 using validation::TimeMetric;
-using validation::text::fixed;
-using validation::text::signed_pct;
 
 /// The validation metric a measured figure is compared as.
-std::optional<TimeMetric> metric_of(MeasuredFigure f, FigureDefinition d)
+std::optional<TimeMetric> metric_of(config::MeasuredFigure f, config::FigureDefinition d)
 {
   switch (f) {
-  case MeasuredFigure::STEP_TIME_S:
+  case config::MeasuredFigure::STEP_TIME_S:
     return TimeMetric::STEP_TIME;
-  case MeasuredFigure::TOKENS_PER_S:
+  case config::MeasuredFigure::TOKENS_PER_S:
     return TimeMetric::TOKENS_PER_S_TOTAL;
-  case MeasuredFigure::SAMPLES_PER_S:
+  case config::MeasuredFigure::SAMPLES_PER_S:
     return TimeMetric::SAMPLES_PER_S;
-  case MeasuredFigure::TFLOPS_PER_GPU:
-    return d == FigureDefinition::HARDWARE ? TimeMetric::TFLOPS_HARDWARE : TimeMetric::TFLOPS_MODEL;
-  case MeasuredFigure::MFU:
+  case config::MeasuredFigure::TFLOPS_PER_GPU:
+    return d == config::FigureDefinition::HARDWARE ? TimeMetric::TFLOPS_HARDWARE : TimeMetric::TFLOPS_MODEL;
+  case config::MeasuredFigure::MFU:
     return TimeMetric::MFU;
-  case MeasuredFigure::PEAK_MEMORY_BYTES:
+  case config::MeasuredFigure::PEAK_MEMORY_BYTES:
     return std::nullopt;
   }
   return std::nullopt;
@@ -68,17 +66,17 @@ Observation observation(const spec::Scenario& s, TimeMetric m, double value, con
 
 std::string pct(double v)
 {
-  return fixed(v, 1) + " %";
+  return core::format_fixed(v, 1) + " %";
 }
 
 /// Error statistics of the rows' figures from `pick` (nullopt: the row has none).
-template <class Pick> validation::ErrorStats stats_of(const std::vector<RowResult>& rows, Pick pick)
+template <class Pick> core::ErrorStats stats_of(const std::vector<RowResult>& rows, Pick pick)
 {
   std::vector<double> e;
   for (const RowResult& r : rows)
     if (std::optional<double> v = pick(r))
       e.push_back(row_error_pct(r, *v));
-  return validation::error_stats("", e);
+  return core::error_stats("", e);
 }
 
 /// The median over sources of each source's median |error|.
@@ -90,22 +88,22 @@ template <class Pick> double median_of_source_medians(const std::vector<RowResul
       by[r.source].push_back(row_error_pct(r, *v));
   std::vector<double> medians;
   for (auto& [s, e] : by)
-    medians.push_back(validation::error_stats("", e).median_abs_pct);
-  return validation::error_stats("", medians).median_abs_pct;
+    medians.push_back(core::error_stats("", e).median_abs_pct);
+  return core::error_stats("", medians).median_abs_pct;
 }
 
-std::string stats_line(const std::string& what, const validation::ErrorStats& s, double source_median)
+std::string stats_line(const std::string& what, const core::ErrorStats& s, double source_median)
 {
   return "| " + what + " | " + std::to_string(s.n) + " | " + pct(s.median_abs_pct) + " | " + pct(s.p90_abs_pct) +
-         " | " + signed_pct(s.median_signed_pct) + " | " + pct(source_median) + " |\n";
+         " | " + core::format_signed_pct(s.median_signed_pct, 1) + " | " + pct(source_median) + " |\n";
 }
 
 } // namespace
 
 bool is_validation_csv(const std::string& csv)
 {
-  const std::string text = read_input_file(csv);
-  const std::vector<std::vector<std::string>> recs = validation::parse_csv(text.substr(0, text.find('\n') + 1), csv);
+  const std::string text = config::read_input_file(csv);
+  const std::vector<std::vector<std::string>> recs = core::parse_csv(text.substr(0, text.find('\n') + 1), csv);
   if (recs.empty())
     return false;
   const auto& h = recs.front();
@@ -138,7 +136,7 @@ std::vector<Observation> observations_from_runs(const std::string& csv, const st
                                                 std::vector<std::string>& skipped)
 {
   std::vector<Observation> out;
-  for (const MeasuredRun& run : read_measured_runs(csv)) {
+  for (const config::MeasuredRun& run : config::read_measured_runs(csv)) {
     const std::string label = run.file + ":" + std::to_string(run.line);
     const std::optional<TimeMetric> m = metric_of(run.figure, run.definition);
     if (!m) {
@@ -194,10 +192,10 @@ std::string render_calibration_markdown(const CalibrationResult& r)
       note += "AT ITS BOUND; ";
     if (p.sources.size() == 1)
       note += "one source informs it (" + p.sources.front() + "): at its prior in that source's fold; ";
-    md << "| " << p.name << " | " << fixed(p.value, 3) << " | " << fixed(p.sigma_ln, 3) << " | [" << p.family.lower
-       << ", " << p.family.upper << "] | " << p.rows << " | " << p.sources.size() << " | ";
+    md << "| " << p.name << " | " << core::format_fixed(p.value, 3) << " | " << core::format_fixed(p.sigma_ln, 3)
+       << " | [" << p.family.lower << ", " << p.family.upper << "] | " << p.rows << " | " << p.sources.size() << " | ";
     if (p.loso_min && p.loso_max)
-      md << fixed(*p.loso_min, 3) << " - " << fixed(*p.loso_max, 3);
+      md << core::format_fixed(*p.loso_min, 3) << " - " << core::format_fixed(*p.loso_max, 3);
     md << " | " << note << " |\n";
   }
   for (const std::string& u : r.uninformed)
@@ -291,10 +289,10 @@ std::vector<NcclResult> fit_nccl(const CalibrateArgs& a)
     r.multiplier = r.fit.model == "planner" ? r.fit.multiplier : nccl_busbw_multiplier(r.table, r.fit, node);
     const spec::ParamFamilyInfo f = *spec::param_family_of(r.param);
     if (r.multiplier < f.lower || r.multiplier > f.upper)
-      throw core::InputError(r.file + ": its bus bandwidth " + fixed(r.fit.busbw_GBps, 1) + " GB/s is " +
-                             fixed(r.multiplier, 3) + "x the model's prior for " + r.param + " on node " + node.name +
-                             ", outside the family's bounds [" + fixed(f.lower, 2) + ", " + fixed(f.upper, 2) +
-                             "]: is --node the node the table ran on?");
+      throw core::InputError(r.file + ": its bus bandwidth " + core::format_fixed(r.fit.busbw_GBps, 1) + " GB/s is " +
+                             core::format_fixed(r.multiplier, 3) + "x the model's prior for " + r.param + " on node " +
+                             node.name + ", outside the family's bounds [" + core::format_fixed(f.lower, 2) + ", " +
+                             core::format_fixed(f.upper, 2) + "]: is --node the node the table ran on?");
     out.push_back(r);
   }
   return out;
@@ -331,10 +329,10 @@ std::string nccl_markdown(const std::vector<NcclResult>& nccl)
         "at the prior | parameter | multiplier |\n|---|---|---|---|---:|---:|---:|---:|---|---:|\n";
   for (const NcclResult& n : nccl)
     md << "| " << n.file << " | " << to_string(n.table.collective) << " | " << n.table.ranks << " x " << n.nodes
-       << " | " << n.fit.model << " | " << fixed(n.fit.busbw_GBps, 1) << " | " << fixed(n.fit.latency_us, 1) << " | "
-       << pct(n.fit.max_deviation_pct) << " (" << n.fit.checked << " sizes) | "
-       << (n.fit.model == "planner" ? pct(n.fit.prior_max_deviation_pct) : std::string("none")) << " | " << n.param
-       << " | " << fixed(n.multiplier, 3) << " |\n";
+       << " | " << n.fit.model << " | " << core::format_fixed(n.fit.busbw_GBps, 1) << " | "
+       << core::format_fixed(n.fit.latency_us, 1) << " | " << pct(n.fit.max_deviation_pct) << " (" << n.fit.checked
+       << " sizes) | " << (n.fit.model == "planner" ? pct(n.fit.prior_max_deviation_pct) : std::string("none")) << " | "
+       << n.param << " | " << core::format_fixed(n.multiplier, 3) << " |\n";
   return md.str();
 }
 
@@ -355,8 +353,8 @@ std::string gemm_markdown(const GemmFit& g, const std::string& file)
   return "## GEMM sweep\n\n| timings | fitted | fp32 left out | parameter | multiplier | median abs error, prior -> "
          "fitted |\n|---|---:|---:|---|---:|---|\n| " +
          file + " | " + std::to_string(g.rows) + " | " + std::to_string(g.skipped_fp32) + " | " + g.param + " | " +
-         fixed(g.multiplier, 3) + (g.at_bound ? " (AT ITS BOUND)" : "") + " | " + pct(g.prior_median_abs_pct) + " -> " +
-         pct(g.fitted_median_abs_pct) + " |\n";
+         core::format_fixed(g.multiplier, 3) + (g.at_bound ? " (AT ITS BOUND)" : "") + " | " +
+         pct(g.prior_median_abs_pct) + " -> " + pct(g.fitted_median_abs_pct) + " |\n";
 }
 
 core::Json gemm_json(const GemmFit& g)
@@ -399,14 +397,6 @@ void add_nccl_params(config::CalibrationProfile& p, const std::vector<NcclResult
   }
 }
 
-void write_profile(const std::string& path, const config::CalibrationProfile& p)
-{
-  std::ofstream f(path, std::ios::binary);
-  if (!f)
-    throw core::InputError("zerosim calibrate: --out: cannot write " + path);
-  f << config::calibration_profile_yaml(p);
-}
-
 /// `calibrate --nccl` / `--gemm` without runs: the parts' parameters; every other parameter keeps the value of
 /// --calibration's profile (or its prior).
 int parts_only(const CalibrateArgs& a, const std::vector<NcclResult>& nccl, const std::optional<GemmFit>& gemm,
@@ -425,7 +415,7 @@ int parts_only(const CalibrateArgs& a, const std::vector<NcclResult>& nccl, cons
     }
     add_nccl_params(p, nccl, fixed_params);
     std::sort(p.parameters.begin(), p.parameters.end(), [](const auto& x, const auto& y) { return x.name < y.name; });
-    write_profile(a.out, p);
+    core::write_file(a.out, config::calibration_profile_yaml(p));
   }
   if (a.json) {
     core::Json j = core::Json::object({{"nccl", nccl_json(nccl)}});
@@ -458,7 +448,7 @@ std::optional<SyntheticOptions> synthetic_options(const CalibrateArgs& a)
   if (!(a.noise >= 0 && a.noise < 1))
     throw core::InputError("zerosim calibrate: --noise: expected a standard deviation in ln in [0, 1) (0.03 for 3 %), "
                            "found " +
-                           fixed(a.noise, 6));
+                           core::format_fixed(a.noise, 6));
   if (!core::is_regular_file(a.synthetic, "zerosim calibrate: --synthetic"))
     throw core::InputError("zerosim calibrate: --synthetic: expected a calibration profile file with the true "
                            "multipliers (docs/calibration.md \"The profile\"), found no file at '" +
@@ -494,11 +484,12 @@ config::CalibrationProfile profile_of(const CalibrateArgs& a, const CalibrationR
   std::set<std::string> sources;
   for (const RowResult& x : r.rows)
     sources.insert(x.source);
-  p.fitted_on = std::to_string(r.rows.size()) + (synthetic ? " synthetic" : "") + " whole-step figures from " +
-                std::to_string(sources.size()) + " sources" +
-                (synthetic ? " (made at " + synthetic->truth_file + ", noise " + fixed(synthetic->noise, 3) +
-                                 ", seed " + std::to_string(synthetic->seed) + ")"
-                           : std::string());
+  p.fitted_on =
+      std::to_string(r.rows.size()) + (synthetic ? " synthetic" : "") + " whole-step figures from " +
+      std::to_string(sources.size()) + " sources" +
+      (synthetic ? " (made at " + synthetic->truth_file + ", noise " + core::format_fixed(synthetic->noise, 3) +
+                       ", seed " + std::to_string(synthetic->seed) + ")"
+                 : std::string());
   for (const ParameterResult& q : r.params) {
     config::CalibrationProfile::Parameter pp = profile_parameter(q.name, q.value, "");
     pp.uncertainty = q.sigma_ln;
@@ -516,14 +507,14 @@ config::CalibrationProfile profile_of(const CalibrateArgs& a, const CalibrationR
   std::sort(p.parameters.begin(), p.parameters.end(), [](const auto& x, const auto& y) { return x.name < y.name; });
   auto loso = [](const RowResult& x) { return x.loso; };
   auto fitted = [](const RowResult& x) -> std::optional<double> { return x.fitted; };
-  const validation::ErrorStats in = stats_of(r.rows, fitted);
+  const core::ErrorStats in = stats_of(r.rows, fitted);
   p.fit.emplace_back("in_sample", "median |error| " + pct(in.median_abs_pct) + ", p90 " + pct(in.p90_abs_pct) +
-                                      ", median signed " + signed_pct(in.median_signed_pct));
+                                      ", median signed " + core::format_signed_pct(in.median_signed_pct, 1));
   if (!r.folds.empty()) {
-    const validation::ErrorStats lo = stats_of(r.rows, loso);
+    const core::ErrorStats lo = stats_of(r.rows, loso);
     p.fit.emplace_back("leave_one_source_out", "median |error| " + pct(lo.median_abs_pct) + ", p90 " +
                                                    pct(lo.p90_abs_pct) + ", median signed " +
-                                                   signed_pct(lo.median_signed_pct));
+                                                   core::format_signed_pct(lo.median_signed_pct, 1));
   }
   // The accuracy band per group, from the held-out predictions (zerosim run prints it beside its figures).
   std::map<std::string, std::vector<RowResult>> by_group;
@@ -531,7 +522,7 @@ config::CalibrationProfile profile_of(const CalibrateArgs& a, const CalibrationR
     by_group[x.group].push_back(x);
   if (!r.folds.empty())
     for (const auto& [group, rows] : by_group) {
-      const validation::ErrorStats g = stats_of(rows, loso);
+      const core::ErrorStats g = stats_of(rows, loso);
       if (g.n == 0)
         continue;
       spec::AccuracyBand b;
@@ -586,7 +577,8 @@ int calibrate_command(const CalibrateArgs& a, std::ostream& out, std::ostream& p
   const BatchPredictor predict = pool_predictor(a.jobs, 300);
   if (synthetic) {
     progress << "calibrate: synthetic measurements at " << synthetic->truth_file << ", noise "
-             << fixed(synthetic->noise, 3) << ", seed " << synthetic->seed << ": " << obs.size() << " simulations\n";
+             << core::format_fixed(synthetic->noise, 3) << ", seed " << synthetic->seed << ": " << obs.size()
+             << " simulations\n";
     obs = synthesize(obs, *synthetic, predict, skipped);
   }
   CalibrateOptions opts;
@@ -605,7 +597,7 @@ int calibrate_command(const CalibrateArgs& a, std::ostream& out, std::ostream& p
   }
 
   if (!a.out.empty())
-    write_profile(a.out, profile_of(a, r, synthetic, nccl, fixed_params));
+    core::write_file(a.out, config::calibration_profile_yaml(profile_of(a, r, synthetic, nccl, fixed_params)));
 
   if (a.json) {
     core::Json params = core::Json::array();

@@ -3,8 +3,8 @@
 
 #include "compute/compute_model.hpp"
 #include "core/error.hpp"
+#include "core/stats.hpp"
 #include "spec/calibration_spec.hpp"
-#include "validation/memory_validation.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -105,8 +105,8 @@ GemmFit fit_gemm_timings(const std::vector<GemmTiming>& timings, const spec::Sce
     before.push_back(100.0 * (model_gemm_seconds(*g, s, 1.0) / g->seconds - 1.0));
     after.push_back(100.0 * (model_gemm_seconds(*g, s, f.multiplier) / g->seconds - 1.0));
   }
-  f.prior_median_abs_pct = validation::error_stats("", before).median_abs_pct;
-  f.fitted_median_abs_pct = validation::error_stats("", after).median_abs_pct;
+  f.prior_median_abs_pct = core::error_stats("", before).median_abs_pct;
+  f.fitted_median_abs_pct = core::error_stats("", after).median_abs_pct;
   return f;
 }
 

@@ -1,6 +1,6 @@
 #include "calibration/gemm_timings.hpp"
 
-#include "calibration/measured_runs.hpp"
+#include "config/measured_runs.hpp"
 
 namespace zerosim::calibration {
 
@@ -18,13 +18,13 @@ const std::vector<std::string>& gemm_dtypes()
 
 std::vector<GemmTiming> read_gemm_timings_text(std::string_view text, const std::string& file)
 {
-  InputTable t = read_input_table(text, file, gemm_timing_columns(), "GEMM timings");
+  config::InputTable t = config::read_input_table(text, file, gemm_timing_columns(), "GEMM timings");
   std::vector<GemmTiming> timings;
   for (std::size_t r = 0; r < t.rows.size(); ++r) {
     GemmTiming g;
     g.line = t.lines[r];
     for (auto [column, out] : {std::pair{"m", &g.m}, std::pair{"n", &g.n}, std::pair{"k", &g.k}}) {
-      auto v = parse_positive_integer(t.field(r, column));
+      auto v = config::parse_positive_integer(t.field(r, column));
       if (!v)
         t.fail(r, column, "a positive integer (digits only, at most 9223372036854775807)");
       *out = *v;
@@ -35,10 +35,10 @@ std::vector<GemmTiming> read_gemm_timings_text(std::string_view text, const std:
     for (const auto& d : gemm_dtypes())
       known = known || d == dtype;
     if (!known)
-      t.fail(r, "dtype", "one of bf16, fp16, fp32, tf32", suggestion_note(dtype, gemm_dtypes()));
+      t.fail(r, "dtype", "one of bf16, fp16, fp32, tf32", config::suggestion_note(dtype, gemm_dtypes()));
     g.dtype = dtype;
 
-    auto s = parse_positive_number(t.field(r, "seconds"));
+    auto s = config::parse_positive_number(t.field(r, "seconds"));
     if (!s)
       t.fail(r, "seconds",
              "a positive finite number of seconds (plain decimal or scientific notation, no sign, "
@@ -51,7 +51,7 @@ std::vector<GemmTiming> read_gemm_timings_text(std::string_view text, const std:
 
 std::vector<GemmTiming> read_gemm_timings(const std::string& path)
 {
-  return read_gemm_timings_text(read_input_file(path), path);
+  return read_gemm_timings_text(config::read_input_file(path), path);
 }
 
 double achieved_flops(const GemmTiming& timing)

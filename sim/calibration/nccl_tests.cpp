@@ -1,7 +1,7 @@
 #include "calibration/nccl_tests.hpp"
 
-#include "calibration/measured_runs.hpp"
 #include "calibration/nccl_text.hpp"
+#include "config/measured_runs.hpp"
 
 #include "core/error.hpp"
 
@@ -794,7 +794,7 @@ NcclTestsTable parse_nccl_tests(std::string_view text, const std::string& file, 
 
 NcclTestsTable read_nccl_tests(const std::string& path, std::optional<NcclCollective> hint)
 {
-  return parse_nccl_tests(read_input_file(path, "an nccl-tests output file"), path, hint);
+  return parse_nccl_tests(config::read_input_file(path, "an nccl-tests output file"), path, hint);
 }
 
 } // namespace zerosim::calibration

@@ -1,7 +1,6 @@
 // Synthetic recovery (synthetic.hpp, docs/calibration.md "Synthetic recovery").
 #include "calibration/synthetic.hpp"
-
-#include "validation/report_text.hpp"
+#include "core/text.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -10,8 +9,6 @@
 
 namespace zerosim::calibration {
 namespace {
-
-using validation::text::fixed;
 
 /// splitmix64 (Steele, Lea, Flood 2014): one step of the state, one output.
 std::uint64_t splitmix64(std::uint64_t& state)
@@ -102,12 +99,14 @@ std::string Recovery::verdict() const
     if (!r.judged)
       unjudged += (unjudged.empty() ? "" : ", ") + r.name;
     else if (!within(r))
-      failed += (failed.empty() ? "" : ", ") + r.name +
-                (r.fit ? " (" + validation::text::signed_pct(100.0 * r.error()) +
-                             (r.deviation_sd() ? ", " + fixed(*r.deviation_sd(), 1) + " sd" : std::string()) + ")"
-                       : std::string(" (not fitted)"));
+      failed +=
+          (failed.empty() ? "" : ", ") + r.name +
+          (r.fit
+               ? " (" + core::format_signed_pct(100.0 * r.error(), 1) +
+                     (r.deviation_sd() ? ", " + core::format_fixed(*r.deviation_sd(), 1) + " sd" : std::string()) + ")"
+               : std::string(" (not fitted)"));
   std::string v = std::to_string(recovered()) + " of " + std::to_string(judged()) + " parameters recovered within " +
-                  fixed(100.0 * tolerance, 0) + " % of the truth";
+                  core::format_fixed(100.0 * tolerance, 0) + " % of the truth";
   v = failed.empty() ? "PASS: " + v : "FAIL: " + v + "; not recovered: " + failed;
   if (!unjudged.empty())
     v += "; not fitted (no row informs it, or its prior fixes it more than the data do) and left at the prior, where "
@@ -209,29 +208,32 @@ std::string recovery_markdown(const Recovery& rec, const SyntheticOptions& optio
   md << "## Synthetic recovery\n\n"
      << "The measured values above are synthetic: each of the " << rows
      << " observations' primary figure is the simulator's prediction with the multipliers of " << options.truth_file
-     << " (every other parameter at its prior) times exp(" << fixed(options.noise, 3)
+     << " (every other parameter at its prior) times exp(" << core::format_fixed(options.noise, 3)
      << " z), z standard normal from splitmix64 + Box-Muller seeded by " << options.seed
      << " and the row's label. The fit started at the priors. 1 sd: the fit's own standard deviation of the "
         "multiplier (docs/calibration.md \"Uncertainty\"), as a percentage; off by: ln(fitted / true) in those "
         "standard deviations (within 2 either way: the miss is what these rows can tell). Prior pull: (sd of the fit "
         "/ sd of the prior)^2 in ln, the prior's share of what fixes the parameter (near 1: the data say little and "
         "the fit stays near 1).\n\n"
-     << "| parameter | true | fitted | fitted/true - 1 | within " << fixed(100.0 * rec.tolerance, 0)
+     << "| parameter | true | fitted | fitted/true - 1 | within " << core::format_fixed(100.0 * rec.tolerance, 0)
      << " % | 1 sd | off by | prior pull | rows | sources | note |\n"
         "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---|\n";
   for (const RecoveryRow& r : rec.rows) {
-    md << "| " << r.name << " | " << fixed(r.truth, 3) << " | " << (r.fit ? fixed(r.fitted, 3) : "not fitted") << " | "
-       << (r.fit ? validation::text::signed_pct(100.0 * r.error()) : std::string("-")) << " | "
+    md << "| " << r.name << " | " << core::format_fixed(r.truth, 3) << " | "
+       << (r.fit ? core::format_fixed(r.fitted, 3) : "not fitted") << " | "
+       << (r.fit ? core::format_signed_pct(100.0 * r.error(), 1) : std::string("-")) << " | "
        << (!r.judged       ? "-"
            : rec.within(r) ? "yes"
                            : "no")
-       << " | " << (r.fit && r.sigma_ln ? fixed(100.0 * (std::exp(*r.sigma_ln) - 1.0), 1) + " %" : std::string("-"))
-       << " | " << (r.deviation_sd() ? fixed(*r.deviation_sd(), 1) + " sd" : std::string("-")) << " | "
-       << (r.prior_pull ? fixed(*r.prior_pull, 2) : std::string("-")) << " | " << r.rows << " | " << r.sources << " | "
-       << r.note << " |\n";
+       << " | "
+       << (r.fit && r.sigma_ln ? core::format_fixed(100.0 * (std::exp(*r.sigma_ln) - 1.0), 1) + " %" : std::string("-"))
+       << " | " << (r.deviation_sd() ? core::format_fixed(*r.deviation_sd(), 1) + " sd" : std::string("-")) << " | "
+       << (r.prior_pull ? core::format_fixed(*r.prior_pull, 2) : std::string("-")) << " | " << r.rows << " | "
+       << r.sources << " | " << r.note << " |\n";
   }
   md << "\nThe fit's cost (data and priors, docs/calibration.md \"The fit\") on the simulator's predictions: "
-     << fixed(rec.cost_fit, 1) << " at the fitted multipliers, " << fixed(rec.cost_truth, 1) << " at the true ones ("
+     << core::format_fixed(rec.cost_fit, 1) << " at the fitted multipliers, " << core::format_fixed(rec.cost_truth, 1)
+     << " at the true ones ("
      << (!rec.costs_compare ? "not comparable: a parameter the runs use is held away from its true value"
          : rec.cost_fit <= rec.cost_truth
              ? "the fit reached a point that its own measure prefers to the truth: what it misses is the estimator's "

@@ -1,4 +1,4 @@
-// validate_fit.hpp: the throughput validation judged on the priors, in-sample and leave-one-source-out.
+// validate_fit.hpp: the fit's in-sample and leave-one-source-out errors on the validation's whole-step rows.
 #include "calibration/validate_fit.hpp"
 
 #include "calibration/calibrate.hpp"
@@ -51,35 +51,28 @@ validation::CalibratedErrors calibrated_errors(const CalibrationResult& fit, con
 
 } // namespace
 
-int validate_run_with_fit(const std::string& csv, const std::string& out_dir, std::ostream& out,
-                          const ValidateFitOptions& o)
+validation::CalibratedErrors fit_validation_rows(const std::string& csv, const validation::ValidateRunOptions& o,
+                                                 std::ostream& progress)
 {
-  validation::ThroughputReport r = validation::run_throughput_report(csv, out, o.jobs, 300, o.mechanisms);
+  std::vector<std::string> skipped;
+  std::vector<Observation> obs = observations_from_validation(csv, skipped);
+  for (Observation& ob : obs)
+    ob.c.scenario.mechanisms = o.mechanisms;
+  CalibrateOptions co;
+  co.loso = o.loso;
+  co.progress = &progress;
   validation::CalibratedErrors k;
-  if (!o.fit) {
-    k.not_run = "validate was asked for the priors only (--priors-only)";
-  } else {
-    std::vector<std::string> skipped;
-    std::vector<Observation> obs = observations_from_validation(csv, skipped);
-    for (Observation& ob : obs)
-      ob.c.scenario.mechanisms = o.mechanisms;
-    CalibrateOptions co;
-    co.loso = o.loso;
-    co.progress = &out;
-    try {
-      const CalibrationResult fit = calibrate(obs, co, pool_predictor(o.jobs, 300));
-      k = calibrated_errors(fit, obs);
-      if (!o.loso)
-        k.loso_not_run = "validate was asked for the fit without its folds (--no-loso)";
-    } catch (const core::InputError& e) {
-      k = {};
-      k.not_run = std::string("the fit's guards refused these rows: ") + e.what();
-    }
-    k.command = "zerosim calibrate --runs " + csv + (o.loso ? "" : " --no-loso") + " --jobs " + std::to_string(o.jobs);
+  try {
+    const CalibrationResult fit = calibrate(obs, co, pool_predictor(o.jobs, 300));
+    k = calibrated_errors(fit, obs);
+    if (!o.loso)
+      k.loso_not_run = "validate was asked for the fit without its folds (--no-loso)";
+  } catch (const core::InputError& e) {
+    k = {};
+    k.not_run = std::string("the fit's guards refused these rows: ") + e.what();
   }
-  r.calibrated = k;
-  validation::write_throughput_report(r, out_dir, out);
-  return r.failures.empty() ? 0 : 1;
+  k.command = "zerosim calibrate --runs " + csv + (o.loso ? "" : " --no-loso") + " --jobs " + std::to_string(o.jobs);
+  return k;
 }
 
 } // namespace zerosim::calibration

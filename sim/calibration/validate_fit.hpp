@@ -1,28 +1,21 @@
-// `zerosim validate --run` with the calibration's judgement (docs/validation.md "Calibrated report"): the priors-only
-// throughput validation, then `zerosim calibrate`'s fit and leave-one-source-out folds on the same whole-step rows,
-// written into one report (results/validation/report.md). Lives here, not in validation/, because the fit is the
-// calibration layer's and that layer already depends on the validation's rows and worker pool.
+// The calibration's judgement in `zerosim validate --run` (docs/validation.md "Calibrated report"): `zerosim
+// calibrate`'s fit and leave-one-source-out folds on the whole-step rows of the validation file, as the errors the
+// report shows. The command itself is validation's (validation::validate_run_command); the command line hands it this
+// fit. The fit lives here, above validation, because it fits on validation's cases (validation::ThroughputCase,
+// validation::predict_case) through the validation's worker pool (docs/architecture.md "The layer order").
 #pragma once
 
-#include "spec/scenario_spec.hpp"
+#include "validation/run_validation.hpp"
 
 #include <ostream>
 #include <string>
 
 namespace zerosim::calibration {
 
-struct ValidateFitOptions {
-  int jobs = 2;
-  bool fit = true;  ///< false: priors only (the report says the two calibrated sections were not run)
-  bool loso = true; ///< false: the in-sample fit without its folds
-  spec::Mechanisms mechanisms;
-};
-
-/// Writes report.md and report.csv of `csv` into `out_dir`, progress and the headline to `out`. Returns 0 when every
-/// row was predicted or listed as not covered, 1 when some row failed or timed out. A fit the data cannot support
-/// (the guards of calibrate()) is reported in the sections it would fill, not raised. Throws core::InputError for an
-/// unreadable file.
-int validate_run_with_fit(const std::string& csv, const std::string& out_dir, std::ostream& out,
-                          const ValidateFitOptions& o);
+/// The in-sample and leave-one-source-out errors of every whole-step row of `csv` (observations_from_validation,
+/// with o.mechanisms), the fitted parameters and the fit's figures; progress to `progress`. A fit the data cannot
+/// support (the guards of calibrate()) gives not_run with the reason, not an exception. A validation::RowsFit.
+validation::CalibratedErrors fit_validation_rows(const std::string& csv, const validation::ValidateRunOptions& o,
+                                                 std::ostream& progress);
 
 } // namespace zerosim::calibration

@@ -9,6 +9,7 @@
 #include "config/scenario_loader.hpp"
 #include "config/units.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/json.hpp"
 #include "core/text.hpp"
 #include "engine/engine.hpp"
@@ -32,7 +33,6 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <limits>
 #include <optional>
@@ -84,12 +84,15 @@ spec::Mechanisms mechanisms_of(const Args& a)
   return m;
 }
 
-void write_file(const std::filesystem::path& path, const std::string& text)
+/// What `run --out DIR` and `memory --out DIR` both write: DIR (created), its summary.json (the --json object) and
+/// scenario.resolved.yaml.
+std::filesystem::path write_out_dir(const std::string& out_dir, const core::Json& summary, const spec::Scenario& s)
 {
-  std::ofstream f(path, std::ios::binary);
-  f << text;
-  if (!f)
-    throw core::InputError("zerosim: --out: cannot write " + path.string());
+  core::create_directories(out_dir, "--out");
+  const std::filesystem::path dir(out_dir);
+  core::write_file(dir / "summary.json", core::dump_json(summary, 2) + "\n");
+  core::write_file(dir / "scenario.resolved.yaml", config::resolved_yaml(s));
+  return dir;
 }
 
 int memory_estimator(const Args& a, std::ostream& out)
@@ -148,15 +151,8 @@ int memory_command(const Args& a, std::ostream& out)
     out << core::dump_json(j, 2) << "\n";
   else
     out << report::memory_table(s, params, r.report, r.ladder);
-  if (a.out_dir) {
-    std::filesystem::path dir(*a.out_dir);
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec)
-      throw core::InputError("zerosim: --out: cannot create " + dir.string() + ": " + ec.message());
-    write_file(dir / "summary.json", core::dump_json(j, 2) + "\n");
-    write_file(dir / "scenario.resolved.yaml", config::resolved_yaml(s));
-  }
+  if (a.out_dir)
+    write_out_dir(*a.out_dir, j, s);
   return 0;
 }
 
@@ -205,17 +201,11 @@ int run_scenario_command(const Args& a, std::ostream& out, std::ostream& err)
   else
     report::write_run_summary(out, s, result);
   if (a.out_dir) {
-    std::filesystem::path dir(*a.out_dir);
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec)
-      throw core::InputError("zerosim: --out: cannot create " + dir.string() + ": " + ec.message());
-    write_file(dir / "summary.json", core::dump_json(j, 2) + "\n");
-    write_file(dir / "scenario.resolved.yaml", config::resolved_yaml(s));
+    const std::filesystem::path dir = write_out_dir(*a.out_dir, j, s);
     if (a.trace) {
       std::ostringstream trace;
       report::write_trace(trace, s, result.timeline);
-      write_file(dir / "trace.json", trace.str());
+      core::write_file(dir / "trace.json", trace.str());
     }
     if (a.plots) {
       std::string notice;
@@ -272,12 +262,12 @@ int validate_command(const Args& a, std::ostream& out)
   if (a.memory || both)
     status = std::max(status, validation::validate_memory_command(csv, dir, out, mechanisms_of(a)));
   if (a.run || both) {
-    calibration::ValidateFitOptions vo;
+    validation::ValidateRunOptions vo;
     vo.jobs = jobs;
     vo.fit = !a.priors_only;
     vo.loso = !a.no_loso;
     vo.mechanisms = mechanisms_of(a);
-    status = std::max(status, calibration::validate_run_with_fit(csv, dir, out, vo));
+    status = std::max(status, validation::validate_run_command(csv, dir, out, vo, calibration::fit_validation_rows));
   }
   return status;
 }

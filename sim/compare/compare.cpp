@@ -1,14 +1,15 @@
 #include "compare/compare.hpp"
 
-#include "calibration/measured_runs.hpp"
 #include "compare/training_logs.hpp"
+#include "config/measured_runs.hpp"
+#include "core/bytes.hpp"
+#include "core/csv.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/gnuplot.hpp"
 #include "core/json.hpp"
 #include "core/worker_pool.hpp"
-#include "sweep/sweep.hpp"
-#include "validation/csv.hpp"
+#include "report/run_report.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -16,7 +17,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -24,11 +24,9 @@ namespace zerosim::compare {
 
 namespace fs = std::filesystem;
 using core::Json;
-using sweep::number_at;
+using core::number_at;
 
 namespace {
-
-constexpr double GIB = 1024.0 * 1024.0 * 1024.0;
 
 } // namespace
 
@@ -53,7 +51,7 @@ namespace {
 std::string shown(const std::string& figure, double v)
 {
   if (figure.rfind("peak GPU memory", 0) == 0)
-    return four_significant_figures(v / GIB) + " GiB";
+    return four_significant_figures(v / core::GIB) + " GiB";
   if (figure == "MFU")
     return four_significant_figures(100.0 * v) + " %";
   if (figure == "step time (s)")
@@ -96,10 +94,10 @@ std::optional<double> predicted_of(LogFigure f, const Json& r)
 }
 
 /// The figure name and prediction of a measured-runs CSV row.
-std::pair<std::string, std::optional<double>> predicted_of(const calibration::MeasuredRun& m, const Json& r)
+std::pair<std::string, std::optional<double>> predicted_of(const config::MeasuredRun& m, const Json& r)
 {
-  using calibration::FigureDefinition;
-  using calibration::MeasuredFigure;
+  using config::FigureDefinition;
+  using config::MeasuredFigure;
   switch (m.figure) {
   case MeasuredFigure::STEP_TIME_S:
     return {"step time (s)", number_at(r, {"step_time_s"})};
@@ -133,13 +131,7 @@ std::map<std::string, Json> simulate_all(const std::vector<std::string>& scenari
   pool.time_limit_s = 600;
   core::run_pool(
       core::count_to(scenarios.size()),
-      [&](std::size_t i) {
-        sweep::Plan plan;
-        plan.scenario = scenarios[i];
-        plan.sets = o.sets;
-        plan.calibration = o.calibration;
-        return sweep::simulate_point(plan, {});
-      },
+      [&](std::size_t i) { return report::run_json_line(scenarios[i], o.sets, o.calibration); },
       [&](std::size_t i, const core::WorkOutcome& w) {
         if (w.status == core::WorkStatus::DONE) {
           out[scenarios[i]] = Json::parse(w.payload);
@@ -162,14 +154,14 @@ std::string run_label(const Comparison& c, bool by_scenario)
 /// compare.csv: every row of the table, numbers in full precision, memory in bytes.
 void write_csv(const fs::path& dir, const std::vector<Comparison>& rows)
 {
-  std::string text = validation::csv_record(
+  std::string text = core::csv_record(
       {"figure", "measured", "predicted", "error_pct", "fits", "shortfall_bytes", "scenario", "from", "note"});
   for (const Comparison& c : rows)
-    text += validation::csv_record({c.figure, core::dump_json(Json(c.measured), -1),
-                                    core::dump_json(Json(c.predicted), -1), core::dump_json(Json(c.error_pct), -1),
-                                    c.fits ? "true" : "false", core::dump_json(Json(c.shortfall_bytes), -1),
-                                    fs::path(c.scenario).filename().string(), c.what, c.note});
-  sweep::write_file(dir / "compare.csv", text);
+    text += core::csv_record({c.figure, core::dump_json(Json(c.measured), -1), core::dump_json(Json(c.predicted), -1),
+                              core::dump_json(Json(c.error_pct), -1), c.fits ? "true" : "false",
+                              core::dump_json(Json(c.shortfall_bytes), -1), fs::path(c.scenario).filename().string(),
+                              c.what, c.note});
+  core::write_file(dir / "compare.csv", text);
 }
 
 /// The signed error of every row as a bar (errors.dat, errors.gp, errors.svg, errors.png): one block, colour and
@@ -199,7 +191,7 @@ void error_bars(const std::vector<Comparison>& rows, bool by_scenario, const fs:
     }
     dat << "\n\n";
   }
-  sweep::write_file(dir / "errors.dat", dat.str());
+  core::write_file(dir / "errors.dat", dat.str());
   // The y range holds zero and every bar with a margin; an error of 0 everywhere still gets an axis.
   const double span = std::max(high - low, 1.0);
   std::ostringstream body;
@@ -221,8 +213,8 @@ void error_bars(const std::vector<Comparison>& rows, bool by_scenario, const fs:
       body << ", 'errors.dat' index " << i << " using 1:($3 == 0 ? $2 : 1/0) with points pt 2 ps 2 lw 2 lc rgb 'red' "
            << (i == 0 ? "title 'prediction does not fit in GPU memory'" : "notitle");
   body << "\n";
-  sweep::write_file(dir / "errors.gp",
-                    core::two_terminal_script("errors", body.str(), "zerosim compare (docs/compare.md)"));
+  core::write_file(dir / "errors.gp",
+                   core::two_terminal_script("errors", body.str(), "zerosim compare (docs/compare.md)"));
   std::string notice;
   if (core::gnuplot_draw(dir.string(), "errors", notice))
     out << "compare: error bars " << (dir / "errors.svg").string() << ", " << (dir / "errors.png").string() << "\n";
@@ -263,7 +255,7 @@ void print_unfit(const std::map<std::string, Json>& predicted, std::ostream& out
   for (const auto& [scenario, r] : predicted)
     if (const auto [fits, shortfall] = fit_of(r); !fits)
       out << "compare: " << fs::path(scenario).filename().string() << " does not fit as predicted (short by "
-          << four_significant_figures(shortfall / GIB)
+          << four_significant_figures(shortfall / core::GIB)
           << " GiB): a real run of it would stop out of memory, so its rows (fits NO) compare a run that could "
              "not have happened\n";
 }
@@ -279,9 +271,9 @@ int compare(const CompareOptions& o, std::ostream& out, std::ostream& err)
   if (by_scenario) {
     if (!o.scenario.empty() || !o.logs.empty())
       throw core::InputError("compare: give SCENARIO LOG... or --runs CSV, not both");
-    std::vector<calibration::MeasuredRun> runs;
+    std::vector<config::MeasuredRun> runs;
     for (const std::string& csv : o.runs)
-      for (calibration::MeasuredRun& r : calibration::read_measured_runs(csv))
+      for (config::MeasuredRun& r : config::read_measured_runs(csv))
         runs.push_back(std::move(r));
     std::vector<std::string> scenarios;
     for (const auto& r : runs)
@@ -342,11 +334,9 @@ int compare(const CompareOptions& o, std::ostream& out, std::ostream& err)
         << " steps are skipped as warm-up: --skip N takes fewer)\n";
     return failed > 0 ? 1 : 0;
   }
-  // Without --out, a new folder of its own (core::new_output_dir), named after the scenario or the first CSV.
-  const std::string stem = fs::path(by_scenario ? o.runs.front() : o.scenario).stem().string();
+  // Without --out, a new folder of its own (core::output_dir), named after the scenario or the first CSV.
   const fs::path dir =
-      o.out_dir.empty() ? fs::path(core::new_output_dir(stem + ".compare", "compare")) : fs::path(o.out_dir);
-  core::create_directories(dir.string(), "compare: --out");
+      core::output_dir(o.out_dir, fs::path(by_scenario ? o.runs.front() : o.scenario).stem().string(), "compare");
   print_unfit(predicted, out);
   out << "compare: + = predicted faster (rates, times) or larger (memory) than measured; measured and predicted to 4 "
          "significant figures\n\n";

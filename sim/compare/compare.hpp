@@ -1,5 +1,5 @@
 // `zerosim compare` (docs/compare.md): a scenario's predictions beside what real runs measured, read from their logs
-// (training_logs.hpp) or from a measured-runs CSV (calibration/measured_runs.hpp), each figure in its own definition
+// (training_logs.hpp) or from a measured-runs CSV (config/measured_runs.hpp), each figure in its own definition
 // (model or hardware TFLOPs, allocated or reserved memory), with the signed error and whether the prediction fits,
 // written to compare.csv and drawn as one bar per row (errors.png).
 #pragma once
@@ -18,7 +18,7 @@ struct CompareOptions {
   std::string calibration;
   int skip = 2;        ///< warm-up steps left out of each log (--skip N)
   int jobs = 1;        ///< simulations at once (--runs)
-  std::string out_dir; ///< the files' folder ("" : a new folder <stem>.compare[-N], core::new_output_dir)
+  std::string out_dir; ///< the files' folder ("" : a new folder <stem>.compare[-N], core::output_dir)
 };
 
 /// One measured figure beside its prediction.

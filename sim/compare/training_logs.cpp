@@ -1,5 +1,6 @@
 #include "compare/training_logs.hpp"
 
+#include "core/bytes.hpp"
 #include "core/error.hpp"
 #include "core/json.hpp"
 #include "core/text.hpp"
@@ -15,9 +16,6 @@ namespace zerosim::compare {
 namespace {
 
 using core::trim;
-
-constexpr double MIB = 1024.0 * 1024.0;
-constexpr double GIB = 1024.0 * MIB;
 
 /// The text without ANSI colour sequences (torchtitan colours its step lines).
 std::string strip_ansi(const std::string& s)
@@ -113,9 +111,9 @@ void parse_megatron(const std::string& text, TrainingLog& log)
       const std::string rest = m[2];
       std::smatch v;
       if (std::regex_search(rest, v, max_alloc))
-        s.figures.emplace_back(LogFigure::PEAK_ALLOCATED_BYTES, number(v[1]) * MIB);
+        s.figures.emplace_back(LogFigure::PEAK_ALLOCATED_BYTES, number(v[1]) * core::MIB);
       if (std::regex_search(rest, v, max_res))
-        s.figures.emplace_back(LogFigure::PEAK_RESERVED_BYTES, number(v[1]) * MIB);
+        s.figures.emplace_back(LogFigure::PEAK_RESERVED_BYTES, number(v[1]) * core::MIB);
     }
   }
   log.notes.push_back("elapsed time per iteration: the optimizer step's wall time");
@@ -142,7 +140,7 @@ void parse_deepspeed_timer(const std::string& text, TrainingLog& log)
     s.figures.emplace_back(LogFigure::SAMPLES_PER_S, number(m[2]));
     std::smatch v;
     if (std::regex_search(line, v, max_mem))
-      s.figures.emplace_back(LogFigure::PEAK_ALLOCATED_BYTES, number(v[1]) * GIB);
+      s.figures.emplace_back(LogFigure::PEAK_ALLOCATED_BYTES, number(v[1]) * core::GIB);
   }
   log.notes.push_back("CurrSamplesPerSec: the train batch (all GPUs) over the step's time, per step");
   log.notes.push_back("MaxMemAllocated: torch's max allocated, in DeepSpeed's GB of 2^30 bytes");
@@ -206,7 +204,7 @@ void parse_torchtitan(const std::string& text, TrainingLog& log)
     LogStep& s = step_entry(log, std::stol(m[1]));
     std::smatch v;
     if (std::regex_search(line, v, mem_re))
-      s.figures.emplace_back(LogFigure::PEAK_RESERVED_BYTES, number(v[1]) * GIB);
+      s.figures.emplace_back(LogFigure::PEAK_RESERVED_BYTES, number(v[1]) * core::GIB);
     if (std::regex_search(line, v, tps_re))
       s.figures.emplace_back(LogFigure::TOKENS_PER_S_PER_GPU, number(v[1]));
     if (std::regex_search(line, v, tflops_re))

@@ -2,7 +2,9 @@
 
 #include "core/error.hpp"
 
+#include <cerrno>
 #include <filesystem>
+#include <fstream>
 #include <system_error>
 
 namespace zerosim::core {
@@ -73,6 +75,28 @@ std::string new_output_dir(const std::string& base, const std::string& what)
   message += std::to_string(MOST);
   message += " all exist: give --out DIR";
   throw InputError(message);
+}
+
+std::string output_dir(const std::string& out, const std::string& stem, const std::string& command)
+{
+  if (out.empty())
+    return new_output_dir(stem + "." + command, command);
+  create_directories(out, command + ": --out");
+  return out;
+}
+
+void write_file(const fs::path& path, const std::string& text)
+{
+  const std::string tmp = path.string() + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!(f << text) || !f.flush())
+      fail("zerosim", "write", tmp, std::error_code(errno, std::generic_category()));
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec)
+    fail("zerosim", "write", path.string(), ec);
 }
 
 } // namespace zerosim::core

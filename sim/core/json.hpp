@@ -7,7 +7,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,19 @@ using Json = nlohmann::basic_json<nlohmann::ordered_map, std::vector, std::strin
 inline std::string dump_json(const Json& j, int indent)
 {
   return j.dump(indent, ' ', false, Json::error_handler_t::replace);
+}
+
+/// The number at `path` in an object (`{"tflops_per_gpu", "model"}` of `zerosim run --json`'s), or nothing when it is
+/// absent or not a number.
+inline std::optional<double> number_at(const Json& j, std::initializer_list<const char*> path)
+{
+  const Json* v = &j;
+  for (const char* k : path) {
+    if (!v->is_object() || !v->contains(k))
+      return std::nullopt;
+    v = &(*v)[k];
+  }
+  return v->is_number() ? std::optional<double>(v->get<double>()) : std::nullopt;
 }
 
 } // namespace zerosim::core

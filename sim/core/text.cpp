@@ -44,30 +44,6 @@ std::string did_you_mean(std::string_view word, const std::vector<std::string>& 
   return best_d <= limit ? best : std::string();
 }
 
-std::string format_gib(std::int64_t bytes)
-{
-  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (std::fabs(v) >= 1024.0 && u < 4) {
-    v /= 1024.0;
-    ++u;
-  }
-  char buf[64];
-  if (u == 0)
-    std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
-  else
-    std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
-  return buf;
-}
-
-std::string format_bytes(std::int64_t bytes)
-{
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "%.2f GB (%s)", static_cast<double>(bytes) / 1e9, format_gib(bytes).c_str());
-  return buf;
-}
-
 std::string trim(std::string_view s)
 {
   const auto b = s.find_first_not_of(" \t\r");
@@ -126,6 +102,14 @@ std::string format_signed_pct(double v, int decimals)
   char buf[64];
   std::snprintf(buf, sizeof buf, "%+.*f %%", decimals, v);
   return buf;
+}
+
+std::string markdown_cell(std::string s)
+{
+  for (auto& ch : s)
+    if (ch == '|' || ch == '\n' || ch == '\r')
+      ch = ch == '|' ? '/' : ' ';
+  return s;
 }
 
 } // namespace zerosim::core

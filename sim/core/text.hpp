@@ -1,4 +1,5 @@
-// Small text helpers shared by the layers: edit distance for did-you-mean, byte and number formatting, trimming.
+// Small text helpers shared by the layers: edit distance for did-you-mean, number formatting, Markdown table cells,
+// trimming.
 #pragma once
 
 #include <cstdint>
@@ -16,12 +17,6 @@ int edit_distance(std::string_view a, std::string_view b);
 /// (distance <= max(1, len/3)), else "".
 std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates);
 
-/// "68.98 GB (64.24 GiB)" style for people: decimal GB with two decimals and binary GiB.
-std::string format_bytes(std::int64_t bytes);
-
-/// "64.24 GiB" (binary units, two decimals; B, KiB, MiB, GiB, TiB).
-std::string format_gib(std::int64_t bytes);
-
 /// A number for messages: an exact integer below 2^53 without ".0" or exponent ("68976648192"), any other
 /// finite double in std::to_chars' shortest round-trip form ("0.1", "1e-04"); NaN and the infinities as "null".
 std::string format_number(double v);
@@ -31,6 +26,9 @@ std::string format_fixed(double v, int decimals);
 
 /// A signed percentage with `decimals` digits after the point: "+12.3 %".
 std::string format_signed_pct(double v, int decimals);
+
+/// `s` as a Markdown table cell: a pipe becomes '/', a line break a space.
+std::string markdown_cell(std::string s);
 
 /// `s` without leading and trailing spaces, tabs and carriage returns.
 std::string trim(std::string_view s);

@@ -1,6 +1,7 @@
 #include "metrics/run_metrics.hpp"
 
 #include "compute/compute_model.hpp"
+#include "core/bytes.hpp"
 #include "core/error.hpp"
 #include "core/text.hpp"
 #include "spec/names.hpp"

@@ -1,6 +1,7 @@
 #include "report/memory_report.hpp"
 #include "spec/names.hpp"
 
+#include "core/bytes.hpp"
 #include "core/text.hpp"
 
 #include <cstdio>

@@ -1,6 +1,7 @@
 #include "report/run_report.hpp"
 
 #include "config/scenario_loader.hpp"
+#include "core/bytes.hpp"
 #include "core/error.hpp"
 #include "core/text.hpp"
 #include "metrics/run_metrics.hpp"
@@ -350,6 +351,15 @@ void write_breakdown_and_replay(std::ostream& out, const metrics::RunMetrics& m,
 }
 
 } // namespace
+
+std::string run_json_line(const std::string& path, const std::vector<std::string>& sets, const std::string& calibration)
+{
+  config::LoadOptions opts;
+  opts.sets = sets;
+  opts.calibration = calibration;
+  const spec::Scenario s = config::load_scenario(path, opts);
+  return core::dump_json(run_json(s, run::run_scenario(s)), -1);
+}
 
 void write_run_summary(std::ostream& out, const spec::Scenario& s, const run::RunResult& result)
 {

@@ -10,6 +10,8 @@
 #include "workload/transformer.hpp"
 
 #include <ostream>
+#include <string>
+#include <vector>
 
 namespace zerosim::report {
 
@@ -18,6 +20,12 @@ namespace zerosim::report {
 /// memory_model_bytes, peak_flops_per_gpu, to_fit (when it does not fit), simulation. `meta` carries
 /// "replay" after the contract's keys.
 core::Json run_json(const spec::Scenario& s, const run::RunResult& result);
+
+/// `zerosim run --json`'s object on one line, of the scenario file at `path` loaded with `sets` and `calibration`
+/// (config::load_scenario) and run with the engine's defaults (run::run_scenario): what a sweep point and `zerosim
+/// compare` simulate.
+std::string run_json_line(const std::string& path, const std::vector<std::string>& sets,
+                          const std::string& calibration);
 
 /// The summary for people: the verdict and the ladder first when it does not fit, then step time, tokens/s,
 /// TFLOPs (model and hardware), MFU, HFU, peak memory and capacities, the time breakdown, the replay, time to

@@ -1,6 +1,8 @@
 #include "report/step_plots.hpp"
 
+#include "core/bytes.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/gnuplot.hpp"
 #include "core/text.hpp"
 #include "metrics/memory_over_step.hpp"
@@ -12,7 +14,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 namespace zerosim::report {
@@ -29,14 +30,6 @@ constexpr const char* TIMELINE = "micro_step_timeline";
 std::string seconds(double s)
 {
   return core::format_fixed(static_cast<double>(std::llround(s * 1e9)) / 1e9, 9);
-}
-
-void write_text(const fs::path& path, const std::string& text)
-{
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << text;
-  if (!f)
-    throw core::InputError("zerosim: --out: cannot write " + path.string());
 }
 
 /// The shaded spans of the step that were not simulated, for a picture whose x axis is the step's time.
@@ -86,7 +79,7 @@ StepPlot memory_plot(const fs::path& dir, const spec::Scenario& s, const run::Ru
     dat << " " << p.micro_step << " " << core::gnuplot_quoted(p.task) << "\n";
   }
   const std::string name = MEMORY;
-  write_text(dir / (name + ".dat"), dat.str());
+  core::write_file(dir / (name + ".dat"), dat.str());
 
   const metrics::MemoryPoint& pa = points[peak_allocated];
   const metrics::MemoryPoint& pr = points[peak_reserved];
@@ -128,7 +121,7 @@ StepPlot memory_plot(const fs::path& dir, const spec::Scenario& s, const run::Ru
   }
   body << "'" << name << ".dat' using 1:($2 / GiB) with steps lw 2 lc rgb 'black' title 'allocated (torch)', '" << name
        << ".dat' using 1:($3 / GiB) with steps lw 2 dt 2 lc rgb '#b00000' title 'reserved (caching allocator)'\n";
-  write_text(dir / (name + ".gp"), core::two_terminal_script(name, body.str(), ORIGIN));
+  core::write_file(dir / (name + ".gp"), core::two_terminal_script(name, body.str(), ORIGIN));
   return StepPlot{name, {name + ".dat", name + ".gp", name + ".svg", name + ".png"}, false};
 }
 
@@ -207,7 +200,7 @@ StepPlot timeline_plot(const fs::path& dir, const spec::Scenario& s, const run::
         << kind_name(task.kind) << " " << core::gnuplot_quoted(stream_name(task.stream)) << " "
         << core::gnuplot_quoted(task.name) << "\n";
   }
-  write_text(dir / (name + ".dat"), dat.str());
+  core::write_file(dir / (name + ".dat"), dat.str());
 
   // The node's resources busy during the micro-step (recorded with the timeline's tracks).
   std::ostringstream res;
@@ -228,7 +221,7 @@ StepPlot timeline_plot(const fs::path& dir, const spec::Scenario& s, const run::
         << core::gnuplot_quoted(t.tracks[static_cast<size_t>(iv.track)].name) << " " << core::gnuplot_quoted(iv.name)
         << "\n";
   }
-  write_text(dir / (name + "_resources.dat"), res.str());
+  core::write_file(dir / (name + "_resources.dat"), res.str());
 
   std::ostringstream body;
   body << "set title "
@@ -250,7 +243,7 @@ StepPlot timeline_plot(const fs::path& dir, const spec::Scenario& s, const run::
        << "lc rgb '#7f7f7f' title 'resource busy'"
        << ", '" << name << ".dat' using (($2 + $3) / 2):1:($3 - $2 >= minimum ? stringcolumn(7) : '') with labels "
        << "font ',7' notitle\n";
-  write_text(dir / (name + ".gp"), core::two_terminal_script(name, body.str(), ORIGIN));
+  core::write_file(dir / (name + ".gp"), core::two_terminal_script(name, body.str(), ORIGIN));
   return StepPlot{name, {name + ".dat", name + "_resources.dat", name + ".gp", name + ".svg", name + ".png"}, false};
 }
 

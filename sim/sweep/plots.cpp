@@ -1,13 +1,14 @@
 #include "sweep/plots.hpp"
 #include "sweep/summary.hpp"
 
+#include "core/bytes.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/gnuplot.hpp"
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -20,8 +21,6 @@ using core::Json;
 using core::run_gnuplot;
 
 namespace {
-
-constexpr double GIB = 1024.0 * 1024.0 * 1024.0;
 
 /// The batch keys a throughput plot is drawn against, in the order they are preferred, with the axis label.
 const std::vector<std::pair<std::string, std::string>> BATCH_KEYS = {
@@ -98,13 +97,13 @@ PlotFiles throughput_plot(const fs::path& dir, const Plan& plan, const std::vect
   for (const auto& [label, pts] : series_of(plan, records, x_axis)) {
     dat << "# " << label << "\n";
     for (const auto& [x, r] : pts)
-      dat << num(x) << " " << num(number_at(r->result, {"tokens_per_s"}).value_or(0)) << " "
-          << num(number_at(r->result, {"tflops_per_gpu", "model"}).value_or(0)) << " " << (result_fits(*r) ? 1 : 0)
-          << " " << r->point << "\n";
+      dat << num(x) << " " << num(core::number_at(r->result, {"tokens_per_s"}).value_or(0)) << " "
+          << num(core::number_at(r->result, {"tflops_per_gpu", "model"}).value_or(0)) << " "
+          << (result_fits(*r) ? 1 : 0) << " " << r->point << "\n";
     dat << "\n\n";
     titles.push_back(label);
   }
-  write_file(dir / "throughput.dat", dat.str());
+  core::write_file(dir / "throughput.dat", dat.str());
   // The lines join the points that fit only. A point that does not fit is a red cross on the x axis (drawn at 0),
   // so it never sits at the top of a curve as if it were the best.
   auto plot = [&](int column) {
@@ -128,7 +127,7 @@ PlotFiles throughput_plot(const fs::path& dir, const Plan& plan, const std::vect
        << "set title 'tokens per second (y from 0)'\n"
        << plot(2) << "set ylabel 'TFLOPs per GPU (model, TFLOP/s)'\nset title 'model TFLOPs per GPU (y from 0)'\n"
        << plot(3) << "unset multiplot\n";
-  write_file(dir / "throughput.gp", two_terminals("throughput", body.str()));
+  core::write_file(dir / "throughput.gp", two_terminals("throughput", body.str()));
   f.files = {"throughput.dat", "throughput.gp", "throughput.svg", "throughput.png"};
   return f;
 }
@@ -146,16 +145,17 @@ PlotFiles memory_plot(const fs::path& dir, const Plan& plan, const std::vector<R
   for (const auto& [label, pts] : series_of(plan, records, x_axis)) {
     dat << "# " << label << "\n";
     for (const auto& [x, r] : pts) {
-      const double cap = number_at(r->result, {"capacity_bytes", "gpu"}).value_or(0) / GIB;
+      const double cap = core::number_at(r->result, {"capacity_bytes", "gpu"}).value_or(0) / core::GIB;
       capacity = std::max(capacity, cap);
       const bool fits = result_fits(*r);
-      dat << num(x) << " " << num(number_at(r->result, {"peak_memory_bytes", "gpu_device"}).value_or(0) / GIB) << " "
+      dat << num(x) << " "
+          << num(core::number_at(r->result, {"peak_memory_bytes", "gpu_device"}).value_or(0) / core::GIB) << " "
           << (fits ? 1 : 0) << " " << num(cap) << " " << r->point << "\n";
     }
     dat << "\n\n";
     titles.push_back(label);
   }
-  write_file(dir / "memory.dat", dat.str());
+  core::write_file(dir / "memory.dat", dat.str());
   std::ostringstream body;
   body << "set title " << core::gnuplot_quoted("Peak GPU memory against batch size: " + scenario_name(plan)) << "\n"
        << "set grid\nset key outside right top\nset logscale x 2\nset yrange [0:*]\n"
@@ -174,7 +174,7 @@ PlotFiles memory_plot(const fs::path& dir, const Plan& plan, const std::vector<R
     body << ", 'memory.dat' index " << i << " using 1:($3 == 0 ? $2 : 1/0) " << UNFIT_STYLE << " "
          << (i == 0 ? "title 'does not fit in GPU memory'" : "notitle");
   body << ", capacity with lines dashtype 2 lw 2 lc rgb 'red' title 'GPU capacity'\n";
-  write_file(dir / "memory.gp", two_terminals("memory", body.str()));
+  core::write_file(dir / "memory.gp", two_terminals("memory", body.str()));
   f.files = {"memory.dat", "memory.gp", "memory.svg", "memory.png"};
   return f;
 }
@@ -196,11 +196,11 @@ PlotFiles breakdown_plot(const fs::path& dir, const Plan& plan, const std::vecto
     any_unfit = any_unfit || !fits;
     dat << core::gnuplot_quoted(values_label(plan, r.values) + (fits ? "" : " (does not fit)"));
     for (const auto& [k, legend] : BREAKDOWN)
-      dat << " " << num(number_at(r.result, {"time_breakdown_s", k.c_str()}).value_or(0));
-    dat << " " << (fits ? 1 : 0) << " " << num(number_at(r.result, {"step_time_s"}).value_or(0)) << " " << r.point
+      dat << " " << num(core::number_at(r.result, {"time_breakdown_s", k.c_str()}).value_or(0));
+    dat << " " << (fits ? 1 : 0) << " " << num(core::number_at(r.result, {"step_time_s"}).value_or(0)) << " " << r.point
         << "\n";
   }
-  write_file(dir / "breakdown.dat", dat.str());
+  core::write_file(dir / "breakdown.dat", dat.str());
   std::string axes_text;
   for (const Axis& a : plan.axes)
     axes_text += (axes_text.empty() ? "" : ", ") + axis_name(a.key);
@@ -221,7 +221,7 @@ PlotFiles breakdown_plot(const fs::path& dir, const Plan& plan, const std::vecto
     body << ", 'breakdown.dat' using 0:($" << fits_column << " == 0 ? $" << total_column << " : 1/0) " << UNFIT_STYLE
          << " title 'does not fit in GPU memory'";
   body << "\n";
-  write_file(dir / "breakdown.gp", two_terminals("breakdown", body.str()));
+  core::write_file(dir / "breakdown.gp", two_terminals("breakdown", body.str()));
   f.files = {"breakdown.dat", "breakdown.gp", "breakdown.svg", "breakdown.png"};
   return f;
 }

@@ -1,6 +1,8 @@
 #include "sweep/recommend.hpp"
 
 #include "config/scenario_loader.hpp"
+#include "core/bytes.hpp"
+#include "core/csv.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/json.hpp"
@@ -8,13 +10,10 @@
 #include "core/worker_pool.hpp"
 #include "spec/names.hpp"
 #include "sweep/sweep.hpp"
-#include "validation/csv.hpp"
-#include "validation/report_text.hpp"
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 namespace zerosim::sweep {
@@ -23,10 +22,6 @@ namespace fs = std::filesystem;
 using core::Json;
 
 namespace {
-
-using validation::text::fixed;
-
-constexpr double GIB = 1024.0 * 1024.0 * 1024.0;
 
 /// A number of candidates.csv as the run JSON writes it.
 std::string number(double v)
@@ -303,14 +298,14 @@ void simulate_candidates(const RecommendOptions& o, std::vector<Candidate>& all,
           const Json r = Json::parse(w.payload);
           c.status = "done";
           c.fits = r.value("fits", false);
-          c.step_time_s = number_at(r, {"step_time_s"}).value_or(0);
-          c.tokens_per_s = number_at(r, {"tokens_per_s"}).value_or(0);
-          c.tflops_model = number_at(r, {"tflops_per_gpu", "model"}).value_or(0);
-          c.gpu_device_bytes = number_at(r, {"peak_memory_bytes", "gpu_device"}).value_or(0);
-          c.capacity_bytes = number_at(r, {"capacity_bytes", "gpu"}).value_or(0);
-          c.shortfall_bytes = number_at(r, {"shortfall_bytes"}).value_or(0);
+          c.step_time_s = core::number_at(r, {"step_time_s"}).value_or(0);
+          c.tokens_per_s = core::number_at(r, {"tokens_per_s"}).value_or(0);
+          c.tflops_model = core::number_at(r, {"tflops_per_gpu", "model"}).value_or(0);
+          c.gpu_device_bytes = core::number_at(r, {"peak_memory_bytes", "gpu_device"}).value_or(0);
+          c.capacity_bytes = core::number_at(r, {"capacity_bytes", "gpu"}).value_or(0);
+          c.shortfall_bytes = core::number_at(r, {"shortfall_bytes"}).value_or(0);
           c.tight = c.fits && memory::is_tight(c.gpu_device_bytes, c.capacity_bytes, o.headroom);
-          if (const auto per_step = number_at(r, {"cost", "per_step"}); per_step && c.tokens_per_s > 0)
+          if (const auto per_step = core::number_at(r, {"cost", "per_step"}); per_step && c.tokens_per_s > 0)
             c.cost_per_million_tokens = *per_step / (c.tokens_per_s * c.step_time_s) * 1e6;
         }
         if (++finished % 20 == 0 || finished == all.size())
@@ -331,14 +326,14 @@ void write_candidates_csv(const fs::path& dir, const std::vector<Candidate>& all
   for (const Candidate& c : all) {
     const auto it = std::find(best.begin(), best.end(), &c);
     csv << (it == best.end() ? std::string() : std::to_string(it - best.begin() + 1)) << "," << c.gpus << "," << c.stage
-        << "," << validation::csv_field(c.sharding) << "," << validation::csv_field(c.offload) << "," << c.checkpointing
-        << "," << c.micro_batch << "," << c.grad_accum << "," << validation::csv_field(c.status) << ","
+        << "," << core::csv_field(c.sharding) << "," << core::csv_field(c.offload) << "," << c.checkpointing << ","
+        << c.micro_batch << "," << c.grad_accum << "," << core::csv_field(c.status) << ","
         << (c.fits ? "true" : "false") << "," << (c.tight ? "true" : "false") << "," << number(c.step_time_s) << ","
         << number(c.tokens_per_s) << "," << number(c.tflops_model) << "," << number(c.gpu_device_bytes) << ","
         << number(c.capacity_bytes) << "," << number(c.shortfall_bytes) << ","
         << (c.cost_per_million_tokens ? number(*c.cost_per_million_tokens) : std::string()) << "\n";
   }
-  write_file(dir / "candidates.csv", csv.str());
+  core::write_file(dir / "candidates.csv", csv.str());
 }
 
 } // namespace
@@ -349,12 +344,8 @@ int recommend(const RecommendOptions& o, std::ostream& out, std::ostream& err)
   simulate_candidates(o, all, err);
 
   const std::vector<const Candidate*> best = ranked(all);
-  // Without --out, a new folder of its own (core::new_output_dir): nothing that exists is written over.
-  const fs::path dir =
-      o.out_dir.empty()
-          ? fs::path(core::new_output_dir(fs::path(o.scenario).stem().string() + ".recommend", "recommend"))
-          : fs::path(o.out_dir);
-  core::create_directories(dir.string(), "recommend: --out");
+  // Without --out, a new folder of its own (core::output_dir): nothing that exists is written over.
+  const fs::path dir = core::output_dir(o.out_dir, fs::path(o.scenario).stem().string(), "recommend");
   out << "recommend: writing into " << dir.string() << "\n";
   write_candidates_csv(dir, all, best);
 
@@ -367,12 +358,12 @@ int recommend(const RecommendOptions& o, std::ostream& out, std::ostream& err)
   out << "recommend: searched " << all.size() << " candidates of " << o.scenario
       << " (sharding: ZeRO stage or FSDP strategy x offload x activation checkpointing x micro-batch, global batch "
          "fixed"
-      << (o.gpus.empty() ? "" : ", x GPU count") << "): " << best.size() << " fit with " << fixed(100 * o.headroom, 1)
-      << " % of the GPU free, " << tight.size() << " fit tightly, " << pruned << " do not fit, " << failed
-      << " not simulated\n"
-      << "Headroom " << fixed(100 * o.headroom, 1)
+      << (o.gpus.empty() ? "" : ", x GPU count") << "): " << best.size() << " fit with "
+      << core::format_fixed(100 * o.headroom, 1) << " % of the GPU free, " << tight.size() << " fit tightly, " << pruned
+      << " do not fit, " << failed << " not simulated\n"
+      << "Headroom " << core::format_fixed(100 * o.headroom, 1)
       << " %: a candidate must leave that share of the GPU free to be ranked; reserved memory is predicted a median "
-      << fixed(100 * memory::DEFAULT_HEADROOM, 1)
+      << core::format_fixed(100 * memory::DEFAULT_HEADROOM, 1)
       << " % off on published runs (docs/recommend.md \"Headroom\"; --headroom FRACTION changes it)\n\n";
   if (best.empty()) {
     out << (tight.empty() ? "No candidate fits." : "No candidate fits with the headroom free.")
@@ -386,22 +377,23 @@ int recommend(const RecommendOptions& o, std::ostream& out, std::ostream& err)
       const Candidate& c = *best[k];
       char line[512];
       std::snprintf(line, sizeof line, "  %4zu  %9.3f s  %10.1f  %10.1f  %6.1f GiB (%5.1f GiB)  ", k + 1, c.step_time_s,
-                    c.tokens_per_s, c.tflops_model, c.gpu_device_bytes / GIB,
-                    (c.capacity_bytes - c.gpu_device_bytes) / GIB);
-      out << line << (priced ? fixed(*c.cost_per_million_tokens, 3) + "  " : "") << c.label() << "\n";
+                    c.tokens_per_s, c.tflops_model, c.gpu_device_bytes / core::GIB,
+                    (c.capacity_bytes - c.gpu_device_bytes) / core::GIB);
+      out << line << (priced ? core::format_fixed(*c.cost_per_million_tokens, 3) + "  " : "") << c.label() << "\n";
     }
     if (best.size() > 10)
       out << "  ... " << best.size() - 10 << " more in " << (dir / "candidates.csv").string() << "\n";
   }
   if (!tight.empty()) {
-    out << "\nTight (fit, but with less than " << fixed(100 * o.headroom, 1)
+    out << "\nTight (fit, but with less than " << core::format_fixed(100 * o.headroom, 1)
         << " % of the GPU free: never ranked; fastest first):\n";
     for (std::size_t k = 0; k < tight.size() && k < 5; ++k) {
       const Candidate& c = *tight[k];
-      out << "  tight  " << fixed(c.step_time_s, 3) << " s, " << fixed(c.gpu_device_bytes / GIB, 1) << " of "
-          << fixed(c.capacity_bytes / GIB, 1) << " GiB ("
-          << fixed(100 * (c.capacity_bytes - c.gpu_device_bytes) / c.capacity_bytes, 1) << " % free): " << c.label()
-          << "\n";
+      out << "  tight  " << core::format_fixed(c.step_time_s, 3) << " s, "
+          << core::format_fixed(c.gpu_device_bytes / core::GIB, 1) << " of "
+          << core::format_fixed(c.capacity_bytes / core::GIB, 1) << " GiB ("
+          << core::format_fixed(100 * (c.capacity_bytes - c.gpu_device_bytes) / c.capacity_bytes, 1)
+          << " % free): " << c.label() << "\n";
     }
     if (tight.size() > 5)
       out << "  ... " << tight.size() - 5 << " more in " << (dir / "candidates.csv").string() << "\n";
@@ -415,7 +407,8 @@ int recommend(const RecommendOptions& o, std::ostream& out, std::ostream& err)
   if (!short_of.empty()) {
     out << "\nPruned (do not fit; nearest first, shortfall of the tier that overflows):\n";
     for (std::size_t k = 0; k < short_of.size() && k < 5; ++k)
-      out << "  short by " << fixed(short_of[k]->shortfall_bytes / GIB, 1) << " GiB: " << short_of[k]->label() << "\n";
+      out << "  short by " << core::format_fixed(short_of[k]->shortfall_bytes / core::GIB, 1)
+          << " GiB: " << short_of[k]->label() << "\n";
     if (short_of.size() > 5)
       out << "  ... " << short_of.size() - 5 << " more in " << (dir / "candidates.csv").string() << "\n";
   }
@@ -433,20 +426,20 @@ int recommend(const RecommendOptions& o, std::ostream& out, std::ostream& err)
   s.name += " (zerosim recommend: " + win.label() + ")";
   std::string written;
   if (s.framework == spec::Framework::FSDP) {
-    write_file(dir / "scenario.yaml", config::resolved_yaml(s));
-    write_file(dir / "fsdp_settings.py", fsdp_snippet(win, s));
+    core::write_file(dir / "scenario.yaml", config::resolved_yaml(s));
+    core::write_file(dir / "fsdp_settings.py", fsdp_snippet(win, s));
     written =
         (dir / "scenario.yaml").string() + " (zerosim run gives these figures), " + (dir / "fsdp_settings.py").string();
   } else {
-    write_file(dir / "ds_config.json", config::deepspeed_json(s));
-    write_file(dir / "scenario.yaml", config::resolved_yaml(s, "ds_config.json"));
-    write_file(dir / "hf_trainer.py", hf_snippet(win, s));
+    core::write_file(dir / "ds_config.json", config::deepspeed_json(s));
+    core::write_file(dir / "scenario.yaml", config::resolved_yaml(s, "ds_config.json"));
+    core::write_file(dir / "hf_trainer.py", hf_snippet(win, s));
     written = (dir / "ds_config.json").string() + ", " + (dir / "scenario.yaml").string() +
               " (zerosim run gives these figures), " + (dir / "hf_trainer.py").string();
   }
-  out << "\nRecommended: " << win.label() << ": " << fixed(win.step_time_s, 3) << " s per step, "
-      << fixed(win.tokens_per_s, 1) << " tokens/s.\nWritten: " << written << ", " << (dir / "candidates.csv").string()
-      << "\n";
+  out << "\nRecommended: " << win.label() << ": " << core::format_fixed(win.step_time_s, 3) << " s per step, "
+      << core::format_fixed(win.tokens_per_s, 1) << " tokens/s.\nWritten: " << written << ", "
+      << (dir / "candidates.csv").string() << "\n";
   return 0;
 }
 

@@ -45,7 +45,7 @@ struct RecommendOptions {
   std::vector<int> gpus; ///< --gpus A,B,...: cluster sizes to try (empty: the scenario's)
   /// --headroom: the share of GPU memory a candidate must leave free to be ranked (docs/recommend.md "Headroom").
   double headroom = memory::DEFAULT_HEADROOM;
-  std::string out_dir; ///< "" : a new folder, <scenario stem>.recommend[-N] (core::new_output_dir)
+  std::string out_dir; ///< "" : a new folder, <scenario stem>.recommend[-N] (core::output_dir)
   int jobs = 1;
 };
 

@@ -1,4 +1,5 @@
 #include "sweep/summary.hpp"
+#include "core/bytes.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -6,8 +7,6 @@
 namespace zerosim::sweep {
 
 namespace {
-
-constexpr double GIB = 1024.0 * 1024.0 * 1024.0;
 
 /// The names of the keys swept most, shorter than their keys (recommend's labels use the same: "mb 8 x ga 2").
 const std::vector<std::pair<std::string, std::string>> AXIS_NAMES = {
@@ -99,12 +98,12 @@ void Summary::add(const Record& r)
     keep(not_run_, std::move(row), most_other_, false);
     return;
   }
-  row.tokens_per_s = number_at(r.result, {"tokens_per_s"}).value_or(0);
-  row.step_time_s = number_at(r.result, {"step_time_s"}).value_or(0);
-  row.tflops = number_at(r.result, {"tflops_per_gpu", "model"}).value_or(0);
-  row.memory_gib = number_at(r.result, {"peak_memory_bytes", "gpu_device"}).value_or(0) / GIB;
-  row.capacity_gib = number_at(r.result, {"capacity_bytes", "gpu"}).value_or(0) / GIB;
-  row.shortfall_gib = number_at(r.result, {"shortfall_bytes"}).value_or(0) / GIB;
+  row.tokens_per_s = core::number_at(r.result, {"tokens_per_s"}).value_or(0);
+  row.step_time_s = core::number_at(r.result, {"step_time_s"}).value_or(0);
+  row.tflops = core::number_at(r.result, {"tflops_per_gpu", "model"}).value_or(0);
+  row.memory_gib = core::number_at(r.result, {"peak_memory_bytes", "gpu_device"}).value_or(0) / core::GIB;
+  row.capacity_gib = core::number_at(r.result, {"capacity_bytes", "gpu"}).value_or(0) / core::GIB;
+  row.shortfall_gib = core::number_at(r.result, {"shortfall_bytes"}).value_or(0) / core::GIB;
   const core::Json* tight = r.result.contains("tight") ? &r.result["tight"] : nullptr;
   row.tight = tight != nullptr && tight->is_object() && tight->value("gpu", false);
   if (result_fits(r)) {

@@ -4,15 +4,14 @@
 
 #include "config/document.hpp"
 #include "config/scenario_loader.hpp"
+#include "core/csv.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/worker_pool.hpp"
 #include "engine/engine.hpp"
 #include "metrics/run_metrics.hpp"
 #include "report/run_report.hpp"
-#include "run/run_scenario.hpp"
 #include "spec/calibration_spec.hpp"
-#include "validation/csv.hpp"
 #include "workload/transformer.hpp"
 
 #include <algorithm>
@@ -92,7 +91,7 @@ std::string csv_header(const Plan& plan, const std::vector<std::string>& cols)
   fields.push_back("message");
   fields.insert(fields.end(), cols.begin(), cols.end());
   fields.push_back("wall_s");
-  return validation::csv_record(fields);
+  return core::csv_record(fields);
 }
 
 std::string csv_row(const Record& r, const std::vector<std::string>& cols)
@@ -110,7 +109,7 @@ std::string csv_row(const Record& r, const std::vector<std::string>& cols)
     fields.push_back(it == cells.end() ? std::string() : it->second);
   }
   fields.push_back(number(r.wall_s));
-  return validation::csv_record(fields);
+  return core::csv_record(fields);
 }
 
 /// A record from one line of a sweep.jsonl, or nothing when the line is not one.
@@ -225,14 +224,6 @@ void check_fresh(const fs::path& dir, const std::string& what)
                              "); --resume finishes it, or give another --out DIR");
 }
 
-void create_dir(const fs::path& dir)
-{
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec)
-    throw core::InputError("sweep: --out: cannot create " + dir.string() + ": " + ec.message());
-}
-
 /// Rewrites DIR's jsonl and csv in point order from the jsonl's record lines (the first of a point kept), a line at a
 /// time: one pass for the csv's columns (the union of the result keys), one to write. Returns the index of the new
 /// jsonl and sets `columns`.
@@ -332,23 +323,6 @@ std::string duration_text(double s)
 
 } // namespace
 
-void write_file(const fs::path& p, const std::string& text)
-{
-  const fs::path tmp = p.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      throw core::InputError("cannot write " + tmp.string());
-    out << text;
-    if (!out.flush())
-      throw core::InputError("cannot write " + tmp.string());
-  }
-  std::error_code ec;
-  fs::rename(tmp, p, ec);
-  if (ec)
-    throw core::InputError("cannot write " + p.string() + ": " + ec.message());
-}
-
 std::vector<Record> read_sweep(const std::string& dir, Plan& plan)
 {
   plan = read_plan(dir, "sweep");
@@ -400,17 +374,6 @@ Plan Plan::from_json(const Json& j, const std::string& file)
   }
 }
 
-std::optional<double> number_at(const Json& result, std::initializer_list<const char*> path)
-{
-  const Json* v = &result;
-  for (const char* k : path) {
-    if (!v->is_object() || !v->contains(k))
-      return std::nullopt;
-    v = &(*v)[k];
-  }
-  return v->is_number() ? std::optional<double>(v->get<double>()) : std::nullopt;
-}
-
 std::vector<std::pair<std::string, std::string>> flatten(const Json& result)
 {
   std::vector<std::pair<std::string, std::string>> out;
@@ -457,12 +420,9 @@ std::string jsonl_line(const Plan& plan, const Record& r)
 
 std::string simulate_point(const Plan& plan, const std::vector<std::string>& point_sets)
 {
-  config::LoadOptions opts;
-  opts.sets = plan.sets;
-  opts.sets.insert(opts.sets.end(), point_sets.begin(), point_sets.end());
-  opts.calibration = plan.calibration;
-  const spec::Scenario s = config::load_scenario(plan.scenario, opts);
-  return core::dump_json(report::run_json(s, run::run_scenario(s)), -1);
+  std::vector<std::string> sets = plan.sets;
+  sets.insert(sets.end(), point_sets.begin(), point_sets.end());
+  return report::run_json_line(plan.scenario, sets, plan.calibration);
 }
 
 Plan make_plan(const std::string& scenario, const std::vector<std::string>& sets, const std::string& calibration,
@@ -510,9 +470,8 @@ std::vector<LineRef> prepare_dir(const Plan& plan, const fs::path& dir, bool res
     if (torn)
       err << "sweep: dropped a torn last line of " << (dir / JSONL_FILE).string() << " (the run was stopped there)\n";
   } else {
-    create_dir(dir);
     check_fresh(dir, "sweep");
-    write_file(dir / JSONL_FILE, "");
+    core::write_file(dir / JSONL_FILE, "");
   }
   return refs;
 }
@@ -572,12 +531,12 @@ int run_sweep(const Plan& plan, const SweepOptions& options, std::ostream& out, 
   if (options.out_dir.empty() && options.resume)
     throw core::InputError("sweep --resume: give --out DIR, the folder of the sweep to finish (without --out, each "
                            "sweep writes into a new folder)");
-  // Without --out, a new folder of its own (core::new_output_dir): nothing that exists is written over.
-  const fs::path dir = options.out_dir.empty()
-                           ? fs::path(core::new_output_dir(fs::path(plan.scenario).stem().string() + ".sweep", "sweep"))
-                           : fs::path(options.out_dir);
+  // Without --out, a new folder of its own (core::output_dir): nothing that exists is written over.
+  const fs::path dir =
+      options.resume ? fs::path(options.out_dir)
+                     : fs::path(core::output_dir(options.out_dir, fs::path(plan.scenario).stem().string(), "sweep"));
   std::vector<LineRef> refs = prepare_dir(plan, dir, options.resume, err); // the records kept from before
-  write_file(dir / PLAN_FILE, core::dump_json(plan.to_json(), 2) + "\n");
+  core::write_file(dir / PLAN_FILE, core::dump_json(plan.to_json(), 2) + "\n");
   // The files in point order, the torn line gone; the csv's columns so far.
   std::vector<std::string> columns;
   refs = rewrite_in_order(dir, plan, refs, columns);
@@ -611,7 +570,7 @@ int run_sweep(const Plan& plan, const SweepOptions& options, std::ostream& out, 
   if (!header && !refs.empty()) {
     // Only points that did not run so far: the csv has a header without result columns; start it again later.
     csv.close();
-    write_file(dir / CSV_FILE, "");
+    core::write_file(dir / CSV_FILE, "");
     csv.open(dir / CSV_FILE, std::ios::binary | std::ios::app);
     Plan p = plan;
     for (Record& r : read_sweep(dir.string(), p))
@@ -733,7 +692,7 @@ int merge_sweeps(const std::vector<std::string>& shard_dirs, const std::string& 
                              " points): finish it with --resume first");
   }
   const fs::path dir(out_dir);
-  create_dir(dir);
+  core::create_directories(out_dir, "sweep: --out");
   check_fresh(dir, "sweep --merge");
   {
     // The shares' lines one after another, then rewritten in point order.
@@ -745,7 +704,7 @@ int merge_sweeps(const std::vector<std::string>& shard_dirs, const std::string& 
     if (!joined)
       throw core::InputError("sweep --merge: cannot write " + (dir / JSONL_FILE).string());
   }
-  write_file(dir / PLAN_FILE, core::dump_json(whole.to_json(), 2) + "\n");
+  core::write_file(dir / PLAN_FILE, core::dump_json(whole.to_json(), 2) + "\n");
   bool torn = false;
   std::vector<std::string> columns;
   const std::vector<LineRef> refs = rewrite_in_order(dir, whole, scan_records(dir / JSONL_FILE, whole, torn), columns);

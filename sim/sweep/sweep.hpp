@@ -11,8 +11,6 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
-#include <initializer_list>
-#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -60,7 +58,7 @@ using Executor =
 
 struct SweepOptions {
   std::vector<std::string> sweeps; ///< --sweep KEY=V1,V2,...
-  std::string out_dir;             ///< --out DIR ("" : a new folder <scenario stem>.sweep[-N], core::new_output_dir)
+  std::string out_dir;             ///< --out DIR ("" : a new folder <scenario stem>.sweep[-N], core::output_dir)
   bool resume = false;
   int jobs = 1;
   double point_time_limit_s = 600;
@@ -87,17 +85,9 @@ Plan make_plan(const std::string& scenario, const std::vector<std::string>& sets
 /// foreign share, or a share with points missing. Returns 0, or 1 when some point failed.
 int merge_sweeps(const std::vector<std::string>& shard_dirs, const std::string& out_dir, std::ostream& out);
 
-/// Writes `text` to `p` through a temporary file and a rename, so that a reader never sees half of it. Throws
-/// core::InputError naming the file when it cannot be written.
-void write_file(const std::filesystem::path& p, const std::string& text);
-
 /// The plan and the records of the sweep in `dir` (a torn last line dropped), in point order. Throws core::InputError
 /// for a DIR that holds no sweep.
 std::vector<Record> read_sweep(const std::string& dir, Plan& plan);
-
-/// The number at `path` in a result object (`{"tflops_per_gpu", "model"}`), or nothing when it is absent or not a
-/// number.
-std::optional<double> number_at(const core::Json& result, std::initializer_list<const char*> path);
 
 /// The flattened result keys of a `zerosim run --json` object: nested objects joined with dots, arrays and scalars as
 /// cells (a string as itself, null empty, anything else its JSON text).

@@ -117,7 +117,7 @@ void map_memory_row(const PublishedRow& row, const NodeLoader& load_node, RowMap
   c.metric = *metric;
   c.metric_text = field(row, "mem_metric");
   double unit = figure_unit_bytes(row);
-  c.unit = unit == GIB ? "GiB" : "GB";
+  c.unit = unit == core::GIB ? "GiB" : "GB";
   c.measured_bytes = *figure * unit;
   if (c.unit == "GB")
     add_note(info.assumptions, "figures in GB read as 10^9 bytes (README trap 7)");
@@ -186,9 +186,9 @@ void map_fit_row(const PublishedRow& row, const NodeLoader& load_node, RowMappin
     const double params = std::stod(*size) * 1e9;
     const int tp = shape.tensor_parallel > 0 ? shape.tensor_parallel : tensor_parallel_of(row);
     auto gpu_gib = leading_number(field(row, "gpu_mem_GB"));
-    if (why.empty() && stage < 3 && gpu_gib && 2.0 * params / tp > *gpu_gib * GIB) {
+    if (why.empty() && stage < 3 && gpu_gib && 2.0 * params / tp > *gpu_gib * core::GIB) {
       std::ostringstream os;
-      os << "the " << *size << " model's fp16 parameters alone (" << std::round(2.0 * params / tp / GIB)
+      os << "the " << *size << " model's fp16 parameters alone (" << std::round(2.0 * params / tp / core::GIB)
          << " GiB per GPU at tensor parallelism " << tp << ") exceed one " << *gpu_gib << " GB GPU at ZeRO stage "
          << stage << " (parameters replicated), and the row gives no model-parallel degree";
       why = os.str();

@@ -1,9 +1,13 @@
 #include "validation/memory_validation.hpp"
-#include "validation/report_text.hpp"
+#include "validation/report_common.hpp"
 
 #include "config/scenario_loader.hpp"
+#include "core/bytes.hpp"
+#include "core/csv.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
+#include "core/stats.hpp"
+#include "core/text.hpp"
 #include "engine/engine.hpp"
 #include "memory/estimator.hpp"
 #include "memory/memory_model.hpp"
@@ -16,7 +20,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <set>
@@ -29,19 +32,6 @@
 namespace zerosim::validation {
 
 namespace {
-
-using text::cell;
-using text::fixed;
-using text::signed_pct;
-using text::stats_table;
-using text::strategy_group;
-
-constexpr double GIB = 1073741824.0;
-
-std::string gib(double bytes)
-{
-  return fixed(bytes / GIB, 2) + " GiB";
-}
 
 /// The memory predicted for a measured figure of `metric`. Allocated follows the host's program order (`zerosim
 /// memory`: run::analyze_memory). Reserved and what the device holds are `zerosim run`'s
@@ -109,8 +99,8 @@ std::string limit_text(const memory::MemoryReport& m)
   for (auto [fits, name] : {std::pair{m.fit_gpu, "GPU"}, std::pair{m.fit_cpu, "host"}, std::pair{m.fit_nvme, "NVMe"}})
     if (!fits)
       tiers += std::string(tiers.empty() ? "" : " and ") + name;
-  return tiers + " short by " + gib(static_cast<double>(m.shortfall_bytes)) + " (GPU peak " +
-         gib(static_cast<double>(m.gpu)) + " at " + m.peak_task + ")";
+  return tiers + " short by " + core::format_in_gib(static_cast<double>(m.shortfall_bytes), 2) + " (GPU peak " +
+         core::format_in_gib(static_cast<double>(m.gpu), 2) + " at " + m.peak_task + ")";
 }
 
 FitResult judge(const FitCase& f)
@@ -121,7 +111,9 @@ FitResult judge(const FitCase& f)
   r.ran_peak_bytes = ran.gpu;
   r.capacity_bytes = ran.gpu_capacity;
   r.ran_fits = ran.fits;
-  r.ran_detail = ran.fits ? "fits" : "does not fit (short " + gib(static_cast<double>(ran.shortfall_bytes)) + ")";
+  r.ran_detail = ran.fits
+                     ? "fits"
+                     : "does not fit (short " + core::format_in_gib(static_cast<double>(ran.shortfall_bytes), 2) + ")";
   r.ok = ran.fits == f.expect_fit;
   if (f.doubled) {
     memory::MemoryReport twice = run::analyze_memory(*f.doubled);
@@ -134,7 +126,7 @@ FitResult judge(const FitCase& f)
   return r;
 }
 
-void add_group_stats(std::vector<ErrorStats>& out, const std::string& prefix,
+void add_group_stats(std::vector<core::ErrorStats>& out, const std::string& prefix,
                      const std::vector<const MemoryComparison*>& rows,
                      const std::function<std::string(const MemoryComparison&)>& key)
 {
@@ -142,12 +134,12 @@ void add_group_stats(std::vector<ErrorStats>& out, const std::string& prefix,
   for (const auto* r : rows)
     groups[key(*r)].push_back(r->error_pct);
   for (auto& [k, v] : groups)
-    out.push_back(error_stats(prefix + k, v));
+    out.push_back(core::error_stats(prefix + k, v));
 }
 
-std::vector<ErrorStats> stats_of(const std::vector<const MemoryComparison*>& rows, bool per_metric)
+std::vector<core::ErrorStats> stats_of(const std::vector<const MemoryComparison*>& rows, bool per_metric)
 {
-  std::vector<ErrorStats> out;
+  std::vector<core::ErrorStats> out;
   if (rows.empty())
     return out;
   if (per_metric)
@@ -159,15 +151,15 @@ std::vector<ErrorStats> stats_of(const std::vector<const MemoryComparison*>& row
   std::vector<double> all;
   for (const auto* r : rows)
     all.push_back(r->error_pct);
-  out.push_back(error_stats("overall", all));
+  out.push_back(core::error_stats("overall", all));
   return out;
 }
 
 std::vector<MemoryFrameworkSummary> framework_summaries(const ValidationReport& r,
                                                         const std::map<std::string, std::string>& failed_framework)
 {
-  auto out = text::framework_rows<MemoryFrameworkSummary>();
-  auto entry = [&](const std::string& label) -> MemoryFrameworkSummary& { return text::framework_entry(out, label); };
+  auto out = framework_rows<MemoryFrameworkSummary>();
+  auto entry = [&](const std::string& label) -> MemoryFrameworkSummary& { return framework_entry(out, label); };
   // A row can give a comparison and a fit verdict, or two comparisons: count the row once per framework.
   std::map<std::string, std::set<std::string>> rows;
   std::map<std::string, std::vector<double>> errors, allocated, reserved;
@@ -201,11 +193,11 @@ std::vector<MemoryFrameworkSummary> framework_summaries(const ValidationReport& 
   for (auto& s : out) {
     s.rows = static_cast<int>(rows[s.framework].size());
     if (!errors[s.framework].empty())
-      s.measured = error_stats("framework " + s.framework, errors[s.framework]);
+      s.measured = core::error_stats("framework " + s.framework, errors[s.framework]);
     if (!allocated[s.framework].empty())
-      s.allocated = error_stats("framework " + s.framework + " allocated", allocated[s.framework]);
+      s.allocated = core::error_stats("framework " + s.framework + " allocated", allocated[s.framework]);
     if (!reserved[s.framework].empty())
-      s.reserved = error_stats("framework " + s.framework + " reserved", reserved[s.framework]);
+      s.reserved = core::error_stats("framework " + s.framework + " reserved", reserved[s.framework]);
   }
   return out;
 }
@@ -278,30 +270,6 @@ LargestFit largest_fit(const FitCase& f)
   r.twice_fits = analyze(twice).fits;
   r.ok = r.within && !r.twice_fits;
   return r;
-}
-
-ErrorStats error_stats(const std::string& group, std::vector<double> errors_pct)
-{
-  ErrorStats s;
-  s.group = group;
-  s.n = static_cast<int>(errors_pct.size());
-  if (errors_pct.empty())
-    return s;
-  auto quantile = [](const std::vector<double>& sorted, double q) {
-    double pos = q * static_cast<double>(sorted.size() - 1);
-    auto lo = static_cast<std::size_t>(std::floor(pos));
-    auto hi = static_cast<std::size_t>(std::ceil(pos));
-    return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - static_cast<double>(lo));
-  };
-  std::vector<double> abs_errors = errors_pct;
-  std::sort(errors_pct.begin(), errors_pct.end());
-  s.median_signed_pct = quantile(errors_pct, 0.5);
-  for (auto& v : abs_errors)
-    v = std::abs(v);
-  std::sort(abs_errors.begin(), abs_errors.end());
-  s.median_abs_pct = quantile(abs_errors, 0.5);
-  s.p90_abs_pct = quantile(abs_errors, 0.9);
-  return s;
 }
 
 ValidationReport run_memory_validation(const std::vector<PublishedRow>& rows, const NodeLoader& load_node,
@@ -383,13 +351,13 @@ ValidationReport run_memory_validation(const std::vector<PublishedRow>& rows, co
     std::vector<double> v;
     for (const auto* c : allocated)
       v.push_back(c->error_pct);
-    r.allocated_median_abs_pct = error_stats("allocated", v).median_abs_pct;
+    r.allocated_median_abs_pct = core::error_stats("allocated", v).median_abs_pct;
   }
   if (!reserved.empty()) {
     std::vector<double> v;
     for (const auto* c : reserved)
       v.push_back(c->error_pct);
-    r.reserved_median_abs_pct = error_stats("reserved", v).median_abs_pct;
+    r.reserved_median_abs_pct = core::error_stats("reserved", v).median_abs_pct;
   }
   r.fits_ok = !r.fits.empty() && std::all_of(r.fits.begin(), r.fits.end(), [](const FitResult& f) { return f.ok; });
   for (const auto& f : r.fits) {
@@ -415,8 +383,8 @@ void acceptance_section(std::ostringstream& md, const ValidationReport& r)
     int n = 0;
     for (const auto& c : r.comparisons)
       n += c.c.metric == MemMetric::ALLOCATED ? 1 : 0;
-    md << fixed(*r.allocated_median_abs_pct, 1) << " % over " << n
-       << " row(s) (target <= " << fixed(ACCEPTED_MEDIAN_ABS_ERROR_PCT, 0)
+    md << core::format_fixed(*r.allocated_median_abs_pct, 1) << " % over " << n
+       << " row(s) (target <= " << core::format_fixed(ACCEPTED_MEDIAN_ABS_ERROR_PCT, 0)
        << " %): " << (*r.allocated_median_abs_pct <= ACCEPTED_MEDIAN_ABS_ERROR_PCT ? "met" : "NOT met") << ".\n";
   } else {
     md << "no such row could be expressed.\n";
@@ -426,8 +394,8 @@ void acceptance_section(std::ostringstream& md, const ValidationReport& r)
     for (const auto& c : r.comparisons)
       n += c.c.metric == MemMetric::RESERVED ? 1 : 0;
     md << "- Median absolute error on rows with reserved-memory figures (the caching allocator's peak): "
-       << fixed(*r.reserved_median_abs_pct, 1) << " % over " << n
-       << " row(s) (target <= " << fixed(ACCEPTED_MEDIAN_ABS_ERROR_PCT, 0)
+       << core::format_fixed(*r.reserved_median_abs_pct, 1) << " % over " << n
+       << " row(s) (target <= " << core::format_fixed(ACCEPTED_MEDIAN_ABS_ERROR_PCT, 0)
        << " %): " << (*r.reserved_median_abs_pct <= ACCEPTED_MEDIAN_ABS_ERROR_PCT ? "met" : "NOT met") << ".\n";
   }
   int fits_passed = 0;
@@ -437,13 +405,13 @@ void acceptance_section(std::ostringstream& md, const ValidationReport& r)
         "size: does not): "
      << fits_passed << " of " << r.fits.size() << ".\n";
   md << "- Largest model that fits, max-model rows with offload (within +/-"
-     << fixed(ACCEPTED_LARGEST_MODEL_ERROR_PCT, 0)
+     << core::format_fixed(ACCEPTED_LARGEST_MODEL_ERROR_PCT, 0)
      << " % of the published size, twice the published size predicted not to fit): " << r.largest_offload_ok << " of "
      << r.largest_offload_rows << ".\n";
   if (!r.failures.empty()) {
     md << "- Rows the pipeline failed on (bugs, not verdicts): " << r.failures.size() << ".\n";
     for (const auto& f : r.failures)
-      md << "  - " << cell(f) << "\n";
+      md << "  - " << core::markdown_cell(f) << "\n";
   }
   md << "- Overall (the acceptance: allocated median, fit statements, largest model with offload): "
      << (r.accepted ? "accepted" : "NOT accepted") << ".\n\n";
@@ -466,14 +434,16 @@ void frameworks_section(std::ostringstream& md, const ValidationReport& r)
      << "| framework | rows | memory comparisons | fit verdicts (reproduced) | not covered | failed | median abs error "
         "| p90 abs error | allocated: median abs error (n) | reserved: median abs error (n) |\n"
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
-  auto median_cell = [](const std::optional<ErrorStats>& e) {
-    return e ? fixed(e->median_abs_pct, 1) + " % (" + std::to_string(e->n) + ")" : std::string("none compared");
+  auto median_cell = [](const std::optional<core::ErrorStats>& e) {
+    return e ? core::format_fixed(e->median_abs_pct, 1) + " % (" + std::to_string(e->n) + ")"
+             : std::string("none compared");
   };
   for (const auto& f : r.frameworks) {
     md << "| " << f.framework << " | " << f.rows << " | " << f.comparisons << " | " << f.fits << " (" << f.fits_ok
        << ") | " << f.not_covered << " | " << f.failed << " | ";
     if (f.measured)
-      md << fixed(f.measured->median_abs_pct, 1) << " % | " << fixed(f.measured->p90_abs_pct, 1) << " % | ";
+      md << core::format_fixed(f.measured->median_abs_pct, 1) << " % | "
+         << core::format_fixed(f.measured->p90_abs_pct, 1) << " % | ";
     else
       md << "none compared | | ";
     md << median_cell(f.allocated) << " | " << median_cell(f.reserved) << " |\n";
@@ -488,20 +458,22 @@ void rows_section(std::ostringstream& md, const ValidationReport& r)
      << "| row_id | source | model | config | metric | measured | predicted | signed error | verdict |\n"
      << "|---|---|---|---|---|---:|---:|---:|---|\n";
   for (const auto& c : r.comparisons) {
-    md << "| " << c.c.info.row_id << " | " << c.c.info.source_id << " | " << cell(c.c.info.model) << " | "
-       << cell(c.c.info.config) << " | " << to_string(c.c.metric) << " | " << gib(c.c.measured_bytes) << " | "
-       << gib(static_cast<double>(c.predicted_bytes)) << " | " << signed_pct(c.error_pct) << " | " << c.verdict
-       << " |\n";
+    md << "| " << c.c.info.row_id << " | " << c.c.info.source_id << " | " << core::markdown_cell(c.c.info.model)
+       << " | " << core::markdown_cell(c.c.info.config) << " | " << to_string(c.c.metric) << " | "
+       << core::format_in_gib(c.c.measured_bytes, 2) << " | "
+       << core::format_in_gib(static_cast<double>(c.predicted_bytes), 2) << " | "
+       << core::format_signed_pct(c.error_pct, 1) << " | " << c.verdict << " |\n";
   }
   md << "\n## Fit verdicts (max-model-size and batch rows)\n\n"
      << "| row_id | source | published | config as ran | GPU | predicted peak | verdict as ran | twice: peak | "
         "twice: verdict | result |\n"
      << "|---|---|---|---|---:|---:|---|---:|---|---|\n";
   for (const auto& f : r.fits) {
-    md << "| " << f.c.info.row_id << " | " << f.c.info.source_id << " | " << cell(f.c.claim) << " | "
-       << cell(f.c.info.config) << " | " << gib(static_cast<double>(f.capacity_bytes)) << " | "
-       << gib(static_cast<double>(f.ran_peak_bytes)) << " | " << f.ran_detail << " | "
-       << (f.doubled_peak_bytes ? gib(static_cast<double>(*f.doubled_peak_bytes)) : std::string("-")) << " | "
+    md << "| " << f.c.info.row_id << " | " << f.c.info.source_id << " | " << core::markdown_cell(f.c.claim) << " | "
+       << core::markdown_cell(f.c.info.config) << " | " << core::format_in_gib(static_cast<double>(f.capacity_bytes), 2)
+       << " | " << core::format_in_gib(static_cast<double>(f.ran_peak_bytes), 2) << " | " << f.ran_detail << " | "
+       << (f.doubled_peak_bytes ? core::format_in_gib(static_cast<double>(*f.doubled_peak_bytes), 2) : std::string("-"))
+       << " | "
        << (f.doubled_fits   ? (*f.doubled_fits ? "fits" : "does not fit")
            : f.c.expect_fit ? "- (not a maximum)"
                             : "- (out of memory as written)")
@@ -521,31 +493,31 @@ void largest_section(std::ostringstream& md, const ValidationReport& r)
      << "Family: the layer count grown at the published hidden size, as the papers' own size ladders do (ZeRO-Offload\n"
      << "Table 3: 10B-15B are 50-78 layers of 4096; ZeRO-Infinity Table 4: 10B-20B are 50-98 layers of 4096). Twice:\n"
      << "the fewest layers with at least twice the published parameters, which must not fit. Pass: within\n"
-     << "+/-" << fixed(ACCEPTED_LARGEST_MODEL_ERROR_PCT, 0)
+     << "+/-" << core::format_fixed(ACCEPTED_LARGEST_MODEL_ERROR_PCT, 0)
      << " % and twice does not fit (the acceptance counts the rows with offload).\n\n"
      << "| row_id | source | published | offload | config as ran | shape that ran | largest predicted to fit | signed "
         "error | one layer more | twice the published size | result |\n"
      << "|---|---|---|---|---|---|---|---:|---|---|---|\n";
-  auto billions = [](double p) { return fixed(p / 1e9, 2) + "B"; };
+  auto billions = [](double p) { return core::format_fixed(p / 1e9, 2) + "B"; };
   bool any_largest = false;
   for (const auto& f : r.fits) {
     if (!f.largest)
       continue;
     any_largest = true;
     const LargestFit& l = *f.largest;
-    md << "| " << f.c.info.row_id << " | " << f.c.info.source_id << " | " << cell(f.c.claim) << " | "
-       << f.c.info.offload << " | " << cell(f.c.info.config) << " | " << l.ran_layers << " x " << f.c.ran.model.hidden
-       << " = " << billions(static_cast<double>(l.ran_params)) << " | "
+    md << "| " << f.c.info.row_id << " | " << f.c.info.source_id << " | " << core::markdown_cell(f.c.claim) << " | "
+       << f.c.info.offload << " | " << core::markdown_cell(f.c.info.config) << " | " << l.ran_layers << " x "
+       << f.c.ran.model.hidden << " = " << billions(static_cast<double>(l.ran_params)) << " | "
        << (l.largest_layers > 0 ? std::to_string(l.largest_layers) + " x " + std::to_string(f.c.ran.model.hidden) +
                                       " = " + billions(static_cast<double>(l.largest_params)) + " (GPU peak " +
-                                      gib(static_cast<double>(l.largest_peak_bytes)) + ")"
+                                      core::format_in_gib(static_cast<double>(l.largest_peak_bytes), 2) + ")"
                                 : std::string("none (not one layer fits)"))
-       << " | " << signed_pct(l.error_pct) << " | " << cell(l.limit) << " | " << l.twice_layers
-       << " layers = " << billions(static_cast<double>(l.twice_params)) << ": "
-       << (l.twice_fits ? "fits" : "does not fit") << " (GPU peak " << gib(static_cast<double>(l.twice_peak_bytes))
-       << ") | "
+       << " | " << core::format_signed_pct(l.error_pct, 1) << " | " << core::markdown_cell(l.limit) << " | "
+       << l.twice_layers << " layers = " << billions(static_cast<double>(l.twice_params)) << ": "
+       << (l.twice_fits ? "fits" : "does not fit") << " (GPU peak "
+       << core::format_in_gib(static_cast<double>(l.twice_peak_bytes), 2) << ") | "
        << (l.ok        ? "as published"
-           : !l.within ? "OUTSIDE +/-" + fixed(ACCEPTED_LARGEST_MODEL_ERROR_PCT, 0) + " %"
+           : !l.within ? "OUTSIDE +/-" + core::format_fixed(ACCEPTED_LARGEST_MODEL_ERROR_PCT, 0) + " %"
                        : std::string("CONTRADICTS the source (twice fits)"))
        << " |\n";
   }
@@ -560,24 +532,24 @@ void statistics_section(std::ostringstream& md, const ValidationReport& r)
   md << "## Error statistics\n\n"
      << "Measured rows (allocated and reserved; nvidia-smi rows are upper bounds and enter only the acceptance), per\n"
      << "metric, source, framework, ZeRO stage (DeepSpeed) or FSDP strategy / DDP, offload mode and overall:\n\n";
-  stats_table(md, r.measured_stats);
+  core::error_stats_table(md, r.measured_stats);
   md << "\nDeepSpeed-estimator rows (model states only: a conformance test of the arithmetic, not of reality):\n\n";
-  stats_table(md, r.estimator_stats);
+  core::error_stats_table(md, r.estimator_stats);
 
   md << "\n## Inputs assumed per row\n\n";
   for (const auto& c : r.comparisons)
-    md << "- row " << c.c.info.row_id << " (" << to_string(c.c.metric) << ", " << cell(c.detail)
-       << "): " << cell(c.c.info.assumptions) << "\n";
+    md << "- row " << c.c.info.row_id << " (" << to_string(c.c.metric) << ", " << core::markdown_cell(c.detail)
+       << "): " << core::markdown_cell(c.c.info.assumptions) << "\n";
   for (const auto& f : r.fits)
-    md << "- row " << f.c.info.row_id << " (fit): " << cell(f.c.info.assumptions) << "\n";
+    md << "- row " << f.c.info.row_id << " (fit): " << core::markdown_cell(f.c.info.assumptions) << "\n";
 
   md << "\n## Not covered\n\n"
      << r.not_covered.size() << " memory or max-model rows cannot be expressed yet; " << r.other_rows
      << " further rows carry only time or throughput figures (not memory rows).\n\n";
   md << "| row_id | source | model | kind | why |\n|---|---|---|---|---|\n";
   for (const auto& n : r.not_covered)
-    md << "| " << n.row_id << " | " << n.source_id << " | " << cell(n.model) << " | " << n.kind << " | "
-       << cell(n.reason) << " |\n";
+    md << "| " << n.row_id << " | " << n.source_id << " | " << core::markdown_cell(n.model) << " | " << n.kind << " | "
+       << core::markdown_cell(n.reason) << " |\n";
 }
 
 } // namespace
@@ -585,8 +557,7 @@ void statistics_section(std::ostringstream& md, const ValidationReport& r)
 std::string render_markdown(const ValidationReport& r)
 {
   std::ostringstream md;
-  md << "# Memory against measurement\n\n"
-     << "Generated by `zerosim validate --memory` from `results/validation/published.csv` (columns and\n"
+  md << report_header("Memory against measurement", "zerosim validate --memory") << " (columns and\n"
      << "traps: `results/validation/README.md`); method, metric mapping and assumptions: `docs/validation.md`.\n"
      << "Do not edit by hand. Signed error = (predicted - measured) / measured.\n\n";
 
@@ -601,22 +572,23 @@ std::string render_markdown(const ValidationReport& r)
 std::string render_csv(const ValidationReport& r)
 {
   // published_params_B and predicted_params_B: the largest-model records only (a model size, not memory).
-  std::string out =
-      csv_record({"row_id", "source_id", "kind", "model", "config", "metric", "measured_GiB", "predicted_GiB",
-                  "signed_error_pct", "verdict", "why_or_assumptions", "published_params_B", "predicted_params_B"});
+  std::string out = core::csv_record({"row_id", "source_id", "kind", "model", "config", "metric", "measured_GiB",
+                                      "predicted_GiB", "signed_error_pct", "verdict", "why_or_assumptions",
+                                      "published_params_B", "predicted_params_B"});
   for (const auto& c : r.comparisons)
-    out += csv_record({c.c.info.row_id, c.c.info.source_id, "memory", c.c.info.model, c.c.info.config,
-                       to_string(c.c.metric), fixed(c.c.measured_bytes / GIB, 3),
-                       fixed(static_cast<double>(c.predicted_bytes) / GIB, 3), fixed(c.error_pct, 1), c.verdict,
-                       c.c.info.assumptions, "", ""});
+    out += core::csv_record({c.c.info.row_id, c.c.info.source_id, "memory", c.c.info.model, c.c.info.config,
+                             to_string(c.c.metric), core::format_fixed(c.c.measured_bytes / core::GIB, 3),
+                             core::format_fixed(static_cast<double>(c.predicted_bytes) / core::GIB, 3),
+                             core::format_fixed(c.error_pct, 1), c.verdict, c.c.info.assumptions, "", ""});
   for (const auto& f : r.fits) {
     std::string verdict =
         std::string(f.ran_fits ? "fits" : "does not fit") +
         (f.doubled_fits ? std::string("; twice: ") + (*f.doubled_fits ? "fits" : "does not fit") : "") +
         (f.ok ? " (as published)" : " (contradicts the source)");
-    out += csv_record({f.c.info.row_id, f.c.info.source_id, "fit", f.c.info.model, f.c.info.config, "fit verdict",
-                       fixed(static_cast<double>(f.capacity_bytes) / GIB, 3),
-                       fixed(static_cast<double>(f.ran_peak_bytes) / GIB, 3), "", verdict, f.c.claim, "", ""});
+    out += core::csv_record({f.c.info.row_id, f.c.info.source_id, "fit", f.c.info.model, f.c.info.config, "fit verdict",
+                             core::format_fixed(static_cast<double>(f.capacity_bytes) / core::GIB, 3),
+                             core::format_fixed(static_cast<double>(f.ran_peak_bytes) / core::GIB, 3), "", verdict,
+                             f.c.claim, "", ""});
   }
   for (const auto& f : r.fits) {
     if (!f.largest)
@@ -625,16 +597,17 @@ std::string render_csv(const ValidationReport& r)
     std::string verdict = std::string(l.within ? "within 20 %" : "outside 20 %") + "; twice (" +
                           std::to_string(l.twice_layers) + " layers): " + (l.twice_fits ? "fits" : "does not fit") +
                           (l.ok ? " (as published)" : " (contradicts the source)");
-    out += csv_record(
+    out += core::csv_record(
         {f.c.info.row_id, f.c.info.source_id, "largest model", f.c.info.model, f.c.info.config,
          "largest model predicted to fit (" + std::to_string(l.largest_layers) + " layers; " + l.family + ")",
-         fixed(static_cast<double>(f.capacity_bytes) / GIB, 3),
-         fixed(static_cast<double>(l.largest_peak_bytes) / GIB, 3), fixed(l.error_pct, 1), verdict,
-         f.c.claim + "; one layer more: " + l.limit, fixed(l.published_params / 1e9, 3),
-         fixed(static_cast<double>(l.largest_params) / 1e9, 3)});
+         core::format_fixed(static_cast<double>(f.capacity_bytes) / core::GIB, 3),
+         core::format_fixed(static_cast<double>(l.largest_peak_bytes) / core::GIB, 3),
+         core::format_fixed(l.error_pct, 1), verdict, f.c.claim + "; one layer more: " + l.limit,
+         core::format_fixed(l.published_params / 1e9, 3),
+         core::format_fixed(static_cast<double>(l.largest_params) / 1e9, 3)});
   }
   for (const auto& n : r.not_covered)
-    out += csv_record(
+    out += core::csv_record(
         {n.row_id, n.source_id, "not covered (" + n.kind + ")", n.model, "", "", "", "", "", "", n.reason, "", ""});
   return out;
 }
@@ -645,20 +618,14 @@ int validate_memory_command(const std::string& csv, const std::string& out_dir, 
   ValidationReport r =
       run_memory_validation(read_published_rows(csv), node_loader_near(csv), mechanisms, mapping_rules_near(csv));
   core::create_directories(out_dir, "--out");
-  auto write = [](const std::string& path, const std::string& text) {
-    std::ofstream f(path, std::ios::binary);
-    if (!f)
-      throw core::InputError(path + ": cannot write the file");
-    f << text;
-  };
-  write(out_dir + "/memory.md", render_markdown(r));
-  write(out_dir + "/memory.csv", render_csv(r));
+  core::write_file(out_dir + "/memory.md", render_markdown(r));
+  core::write_file(out_dir + "/memory.csv", render_csv(r));
   out << "memory validation: " << r.comparisons.size() << " memory comparisons, " << r.fits.size() << " fit verdicts, "
       << r.not_covered.size() << " rows not covered, " << r.other_rows << " time-only rows\n";
   if (r.allocated_median_abs_pct)
-    out << "median |error| on allocated-memory rows: " << fixed(*r.allocated_median_abs_pct, 1) << " %\n";
+    out << "median |error| on allocated-memory rows: " << core::format_fixed(*r.allocated_median_abs_pct, 1) << " %\n";
   if (r.reserved_median_abs_pct)
-    out << "median |error| on reserved-memory rows: " << fixed(*r.reserved_median_abs_pct, 1) << " %\n";
+    out << "median |error| on reserved-memory rows: " << core::format_fixed(*r.reserved_median_abs_pct, 1) << " %\n";
   out << "per framework (memory/fit/estimator rows: comparisons, fit verdicts reproduced, not covered, failed; "
          "|error| of allocated and reserved):\n";
   for (const auto& f : r.frameworks) {

@@ -4,7 +4,7 @@
 // Renders results/validation/memory.md and memory.csv. Method: docs/validation.md.
 #pragma once
 
-#include "validation/csv.hpp"
+#include "core/stats.hpp"
 #include "validation/published_rows.hpp"
 
 #include <cstdint>
@@ -71,17 +71,6 @@ struct FitResult {
   std::optional<LargestFit> largest; ///< for a max-model statement naming a size (c.claimed_params > 0)
 };
 
-/// Median and 90th percentile of |error| over a group of comparisons.
-struct ErrorStats {
-  std::string group; ///< e.g. "source S09", "stage 3", "offload none", "overall"
-  int n = 0;
-  double median_abs_pct = 0;
-  double p90_abs_pct = 0; ///< linear interpolation between order statistics (numpy's default)
-  /// Median of the signed errors, in the direction of the caller's: memory, + = predicted above measured; time and
-  /// throughput (signed_error_pct, run_validation.hpp), + = predicted faster than measured.
-  double median_signed_pct = 0;
-};
-
 /// The memory and fit rows of one framework (framework_label: "DeepSpeed", "FSDP", "DDP", ...).
 struct MemoryFrameworkSummary {
   std::string framework;
@@ -92,11 +81,11 @@ struct MemoryFrameworkSummary {
   int not_covered = 0; ///< rows not covered
   int failed = 0;      ///< rows the pipeline failed on
   /// |error| over its measured allocated and reserved comparisons; none when there is none.
-  std::optional<ErrorStats> measured;
+  std::optional<core::ErrorStats> measured;
   /// The same over its allocated comparisons alone, and over its reserved ones alone (reported apart: they are
   /// different figures).
-  std::optional<ErrorStats> allocated;
-  std::optional<ErrorStats> reserved;
+  std::optional<core::ErrorStats> allocated;
+  std::optional<core::ErrorStats> reserved;
 };
 
 struct ValidationReport {
@@ -107,9 +96,9 @@ struct ValidationReport {
   std::vector<std::string> failures; ///< "row N: message" for a row the pipeline failed on (a bug, not a verdict)
   /// Over measured comparisons (allocated and reserved) grouped per metric, source, framework, ZeRO stage (DeepSpeed)
   /// or FSDP strategy / DDP, offload, overall.
-  std::vector<ErrorStats> measured_stats;
+  std::vector<core::ErrorStats> measured_stats;
   /// Over the estimator rows (a conformance test of the arithmetic, not of reality).
-  std::vector<ErrorStats> estimator_stats;
+  std::vector<core::ErrorStats> estimator_stats;
   int bound_rows = 0;                             ///< nvidia-smi rows
   int bound_violations = 0;                       ///< ... whose prediction exceeds the bound
   std::optional<double> allocated_median_abs_pct; ///< the acceptance figure (none when no such row)
@@ -122,10 +111,6 @@ struct ValidationReport {
   /// DeepSpeed, FSDP and DDP always (in that order), then any other framework of the file.
   std::vector<MemoryFrameworkSummary> frameworks;
 };
-
-/// Median and 90th percentile of the absolute values of `errors_pct` (signed errors, in percent), and the median of
-/// the signed values.
-ErrorStats error_stats(const std::string& group, std::vector<double> errors_pct);
 
 /// One memory case beside its prediction, with the case's own scenario (its mechanisms included): what
 /// run_memory_validation does per case. Throws as the pipeline does: core::UnsupportedError or core::InputError for

@@ -3,8 +3,8 @@
 #include "validation/row_mapping.hpp"
 
 #include "config/scenario_loader.hpp"
+#include "core/csv.hpp"
 #include "core/error.hpp"
-#include "validation/csv.hpp"
 
 #include <cstdlib>
 #include <filesystem>
@@ -96,7 +96,7 @@ std::vector<long> row_ranges(const std::string& text, const std::string& where)
 
 std::vector<PublishedRow> read_published_rows(const std::string& csv)
 {
-  CsvTable table = CsvTable::parse(read_text_file(csv), csv);
+  core::CsvTable table = core::CsvTable::parse(read_text_file(csv), csv);
   std::vector<PublishedRow> rows;
   for (std::size_t i = 0; i < table.size(); ++i)
     rows.push_back(table.record(i));
@@ -104,7 +104,7 @@ std::vector<PublishedRow> read_published_rows(const std::string& csv)
   std::error_code ec;
   if (!std::filesystem::is_regular_file(stacks_path, ec))
     return rows;
-  CsvTable stacks = CsvTable::parse(read_text_file(stacks_path), stacks_path);
+  core::CsvTable stacks = core::CsvTable::parse(read_text_file(stacks_path), stacks_path);
   std::map<long, std::size_t> index;
   for (std::size_t i = 0; i < rows.size(); ++i)
     index[std::strtol(rows[i]["row_id"].c_str(), nullptr, 10)] = i;
@@ -161,7 +161,7 @@ std::map<std::string, RowCause> read_row_causes(const std::string& csv, const st
   std::map<std::string, std::string> source_of; // row id -> source id
   for (const PublishedRow& r : rows)
     source_of[r.at("row_id")] = r.count("source_id") ? r.at("source_id") : "";
-  CsvTable t = CsvTable::parse(read_text_file(path), path);
+  core::CsvTable t = core::CsvTable::parse(read_text_file(path), path);
   std::map<std::string, std::size_t> listed;
   for (std::size_t i = 0; i < t.size(); ++i) {
     const std::string where = path + ":" + std::to_string(i + 2);

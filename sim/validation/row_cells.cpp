@@ -197,11 +197,11 @@ double figure_unit_bytes(const PublishedRow& row)
 {
   const std::string& metric = field(row, "mem_metric");
   if (field(row, "provenance") == "estimator")
-    return GIB; // DeepSpeed's estimators print bytes / 2**30 (docs/deepspeed-schedule.md §10.2)
+    return core::GIB; // DeepSpeed's estimators print bytes / 2**30 (docs/deepspeed-schedule.md §10.2)
   if (contains(metric, "mib") || contains(metric, "gib") || contains(field(row, "peak_mem_GB"), "gib"))
-    return GIB;
+    return core::GIB;
   if (contains(field(row, "evidence_type"), "log"))
-    return GIB; // DeepSpeed see_memory_usage and Megatron print bytes / 2**30 (README trap 7)
+    return core::GIB; // DeepSpeed see_memory_usage and Megatron print bytes / 2**30 (README trap 7)
   return 1e9;
 }
 

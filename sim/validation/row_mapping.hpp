@@ -4,6 +4,7 @@
 // source's, results/validation/sources/ (docs/validation.md, "General rules" and "Per-source data").
 #pragma once
 
+#include "core/bytes.hpp"
 #include "spec/source_rules.hpp"
 #include "validation/published_rows.hpp"
 
@@ -12,8 +13,6 @@
 #include <vector>
 
 namespace zerosim::validation::detail {
-
-inline constexpr double GIB = 1073741824.0;
 
 std::string lower(std::string s);
 /// Case-insensitive.

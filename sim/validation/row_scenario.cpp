@@ -81,21 +81,21 @@ spec::NodeSpec node_for(const PublishedRow& row, const NodeLoader& load_node, co
     auto off = [&](double bytes) {
       return std::abs(bytes - static_cast<double>(node_bytes)) / static_cast<double>(node_bytes);
     };
-    return node_bytes > 0 && off(row_value * GIB) > 0.03 && off(row_value * 1e9) > 0.03;
+    return node_bytes > 0 && off(row_value * core::GIB) > 0.03 && off(row_value * 1e9) > 0.03;
   };
   if (auto g = leading_number(field(row, "gpu_mem_GB")); g && differs(*g, node.gpu.memory_bytes)) {
-    node.gpu.memory_bytes = static_cast<std::int64_t>(*g * GIB);
+    node.gpu.memory_bytes = static_cast<std::int64_t>(*g * core::GIB);
     add_note(notes, "GPU memory " + trim(field(row, "gpu_mem_GB")) + " GiB (row) over the node file's");
   }
   const std::string& cpu_text = field(row, "cpu_mem_per_node_GB");
   // A host figure equal to what the node file leaves usable (memory less cpu.reserved) is the same machine.
   if (auto c = leading_number(cpu_text);
       c && differs(*c, node.cpu.memory_bytes) && differs(*c, node.cpu.memory_bytes - node.cpu.reserved_bytes)) {
-    node.cpu.memory_bytes = static_cast<std::int64_t>(*c * GIB);
+    node.cpu.memory_bytes = static_cast<std::int64_t>(*c * core::GIB);
     static const std::regex usable_re(R"((\d+(?:\.\d+)?)\s*usable)");
     std::smatch um;
     if (std::regex_search(cpu_text, um, usable_re))
-      node.cpu.reserved_bytes = node.cpu.memory_bytes - static_cast<std::int64_t>(std::stod(um.str(1)) * GIB);
+      node.cpu.reserved_bytes = node.cpu.memory_bytes - static_cast<std::int64_t>(std::stod(um.str(1)) * core::GIB);
     add_note(notes, "host memory " + trim(cpu_text) + " GiB (row) over the node file's");
   }
   return node;
@@ -380,8 +380,8 @@ void checkpoints_where_needed(const PublishedRow& row, const BuildInputs& in, co
   const bool where_needed = contains(field(row, "activation_checkpointing"), d.where_needed_text);
   std::ostringstream os;
   os.precision(3);
-  os << "checkpoints " << ckpt_bytes / GIB << " GiB (layers x micro-batch x seq x hidden x 2 B) against the GPU's "
-     << gpu_bytes / GIB << " GiB";
+  os << "checkpoints " << ckpt_bytes / core::GIB
+     << " GiB (layers x micro-batch x seq x hidden x 2 B) against the GPU's " << gpu_bytes / core::GIB << " GiB";
   if (where_needed && (known || ckpt_bytes > gpu_bytes)) {
     s.deepspeed.activation_checkpointing.partition_activations = true;
     s.deepspeed.activation_checkpointing.cpu_checkpointing = true;

@@ -1,11 +1,13 @@
 #include "validation/run_validation.hpp"
-#include "validation/report_text.hpp"
+#include "validation/report_common.hpp"
 #include "validation/throughput_parts.hpp"
 
 #include "compute/compute_model.hpp"
 #include "config/scenario_loader.hpp"
 #include "core/error.hpp"
 #include "core/files.hpp"
+#include "core/stats.hpp"
+#include "core/text.hpp"
 #include "core/worker_pool.hpp"
 #include "engine/engine.hpp"
 #include "metrics/run_metrics.hpp"
@@ -19,7 +21,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <limits>
 #include <map>
@@ -29,12 +30,6 @@
 namespace zerosim::validation {
 
 namespace throughput_parts {
-
-using text::cell;
-using text::fixed;
-using text::signed_pct;
-using text::stats_table;
-using text::strategy_group;
 
 using core::one_line;
 
@@ -46,7 +41,7 @@ const char* const CAT_REJECTED = "scenario refused by the pipeline";
 std::string figure_text(TimeMetric m, double v)
 {
   if (m == TimeMetric::MFU || m == TimeMetric::HFU)
-    return fixed(v * 100, 1) + " %";
+    return core::format_fixed(v * 100, 1) + " %";
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.4g", v);
   std::string u = unit_of(m);
@@ -141,7 +136,7 @@ std::optional<double> priors_error(const ThroughputComparison& r)
   return r.figures.front().error_pct;
 }
 
-void add_group_stats(std::vector<ErrorStats>& out, const std::string& prefix,
+void add_group_stats(std::vector<core::ErrorStats>& out, const std::string& prefix,
                      const std::vector<const ThroughputComparison*>& rows, const ErrorOf& error_of,
                      const std::function<std::string(const ThroughputComparison&)>& key)
 {
@@ -150,13 +145,13 @@ void add_group_stats(std::vector<ErrorStats>& out, const std::string& prefix,
     if (std::optional<double> e = error_of(*r))
       groups[key(*r)].push_back(*e);
   for (auto& [k, v] : groups)
-    out.push_back(error_stats(prefix + k, v));
+    out.push_back(core::error_stats(prefix + k, v));
 }
 
 /// The report's groups: source, framework, ZeRO stage or strategy, offload, GPU kind, scale band, overall.
-std::vector<ErrorStats> stats_of(const std::vector<const ThroughputComparison*>& rows, const ErrorOf& error_of)
+std::vector<core::ErrorStats> stats_of(const std::vector<const ThroughputComparison*>& rows, const ErrorOf& error_of)
 {
-  std::vector<ErrorStats> out;
+  std::vector<core::ErrorStats> out;
   std::vector<double> all;
   for (const auto* r : rows)
     if (std::optional<double> e = error_of(*r))
@@ -171,7 +166,7 @@ std::vector<ErrorStats> stats_of(const std::vector<const ThroughputComparison*>&
   add_group_stats(out, "GPU / framework ", rows, error_of,
                   [](const ThroughputComparison& r) { return spec::accuracy_group(r.c.scenario); });
   add_group_stats(out, "scale ", rows, error_of, [](const ThroughputComparison& r) { return scale_band(r.c); });
-  out.push_back(error_stats("overall", all));
+  out.push_back(core::error_stats("overall", all));
   return out;
 }
 
@@ -199,8 +194,8 @@ std::string stage_text(const ThroughputCase& c)
 
 std::vector<FrameworkSummary> framework_summaries(const ThroughputReport& r)
 {
-  auto out = text::framework_rows<FrameworkSummary>();
-  auto entry = [&](const std::string& label) -> FrameworkSummary& { return text::framework_entry(out, label); };
+  auto out = framework_rows<FrameworkSummary>();
+  auto entry = [&](const std::string& label) -> FrameworkSummary& { return framework_entry(out, label); };
   std::map<std::string, std::vector<double>> errors;
   for (const auto& c : r.comparisons) {
     FrameworkSummary& s = entry(c.c.info.framework);
@@ -224,7 +219,7 @@ std::vector<FrameworkSummary> framework_summaries(const ThroughputReport& r)
   }
   for (auto& s : out)
     if (!errors[s.framework].empty())
-      s.whole_step = error_stats("framework " + s.framework, errors[s.framework]);
+      s.whole_step = core::error_stats("framework " + s.framework, errors[s.framework]);
   return out;
 }
 
@@ -264,7 +259,7 @@ std::string scale_band(const ThroughputCase& c)
   return nodes <= 64 ? "2-64 nodes" : "more than 64 nodes";
 }
 
-std::vector<ErrorStats> whole_step_stats(const ThroughputReport& r, const ErrorOf& error_of)
+std::vector<core::ErrorStats> whole_step_stats(const ThroughputReport& r, const ErrorOf& error_of)
 {
   return stats_of(whole_step_rows(r), error_of);
 }
@@ -272,12 +267,12 @@ std::vector<ErrorStats> whole_step_stats(const ThroughputReport& r, const ErrorO
 std::optional<double> median_of_source_medians(const ThroughputReport& r, const ErrorOf& error_of)
 {
   std::vector<double> medians;
-  for (const ErrorStats& s : whole_step_stats(r, error_of))
+  for (const core::ErrorStats& s : whole_step_stats(r, error_of))
     if (s.group.rfind("source ", 0) == 0)
       medians.push_back(s.median_abs_pct);
   if (medians.empty())
     return std::nullopt;
-  return error_stats("", medians).median_abs_pct;
+  return core::error_stats("", medians).median_abs_pct;
 }
 
 std::string to_string(RowStatus s)
@@ -486,7 +481,7 @@ ThroughputReport run_throughput(const ThroughputInput& input, std::ostream& out,
     c.scenario.mechanisms = mechanisms;
   if (progress) {
     out << "throughput validation: " << mapping.cases.size() << " rows to simulate, " << mapping.not_covered.size()
-        << " not covered; " << std::max(1, jobs) << " workers, " << fixed(row_time_limit_s, 0)
+        << " not covered; " << std::max(1, jobs) << " workers, " << core::format_fixed(row_time_limit_s, 0)
         << " s per row at most\n";
     out.flush();
   }
@@ -497,19 +492,11 @@ ThroughputReport run_throughput(const ThroughputInput& input, std::ostream& out,
   if (progress)
     options.on_done = [&](std::size_t i, const RowOutcome& o) {
       out << "  [" << ++finished << "/" << mapping.cases.size() << "] row " << mapping.cases[i].info.row_id << ": "
-          << to_string(o.status) << ", " << fixed(o.wall_s, 1) << " s\n";
+          << to_string(o.status) << ", " << core::format_fixed(o.wall_s, 1) << " s\n";
       out.flush();
     };
   std::vector<RowOutcome> outcomes = run_cases(mapping.cases, predict_case, options);
   return assemble_report(input.rows_total, mapping, outcomes);
-}
-
-void write_file(const std::string& path, const std::string& body)
-{
-  std::ofstream f(path, std::ios::binary);
-  if (!f)
-    throw core::InputError(path + ": cannot write the file");
-  f << body;
 }
 
 /// The rows a mechanism acts on (docs/validation.md "Ablation").
@@ -561,15 +548,16 @@ const AblationTarget ABLATION_TARGETS[] = {
 
 /// One line of ablation.md: the medians with the mechanism on (`a`) and off (`b`) over the same rows; "none" when
 /// the mechanism acts on no compared row.
-std::string ablation_line(const std::string& mechanism, const std::string& rows, const ErrorStats& a,
-                          const ErrorStats& b)
+std::string ablation_line(const std::string& mechanism, const std::string& rows, const core::ErrorStats& a,
+                          const core::ErrorStats& b)
 {
   std::string line = "| " + mechanism + " | " + rows + " | " + std::to_string(a.n) + " | ";
   if (a.n == 0)
     return line + "none | none | | | |\n";
-  return line + fixed(a.median_abs_pct, 1) + " % | " + fixed(b.median_abs_pct, 1) + " % | " +
-         signed_pct(a.median_abs_pct - b.median_abs_pct) + " | " + signed_pct(a.median_signed_pct) + " | " +
-         signed_pct(b.median_signed_pct) + " |\n";
+  return line + core::format_fixed(a.median_abs_pct, 1) + " % | " + core::format_fixed(b.median_abs_pct, 1) + " % | " +
+         core::format_signed_pct(a.median_abs_pct - b.median_abs_pct, 1) + " | " +
+         core::format_signed_pct(a.median_signed_pct, 1) + " | " + core::format_signed_pct(b.median_signed_pct, 1) +
+         " |\n";
 }
 
 /// The row ids whose primary figure is a whole-step one, compared in `r`.
@@ -582,13 +570,13 @@ std::set<std::string> whole_step_ids(const ThroughputReport& r)
 }
 
 /// Median |error| and median signed error of the primary whole-step figure over the rows `row_ids` names.
-ErrorStats stats_on(const ThroughputReport& r, const std::set<std::string>& row_ids)
+core::ErrorStats stats_on(const ThroughputReport& r, const std::set<std::string>& row_ids)
 {
   std::vector<double> errors;
   for (const ThroughputComparison& c : r.comparisons)
     if (!is_component(c.figures.front().figure.metric) && row_ids.count(c.c.info.row_id))
       errors.push_back(c.figures.front().error_pct);
-  return error_stats("", errors);
+  return core::error_stats("", errors);
 }
 
 } // namespace
@@ -602,7 +590,7 @@ std::map<std::string, spec::AccuracyBand> priors_accuracy_bands(const Throughput
   }
   std::map<std::string, spec::AccuracyBand> out;
   for (const auto& [group, e] : errors) {
-    const ErrorStats st = error_stats(group, e);
+    const core::ErrorStats st = core::error_stats(group, e);
     spec::AccuracyBand b;
     b.kind = spec::AccuracyKind::PRIORS;
     b.median_abs_error_pct = st.median_abs_pct;
@@ -627,11 +615,25 @@ ThroughputReport run_throughput_report(const std::string& csv, std::ostream& out
 void write_throughput_report(const ThroughputReport& r, const std::string& out_dir, std::ostream& out)
 {
   core::create_directories(out_dir, "--out");
-  write_file(out_dir + "/report.md", render_throughput_markdown(r));
-  write_file(out_dir + "/report.csv", render_throughput_csv(r));
-  write_file(out_dir + "/priors-accuracy.yaml",
-             config::priors_accuracy_yaml(priors_accuracy_bands(r), "zerosim validate --run"));
+  core::write_file(out_dir + "/report.md", render_throughput_markdown(r));
+  core::write_file(out_dir + "/report.csv", render_throughput_csv(r));
+  core::write_file(out_dir + "/priors-accuracy.yaml",
+                   config::priors_accuracy_yaml(priors_accuracy_bands(r), "zerosim validate --run"));
   out << render_headline(r) << "report: " << out_dir << "/report.md\n";
+}
+
+int validate_run_command(const std::string& csv, const std::string& out_dir, std::ostream& out,
+                         const ValidateRunOptions& o, const RowsFit& fit)
+{
+  ThroughputReport r = run_throughput_report(csv, out, o.jobs, 300, o.mechanisms);
+  if (o.fit) {
+    r.calibrated = fit(csv, o, out);
+  } else {
+    r.calibrated = CalibratedErrors{};
+    r.calibrated->not_run = "validate was asked for the priors only (--priors-only)";
+  }
+  write_throughput_report(r, out_dir, out);
+  return r.failures.empty() ? 0 : 1;
 }
 
 int write_row_scenarios(const std::string& csv, const std::string& out_dir, std::ostream& out)
@@ -647,7 +649,7 @@ int write_row_scenarios(const std::string& csv, const std::string& out_dir, std:
     if (!c.info.assumptions.empty())
       text << "# Assumed: " << c.info.assumptions << "\n";
     text << config::resolved_yaml(c.scenario);
-    write_file(out_dir + "/row-" + c.info.row_id + ".yaml", text.str());
+    core::write_file(out_dir + "/row-" + c.info.row_id + ".yaml", text.str());
   }
   out << "wrote " << input.mapping.cases.size() << " row scenarios (of " << input.rows_total << " rows; the rest are "
       << "not covered, as report.md says) to " << out_dir << "\n";
@@ -666,8 +668,7 @@ int validate_ablation_command(const std::string& csv, const std::string& out_dir
   const ThroughputInput input = map_throughput_input(rows, load_node, rules);
   const ThroughputReport defaults = run_throughput(input, out, jobs, row_time_limit_s, {}, false);
   std::ostringstream md;
-  md << "# Ablation: each mechanism switched\n\n"
-     << "Generated by `zerosim validate --ablation` from `results/validation/published.csv`; method:\n"
+  md << report_header("Ablation: each mechanism switched", "zerosim validate --ablation") << "; method:\n"
      << "`docs/validation.md` (\"Ablation\"). Do not edit by hand. Each line reruns the throughput validation with "
         "one\n"
      << "mechanism switched from its default (`--without NAME` for one on by default, `--with NAME` for one off by\n"
@@ -696,14 +697,14 @@ int validate_ablation_command(const std::string& csv, const std::string& out_dir
     for (const ThroughputComparison& c : defaults.comparisons)
       if (t.applies(c) && compared_by_default.count(c.c.info.row_id) && compared_flipped.count(c.c.info.row_id))
         ids.insert(c.c.info.row_id);
-    const ErrorStats a = stats_on(with_it, ids);
-    const ErrorStats b = stats_on(off, ids);
+    const core::ErrorStats a = stats_on(with_it, ids);
+    const core::ErrorStats b = stats_on(off, ids);
     md << ablation_line(name + (default_on ? "" : " (off by default)"), t.rows, a, b);
     if (a.n == 0)
       out << "  " << name << ": acts on no compared row\n";
     else
-      out << "  " << name << ": median |error| on its " << a.n << " rows " << fixed(a.median_abs_pct, 1)
-          << " % with it, " << fixed(b.median_abs_pct, 1) << " % without\n";
+      out << "  " << name << ": median |error| on its " << a.n << " rows " << core::format_fixed(a.median_abs_pct, 1)
+          << " % with it, " << core::format_fixed(b.median_abs_pct, 1) << " % without\n";
     out.flush();
   }
   {
@@ -743,25 +744,26 @@ int validate_ablation_command(const std::string& csv, const std::string& out_dir
           off_errors.push_back(*errors[1]);
         }
       }
-      const ErrorStats a = error_stats("reserved", on_errors);
-      const ErrorStats b = error_stats("reserved", off_errors);
+      const core::ErrorStats a = core::error_stats("reserved", on_errors);
+      const core::ErrorStats b = core::error_stats("reserved", off_errors);
       const bool default_on = spec::Mechanisms{}.*flag;
       md << ablation_line(name + (default_on ? "" : " (off by default)"),
                           "rows with a measured reserved figure (memory validation)", a, b);
-      out << "  " << name << ": median |error| on its " << a.n << " reserved figures " << fixed(a.median_abs_pct, 1)
-          << " % with it, " << fixed(b.median_abs_pct, 1) << " % without\n";
+      out << "  " << name << ": median |error| on its " << a.n << " reserved figures "
+          << core::format_fixed(a.median_abs_pct, 1) << " % with it, " << core::format_fixed(b.median_abs_pct, 1)
+          << " % without\n";
     }
   }
-  const ErrorStats all = stats_on(defaults, compared_by_default);
+  const core::ErrorStats all = stats_on(defaults, compared_by_default);
   std::string off_by_default;
   for (const auto& [name, flag] : spec::MECHANISMS)
     if (!(spec::Mechanisms{}.*flag))
       off_by_default += (off_by_default.empty() ? " but " : ", ") + std::string(name);
   md << "\nThe defaults (every mechanism on" << off_by_default << "), all " << all.n
-     << " whole-step rows: median abs error " << fixed(all.median_abs_pct, 1) << " %, median signed error "
-     << signed_pct(all.median_signed_pct) << ".\n";
+     << " whole-step rows: median abs error " << core::format_fixed(all.median_abs_pct, 1) << " %, median signed error "
+     << core::format_signed_pct(all.median_signed_pct, 1) << ".\n";
   core::create_directories(out_dir, "--out");
-  write_file(out_dir + "/ablation.md", md.str());
+  core::write_file(out_dir + "/ablation.md", md.str());
   out << "ablation: " << out_dir << "/ablation.md\n";
   return status;
 }

@@ -5,7 +5,8 @@
 // docs/validation.md, "Throughput".
 #pragma once
 
-#include "validation/csv.hpp"
+#include "core/csv.hpp"
+#include "core/stats.hpp"
 #include "validation/memory_validation.hpp"
 #include "validation/published_rows.hpp"
 
@@ -115,7 +116,7 @@ struct FrameworkSummary {
   int component = 0;     ///< compared on a component timing
   int failed = 0;        ///< failed or timed out in the simulator
   int not_covered = 0;
-  std::optional<ErrorStats> whole_step; ///< |error| of the whole-step comparisons; none when there is none
+  std::optional<core::ErrorStats> whole_step; ///< |error| of the whole-step comparisons; none when there is none
 };
 
 /// A fitted parameter as validate --run's "In-sample" section shows it.
@@ -128,7 +129,7 @@ struct FittedParameter {
   std::string note; ///< flags (one source, at its bound)
 };
 
-/// The calibrated predictions of validate --run (filled by the calibration layer, calibration/validate_fit.hpp):
+/// The calibrated predictions of validate --run (filled by the calibration layer: calibration::fit_validation_rows):
 /// the signed error of every whole-step row's primary figure predicted with parameters fitted on every source
 /// (in-sample) and with parameters fitted without the row's source (leave-one-source-out).
 struct CalibratedErrors {
@@ -153,9 +154,9 @@ struct ThroughputReport {
   std::vector<ThroughputNotCovered> not_covered; ///< in file order
   /// |error| of the primary figure, whole-step figures (time, rates, TFLOPs, MFU): per source, framework, ZeRO
   /// stage or FSDP strategy, offload mode, and overall.
-  std::vector<ErrorStats> stats;
+  std::vector<core::ErrorStats> stats;
   /// The same for component timings (backward pass, CPU-Adam step), kept apart from the whole-step figures.
-  std::vector<ErrorStats> component_stats;
+  std::vector<core::ErrorStats> component_stats;
   /// Per framework: DeepSpeed, FSDP, DDP always (a framework without a compared row says so), then any other.
   std::vector<FrameworkSummary> frameworks;
   /// validate --run's fit (none: a priors-only report, e.g. the ablation's runs).
@@ -170,7 +171,7 @@ std::string scale_band(const ThroughputCase& c);
 /// Error statistics of the whole-step comparisons of `r` under another prediction: `error_of` gives a row's signed
 /// error (none: the row is left out). Grouped as the report's tables (source, framework, stage or strategy, offload,
 /// GPU kind, scale band, overall).
-std::vector<ErrorStats>
+std::vector<core::ErrorStats>
 whole_step_stats(const ThroughputReport& r,
                  const std::function<std::optional<double>(const ThroughputComparison&)>& error_of);
 
@@ -195,8 +196,8 @@ std::string render_headline(const ThroughputReport& r);
 /// The priors-only throughput validation of `validate --run`: reads `csv` (published.csv), loads node files from the
 /// topologies/ folder nearest to it (node_loader_near), runs every expressible row (`jobs` workers at once,
 /// `row_time_limit_s` each; progress to `out`) with `mechanisms` (`--without NAME`), and returns the report with the
-/// causes of causes.csv beside `csv`. calibration::validate_run_with_fit adds the fit and writes it. Throws
-/// core::InputError for an unreadable file.
+/// causes of causes.csv beside `csv`. validate_run_command adds the fit and writes it. Throws core::InputError for an
+/// unreadable file.
 ThroughputReport run_throughput_report(const std::string& csv, std::ostream& out, int jobs = 2,
                                        double row_time_limit_s = 300, const spec::Mechanisms& mechanisms = {});
 
@@ -207,6 +208,28 @@ std::map<std::string, spec::AccuracyBand> priors_accuracy_bands(const Throughput
 /// Writes report.md, report.csv and priors-accuracy.yaml (priors_accuracy_bands) of `r` into `out_dir` (created) and
 /// prints the headline to `out`.
 void write_throughput_report(const ThroughputReport& r, const std::string& out_dir, std::ostream& out);
+
+struct ValidateRunOptions {
+  int jobs = 2;
+  bool fit = true;  ///< false: priors only (the report says the two calibrated sections were not run)
+  bool loso = true; ///< false: the in-sample fit without its folds
+  spec::Mechanisms mechanisms;
+};
+
+/// The calibrated errors of the whole-step rows of `csv` under `o` (progress to `progress`); a fit the data cannot
+/// support is a CalibratedErrors with not_run saying why, not an exception.
+using RowsFit =
+    std::function<CalibratedErrors(const std::string& csv, const ValidateRunOptions& o, std::ostream& progress)>;
+
+/// `zerosim validate --run` (docs/validation.md "Calibrated report"): the priors-only throughput validation
+/// (run_throughput_report), then `fit` on the same rows unless o.fit is false, written as report.md, report.csv and
+/// priors-accuracy.yaml into `out_dir` (write_throughput_report), the headline to `out`. The fit is the calibration
+/// layer's (calibration::fit_validation_rows), which sits above validation because it fits on validation's cases
+/// (ThroughputCase, predict_case); the command line passes it in, so that the command lives here and validation
+/// includes nothing of calibration. Returns 0 when every row was predicted or listed as not covered, 1 when some row
+/// failed or timed out. Throws core::InputError for an unreadable file.
+int validate_run_command(const std::string& csv, const std::string& out_dir, std::ostream& out,
+                         const ValidateRunOptions& o, const RowsFit& fit);
 
 /// `zerosim validate --scenarios DIR`: maps every row of `csv` as `validate --run` does and writes each compared
 /// row's scenario, resolved, to DIR/row-<id>.yaml (a comment header names the row, its source and the mapping's

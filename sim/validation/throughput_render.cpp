@@ -1,9 +1,11 @@
 // The throughput validation report rendered: report.md's headline, sections and causes, and report.csv
 // (docs/validation.md "Throughput").
-#include "validation/report_text.hpp"
+#include "validation/report_common.hpp"
 #include "validation/run_validation.hpp"
 #include "validation/throughput_parts.hpp"
 
+#include "core/csv.hpp"
+#include "core/stats.hpp"
 #include "core/text.hpp"
 #include "spec/names.hpp"
 
@@ -20,11 +22,6 @@
 namespace zerosim::validation {
 
 using namespace throughput_parts;
-using text::cell;
-using text::fixed;
-using text::signed_pct;
-using text::stats_table;
-using text::strategy_group;
 
 namespace {
 
@@ -32,7 +29,7 @@ namespace {
 /// row count).
 std::string source_medians_line(std::optional<double> m)
 {
-  return m ? "Median of the per-source medians of |error|: " + fixed(*m, 1) + " %.\n" : std::string();
+  return m ? "Median of the per-source medians of |error|: " + core::format_fixed(*m, 1) + " %.\n" : std::string();
 }
 
 std::optional<double> lookup(const std::map<std::string, double>& m, const std::string& id)
@@ -43,7 +40,7 @@ std::optional<double> lookup(const std::map<std::string, double>& m, const std::
 
 std::string optional_pct(std::optional<double> v)
 {
-  return v ? signed_pct(*v) : std::string("none");
+  return v ? core::format_signed_pct(*v, 1) : std::string("none");
 }
 
 } // namespace
@@ -55,7 +52,7 @@ std::string render_headline(const ThroughputReport& r)
   os << "throughput validation: " << r.rows_total << " rows in the file; " << r.comparisons.size() << " compared ("
      << r.comparisons.size() - comp << " whole-step figures, " << comp << " component timings), " << r.failures.size()
      << " failed or timed out, " << r.not_covered.size() << " not covered\n";
-  auto table = [&](const std::vector<ErrorStats>& stats, const char* title) {
+  auto table = [&](const std::vector<core::ErrorStats>& stats, const char* title) {
     if (stats.empty())
       return;
     os << title << "\n";
@@ -91,10 +88,10 @@ std::string render_headline(const ThroughputReport& r)
     const CalibratedErrors& k = *r.calibrated;
     const auto line = [&](const char* what, const std::map<std::string, double>& errors) {
       const auto of = [&](const ThroughputComparison& c) { return lookup(errors, c.c.info.row_id); };
-      const std::vector<ErrorStats> st = whole_step_stats(r, of);
+      const std::vector<core::ErrorStats> st = whole_step_stats(r, of);
       if (st.empty())
         return;
-      const ErrorStats& all = st.back();
+      const core::ErrorStats& all = st.back();
       char buf[240];
       std::snprintf(buf, sizeof buf,
                     "%s (%zu fitted parameters): median |err| %.1f %%, p90 %.1f %%, median signed %+.1f %%, median "
@@ -128,7 +125,7 @@ void calibrated_sections(std::ostringstream& md, const ThroughputReport& r)
     md << "Each source's rows predicted by the simulator with the parameters `zerosim calibrate` fits on every other\n"
        << "source (a parameter only the left-out source informs stays at its prior in that fold). Rows the fit could\n"
        << "not use are not in these tables.\n\n";
-    stats_table(md, whole_step_stats(r, loso));
+    core::error_stats_table(md, whole_step_stats(r, loso));
     md << "\n" << source_medians_line(median_of_source_medians(r, loso));
   }
   md << "\n## In-sample\n\n";
@@ -140,22 +137,23 @@ void calibrated_sections(std::ostringstream& md, const ThroughputReport& r)
   md << "Every row predicted by the simulator with the parameters fitted on every source (" << k->params.size()
      << " fitted parameters; " << k->linearisations << " linearisations, " << k->simulations
      << " simulations; the fit's surrogate agrees with the simulator within "
-     << fixed(k->max_surrogate_deviation_pct, 1) << " % in-sample";
+     << core::format_fixed(k->max_surrogate_deviation_pct, 1) << " % in-sample";
   if (k->loso_not_run.empty())
-    md << " and " << fixed(k->max_loso_surrogate_deviation_pct, 1)
+    md << " and " << core::format_fixed(k->max_loso_surrogate_deviation_pct, 1)
        << " % in the leave-one-source-out folds, each a fit of its own on the rows it fitted; extrapolated to the "
           "held-out rows, which are always simulated, the in-sample surrogate is off by up to "
-       << fixed(k->max_heldout_extrapolation_pct, 1) << " %";
+       << core::format_fixed(k->max_heldout_extrapolation_pct, 1) << " %";
   md << "). Reproduce the fit alone with `" << k->command << "`.\n\n";
-  stats_table(md, whole_step_stats(r, in));
+  core::error_stats_table(md, whole_step_stats(r, in));
   md << "\n" << source_medians_line(median_of_source_medians(r, in));
   md << "\nThe fitted multipliers (on the priors; docs/calibration.md gives each one's prior, bounds and source) and\n"
      << "their range across the leave-one-source-out folds:\n\n"
      << "| parameter | fitted | folds: min | max | sources | note |\n|---|---:|---:|---:|---:|---|\n";
   for (const FittedParameter& p : k->params)
-    md << "| " << p.name << " | " << fixed(p.value, 3) << " | " << (p.fold_min ? fixed(*p.fold_min, 3) : "none")
-       << " | " << (p.fold_max ? fixed(*p.fold_max, 3) : "none") << " | " << p.sources << " | " << cell(p.note)
-       << " |\n";
+    md << "| " << p.name << " | " << core::format_fixed(p.value, 3) << " | "
+       << (p.fold_min ? core::format_fixed(*p.fold_min, 3) : "none") << " | "
+       << (p.fold_max ? core::format_fixed(*p.fold_max, 3) : "none") << " | " << p.sources << " | "
+       << core::markdown_cell(p.note) << " |\n";
   for (const std::string& u : k->unfitted)
     md << "\nNot fitted: " << u << "\n";
 }
@@ -179,11 +177,11 @@ void large_error_causes(std::ostringstream& md, const ThroughputReport& r)
     if (worst <= LARGE)
       continue;
     ++n;
-    lines << "- row " << id << " (" << c->c.info.source_id << "; priors " << signed_pct(prior);
+    lines << "- row " << id << " (" << c->c.info.source_id << "; priors " << core::format_signed_pct(prior, 1);
     if (in)
-      lines << ", in-sample " << signed_pct(*in);
+      lines << ", in-sample " << core::format_signed_pct(*in, 1);
     if (loso)
-      lines << ", leave-one-source-out " << signed_pct(*loso);
+      lines << ", leave-one-source-out " << core::format_signed_pct(*loso, 1);
     lines << "): ";
     auto it = r.causes.find(id);
     if (it == r.causes.end()) {
@@ -191,9 +189,9 @@ void large_error_causes(std::ostringstream& md, const ThroughputReport& r)
       continue;
     }
     ++explained;
-    lines << it->second.kind << ": " << cell(it->second.cause);
+    lines << it->second.kind << ": " << core::markdown_cell(it->second.cause);
     if (!it->second.evidence.empty())
-      lines << " Evidence: " << cell(it->second.evidence);
+      lines << " Evidence: " << core::markdown_cell(it->second.evidence);
     lines << "\n";
   }
   md << "\n## Rows above 30 %\n\n"
@@ -210,8 +208,7 @@ std::string render_throughput_markdown(const ThroughputReport& r)
 {
   std::ostringstream md;
   const std::size_t comp = component_count(r);
-  md << "# Time and throughput against measurement\n\n"
-     << "Generated by `zerosim validate --run` from `results/validation/published.csv` (columns and\n"
+  md << report_header("Time and throughput against measurement", "zerosim validate --run") << " (columns and\n"
      << "traps: `results/validation/README.md`); method, figure priority and assumptions: `docs/validation.md`\n"
      << "(\"Throughput\"). Do not edit by hand. Signed error, one direction for every metric: + = predicted faster\n"
      << "than measured (optimistic), - = predicted slower; (predicted - measured) / measured for a rate (samples/s,\n"
@@ -234,8 +231,9 @@ std::string render_throughput_markdown(const ThroughputReport& r)
     md << "| " << f.framework << " | " << f.rows << " | " << f.compared << " | " << f.component << " | " << f.failed
        << " | " << f.not_covered << " | ";
     if (f.whole_step)
-      md << fixed(f.whole_step->median_abs_pct, 1) << " % | " << fixed(f.whole_step->p90_abs_pct, 1) << " % | "
-         << signed_pct(f.whole_step->median_signed_pct) << " |\n";
+      md << core::format_fixed(f.whole_step->median_abs_pct, 1) << " % | "
+         << core::format_fixed(f.whole_step->p90_abs_pct, 1) << " % | "
+         << core::format_signed_pct(f.whole_step->median_signed_pct, 1) << " |\n";
     else
       md << "none compared | | |\n";
   }
@@ -248,10 +246,10 @@ std::string render_throughput_markdown(const ThroughputReport& r)
   md << "\n## Priors only\n\n"
      << "Every row predicted on the model's priors (`--calibration none`): kernel and link figures from sources\n"
      << "outside the validation data (calibration/kernels.yaml, docs/collectives.md), nothing fitted.\n\n";
-  stats_table(md, r.stats);
+  core::error_stats_table(md, r.stats);
   md << "\n" << source_medians_line(median_of_source_medians(r, priors_error));
   md << "\nComponent timings (backward pass, CPU-Adam step), kept apart:\n\n";
-  stats_table(md, r.component_stats);
+  core::error_stats_table(md, r.component_stats);
 
   const bool fitted = r.calibrated && r.calibrated->not_run.empty();
   md << "\n## Compared rows\n\n"
@@ -263,10 +261,10 @@ std::string render_throughput_markdown(const ThroughputReport& r)
      << "|---|---|---|---:|---:|---|---|---:|---:|---:|" << (fitted ? "---:|---:|" : "") << "---|\n";
   for (const auto& c : r.comparisons) {
     const FigureComparison& f = c.figures.front();
-    md << "| " << c.c.info.row_id << " | " << c.c.info.source_id << " | " << cell(c.c.info.model) << " | "
-       << gpus_of(c.c) << " | " << stage_text(c.c) << " | " << c.c.info.offload << " | " << to_string(f.figure.metric)
-       << " | " << figure_text(f.figure.metric, f.figure.value) << " | " << figure_text(f.figure.metric, f.predicted)
-       << " | " << signed_pct(f.error_pct) << " | ";
+    md << "| " << c.c.info.row_id << " | " << c.c.info.source_id << " | " << core::markdown_cell(c.c.info.model)
+       << " | " << gpus_of(c.c) << " | " << stage_text(c.c) << " | " << c.c.info.offload << " | "
+       << to_string(f.figure.metric) << " | " << figure_text(f.figure.metric, f.figure.value) << " | "
+       << figure_text(f.figure.metric, f.predicted) << " | " << core::format_signed_pct(f.error_pct, 1) << " | ";
     if (fitted)
       md << optional_pct(lookup(r.calibrated->in_sample_pct, c.c.info.row_id)) << " | "
          << optional_pct(lookup(r.calibrated->loso_pct, c.c.info.row_id)) << " | ";
@@ -295,10 +293,10 @@ std::string render_throughput_markdown(const ThroughputReport& r)
         const FigureComparison& f = c.figures[i];
         md << "| " << c.c.info.row_id << " | " << to_string(f.figure.metric) << " | "
            << figure_text(f.figure.metric, f.figure.value) << " | " << figure_text(f.figure.metric, f.predicted)
-           << " | " << signed_pct(f.error_pct) << " | " << cell(f.figure.note) << " |\n";
+           << " | " << core::format_signed_pct(f.error_pct, 1) << " | " << core::markdown_cell(f.figure.note) << " |\n";
       }
       if (!c.c.not_compared.empty())
-        md << "| " << c.c.info.row_id << " | not compared | | | | " << cell(c.c.not_compared) << " |\n";
+        md << "| " << c.c.info.row_id << " | not compared | | | | " << core::markdown_cell(c.c.not_compared) << " |\n";
     }
   }
 
@@ -308,30 +306,34 @@ std::string render_throughput_markdown(const ThroughputReport& r)
        << "bugs or limits of the simulator, not verdicts.\n\n"
        << "| row | source | model | config | status | message |\n|---|---|---|---|---|---|\n";
     for (const auto& f : r.failures)
-      md << "| " << f.c.info.row_id << " | " << f.c.info.source_id << " | " << cell(f.c.info.model) << " | "
-         << cell(f.c.info.config) << " | " << to_string(f.status) << " | " << cell(f.message) << " |\n";
+      md << "| " << f.c.info.row_id << " | " << f.c.info.source_id << " | " << core::markdown_cell(f.c.info.model)
+         << " | " << core::markdown_cell(f.c.info.config) << " | " << to_string(f.status) << " | "
+         << core::markdown_cell(f.message) << " |\n";
   }
 
   auto groups = by_category(r);
   md << "\n## Not covered\n\n" << r.not_covered.size() << " rows, by reason:\n\n| reason | rows |\n|---|---:|\n";
   for (const auto& [cat, rows] : groups)
-    md << "| " << cell(cat) << " | " << rows.size() << " |\n";
+    md << "| " << core::markdown_cell(cat) << " | " << rows.size() << " |\n";
   for (const auto& [cat, rows] : groups) {
-    md << "\n### " << cell(cat) << " (" << rows.size() << ")\n\n| row | source | model | why |\n|---|---|---|---|\n";
+    md << "\n### " << core::markdown_cell(cat) << " (" << rows.size()
+       << ")\n\n| row | source | model | why |\n|---|---|---|---|\n";
     for (const auto* n : rows)
-      md << "| " << n->row_id << " | " << n->source_id << " | " << cell(n->model) << " | " << cell(n->reason) << " |\n";
+      md << "| " << n->row_id << " | " << n->source_id << " | " << core::markdown_cell(n->model) << " | "
+         << core::markdown_cell(n->reason) << " |\n";
   }
 
   md << "\n## Configuration and inputs assumed per compared row\n\n";
   for (const auto& c : r.comparisons) {
-    md << "- row " << c.c.info.row_id << " (" << c.c.info.source_id << ", " << cell(c.c.info.locator)
-       << "; evidence: " << cell(c.c.evidence) << "): " << cell(c.c.info.config) << ". " << cell(c.c.info.assumptions);
+    md << "- row " << c.c.info.row_id << " (" << c.c.info.source_id << ", " << core::markdown_cell(c.c.info.locator)
+       << "; evidence: " << core::markdown_cell(c.c.evidence) << "): " << core::markdown_cell(c.c.info.config) << ". "
+       << core::markdown_cell(c.c.info.assumptions);
     if (!c.figures.front().figure.note.empty())
-      md << "; figure: " << cell(c.figures.front().figure.note);
+      md << "; figure: " << core::markdown_cell(c.figures.front().figure.note);
     if (!c.predicted.fits)
       md << "; predicted NOT to fit in memory (simulated anyway)";
     for (const auto& w : c.predicted.warnings)
-      md << "; engine warning: " << cell(w);
+      md << "; engine warning: " << core::markdown_cell(w);
     md << "; replay " << c.predicted.replay << ".\n";
   }
   return md.str();
@@ -339,9 +341,9 @@ std::string render_throughput_markdown(const ThroughputReport& r)
 
 std::string render_throughput_csv(const ThroughputReport& r)
 {
-  std::string out = csv_record({"row_id", "source_id", "kind", "primary", "model", "gpus", "zero_stage", "offload",
-                                "metric", "definition", "measured", "predicted", "signed_error_pct", "tolerance",
-                                "category_or_status", "notes"});
+  std::string out = core::csv_record({"row_id", "source_id", "kind", "primary", "model", "gpus", "zero_stage",
+                                      "offload", "metric", "definition", "measured", "predicted", "signed_error_pct",
+                                      "tolerance", "category_or_status", "notes"});
   auto num = [](double v) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.6g", v);
@@ -353,19 +355,21 @@ std::string render_throughput_csv(const ThroughputReport& r)
       std::string notes = c.c.info.config + "; " + c.c.info.assumptions;
       if (!f.figure.note.empty())
         notes += "; figure: " + f.figure.note;
-      out += csv_record({c.c.info.row_id, c.c.info.source_id, "compared", i == 0 ? "yes" : "no", c.c.info.model,
-                         std::to_string(gpus_of(c.c)), stage_text(c.c), c.c.info.offload, to_string(f.figure.metric),
-                         definition_of(f.figure.metric), num(f.figure.value), num(f.predicted), fixed(f.error_pct, 2),
-                         f.figure.tolerance ? num(*f.figure.tolerance) : "",
-                         is_component(f.figure.metric) ? "component timing" : "whole step", notes});
+      out +=
+          core::csv_record({c.c.info.row_id, c.c.info.source_id, "compared", i == 0 ? "yes" : "no", c.c.info.model,
+                            std::to_string(gpus_of(c.c)), stage_text(c.c), c.c.info.offload, to_string(f.figure.metric),
+                            definition_of(f.figure.metric), num(f.figure.value), num(f.predicted),
+                            core::format_fixed(f.error_pct, 2), f.figure.tolerance ? num(*f.figure.tolerance) : "",
+                            is_component(f.figure.metric) ? "component timing" : "whole step", notes});
     }
   }
   for (const auto& f : r.failures)
-    out += csv_record({f.c.info.row_id, f.c.info.source_id, "failed", "", f.c.info.model, std::to_string(gpus_of(f.c)),
-                       stage_text(f.c), f.c.info.offload, to_string(f.c.figures.front().metric), "",
-                       num(f.c.figures.front().value), "", "", "", to_string(f.status), f.message});
+    out += core::csv_record({f.c.info.row_id, f.c.info.source_id, "failed", "", f.c.info.model,
+                             std::to_string(gpus_of(f.c)), stage_text(f.c), f.c.info.offload,
+                             to_string(f.c.figures.front().metric), "", num(f.c.figures.front().value), "", "", "",
+                             to_string(f.status), f.message});
   for (const auto& n : r.not_covered)
-    out += csv_record(
+    out += core::csv_record(
         {n.row_id, n.source_id, "not covered", "", n.model, "", "", "", "", "", "", "", "", "", n.category, n.reason});
   return out;
 }

@@ -26,13 +26,6 @@ TEST_SUITE("core")
     // A transposed typo of a short key: 1 edit, within max(1, 5 / 3) = 1.
     CHECK(did_you_mean("stgae", std::vector<std::string>{"stage", "offload_optimizer"}) == "stage");
   }
-
-  TEST_CASE("text: bytes format in binary units")
-  {
-    CHECK(format_gib(512) == "512 B");
-    CHECK(format_gib(3 * 1024LL * 1024 * 1024) == "3.00 GiB");
-    CHECK(format_bytes(80LL * 1000 * 1000 * 1000) == "80.00 GB (74.51 GiB)"); // 80e9 / 2^30 = 74.505...
-  }
 }
 
 TEST_CASE("text: fixed decimals and signed percentages, rounded by printf")

@@ -1151,14 +1151,14 @@ TEST_SUITE("validation")
     CHECK(r.not_covered[0].category == "not modelled by the engine yet");
     // Whole-step statistics over rows 1 and 2 (|10|, |-10|): median 10, p90 10; the CPU-Adam row apart.
     auto overall =
-        std::find_if(r.stats.begin(), r.stats.end(), [](const ErrorStats& s) { return s.group == "overall"; });
+        std::find_if(r.stats.begin(), r.stats.end(), [](const core::ErrorStats& s) { return s.group == "overall"; });
     REQUIRE(overall != r.stats.end());
     CHECK(overall->n == 2);
     CHECK(overall->median_abs_pct == doctest::Approx(10.0));
     CHECK(overall->p90_abs_pct == doctest::Approx(10.0));
     CHECK(overall->median_signed_pct == doctest::Approx(-10.0)); // both rows 10 % slower: one direction, no cancelling
     auto s01 =
-        std::find_if(r.stats.begin(), r.stats.end(), [](const ErrorStats& s) { return s.group == "source S01"; });
+        std::find_if(r.stats.begin(), r.stats.end(), [](const core::ErrorStats& s) { return s.group == "source S01"; });
     REQUIRE(s01 != r.stats.end());
     CHECK(s01->n == 1);
     // source, framework, stage, offload, GPU kind, GPU kind x framework (the accuracy group), scale band, overall
@@ -1176,7 +1176,7 @@ TEST_SUITE("validation")
     CHECK(md.find("timed out") != std::string::npos);
     // CSV: a header, one record per compared figure (3), failed row (1) and row not covered (2).
     std::string csv = render_throughput_csv(r);
-    CsvTable t = CsvTable::parse(csv, "report.csv");
+    core::CsvTable t = core::CsvTable::parse(csv, "report.csv");
     CHECK(t.size() == 6);
     std::string head = render_headline(r);
     CHECK(head.find("7 rows in the file; 3 compared (2 whole-step figures, 1 component timings), 1 failed or timed "
@@ -1227,7 +1227,7 @@ TEST_SUITE("validation")
     CHECK(r.frameworks[3].framework == "FairScale");
     CHECK(r.frameworks[3].not_covered == 1);
     auto group = [&](const std::string& g) {
-      auto it = std::find_if(r.stats.begin(), r.stats.end(), [&](const ErrorStats& s) { return s.group == g; });
+      auto it = std::find_if(r.stats.begin(), r.stats.end(), [&](const core::ErrorStats& s) { return s.group == g; });
       REQUIRE_MESSAGE(it != r.stats.end(), g);
       return *it;
     };
@@ -1285,11 +1285,11 @@ TEST_SUITE("validation")
     };
     REQUIRE(median_of_source_medians(r, loso).has_value());
     CHECK(*median_of_source_medians(r, loso) == doctest::Approx(20.25));
-    std::vector<ErrorStats> st = whole_step_stats(r, loso);
+    std::vector<core::ErrorStats> st = whole_step_stats(r, loso);
     CHECK(st.back().group == "overall");
     CHECK(st.back().median_abs_pct == doctest::Approx(20.0));
-    auto band =
-        std::find_if(st.begin(), st.end(), [](const ErrorStats& e) { return e.group == "scale more than 64 nodes"; });
+    auto band = std::find_if(st.begin(), st.end(),
+                             [](const core::ErrorStats& e) { return e.group == "scale more than 64 nodes"; });
     REQUIRE(band != st.end());
     CHECK(band->n == 1);
     CHECK(scale_band(m.cases[0]) == "1 node");
@@ -1453,12 +1453,12 @@ TEST_SUITE("validation")
     REQUIRE_MESSAGE(in.good(), "missing " << src);
     std::ostringstream text;
     text << in.rdbuf();
-    const CsvTable table = CsvTable::parse(text.str(), src);
-    std::string csv = csv_record(table.header());
+    const core::CsvTable table = core::CsvTable::parse(text.str(), src);
+    std::string csv = core::csv_record(table.header());
     for (std::size_t i = 0; i < table.size(); ++i)
       for (const char* id : {"211", "213", "217", "350"})
         if (table.get(i, "row_id") == id)
-          csv += csv_record(table.row(i));
+          csv += core::csv_record(table.row(i));
     const std::filesystem::path dir =
         std::filesystem::temp_directory_path() / ("zerosim-ablation-test-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);

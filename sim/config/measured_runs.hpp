@@ -1,6 +1,7 @@
 // The measured runs CSV that `zerosim calibrate` fits against and `zerosim compare` reads: one measured figure per
-// row (a scenario, which figure, its value, its definition, its source). Format: docs/calibration-inputs.md.
-// Also the strict CSV table reading that both calibration readers share (gemm_timings.hpp uses it).
+// row (a scenario, which figure, its value, its definition, its source). Format: docs/calibration-inputs.md. An input
+// file of two commands, so its reader is config's, below both. Also the strict CSV table reading that the
+// calibration's other CSV readers share (calibration/gemm_timings.hpp, calibration/nccl_tests.hpp use it).
 // No YAML, no SimGrid.
 #pragma once
 
@@ -12,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-namespace zerosim::calibration {
+namespace zerosim::config {
 
 /// The figure a measured run reports; the names are the CSV spellings and the keys of `zerosim run --json`.
 enum class MeasuredFigure { STEP_TIME_S, TOKENS_PER_S, SAMPLES_PER_S, TFLOPS_PER_GPU, MFU, PEAK_MEMORY_BYTES };
@@ -69,7 +70,7 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& csv_path);
 std::vector<MeasuredRun> read_measured_runs_text(std::string_view text, const std::string& file,
                                                  const std::string& base_dir);
 
-/// A CSV input of the calibration readers after its header is checked: RFC 4180 records (validation/csv.hpp),
+/// A CSV input of the calibration readers after its header is checked: RFC 4180 records (core/csv.hpp),
 /// the header naming exactly the expected columns in any order, each row as many fields as the header.
 struct InputTable {
   std::string file;                                      ///< names the file in messages
@@ -107,4 +108,4 @@ std::optional<double> parse_positive_number(std::string_view text);
 /// `text` as a positive integer when it is digits only ("4096") and fits in 64 bits; nullopt otherwise.
 std::optional<std::int64_t> parse_positive_integer(std::string_view text);
 
-} // namespace zerosim::calibration
+} // namespace zerosim::config

@@ -1,8 +1,8 @@
-#include "calibration/measured_runs.hpp"
+#include "config/measured_runs.hpp"
 
+#include "core/csv.hpp"
 #include "core/error.hpp"
 #include "core/text.hpp"
-#include "validation/csv.hpp"
 
 #include <charconv>
 #include <cmath>
@@ -11,7 +11,7 @@
 #include <sstream>
 #include <system_error>
 
-namespace zerosim::calibration {
+namespace zerosim::config {
 
 namespace {
 
@@ -27,7 +27,7 @@ std::string join(const std::vector<std::string>& items, const std::string& separ
   return out;
 }
 
-/// The 1-based line where each non-empty record of `text` begins, by the same rules as validation::parse_csv
+/// The 1-based line where each non-empty record of `text` begins, by the same rules as core::parse_csv
 /// (a quoted field may span lines; empty lines are no record). Called after parse_csv accepted `text`.
 std::vector<int> record_lines(std::string_view text)
 {
@@ -224,7 +224,7 @@ InputTable read_input_table(std::string_view text, const std::string& file, cons
 {
   if (text.substr(0, 3) == "\xEF\xBB\xBF") // a UTF-8 byte order mark (spreadsheets write one)
     text.remove_prefix(3);
-  auto records = validation::parse_csv(text, file);
+  auto records = core::parse_csv(text, file);
   auto lines = record_lines(text);
   if (lines.size() != records.size())
     throw core::InternalError(file + ": record lines disagree with the CSV reader");
@@ -422,4 +422,4 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& csv_path)
   return read_measured_runs_text(text, csv_path, folder);
 }
 
-} // namespace zerosim::calibration
+} // namespace zerosim::config

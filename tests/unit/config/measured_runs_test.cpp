@@ -1,4 +1,4 @@
-#include "calibration/measured_runs.hpp"
+#include "config/measured_runs.hpp"
 #include "core/error.hpp"
 
 #include <doctest/doctest.h>
@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <string>
 
-using namespace zerosim::calibration;
+using namespace zerosim::config;
 
 namespace {
 
@@ -54,7 +54,7 @@ MeasuredRun one(const std::string& row)
 
 } // namespace
 
-TEST_SUITE("calibration")
+TEST_SUITE("config")
 {
   TEST_CASE("measured runs: figure and definition names read back and carry units")
   {

@@ -1,11 +1,11 @@
+#include "core/csv.hpp"
 #include "core/error.hpp"
-#include "validation/csv.hpp"
 
 #include <doctest/doctest.h>
 
-using namespace zerosim::validation;
+using namespace zerosim::core;
 
-TEST_SUITE("validation")
+TEST_SUITE("core")
 {
   TEST_CASE("csv: quoted fields keep commas, doubled quotes and line breaks")
   {

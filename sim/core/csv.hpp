@@ -1,6 +1,7 @@
-// A small RFC 4180 CSV reader and writer for the validation data (results/validation/published.csv):
-// fields separated by commas, a field in double quotes may hold commas, line breaks and doubled quotes
-// ("" stands for one "), lines end in LF or CRLF. No YAML, no SimGrid.
+// A small RFC 4180 CSV reader and writer, for every CSV zerosim reads or writes (the validation data
+// results/validation/published.csv, measured runs, the sweep's and compare's tables): fields separated by commas, a
+// field in double quotes may hold commas, line breaks and doubled quotes ("" stands for one "), lines end in LF or
+// CRLF. No YAML, no SimGrid.
 #pragma once
 
 #include <cstddef>
@@ -9,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace zerosim::validation {
+namespace zerosim::core {
 
 /// Every record of `text`, each a list of fields, in file order. A blank last line is not a record.
 /// Throws core::InputError for a quoted field that is never closed or a quote inside an unquoted field,
@@ -45,4 +46,4 @@ private:
   std::map<std::string, std::size_t> index_;
 };
 
-} // namespace zerosim::validation
+} // namespace zerosim::core

@@ -1,8 +1,8 @@
-#include "validation/csv.hpp"
+#include "core/csv.hpp"
 
 #include "core/error.hpp"
 
-namespace zerosim::validation {
+namespace zerosim::core {
 
 std::vector<std::vector<std::string>> parse_csv(std::string_view text, const std::string& where)
 {
@@ -47,9 +47,8 @@ std::vector<std::vector<std::string>> parse_csv(std::string_view text, const std
     switch (c) {
     case '"':
       if (!field.empty() || field_was_quoted)
-        throw core::InputError(
-            where + ":" + std::to_string(line) +
-            ": a double quote inside an unquoted field (quote the whole field and double the quote)");
+        throw InputError(where + ":" + std::to_string(line) +
+                         ": a double quote inside an unquoted field (quote the whole field and double the quote)");
       in_quotes = true;
       field_was_quoted = true;
       record_open = true;
@@ -73,13 +72,13 @@ std::vector<std::vector<std::string>> parse_csv(std::string_view text, const std
       break;
     default:
       if (field_was_quoted)
-        throw core::InputError(where + ":" + std::to_string(line) + ": text after the closing quote of a field");
+        throw InputError(where + ":" + std::to_string(line) + ": text after the closing quote of a field");
       field.push_back(c);
       record_open = true;
     }
   }
   if (in_quotes)
-    throw core::InputError(where + ":" + std::to_string(quote_line) + ": quoted field is never closed");
+    throw InputError(where + ":" + std::to_string(quote_line) + ": quoted field is never closed");
   if (record_open || !field.empty())
     end_record();
   // Empty lines carry no record: drop them (a data file may end in blank lines).
@@ -124,16 +123,16 @@ CsvTable CsvTable::parse(std::string_view text, const std::string& where)
   t.where_ = where;
   auto records = parse_csv(text, where);
   if (records.empty())
-    throw core::InputError(where + ": empty file (expected a header record)");
+    throw InputError(where + ": empty file (expected a header record)");
   t.header_ = std::move(records.front());
   for (std::size_t c = 0; c < t.header_.size(); ++c) {
     if (!t.index_.emplace(t.header_[c], c).second)
-      throw core::InputError(where + ": column '" + t.header_[c] + "' appears twice in the header");
+      throw InputError(where + ": column '" + t.header_[c] + "' appears twice in the header");
   }
   for (std::size_t r = 1; r < records.size(); ++r) {
     if (records[r].size() != t.header_.size())
-      throw core::InputError(where + ": record " + std::to_string(r + 1) + " has " + std::to_string(records[r].size()) +
-                             " fields, the header has " + std::to_string(t.header_.size()));
+      throw InputError(where + ": record " + std::to_string(r + 1) + " has " + std::to_string(records[r].size()) +
+                       " fields, the header has " + std::to_string(t.header_.size()));
     t.rows_.push_back(std::move(records[r]));
   }
   return t;
@@ -143,7 +142,7 @@ const std::string& CsvTable::get(std::size_t i, const std::string& column) const
 {
   auto it = index_.find(column);
   if (it == index_.end())
-    throw core::InputError(where_ + ": no column '" + column + "'");
+    throw InputError(where_ + ": no column '" + column + "'");
   return rows_.at(i).at(it->second);
 }
 
@@ -155,4 +154,4 @@ std::map<std::string, std::string> CsvTable::record(std::size_t i) const
   return m;
 }
 
-} // namespace zerosim::validation
+} // namespace zerosim::core
