@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's two commands.
 #   tools/dev.sh run    install what is missing, build, run the default scenario
-#   tools/dev.sh test   install what is missing, build, run the whole test suite (CTest's summary last)
+#   tools/dev.sh test   install what is missing (clang-tidy too, for the function-size test), build, run the whole
+#                       test suite (CTest's summary last)
 #   tools/dev.sh bench [ARGS]  install what is missing, build the speed benchmarks (build-bench/), run them
 #                       (docs/benchmarks.md): console table (also results/bench/bench.txt), JSON in
 #                       results/bench/bench.json; ARGS go to
@@ -28,7 +29,7 @@ packages=(cmake make g++ pkg-config libsimgrid-dev libboost-dev libeigen3-dev li
 # libFuzzer and the sanitizers' clang runtime: Debian's clang 14.
 if [ "$what" = fuzz ]; then packages+=(clang libclang-rt-14-dev); fi
 # clang-tidy: Debian 12's clang-tidy (clang-tidy-14, with run-clang-tidy).
-if [ "$what" = tidy ]; then packages+=(clang-tidy); fi
+if [ "$what" = tidy ] || [ "$what" = test ]; then packages+=(clang-tidy); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
