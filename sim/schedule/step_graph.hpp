@@ -17,7 +17,7 @@ namespace zerosim::schedule {
 /// pass on the tested cases).
 inline constexpr int INFERENCE_SAMPLED_DECODE_PASSES = 16;
 /// Micro-steps built under accumulation reuse (the engine times them, run::simulate_step; the memory replay takes its
-/// peak over them, memory::analyze_memory, as the middle micro-steps allocate and free alike): the first (it differs:
+/// peak over them, run::analyze_memory, as the middle micro-steps allocate and free alike): the first (it differs:
 /// first gradient allocations, the stage-3 trace), one repeated micro-step (its start-to-start span is the period), and
 /// the last (the reduction and the step follow it). A step of at most this many micro-steps is simulated whole. The
 /// repeated micro-step still carries the first one's tail (ZeRO-2 with its reductions on the compute stream: its span
