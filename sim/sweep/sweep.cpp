@@ -8,11 +8,8 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/worker_pool.hpp"
-#include "engine/engine.hpp"
-#include "metrics/run_metrics.hpp"
 #include "report/run_report.hpp"
 #include "spec/calibration_spec.hpp"
-#include "workload/transformer.hpp"
 
 #include <algorithm>
 #include <chrono>
