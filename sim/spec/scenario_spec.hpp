@@ -48,10 +48,11 @@ inline Dtype model_dtype(Precision p)
   return Dtype::FP32;
 }
 
-/// The data-parallel degree of `gpus` GPUs in tensor-parallel groups of `tensor_parallel` (no pipeline parallelism).
-inline int data_parallel_of(int gpus, int tensor_parallel)
+/// The data-parallel degree of `gpus` GPUs in tensor-parallel groups of `tensor_parallel` and `pipeline_parallel`
+/// pipeline stages: gpus / (t x p) (docs/pipeline-parallel.md §1).
+inline int data_parallel_of(int gpus, int tensor_parallel, int pipeline_parallel = 1)
 {
-  return gpus / std::max(1, tensor_parallel);
+  return gpus / (std::max(1, tensor_parallel) * std::max(1, pipeline_parallel));
 }
 
 /// Tokens of one micro-batch of one GPU: micro_batch sequences of seq_len tokens.
@@ -65,6 +66,26 @@ inline std::int64_t global_batch_of(int micro_batch, int grad_accum, int dp)
 {
   return static_cast<std::int64_t>(micro_batch) * grad_accum * dp;
 }
+
+/// The order a pipeline stage runs its micro-batches' forwards and backwards in (docs/pipeline-parallel.md §3).
+enum class PipelineSchedule {
+  AUTO,        ///< the framework's own (DeepSpeed's PipelineEngine: ONE_F_ONE_B); resolved by the config layer
+  GPIPE,       ///< every forward, then every backward (GPipe; not a DeepSpeed schedule)
+  ONE_F_ONE_B, ///< DeepSpeed's TrainSchedule (1F1B, PipeDream-Flush): warm-up, one forward one backward, drain
+  INTERLEAVED_1F1B, ///< Megatron's interleaved 1F1B (virtual stages): refused under DeepSpeed
+  ZERO_BUBBLE,      ///< zero-bubble schedules: refused under DeepSpeed
+};
+
+/// training.pipeline (docs/config.md "Pipeline parallelism"): how the model is cut into stages and scheduled.
+struct PipelineSpec {
+  PipelineSchedule schedule = PipelineSchedule::AUTO;
+  int virtual_stages = 1; ///< model chunks per rank (interleaved schedules only)
+  /// Transformer blocks per stage, first stage first (an explicit split); empty: `partition` decides.
+  std::vector<int> layers;
+  /// DeepSpeed's PipelineModule partition_method (docs/pipeline-parallel.md §2): "parameters", "uniform" or
+  /// "type:REGEX" (Megatron-DeepSpeed's --pp-partition-method; its default "type:transformer").
+  std::string partition = "type:transformer";
+};
 
 struct TrainingSpec {
   int seq_len = 0;
@@ -82,6 +103,10 @@ struct TrainingSpec {
   /// Megatron-LM tensor (intra-layer) model parallelism: t consecutive ranks of a node share every block's
   /// GEMMs (docs/tensor-parallel.md). 1: none. The data-parallel degree is GPUs / t.
   int tensor_parallel = 1;
+  /// Pipeline stages p (docs/pipeline-parallel.md): ranks are placed tensor-parallel first, then data-parallel, then
+  /// pipeline stage (rank = stage x D x T + data x T + model). 1: none. The data-parallel degree is GPUs / (t x p).
+  int pipeline_parallel = 1;
+  PipelineSpec pipeline;
 
   /// Tokens of one micro-batch of one GPU: micro_batch x seq_len.
   std::int64_t tokens_per_micro_batch() const { return spec::tokens_per_micro_batch(micro_batch, seq_len); }
@@ -296,10 +321,15 @@ struct Scenario {
 
   /// Every GPU of the job: the ranks, one per GPU.
   int world() const { return cluster.total_gpus(); }
-  /// The data-parallel degree: GPUs / training.tensor_parallel (no pipeline parallelism yet).
-  int dp() const { return data_parallel_of(cluster.total_gpus(), training.tensor_parallel); }
+  /// The data-parallel degree: GPUs / (training.tensor_parallel x training.pipeline_parallel).
+  int dp() const
+  {
+    return data_parallel_of(cluster.total_gpus(), training.tensor_parallel, training.pipeline_parallel);
+  }
   /// The tensor-parallel degree (1: none).
   int tp() const { return std::max(1, training.tensor_parallel); }
+  /// The pipeline-parallel degree: pipeline stages (1: none).
+  int pp() const { return std::max(1, training.pipeline_parallel); }
   /// The software stack kernels are priced for: the run's (`software`), or today's default stack when the `stack`
   /// mechanism is switched off (the ablation). The one place that switch applies.
   SoftwareSpec priced_software() const { return mechanisms.stack ? software : SoftwareSpec{}; }

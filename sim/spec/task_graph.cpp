@@ -73,6 +73,8 @@ const char* to_string(CommGroup g)
     return "tensor";
   case CommGroup::DATA_PARALLEL:
     return "data_parallel";
+  case CommGroup::EMBEDDING:
+    return "embedding";
   case CommGroup::WORLD:
     break;
   }

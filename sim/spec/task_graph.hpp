@@ -53,9 +53,12 @@ enum class CommGroup {
   /// Megatron tensor parallelism (docs/tensor-parallel.md): t consecutive ranks of a node (rank / t); every
   /// group of every node runs at once.
   TENSOR,
-  /// With tensor parallelism, the data-parallel group: the ranks with the same tensor-parallel index (rank % t)
-  /// on every node; all t groups run at once. Without it, WORLD.
+  /// With tensor or pipeline parallelism, the data-parallel group: the ranks of one pipeline stage with the same
+  /// tensor-parallel index (rank % t); all p x t groups run at once. Without either, WORLD.
   DATA_PARALLEL,
+  /// Pipeline parallelism (docs/pipeline-parallel.md §2): the tied embedding's pair, the first and the last stage's
+  /// ranks that share a data and a tensor-parallel index; all D x t pairs run at once.
+  EMBEDDING,
 };
 enum class CopyDirection { H2D, D2H };
 
