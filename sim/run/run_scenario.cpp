@@ -40,7 +40,8 @@ engine::Timeline simulate_step(const spec::Scenario& s, const workload::Workload
   const int g = s.training.grad_accum;
   const int k = schedule::REUSE_SIMULATED_MICRO_STEPS;
   schedule::StepOptions step = o.step;
-  step.simulated_micro_steps = o.reuse_accumulation && g > k ? k : 0;
+  // A pipeline's micro-batches do not repeat alike (warm-up, steady state and drain differ): every one is simulated.
+  step.simulated_micro_steps = o.reuse_accumulation && g > k && s.pp() == 1 ? k : 0;
   engine::EngineOptions eo = o.engine;
   eo.replay = engine::resolve_replay(s, o.engine.replay, schedule::nodes_differ(s));
   const int ranks = eo.replay == engine::Replay::SYMMETRIC ? s.cluster.gpus_per_node : s.world();

@@ -2,6 +2,8 @@
 #include "schedule/schedule_builder.hpp"
 
 #include "core/error.hpp"
+#include "schedule/pipeline_partition.hpp"
+#include "spec/placement.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -14,7 +16,16 @@ Builder::Builder(const spec::Scenario& scen, const workload::Workload& work, int
 {
   n = s.dp();
   tp = s.tp();
-  dp_rank = rank / tp;
+  const spec::RankCoords at = spec::coords_of(rank, tp, n);
+  dp_rank = at.data;
+  stage = at.stage;
+  stages = s.pp();
+  end_layer = static_cast<int>(w.layers.size());
+  if (stages > 1) {
+    const StageLayers sl = stage_layers(s, w).at(static_cast<std::size_t>(stage));
+    first_layer = sl.first;
+    end_layer = sl.end;
+  }
   b_act = s.training.precision == spec::Precision::FP32 ? 4 : 2;
   g = s.training.grad_accum;
   const spec::Precision p = s.training.precision;
@@ -35,10 +46,28 @@ Builder::Builder(const spec::Scenario& scen, const workload::Workload& work, int
   // Parameter and module tables, in forward order (= DeepSpeed's flat-buffer and trace order).
   layer_modules.resize(w.layers.size());
   layer_params.resize(w.layers.size());
-  for (std::size_t l = 0; l < w.layers.size(); ++l) {
+  for (auto l = static_cast<std::size_t>(first_layer); l < static_cast<std::size_t>(end_layer); ++l) {
     const workload::Layer& layer = w.layers[l];
     std::unordered_map<std::string, int> module_of;
-    for (const workload::ParamTensor& t : layer.params) {
+    std::vector<workload::ParamTensor> tensors = layer.params;
+    if (stages > 1 && layer.kind == workload::LayerKind::LM_HEAD && tensors.empty() && first_layer > 0) {
+      // The tied embedding (docs/pipeline-parallel.md §2): the last stage builds its own copy of the word embedding
+      // for the head (TiedLayerSpec); its gradient is all-reduced with the first stage's (EMBEDDING).
+      const workload::ParamTensor* word = nullptr;
+      for (const workload::Layer& e : w.layers)
+        if (e.kind == workload::LayerKind::EMBEDDING)
+          for (const workload::ParamTensor& t : e.params)
+            if (word == nullptr || t.numel > word->numel)
+              word = &t;
+      if (word != nullptr) {
+        tensors.push_back(workload::ParamTensor{"tied_embedding.weight", word->numel, "tied_embedding"});
+        tied_embedding_numel = word->numel;
+      }
+    }
+    if (stages > 1 && layer.kind == workload::LayerKind::EMBEDDING && end_layer < static_cast<int>(w.layers.size()))
+      for (const workload::ParamTensor& t : layer.params)
+        tied_embedding_numel = std::max(tied_embedding_numel, t.numel);
+    for (const workload::ParamTensor& t : tensors) {
       if (t.numel <= 0)
         throw core::InternalError("schedule: parameter " + layer.name + "." + t.name + " has no elements");
       auto it = module_of.find(t.module);
@@ -194,12 +223,13 @@ TaskId Builder::collective(std::string name, Phase ph, Stream st, CollectiveKind
   Task t = make_task(TaskKind::COLLECTIVE, ph, st, std::move(name), mb);
   t.collective = k;
   t.bytes = bytes;
-  if (group == CommGroup::WORLD && tp > 1)
+  if (group == CommGroup::WORLD && (tp > 1 || stages > 1))
     group = CommGroup::DATA_PARALLEL;
   t.group = group;
   t.group_size = group == CommGroup::INTRA_NODE   ? s.cluster.gpus_per_node
                  : group == CommGroup::INTER_NODE ? s.cluster.nodes
                  : group == CommGroup::TENSOR     ? tp
+                 : group == CommGroup::EMBEDDING  ? 2
                                                   : n;
   t.deps = std::move(deps);
   return add(std::move(t));

@@ -149,10 +149,17 @@ public:
 
   const spec::Scenario& s;
   const workload::Workload& w;
-  int rank = 0;      ///< the global rank (node-major: node x gpus_per_node + local)
-  int n = 1;         ///< N, data-parallel degree (GPUs / t)
-  int tp = 1;        ///< t, tensor-parallel degree (docs/tensor-parallel.md)
-  int dp_rank = 0;   ///< this rank's index in its data-parallel group: rank / t (Megatron's order)
+  int rank = 0;    ///< the global rank (node-major: node x gpus_per_node + local)
+  int n = 1;       ///< N, data-parallel degree (GPUs / t)
+  int tp = 1;      ///< t, tensor-parallel degree (docs/tensor-parallel.md)
+  int dp_rank = 0; ///< this rank's index in its data-parallel group (spec::coords_of: Megatron's and DeepSpeed's order)
+  int stage = 0;   ///< pipeline stage (docs/pipeline-parallel.md §1); 0 without a pipeline
+  int stages = 1;  ///< pipeline stages p
+  int first_layer = 0; ///< the stage's workload layers [first_layer, end_layer) (pipeline_partition.hpp)
+  int end_layer = 0;
+  /// With a pipeline, the tied word embedding a first or last stage holds (its gradient is all-reduced between the
+  /// two, CommGroup::EMBEDDING); 0 on the other stages or without a pipeline.
+  std::int64_t tied_embedding_numel = 0;
   int b_act = 2;     ///< bytes of an activation element (the tensor-parallel all-reduces carry activations)
   int g = 1;         ///< gradient-accumulation micro-steps
   int b_lp = 2;      ///< bytes of the model dtype (§1.3)
@@ -169,7 +176,7 @@ public:
   int opt_state_bytes = 8; ///< Adam m,v: 8 B/elem; SGD without momentum: 0
   double opt_bytes_per_elem = ADAM_BYTES_PER_ELEM;
   double opt_flops_per_elem = ADAM_FLOPS_PER_ELEM;
-  std::int64_t psi = 0; ///< Ψ, Σ numel of every parameter tensor of the workload
+  std::int64_t psi = 0; ///< Ψ, Σ numel of every parameter tensor of the workload (of the stage's layers)
   std::int64_t largest_param = 0;
   std::vector<ParamInfo> params;
   std::vector<ModuleInfo> modules;
@@ -323,5 +330,9 @@ std::unique_ptr<StepUnits> stage3_units(Builder& b);
 std::unique_ptr<StepUnits> ddp_units(Builder& b);
 /// PyTorch FullyShardedDataParallel, FSDP1 and FSDP2 (docs/fsdp.md).
 std::unique_ptr<StepUnits> fsdp_units(Builder& b);
+/// One stage of DeepSpeed's PipelineEngine (pipeline.cpp, docs/pipeline-parallel.md): the framework's units over the
+/// stage's layers with the engine's point-to-point instructions and tied-embedding reduction; BF16_Optimizer under
+/// bf16 at ZeRO stage 0.
+std::unique_ptr<StepUnits> pipeline_units(Builder& b);
 
 } // namespace zerosim::schedule::detail

@@ -28,13 +28,13 @@ public:
 
   void forward(int mb, int /*chunk*/) override
   {
-    for (int l = 0; l < nl; ++l)
+    for (int l = b.first_layer; l < b.end_layer; ++l) // a pipeline stage's layers, or every layer
       b.forward(mb, l);
   }
 
   void backward(int mb, int /*chunk*/) override
   {
-    for (int l = nl - 1; l >= 0; --l) {
+    for (int l = b.end_layer - 1; l >= b.first_layer; --l) {
       const TaskId bwd = b.backward(mb, l)[1];
       if (mb == 0) {
         grads[static_cast<std::size_t>(l)] = b.transient("grads." + b.w.layers[static_cast<std::size_t>(l)].name,

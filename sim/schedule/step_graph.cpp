@@ -23,8 +23,19 @@ void check_supported(const spec::Scenario& s, const workload::Workload& w, int r
                            std::to_string(s.training.grad_accum));
   if (w.layers.empty())
     throw core::InternalError("schedule: the workload has no layers");
+  if (s.pp() > 1 && s.framework != spec::Framework::DEEPSPEED)
+    throw core::InputError(where +
+                           ": training.pipeline_parallel: pipeline parallelism is modelled for DeepSpeed's "
+                           "PipelineEngine; expected 1 with framework " +
+                           spec::to_string(s.framework) + ", found " + std::to_string(s.pp()));
   if (s.framework != spec::Framework::DEEPSPEED)
     return; // the DDP and FSDP builders check their own blocks
+  if (s.pp() > 1 && s.deepspeed.zero.stage >= 2)
+    throw core::InputError(where +
+                           ": deepspeed.zero_optimization.stage: DeepSpeed's pipeline engine asserts \"ZeRO-2 "
+                           "and ZeRO-3 are incompatible with pipeline parallelism\" (runtime/pipe/engine.py, "
+                           "docs/pipeline-parallel.md §5); expected 0 or 1 with pipeline_parallel " +
+                           std::to_string(s.pp()) + ", found " + std::to_string(s.deepspeed.zero.stage));
   detail::check_deepspeed_precision_and_stage(s, where, "; amp_* is for ddp and fsdp");
   const spec::Precision p = s.training.precision;
   const spec::ZeroSpec& z = s.deepspeed.zero;
@@ -42,7 +53,7 @@ void check_supported(const spec::Scenario& s, const workload::Workload& w, int r
   // DeepSpeed picks BF16_Optimizer (fp32 grad accumulation, partitioned master) in these cases
   // (§1.2, §14); its schedule is not described in docs/deepspeed-schedule.md and not modelled.
   const bool bf16 = p == spec::Precision::BF16;
-  if (bf16 && z.stage == 0 && s.deepspeed_version == "0.16")
+  if (bf16 && z.stage == 0 && s.deepspeed_version == "0.16" && s.pp() == 1)
     throw core::UnsupportedError(where +
                                  ": bf16 with ZeRO stage 0 on DeepSpeed 0.16 runs BF16_Optimizer "
                                  "(docs/deepspeed-schedule.md §14), which is not modelled yet (use deepspeed_version "
@@ -70,6 +81,9 @@ bool zero_stage_is(const spec::Scenario& s, int lo, int hi)
 /// The builder table (docs/architecture.md "Where to add"): a framework's builder is one row, the first row that
 /// builds the scenario wins. check_supported has ruled out a DeepSpeed stage outside 0-3.
 constexpr FrameworkBuilder BUILDERS[] = {
+    {"deepspeed pipeline engine",
+     [](const spec::Scenario& s) { return s.framework == spec::Framework::DEEPSPEED && s.pp() > 1; },
+     detail::pipeline_units},
     {"ddp", [](const spec::Scenario& s) { return s.framework == spec::Framework::DDP; }, detail::ddp_units},
     {"fsdp", [](const spec::Scenario& s) { return s.framework == spec::Framework::FSDP; }, detail::fsdp_units},
     {"deepspeed zero 0", [](const spec::Scenario& s) { return zero_stage_is(s, 0, 0); }, detail::stage0_units},
@@ -89,10 +103,33 @@ const FrameworkBuilder& builder_for(const spec::Scenario& s)
 
 } // namespace
 
+std::string ordering_policy_of(const spec::Scenario& s)
+{
+  if (s.pp() == 1)
+    return SEQUENTIAL_POLICY;
+  switch (s.training.pipeline.schedule) {
+  case spec::PipelineSchedule::GPIPE:
+    return GPIPE_POLICY;
+  case spec::PipelineSchedule::AUTO:
+  case spec::PipelineSchedule::ONE_F_ONE_B:
+    return ONE_F_ONE_B_POLICY;
+  case spec::PipelineSchedule::INTERLEAVED_1F1B:
+  case spec::PipelineSchedule::ZERO_BUBBLE:
+    break;
+  }
+  throw core::InputError(detail::scenario_label(s) +
+                         ": training.pipeline.schedule: DeepSpeed's PipelineEngine has only TrainSchedule (1F1B); "
+                         "interleaved and zero-bubble schedules are Megatron-LM's and torchtitan's "
+                         "(docs/pipeline-parallel.md §3); expected 1f1b or gpipe");
+}
+
 bool graph_depends_on_rank(const spec::Scenario& s)
 {
   // Only ZeRO-1/2's partition of the flat buffer reads the rank (Builder::dp_rank in stage12.cpp). Inference keeps
   // no partitioned gradients or optimizer: stages 1 and 2 hold a replica like stage 0.
+  // A pipeline's stages run different layers and name their neighbours' ranks (SEND/RECV peers).
+  if (s.pp() > 1)
+    return true;
   const int stage = s.deepspeed.zero.stage;
   return s.framework == spec::Framework::DEEPSPEED && (stage == 1 || stage == 2) &&
          s.training.mode == spec::Mode::TRAIN;
@@ -114,6 +151,11 @@ std::vector<int> memory_ranks(const spec::Scenario& s, const workload::Workload&
 {
   const int n = s.world();
   std::vector<int> ranks;
+  if (s.pp() > 1) { // one rank a stage: a stage's ranks run alike (ZeRO stage 0 under the pipeline engine)
+    for (int stage = 0; stage < s.pp(); ++stage)
+      ranks.push_back(stage * s.dp() * s.tp());
+    return ranks;
+  }
   if (graph_depends_on_rank(s)) {
     const detail::Builder b(s, w, 0);
     for (int dp_rank : detail::stage12_memory_dp_ranks(b))
@@ -153,7 +195,7 @@ TaskGraph build_step_graph(const spec::Scenario& s, const workload::Workload& w,
   detail::Builder b(s, w, rank);
   b.first_step = opt.first_step;
   const std::unique_ptr<StepUnits> units = builder_for(s).make(b);
-  compose_step(*units, StepShape{s.training.grad_accum, 1}, SEQUENTIAL_POLICY);
+  compose_step(*units, StepShape{s.training.grad_accum, 1, b.stage, b.stages}, ordering_policy_of(s));
   return std::move(b.graph);
 }
 

@@ -64,6 +64,11 @@ bool graph_depends_on_rank(const spec::Scenario& s);
 /// alike). tests/unit/schedule/nodes_alike_test.cpp builds every node's graph at up to 64 GPUs and checks the answer.
 std::string nodes_differ(const spec::Scenario& s);
 
+/// The ordering policy (schedule/step_units.hpp) a training step of `s` is composed with: "sequential" without a
+/// pipeline; with one, training.pipeline.schedule's ("1f1b", DeepSpeed's TrainSchedule, for auto; "gpipe"). Throws
+/// core::InputError for interleaved and zero-bubble schedules (not DeepSpeed's).
+std::string ordering_policy_of(const spec::Scenario& s);
+
 /// The graph of one optimizer step (all `grad_accum` micro-steps and the step) of `rank`; for
 /// `training.mode: inference` the forward passes of one generate() request (docs/inference.md): Task::micro_step
 /// is the pass (0 the prompt's, t >= 1 the t-th decode pass) and TaskGraph::micro_steps the request's passes.

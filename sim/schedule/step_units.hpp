@@ -26,13 +26,23 @@ public:
   virtual void backward(int micro_batch, int chunk) = 0;
   /// What the rank issues after its last backward: the boundary's reductions and the optimizer step.
   virtual void epilogue() = 0;
+  /// A pipeline stage's point-to-point instructions (docs/pipeline-parallel.md §3, §4): receive `micro_batch`'s input
+  /// activation from the previous stage, send its output activation to the next, receive its output gradient from
+  /// the next, send its input gradient to the previous. A pipeline policy issues them where the schedule does; a
+  /// rank without pipeline neighbours issues nothing (the defaults).
+  virtual void recv_activation(int /*micro_batch*/) {}
+  virtual void send_activation(int /*micro_batch*/) {}
+  virtual void recv_grad(int /*micro_batch*/) {}
+  virtual void send_grad(int /*micro_batch*/) {}
 };
 
 /// How many units a step has: micro-batches (training.grad_accum, or the micro-steps an accumulation-reuse graph
-/// holds) and model chunks per rank.
+/// holds) and model chunks per rank; with pipeline parallelism, the rank's stage among `stages`.
 struct StepShape {
   int micro_batches = 1;
   int chunks = 1;
+  int stage = 0;
+  int stages = 1;
 };
 
 /// An ordering policy issues every unit of `units` exactly once: the prologue first, the epilogue last, and each
@@ -42,6 +52,14 @@ using OrderingPolicy = std::function<void(StepUnits& units, const StepShape& sha
 /// The policy every framework runs today: per micro-batch, its forwards over the chunks, then its backwards in
 /// reverse chunk order, micro-batch after micro-batch (gradient accumulation as DeepSpeed, DDP and FSDP run it).
 inline constexpr const char* SEQUENTIAL_POLICY = "sequential";
+/// DeepSpeed's PipelineEngine TrainSchedule (1F1B, PipeDream-Flush; docs/pipeline-parallel.md §3): 2(m + P - 1) steps,
+/// forward slots and backward slots alternating by the stage's parity, F(i) at step 2i + s and B(i) at
+/// 2i + 2P - 1 - s; a forward slot runs RecvActivation(i), SendGrad(j) of the previous slot's micro-batch, then
+/// ForwardPass(i); a backward slot SendActivation(j), RecvGrad(i), then BackwardPass(i) (DeepSpeed 0.7.0's order).
+inline constexpr const char* ONE_F_ONE_B_POLICY = "1f1b";
+/// GPipe (torch.distributed.pipelining's ScheduleGPipe: every micro-batch's forward, then every backward in
+/// micro-batch order); each forward receives then sends, each backward likewise. Not a DeepSpeed schedule.
+inline constexpr const char* GPIPE_POLICY = "gpipe";
 
 /// Adds a policy to the table under `name` (a test or a framework registering its schedule). Throws
 /// core::InternalError when the name is taken or the policy is empty.

@@ -69,9 +69,9 @@ inline std::int64_t global_batch_of(int micro_batch, int grad_accum, int dp)
 
 /// The order a pipeline stage runs its micro-batches' forwards and backwards in (docs/pipeline-parallel.md §3).
 enum class PipelineSchedule {
-  AUTO,        ///< the framework's own (DeepSpeed's PipelineEngine: ONE_F_ONE_B); resolved by the config layer
-  GPIPE,       ///< every forward, then every backward (GPipe; not a DeepSpeed schedule)
-  ONE_F_ONE_B, ///< DeepSpeed's TrainSchedule (1F1B, PipeDream-Flush): warm-up, one forward one backward, drain
+  AUTO,             ///< the framework's own (DeepSpeed's PipelineEngine: ONE_F_ONE_B); resolved by the config layer
+  GPIPE,            ///< every forward, then every backward (GPipe; not a DeepSpeed schedule)
+  ONE_F_ONE_B,      ///< DeepSpeed's TrainSchedule (1F1B, PipeDream-Flush): warm-up, one forward one backward, drain
   INTERLEAVED_1F1B, ///< Megatron's interleaved 1F1B (virtual stages): refused under DeepSpeed
   ZERO_BUBBLE,      ///< zero-bubble schedules: refused under DeepSpeed
 };
