@@ -4,6 +4,7 @@
 #include "core/bytes.hpp"
 #include "core/error.hpp"
 #include "core/text.hpp"
+#include "schedule/pipeline_partition.hpp"
 #include "spec/names.hpp"
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <tuple>
 
 namespace zerosim::metrics {
@@ -62,6 +64,8 @@ const char* to_string(BreakdownKey k)
     return "exposed_pcie";
   case BreakdownKey::EXPOSED_NVME:
     return "exposed_nvme";
+  case BreakdownKey::PIPELINE_BUBBLE:
+    return "pipeline_bubble";
   case BreakdownKey::IDLE:
     return "idle";
   }
@@ -81,6 +85,8 @@ double& TimeBreakdown::at(BreakdownKey k)
     return exposed_pcie;
   case BreakdownKey::EXPOSED_NVME:
     return exposed_nvme;
+  case BreakdownKey::PIPELINE_BUBBLE:
+    return pipeline_bubble;
   case BreakdownKey::IDLE:
     return idle;
   }
@@ -100,9 +106,10 @@ std::optional<BreakdownKey> breakdown_key(const spec::Task& t)
   case TaskKind::CPU_COMPUTE:
     return BreakdownKey::OPTIMIZER;
   case TaskKind::COLLECTIVE:
-  case TaskKind::SEND: // an NCCL kernel moving data between GPUs, as a collective's
-  case TaskKind::RECV:
     return BreakdownKey::EXPOSED_COMM;
+  case TaskKind::SEND: // a pipeline neighbour's blocking transfer: the wait on the neighbour and the data
+  case TaskKind::RECV:
+    return BreakdownKey::PIPELINE_BUBBLE;
   case TaskKind::COPY:
     return BreakdownKey::EXPOSED_PCIE;
   case TaskKind::NVME_READ:
@@ -471,6 +478,56 @@ memory::MemoryReport replay_memory_timed(const spec::Scenario& s, const engine::
   return memory::replay_events(s, r.graph, timed_events(r));
 }
 
+namespace {
+
+/// Each stage's figures from its first rank (rank stage x D x t, which the replay simulates and
+/// schedule::memory_ranks names), and the bubble fraction over them.
+PipelineMetrics pipeline_metrics(const spec::Scenario& s, const workload::Workload& w, const engine::Timeline& t,
+                                 const std::map<int, std::int64_t>& gpu_peak_of_rank)
+{
+  PipelineMetrics p;
+  const int per_stage = s.dp() * s.tp();
+  const std::vector<schedule::StageLayers> layers = schedule::stage_layers(s, w);
+  double bubble_sum = 0;
+  std::int64_t peak = -1;
+  for (int st = 0; st < s.pp(); ++st) {
+    StageMetrics sm;
+    sm.stage = st;
+    const schedule::StageLayers& sl = layers[static_cast<std::size_t>(st)];
+    for (int l = sl.first; l < sl.end; ++l) {
+      const int block = w.layers[static_cast<std::size_t>(l)].block;
+      if (block >= 0) {
+        sm.first_block = sm.first_block < 0 ? block : sm.first_block;
+        sm.last_block = block;
+      }
+    }
+    const int rank = st * per_stage;
+    const auto timeline =
+        std::find_if(t.ranks.begin(), t.ranks.end(), [&](const engine::RankTimeline& r) { return r.rank == rank; });
+    if (timeline == t.ranks.end())
+      throw core::InternalError("metrics: pipeline stage " + std::to_string(st) + "'s first rank " +
+                                std::to_string(rank) + " was not simulated");
+    const TimeBreakdown b = time_breakdown(*timeline, t.reuse, t.step_time_s);
+    sm.pipeline_bubble_s = b.pipeline_bubble;
+    sm.busy_s = t.step_time_s - b.pipeline_bubble - b.idle;
+    for (const spec::Task& k : timeline->graph.tasks)
+      if (k.kind == spec::TaskKind::SEND || k.kind == spec::TaskKind::RECV)
+        sm.p2p_bytes += k.bytes;
+    if (const auto it = gpu_peak_of_rank.find(rank); it != gpu_peak_of_rank.end())
+      sm.peak_memory_bytes = it->second;
+    if (sm.peak_memory_bytes > peak) {
+      peak = sm.peak_memory_bytes;
+      p.peak_stage = st;
+    }
+    bubble_sum += b.pipeline_bubble / t.step_time_s;
+    p.stages.push_back(sm);
+  }
+  p.bubble_fraction = bubble_sum / s.pp();
+  return p;
+}
+
+} // namespace
+
 RunMetrics compute_metrics(const spec::Scenario& s, const workload::Workload& w, const engine::Timeline& t)
 {
   if (t.ranks.empty())
@@ -491,8 +548,9 @@ RunMetrics compute_metrics(const spec::Scenario& s, const workload::Workload& w,
     m.samples_per_s = samples / step;
     m.tokens_per_s = samples * s.training.seq_len / step;
 
-    // TFLOPs per GPU: Workload's FLOPs are per micro-batch per GPU; one step runs grad_accum of them.
-    const double per_step = static_cast<double>(s.training.grad_accum);
+    // TFLOPs per GPU: Workload's FLOPs are per micro-batch per GPU of a tensor-parallel group; one step runs
+    // grad_accum of them, and a pipeline's stages share each (1/p of the model a GPU, as Megatron counts it).
+    const double per_step = static_cast<double>(s.training.grad_accum) / s.pp();
     m.tflops_model = w.model_flops * per_step / step / 1e12;
     m.tflops_hardware = w.hardware_flops * per_step / step / 1e12;
   } else {
@@ -555,8 +613,14 @@ RunMetrics compute_metrics(const spec::Scenario& s, const workload::Workload& w,
     }
     take(replayed[i], t.ranks[i].rank);
   }
-  for (const engine::RankGraph& other : t.memory_only_ranks)
-    take(report_of(other.graph_copy_of, other.graph), other.rank);
+  std::map<int, std::int64_t> gpu_peak_of_rank; // every rank replayed, for the pipeline's stages
+  for (size_t i = 0; i < t.ranks.size(); ++i)
+    gpu_peak_of_rank[t.ranks[i].rank] = replayed[i].gpu;
+  for (const engine::RankGraph& other : t.memory_only_ranks) {
+    memory::MemoryReport r = report_of(other.graph_copy_of, other.graph);
+    gpu_peak_of_rank[other.rank] = r.gpu;
+    take(std::move(r), other.rank);
+  }
   for (size_t i = 0; i < t.ranks.size(); ++i)
     if (t.ranks[i].rank == m.rank)
       worst = i; // the reported rank, when simulated, is the timeline's (its peak is the largest)
@@ -583,6 +647,8 @@ RunMetrics compute_metrics(const spec::Scenario& s, const workload::Workload& w,
       break;
     }
   m.breakdown = windows ? inference_breakdown(rt, *windows, m.step_time_s) : time_breakdown(rt, t.reuse, step);
+  if (s.pp() > 1)
+    m.pipeline = pipeline_metrics(s, w, t, gpu_peak_of_rank);
 
   // Time to train and cost (optional inputs).
   if (s.training.total_tokens && !inference)

@@ -16,28 +16,33 @@
 namespace zerosim::metrics {
 
 /// The keys of time_breakdown_s, highest priority first (docs/scenario-format.md "Results").
-enum class BreakdownKey { COMPUTE, OPTIMIZER, EXPOSED_COMM, EXPOSED_PCIE, EXPOSED_NVME, IDLE };
-inline constexpr int BREAKDOWN_KEY_COUNT = 6;
+enum class BreakdownKey { COMPUTE, OPTIMIZER, EXPOSED_COMM, EXPOSED_PCIE, EXPOSED_NVME, PIPELINE_BUBBLE, IDLE };
+inline constexpr int BREAKDOWN_KEY_COUNT = 7;
 
-/// "compute", "optimizer", "exposed_comm", "exposed_pcie", "exposed_nvme", "idle".
+/// "compute", "optimizer", "exposed_comm", "exposed_pcie", "exposed_nvme", "pipeline_bubble", "idle".
 const char* to_string(BreakdownKey k);
 
 /// The key a task's busy time counts under: COMPUTE -> compute (forward, backward, recompute and any other
 /// GPU kernel but the optimizer's), COMPUTE with phase OPTIMIZER and every CPU_COMPUTE -> optimizer,
-/// COLLECTIVE, SEND and RECV -> exposed_comm, COPY -> exposed_pcie, NVME_READ / NVME_WRITE -> exposed_nvme; SYNC (a
+/// COLLECTIVE -> exposed_comm, COPY -> exposed_pcie, NVME_READ / NVME_WRITE -> exposed_nvme, SEND and RECV (a pipeline
+/// stage's blocking transfers with its neighbours, the wait for the neighbour included) -> pipeline_bubble; SYNC (a
 /// host wait, no work) -> none.
 std::optional<BreakdownKey> breakdown_key(const spec::Task& t);
 
 /// time_breakdown_s: every instant of the step attributed to exactly one key, by priority
-/// compute > optimizer > exposed_comm > exposed_pcie > exposed_nvme > idle. Sums to the step time.
+/// compute > optimizer > exposed_comm > exposed_pcie > exposed_nvme > pipeline_bubble > idle. Sums to the step time.
 struct TimeBreakdown {
   double compute = 0;
   double optimizer = 0;
   double exposed_comm = 0;
   double exposed_pcie = 0;
   double exposed_nvme = 0;
+  double pipeline_bubble = 0;
   double idle = 0;
-  double sum() const { return compute + optimizer + exposed_comm + exposed_pcie + exposed_nvme + idle; }
+  double sum() const
+  {
+    return compute + optimizer + exposed_comm + exposed_pcie + exposed_nvme + pipeline_bubble + idle;
+  }
   double& at(BreakdownKey k);
   double at(BreakdownKey k) const;
 };
@@ -121,6 +126,24 @@ struct StepTimeMap {
 /// The map of timeline `t` (training: Timeline::reuse; inference: the passes the graph holds).
 StepTimeMap step_time_map(const engine::Timeline& t);
 
+/// One pipeline stage's figures (docs/scenario-format.md "Results", `pipeline.stages`), from its first rank.
+struct StageMetrics {
+  int stage = 0;
+  int first_block = -1, last_block = -1; ///< the transformer blocks it runs, inclusive (-1: none)
+  double busy_s = 0;                     ///< the step less its pipeline_bubble and idle time
+  double pipeline_bubble_s = 0;
+  std::int64_t peak_memory_bytes = 0; ///< its GPU peak (allocated, torch's max_memory_allocated)
+  std::int64_t p2p_bytes = 0;         ///< bytes its rank sends and receives to and from its neighbours in a step
+};
+
+/// With pipeline parallelism: each stage's figures and the bubble fraction, the mean over stages of
+/// pipeline_bubble / step time.
+struct PipelineMetrics {
+  double bubble_fraction = 0;
+  std::vector<StageMetrics> stages;
+  int peak_stage = 0; ///< the stage whose GPU peak `peak_memory_bytes` reports (the largest; lowest on ties)
+};
+
 struct RunMetrics {
   double step_time_s = 0;
   int micro_steps = 0;
@@ -156,6 +179,7 @@ struct RunMetrics {
   /// sequences completed per second; TFLOPs, MFU and HFU count the forward FLOPs of every pass (no recompute:
   /// hardware = model); time_to_train_s is none.
   std::optional<InferenceMetrics> inference;
+  std::optional<PipelineMetrics> pipeline; ///< with training.pipeline_parallel > 1
 };
 
 /// Every figure of the result. Throws core::InternalError for an empty timeline or a step time that is not

@@ -55,7 +55,8 @@ double fraction_of_pct(double pct)
 
 constexpr metrics::BreakdownKey BREAKDOWN_ORDER[metrics::BREAKDOWN_KEY_COUNT] = {
     metrics::BreakdownKey::COMPUTE,      metrics::BreakdownKey::OPTIMIZER,    metrics::BreakdownKey::EXPOSED_COMM,
-    metrics::BreakdownKey::EXPOSED_PCIE, metrics::BreakdownKey::EXPOSED_NVME, metrics::BreakdownKey::IDLE};
+    metrics::BreakdownKey::EXPOSED_PCIE, metrics::BreakdownKey::EXPOSED_NVME, metrics::BreakdownKey::PIPELINE_BUBBLE,
+    metrics::BreakdownKey::IDLE};
 
 /// A member of an object the memory report built (the keys and their spelling stay in one place).
 core::Json member(const core::Json& j, const char* key)
@@ -81,6 +82,37 @@ std::string format_seconds(double v)
   else
     std::snprintf(buf, sizeof buf, "%.3f us", v * 1e6);
   return buf;
+}
+
+/// The contract's `parallelism`: the degrees and the pipeline's schedule (null without one).
+core::Json parallelism_json(const spec::Scenario& s)
+{
+  core::Json schedule;
+  if (s.pp() > 1)
+    schedule = s.training.pipeline.schedule == spec::PipelineSchedule::GPIPE ? "gpipe" : "1f1b";
+  return core::Json::object({{"tp", s.tp()},
+                             {"pp", s.pp()},
+                             {"dp", s.dp()},
+                             {"virtual_stages", s.pp() > 1 ? s.training.pipeline.virtual_stages : 1},
+                             {"schedule", schedule},
+                             {"sequence_parallel", false}});
+}
+
+/// The contract's `pipeline`: null without one; else the bubble fraction and each stage's figures.
+core::Json pipeline_json(const metrics::RunMetrics& m)
+{
+  if (!m.pipeline)
+    return nullptr;
+  core::Json stages = core::Json::array();
+  for (const metrics::StageMetrics& st : m.pipeline->stages)
+    stages.push_back(core::Json::object({{"stage", st.stage},
+                                         {"layers", core::Json::array({st.first_block, st.last_block})},
+                                         {"busy_s", st.busy_s},
+                                         {"pipeline_bubble_s", st.pipeline_bubble_s},
+                                         {"peak_memory_bytes", core::Json::object({{"gpu", st.peak_memory_bytes}})},
+                                         {"p2p_bytes", st.p2p_bytes}}));
+  return core::Json::object(
+      {{"bubble_fraction", m.pipeline->bubble_fraction}, {"peak_stage", m.pipeline->peak_stage}, {"stages", stages}});
 }
 
 } // namespace
@@ -119,6 +151,8 @@ core::Json run_json(const spec::Scenario& s, const run::RunResult& result)
        {"fit_by_tier", member(mem, "fit_by_tier")},
        {"shortfall_bytes", member(mem, "shortfall_bytes")},
        {"time_breakdown_s", breakdown},
+       {"parallelism", parallelism_json(s)},
+       {"pipeline", pipeline_json(m)},
        {"time_to_train_s", optional_number(m.time_to_train_s)},
        {"cost", core::Json::object(
                     {{"per_step", optional_number(m.cost_per_step)}, {"to_train", optional_number(m.cost_to_train)}})},
@@ -329,13 +363,27 @@ void write_breakdown_and_replay(std::ostream& out, const metrics::RunMetrics& m,
   char line[512];
   std::snprintf(line, sizeof line,
                 "\nTime breakdown (rank %d; each instant to one key: compute > optimizer > exposed_comm > "
-                "exposed_pcie > exposed_nvme > idle)\n",
+                "exposed_pcie > exposed_nvme > pipeline_bubble > idle)\n",
                 m.timeline_rank);
   out << line;
   for (auto k : BREAKDOWN_ORDER) {
     const double v = m.breakdown.at(k);
     std::snprintf(line, sizeof line, "  %-22s %12.4f s  %5.1f %%\n", metrics::to_string(k), v, 100 * v / m.step_time_s);
     out << line;
+  }
+
+  if (m.pipeline) {
+    std::snprintf(line, sizeof line,
+                  "\nPipeline (%zu stages; bubble fraction %.1f %%, the mean over stages of pipeline_bubble / step)\n",
+                  m.pipeline->stages.size(), 100 * m.pipeline->bubble_fraction);
+    out << line;
+    for (const metrics::StageMetrics& st : m.pipeline->stages) {
+      std::snprintf(line, sizeof line, "  stage %2d  blocks %3d-%-3d  busy %10.3f s  bubble %10.3f s  peak %s%s\n",
+                    st.stage, st.first_block, st.last_block, st.busy_s, st.pipeline_bubble_s,
+                    core::format_gib(st.peak_memory_bytes).c_str(),
+                    st.stage == m.pipeline->peak_stage ? "  (the largest)" : "");
+      out << line;
+    }
   }
 
   out << "\nReplay: " << t.replay << ", " << t.ranks.size() << " simulated rank" << (t.ranks.size() == 1 ? "" : "s")

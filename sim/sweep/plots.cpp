@@ -31,8 +31,13 @@ const std::vector<std::pair<std::string, std::string>> BATCH_KEYS = {
 
 /// The time breakdown's keys (docs/outputs.md), in the order they are stacked, with their legend.
 const std::vector<std::pair<std::string, std::string>> BREAKDOWN = {
-    {"compute", "compute"},           {"optimizer", "optimizer"},       {"exposed_comm", "exposed communication"},
-    {"exposed_pcie", "exposed PCIe"}, {"exposed_nvme", "exposed NVMe"}, {"idle", "idle"},
+    {"compute", "compute"},
+    {"optimizer", "optimizer"},
+    {"exposed_comm", "exposed communication"},
+    {"exposed_pcie", "exposed PCIe"},
+    {"exposed_nvme", "exposed NVMe"},
+    {"pipeline_bubble", "pipeline bubble"},
+    {"idle", "idle"},
 };
 
 std::string num(double v)

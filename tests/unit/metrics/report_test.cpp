@@ -162,8 +162,9 @@ TEST_SUITE("report")
     CHECK(keys(j.at("memory_breakdown_bytes")) ==
           std::vector<std::string>{"params", "grads", "optimizer", "activations", "buffers", "other"});
     CHECK(keys(j.at("fit_by_tier")) == std::vector<std::string>{"gpu", "cpu", "nvme"});
-    CHECK(keys(j.at("time_breakdown_s")) ==
-          std::vector<std::string>{"compute", "optimizer", "exposed_comm", "exposed_pcie", "exposed_nvme", "idle"});
+    CHECK(keys(j.at("time_breakdown_s")) == std::vector<std::string>{"compute", "optimizer", "exposed_comm",
+                                                                     "exposed_pcie", "exposed_nvme", "pipeline_bubble",
+                                                                     "idle"});
     CHECK(keys(j.at("cost")) == std::vector<std::string>{"per_step", "to_train"});
     CHECK(keys(j.at("meta")) == std::vector<std::string>{"zerosim_version", "schema_version", "simgrid_version",
                                                          "network_model", "deepspeed_version",
