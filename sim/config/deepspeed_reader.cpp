@@ -2,6 +2,7 @@
 // (docs/deepspeed-schedule.md §11, §14), "auto" resolved as the Hugging Face Trainer resolves it, batch and precision
 // keys checked against training:, keys that are not modelled named in Scenario::warnings.
 #include "config/readers.hpp"
+#include "core/text.hpp"
 #include "spec/names.hpp"
 
 #include <cmath>
@@ -379,10 +380,57 @@ void read_batch(FieldReader& r, spec::Scenario& s, TrainingBatchGiven given)
 
 std::string dp_ranks_text(const spec::Scenario& s)
 {
-  if (s.tp() == 1)
+  if (s.tp() == 1 && s.pp() == 1)
     return std::to_string(s.world()) + " GPUs";
-  return std::to_string(s.dp()) + " data-parallel ranks (" + std::to_string(s.world()) + " GPUs / tensor_parallel " +
-         std::to_string(s.tp()) + ")";
+  const std::string tp = "tensor_parallel " + std::to_string(s.tp());
+  const std::string pp = "pipeline_parallel " + std::to_string(s.pp());
+  const std::string over = s.pp() == 1 ? tp : s.tp() == 1 ? pp : "(" + tp + " x " + pp + ")";
+  return std::to_string(s.dp()) + " data-parallel ranks (" + std::to_string(s.world()) + " GPUs / " + over + ")";
+}
+
+const std::vector<std::pair<std::string, spec::PipelineSchedule>>& pipeline_schedule_names()
+{
+  static const std::vector<std::pair<std::string, spec::PipelineSchedule>> names = {
+      {"auto", spec::PipelineSchedule::AUTO},
+      {"gpipe", spec::PipelineSchedule::GPIPE},
+      {"1f1b", spec::PipelineSchedule::ONE_F_ONE_B},
+      {"interleaved_1f1b", spec::PipelineSchedule::INTERLEAVED_1F1B},
+      {"zero_bubble", spec::PipelineSchedule::ZERO_BUBBLE}};
+  return names;
+}
+
+std::optional<std::string> partition_method(const std::string& text)
+{
+  const std::string m = core::lowercase(text);
+  if (m == "parameters" || m == "uniform")
+    return m;
+  if (m.starts_with("type:") && m.size() > 5)
+    return m;
+  return std::nullopt;
+}
+
+DeepSpeedPipelineRead read_deepspeed_pipeline(const YAML::Node& deepspeed, const std::string& file,
+                                              const Origins* origins)
+{
+  DeepSpeedPipelineRead out;
+  if (!is_map(deepspeed) || !is_map(deepspeed["pipeline"]))
+    return out;
+  out.reader.emplace(deepspeed["pipeline"], file, "deepspeed.pipeline", sub_schema(deepspeed_schema(), "pipeline"),
+                     origins);
+  FieldReader& p = *out.reader;
+  if (p.is_auto("stages"))
+    p.take("stages");
+  else if (const std::optional<std::int64_t> stages = p.opt_int("stages", 1, "a positive integer or auto");
+           stages && *stages > 1)
+    out.stages = static_cast<int>(*stages);
+  if (const std::optional<std::string> partition = p.opt_string("partition"); partition && *partition != "best") {
+    out.partition = partition_method(*partition);
+    if (!out.partition)
+      p.fail_expected("partition", std::string(PARTITION_WHAT) + ", or best (DeepSpeed's config default)");
+  }
+  out.activation_checkpoint_interval =
+      static_cast<int>(p.get_int("activation_checkpoint_interval", 0, "a non-negative integer"));
+  return out;
 }
 
 std::optional<spec::Dtype> parse_dtype(const std::string& s)
@@ -403,6 +451,12 @@ void read_deepspeed(FieldReader& r, spec::Scenario& s, TrainingBatchGiven given)
   read_batch(r, s, given);
   FieldReader z = r.map_or_empty("zero_optimization");
   read_zero(z, s);
+  // pipe/engine.py PipelineEngine.__init__ (docs/pipeline-parallel.md §5): the same assert at 0.7.0, 0.16 and 0.19.
+  if (s.pp() > 1 && d.zero.stage >= 2)
+    z.fail_expected("stage", "0 or 1 with " + std::to_string(s.pp()) +
+                                 " pipeline stages (DeepSpeed's PipelineEngine asserts \"ZeRO-2 and ZeRO-3 are "
+                                 "incompatible with pipeline parallelism\": deepspeed/runtime/pipe/engine.py; "
+                                 "docs/pipeline-parallel.md §5)");
   FieldReader a = r.map_or_empty("aio");
   read_aio(a, d.aio);
 
@@ -431,16 +485,9 @@ void read_deepspeed(FieldReader& r, spec::Scenario& s, TrainingBatchGiven given)
   FieldReader ac = r.map_or_empty("activation_checkpointing");
   read_activation_checkpointing(ac, d.activation_checkpointing, s);
 
-  // A stage count above 1 asks for DeepSpeed's pipeline engine (docs/config.md "Not yet"); stages 1 or auto run the
-  // job as it is, data parallel.
-  if (std::optional<FieldReader> p = r.opt_map("pipeline")) {
-    const std::string WHAT = "a positive integer or auto";
-    if (p->is_auto("stages"))
-      p->take("stages");
-    else if (const std::optional<std::int64_t> stages = p->opt_int("stages", 1, WHAT); stages && *stages > 1)
-      p->fail("stages", "pipeline parallelism is not modelled yet: expected 1 or auto, found " +
-                            std::to_string(*stages) + " (docs/config.md \"Not yet\")");
-  }
+  // The pipeline block was read before the batch keys (read_deepspeed_pipeline); a value that is not a mapping is
+  // reported here.
+  r.opt_map("pipeline");
   std::vector<std::string> ignored;
   collect_warnings(r.node(), r.schema(), r.path(), s, ignored);
   if (!ignored.empty()) {

@@ -113,6 +113,29 @@ std::string count(std::int64_t v)
   return std::to_string(v);
 }
 
+/// training.pipeline_parallel and its block (p > 1): the schedule as resolved, the explicit split or the partition
+/// method (not both: the reader refuses both).
+void write_pipeline(const spec::Scenario& s, YAML::Node& t)
+{
+  const spec::PipelineSpec& pl = s.training.pipeline;
+  t["pipeline_parallel"] = s.training.pipeline_parallel;
+  YAML::Node p;
+  for (const auto& [name, schedule] : pipeline_schedule_names())
+    if (schedule == pl.schedule)
+      p["schedule"] = name;
+  p["virtual_stages"] = pl.virtual_stages;
+  if (pl.layers.empty()) {
+    p["partition"] = pl.partition;
+  } else {
+    YAML::Node layers(YAML::NodeType::Sequence);
+    for (int n : pl.layers)
+      layers.push_back(n);
+    layers.SetStyle(YAML::EmitterStyle::Flow);
+    p["layers"] = layers;
+  }
+  t["pipeline"] = p;
+}
+
 YAML::Node deepspeed_node(const spec::Scenario& s)
 {
   const spec::DeepSpeedSpec& d = s.deepspeed;
@@ -436,6 +459,8 @@ std::string resolved_yaml(const spec::Scenario& s)
     t["total_tokens"] = num(*s.training.total_tokens);
   if (s.tp() > 1)
     t["tensor_parallel"] = s.training.tensor_parallel;
+  if (s.pp() > 1)
+    write_pipeline(s, t);
   root["training"] = t;
   if (!shorthand) { // stated, or a stack the absent block cannot give (built in code): written out
     root["software"]["attention"] = spec::to_string(s.software.attention);

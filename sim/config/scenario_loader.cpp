@@ -1,6 +1,7 @@
 // scenarios/NAME.yaml (docs/scenario-format.md "Scenario file"; docs/config.md). Reading order, which fixes which
 // problem is reported first: --set, references, cluster.overrides, then top-level keys, training, model,
-// cluster, batch arithmetic, inference, the framework block, sweep, measured.
+// cluster, the pipeline degree (with deepspeed.pipeline's stages), batch arithmetic, inference, the framework block
+// (the pipeline against it), sweep, measured.
 #include "config/scenario_loader.hpp"
 
 #include "config/document.hpp"
@@ -11,8 +12,9 @@
 #include "spec/names.hpp"
 
 #include <algorithm>
-
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <mutex>
 
@@ -28,7 +30,43 @@ constexpr double MAX_GLOBAL_BATCH = 1099511627776.0; // 2^40 sequences per step
 
 struct TrainingRead {
   std::optional<std::int64_t> micro_batch, grad_accum, global_batch;
+  bool pipeline_parallel_given = false;
+  std::optional<FieldReader> pipeline; ///< training.pipeline, when given
 };
+
+/// training.pipeline.layers: the blocks of each stage (empty when absent); counted against the stages and the model
+/// once both are known (check_pipeline_shape).
+std::vector<int> read_stage_layers(FieldReader& p)
+{
+  std::vector<int> out;
+  const YAML::Node list = p.take("layers");
+  if (!list.IsDefined() || list.IsNull())
+    return out;
+  if (!list.IsSequence() || list.size() == 0)
+    p.fail_expected("layers", "a list of transformer block counts, one per stage");
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node item = list[i];
+    const std::optional<double> v = item.IsScalar() ? parse_number(item.Scalar()) : std::nullopt;
+    if (!v || *v != std::floor(*v) || *v < 1 || *v > std::numeric_limits<std::int32_t>::max())
+      p.fail("layers", "expected a positive integer at entry " + std::to_string(i) +
+                           " (every stage holds a transformer block), found " + describe_found(item));
+    out.push_back(static_cast<int>(*v));
+  }
+  return out;
+}
+
+/// training.pipeline (docs/config.md "Pipeline parallelism"): each key alone; against the degree, the model and the
+/// framework in check_pipeline_shape and check_pipeline_framework.
+void read_pipeline_block(FieldReader& p, spec::PipelineSpec& out)
+{
+  out.schedule = p.get_enum<spec::PipelineSchedule>("schedule", pipeline_schedule_names());
+  out.virtual_stages = static_cast<int>(p.get_int("virtual_stages", 1, "a positive integer"));
+  out.layers = read_stage_layers(p);
+  const std::optional<std::string> method = partition_method(p.get_string("partition"));
+  if (!method)
+    p.fail_expected("partition", PARTITION_WHAT);
+  out.partition = *method;
+}
 
 TrainingRead read_training(FieldReader& t, spec::TrainingSpec& out)
 {
@@ -69,6 +107,11 @@ TrainingRead read_training(FieldReader& t, spec::TrainingSpec& out)
   out.mode = t.get_enum<spec::Mode>("mode", {{"train", spec::Mode::TRAIN}, {"inference", spec::Mode::INFERENCE}});
   out.total_tokens = t.opt_number("total_tokens", 1e-300, 1e300, "a positive number");
   out.tensor_parallel = static_cast<int>(t.get_int("tensor_parallel", 1, POS));
+  tr.pipeline_parallel_given = t.has("pipeline_parallel");
+  out.pipeline_parallel = static_cast<int>(t.get_int("pipeline_parallel", 1, POS));
+  tr.pipeline = t.opt_map("pipeline");
+  if (tr.pipeline)
+    read_pipeline_block(*tr.pipeline, out.pipeline);
   return tr;
 }
 
@@ -233,6 +276,130 @@ void check_tensor_parallel(FieldReader& t, const spec::Scenario& s)
   need("ffn_hidden", s.model.ffn_hidden > 0 ? s.model.ffn_hidden : 4 * s.model.hidden);
 }
 
+/// The key that gave the pipeline degree, for messages: training.pipeline_parallel, or deepspeed.pipeline.stages when
+/// only that gave it.
+struct PipelineDegree {
+  FieldReader* reader = nullptr;
+  std::string key;
+
+  std::string path() const { return reader->key_path(key); }
+  [[noreturn]] void fail_expected(const std::string& what) const { reader->fail_expected(key, what); }
+};
+
+/// The pipeline degree: training.pipeline_parallel, or deepspeed.pipeline.stages above 1 when training does not give
+/// it; both given must agree (docs/config.md "Pipeline parallelism").
+PipelineDegree resolve_pipeline_degree(FieldReader& t, const TrainingRead& tr, DeepSpeedPipelineRead& ds,
+                                       spec::Scenario& s)
+{
+  if (!ds.stages)
+    return {&t, "pipeline_parallel"};
+  if (!tr.pipeline_parallel_given) {
+    s.training.pipeline_parallel = *ds.stages;
+    return {&*ds.reader, "stages"};
+  }
+  if (*ds.stages != s.training.pipeline_parallel)
+    ds.reader->fail_expected("stages", "auto, 1 or " + std::to_string(s.training.pipeline_parallel) +
+                                           ", training.pipeline_parallel's (" + t.where("pipeline_parallel") +
+                                           "): both keys give the pipeline degree");
+  return {&t, "pipeline_parallel"};
+}
+
+/// The pipeline degree against the cluster and the model, and training.pipeline against the degree (docs/config.md
+/// "Pipeline parallelism"): what the batch arithmetic needs settled.
+void check_pipeline_shape(FieldReader& t, const TrainingRead& tr, const PipelineDegree& from, const spec::Scenario& s)
+{
+  const int p = s.pp();
+  if (p == 1) {
+    if (tr.pipeline)
+      t.fail("pipeline", "only with pipeline_parallel > 1 (" + from.path() +
+                             " is 1): the block sets how pipeline stages are scheduled and split");
+    return;
+  }
+  const std::string P = std::to_string(p);
+  if (s.training.mode == spec::Mode::INFERENCE)
+    from.fail_expected("1 with training.mode inference (pipeline parallelism is modelled for training, as DeepSpeed's "
+                       "PipelineEngine runs its TrainSchedule; docs/config.md \"Pipeline parallelism\")");
+  const int gpus = s.world();
+  const int gpn = s.cluster.gpus_per_node;
+  const std::string GPUS = std::to_string(gpus) + " GPUs (cluster.nodes " + std::to_string(s.cluster.nodes) +
+                           " x gpus_per_node " + std::to_string(gpn) + ")";
+  if ((gpus / s.tp()) % p != 0)
+    from.fail_expected("a divisor of " + std::to_string(gpus / s.tp()) + ": " + GPUS + " / training.tensor_parallel " +
+                       std::to_string(s.tp()) +
+                       ", as the data-parallel degree is GPUs / (tensor_parallel x pipeline_parallel)");
+  if (p > s.model.layers)
+    from.fail_expected("at most the model's transformer blocks (model.layers " + std::to_string(s.model.layers) +
+                       "): every stage holds at least one");
+  const int per_stage = gpus / p; // data-parallel x tensor-parallel ranks
+  if (per_stage % gpn != 0 && gpn % per_stage != 0)
+    from.fail_expected("a degree whose stages fill whole nodes or share one: a stage's " + std::to_string(per_stage) +
+                       " ranks (data-parallel x tensor-parallel: " + GPUS + " / " + P +
+                       " stages) must be a multiple or a divisor of cluster.gpus_per_node " + std::to_string(gpn) +
+                       " (a layout limit of zerosim's engine)");
+  const std::vector<int>& layers = s.training.pipeline.layers;
+  if (!tr.pipeline || layers.empty())
+    return;
+  if (static_cast<int>(layers.size()) != p)
+    tr.pipeline->fail("layers", "expected " + P + " entries, one per stage (" + from.path() + " " + P + "), found " +
+                                    std::to_string(layers.size()));
+  std::int64_t sum = 0;
+  for (int n : layers)
+    sum += n;
+  if (sum != s.model.layers)
+    tr.pipeline->fail("layers", "expected entries summing to the model's transformer blocks (model.layers " +
+                                    std::to_string(s.model.layers) + "), found a sum of " + std::to_string(sum));
+  if (tr.pipeline->has("partition"))
+    tr.pipeline->fail("partition", "give layers (an explicit split, " + tr.pipeline->where("layers") +
+                                       ") or partition (DeepSpeed's partition method), not both");
+}
+
+/// The pipeline against the framework, once it is known (docs/config.md "Pipeline parallelism"): DeepSpeed's
+/// PipelineEngine only, its one schedule (auto resolved to it), and deepspeed.pipeline's partition and checkpoint
+/// interval. The ZeRO stage is checked where it is read (read_deepspeed).
+void check_pipeline_framework(const TrainingRead& tr, const PipelineDegree& from, const DeepSpeedPipelineRead& ds,
+                              spec::Scenario& s)
+{
+  if (s.pp() == 1)
+    return;
+  if (s.framework != spec::Framework::DEEPSPEED)
+    from.fail_expected(std::string("1 with ") + (s.framework == spec::Framework::FSDP ? "fsdp" : "ddp") +
+                       " (pipeline parallelism is modelled for DeepSpeed's PipelineEngine; PyTorch DDP/FSDP have "
+                       "none)");
+  spec::PipelineSpec& pl = s.training.pipeline;
+  const std::string ONLY_1F1B =
+      "DeepSpeed's PipelineEngine has only TrainSchedule (1F1B); interleaved and "
+      "zero-bubble schedules are Megatron-LM's and torchtitan's: docs/pipeline-parallel.md §3";
+  if (pl.virtual_stages > 1)
+    tr.pipeline->fail_expected("virtual_stages", "1 (" + ONLY_1F1B + ")");
+  if (pl.schedule == spec::PipelineSchedule::INTERLEAVED_1F1B || pl.schedule == spec::PipelineSchedule::ZERO_BUBBLE)
+    tr.pipeline->fail_expected("schedule", "auto, 1f1b or gpipe (" + ONLY_1F1B + ")");
+  if (pl.schedule == spec::PipelineSchedule::AUTO)
+    pl.schedule = spec::PipelineSchedule::ONE_F_ONE_B;
+  if (ds.partition) {
+    if (tr.pipeline && tr.pipeline->has("layers"))
+      ds.reader->fail("partition", "give training.pipeline.layers (an explicit split, " + tr.pipeline->where("layers") +
+                                       ") or a partition method, not both");
+    if (tr.pipeline && tr.pipeline->has("partition") && *ds.partition != pl.partition)
+      ds.reader->fail("partition", "contradicts training.pipeline.partition: " + pl.partition + " (" +
+                                       tr.pipeline->where("partition") + "); give one of the two keys");
+    pl.partition = *ds.partition;
+  }
+  const int interval = ds.activation_checkpoint_interval;
+  const spec::Checkpointing ckpt = s.training.activation_checkpointing;
+  if (interval == 0 || (interval == 1 && ckpt == spec::Checkpointing::FULL))
+    return;
+  const std::string how = ckpt == spec::Checkpointing::FULL   ? "each transformer block its own checkpoint, interval 1"
+                          : ckpt == spec::Checkpointing::NONE ? "no checkpoint, interval 0"
+                                                              : "a recomputation policy inside each block";
+  s.warnings.push_back("deepspeed.pipeline.activation_checkpoint_interval: not modelled (DeepSpeed's PipelineEngine "
+                       "would checkpoint the PipelineModule's layers in chunks of " +
+                       std::to_string(interval) + "; zerosim checkpoints as training.activation_checkpointing: " +
+                       spec::to_string(ckpt) + " says, " + how + "; docs/pipeline-parallel.md §7)");
+  // Kept as given, so that the resolved file and the ds_config.json written from it carry it (and the warning).
+  s.deepspeed.unmodelled_keys.emplace_back("deepspeed.pipeline.activation_checkpoint_interval",
+                                           std::to_string(interval));
+}
+
 /// training: batch keys once the GPU count is known (global_batch must divide evenly).
 void resolve_batch(FieldReader& t, const TrainingRead& tr, spec::Scenario& s)
 {
@@ -386,6 +553,10 @@ spec::Scenario read_scenario(ScenarioDocument& doc)
   FieldReader c = r.req_map("cluster");
   read_cluster(c, doc, s);
   check_tensor_parallel(t, s);
+  DeepSpeedPipelineRead ds_pipeline =
+      read_deepspeed_pipeline(r.take("deepspeed"), doc.file_of("deepspeed"), &doc.origins);
+  const PipelineDegree pipeline_degree = resolve_pipeline_degree(t, tr, ds_pipeline, s);
+  check_pipeline_shape(t, tr, pipeline_degree, s);
   resolve_batch(t, tr, s);
 
   std::optional<FieldReader> inf = r.opt_map("inference");
@@ -434,6 +605,7 @@ spec::Scenario read_scenario(ScenarioDocument& doc)
     if (std::optional<FieldReader> d = r.opt_map("ddp"))
       read_ddp_block(*d, s);
   }
+  check_pipeline_framework(tr, pipeline_degree, ds_pipeline, s);
   if (s.tp() > 1 && s.framework != spec::Framework::DEEPSPEED)
     t.fail("tensor_parallel", std::string("tensor parallelism is modelled as Megatron-DeepSpeed runs it (a deepspeed "
                                           "block); with ") +

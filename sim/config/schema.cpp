@@ -305,19 +305,31 @@ const Schema& zero_optimization_schema()
 
 /// DeepSpeed's `pipeline` block (runtime/config.py get_pipeline_config, read at v0.19.5: defaults stages "auto",
 /// partition "best", seed_layers false, activation_checkpoint_interval 0, pipe_partitioned and grad_partitioned true).
-/// The stage count comes from the PipelineModule; a count above 1 asks for pipeline parallelism, which is refused
-/// (docs/config.md "Not yet"); at 1 or auto the block changes nothing and its other keys act only on a pipeline.
+/// A stage count above 1 is the pipeline degree (training.pipeline_parallel, which it sets or must equal); partition
+/// is the PipelineModule's partition_method unless training.pipeline.partition is given (docs/config.md "Pipeline
+/// parallelism").
 const Schema& pipeline_schema()
 {
-  static const Schema s{"deepspeed.pipeline",
-                        {key("stages", "integer >= 1 or auto", "auto",
-                             "pipeline stages; above 1 is refused: pipeline parallelism is not modelled yet"),
-                         ignored("partition", "layer partition method: acts only with pipeline stages"),
-                         ignored("seed_layers", "acts only with pipeline stages"),
-                         ignored("activation_checkpoint_interval", "acts only with pipeline stages"),
-                         ignored("pipe_partitioned", "acts only with pipeline stages"),
-                         ignored("grad_partitioned", "acts only with pipeline stages"),
-                         ignored("use_reentrant", "acts only with pipeline stages")}};
+  static const Schema s{
+      "deepspeed.pipeline",
+      {key("stages", "integer >= 1 or auto", "auto",
+           "pipeline stages: above 1, the pipeline degree (sets training.pipeline_parallel, or must equal it); 1 or "
+           "auto: the training block's"),
+       key("partition", "one of parameters, uniform, type:REGEX (or best)", "training.pipeline.partition",
+           "the PipelineModule's partition_method when training.pipeline.partition is not given; best (DeepSpeed's "
+           "config default, no method of PipelineModule) leaves the training block's"),
+       ignored("seed_layers", "per-layer RNG seeds: no effect on time or memory"),
+       key("activation_checkpoint_interval", "integer >= 0", "0",
+           "overrides the PipelineModule's checkpoint interval (pipe/engine.py); with pipeline stages, a value above "
+           "0 is named in warnings unless it is 1 with training.activation_checkpointing full: zerosim checkpoints "
+           "as training.activation_checkpointing says (docs/pipeline-parallel.md §7)"),
+       unmodelled("pipe_partitioned", "bool", "true",
+                  "false sends the activations between stages whole, not split over the tensor-parallel group "
+                  "(docs/pipeline-parallel.md §4: modelled split, its default)"),
+       unmodelled("grad_partitioned", "bool", "true",
+                  "false sends the gradients between stages whole, not split over the tensor-parallel group "
+                  "(docs/pipeline-parallel.md §4: modelled split, its default)"),
+       ignored("use_reentrant", "the checkpoint function's implementation: no effect on time or memory modelled")}};
   return s;
 }
 
@@ -421,7 +433,10 @@ const Schema& deepspeed_schema()
        key("activation_checkpointing", "mapping", "defaults", "DeepSpeed's checkpointing options",
            &activation_checkpointing_schema()),
        unmodelled("sparse_attention", "mapping", "none", "sparse attention kernels"),
-       key("pipeline", "mapping", "none", "DeepSpeed's pipeline engine: only stages 1 or auto", &pipeline_schema()),
+       key("pipeline", "mapping", "none",
+           "DeepSpeed's pipeline engine: stages above 1 is the pipeline degree (docs/config.md \"Pipeline "
+           "parallelism\")",
+           &pipeline_schema()),
        unmodelled("compression_training", "mapping", "none", "compression (quantisation, pruning) during training"),
        unmodelled("data_efficiency", "mapping", "disabled", "data sampling and routing"),
        unmodelled("curriculum_learning", "mapping", "disabled", "curriculum learning (sequence length schedule)"),
@@ -526,6 +541,20 @@ const Schema& scenario_schema()
        key("network", "mapping", "from the node", "fabric between nodes", &network),
        key("overrides", "mapping of dotted node keys", "none", "node-file keys to change, e.g. gpu.memory: 40 GiB",
            &node_schema())}};
+  static const Schema pipeline{
+      "training.pipeline",
+      {key("schedule", "one of auto, gpipe, 1f1b, interleaved_1f1b, zero_bubble", "auto",
+           "each stage's order of forwards and backwards; auto: the framework's own (DeepSpeed: 1f1b, its "
+           "TrainSchedule); interleaved_1f1b and zero_bubble are refused with DeepSpeed "
+           "(docs/pipeline-parallel.md §3)"),
+       key("virtual_stages", "integer >= 1", "1",
+           "model chunks per rank (interleaved schedules); above 1 is refused with DeepSpeed"),
+       key("layers", "list of pipeline_parallel integers >= 1 summing to model.layers", "the partition's split",
+           "transformer blocks per stage, first stage first: an explicit split instead of partition"),
+       key("partition", "one of parameters, uniform, type:REGEX", "type:transformer",
+           "zerosim's extension: DeepSpeed's PipelineModule partition_method (Megatron-DeepSpeed's "
+           "--pp-partition-method; REGEX matched case-insensitively against layer class names; "
+           "docs/pipeline-parallel.md §2)")}};
   static const Schema training{
       "training",
       {key("seq_len", "integer >= 1", "required", "tokens per sample"),
@@ -546,8 +575,11 @@ const Schema& scenario_schema()
        key("tensor_parallel", "integer >= 1 dividing gpus_per_node, heads, kv_heads, ffn_hidden", "1",
            "Megatron tensor parallelism degree (deepspeed only); data parallelism = GPUs / it"),
        not_yet("sequence_parallel", "bool", "false", "Megatron sequence parallelism"),
-       not_yet("pipeline_parallel", "integer >= 1", "1", "pipeline parallelism"),
-       not_yet("pipeline", "mapping {schedule, virtual_stages, layers}", "none", "pipeline parallelism")}};
+       key("pipeline_parallel", "integer >= 1 dividing GPUs / tensor_parallel, at most model.layers", "1",
+           "pipeline stages p, DeepSpeed's PipelineEngine (deepspeed only); data parallelism = GPUs / (t x p); "
+           "docs/config.md \"Pipeline parallelism\""),
+       key("pipeline", "mapping", "none", "only with pipeline_parallel above 1: the stages' schedule and split",
+           &pipeline)}};
   static const Schema inference{"inference",
                                 {key("batch", "integer >= 1", "1", "sequences per GPU"),
                                  key("prompt_tokens", "integer >= 1", "required", "prompt length"),
@@ -582,7 +614,7 @@ const Schema& scenario_schema()
            "DeepSpeed's own keys", &deepspeed_schema()),
        key("fsdp", "mapping", "none", "PyTorch FSDP instead of DeepSpeed", &fsdp_schema()),
        key("ddp", "mapping", "none", "PyTorch DDP instead of DeepSpeed", &ddp_schema()),
-       not_yet("megatron", "mapping", "none", "pipeline parallelism (with Megatron-LM as the framework, megatron:)"),
+       not_yet("megatron", "mapping", "none", "Megatron-LM as the framework (megatron:)"),
        key("software", "mapping", "today's stack (meta.software.stated: false)", "the stack that ran", &software),
        key("calibration", "path or none", "the node file's, else the shipped calibration/default.yaml",
            "the calibration profile (docs/calibration.md); --calibration wins; none: the priors alone"),

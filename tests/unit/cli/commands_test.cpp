@@ -204,6 +204,13 @@ TEST_SUITE("cli")
     CHECK(stage.status == 2);
     CHECK(has(stage.err, "--stage: expected 2 or 3"));
 
+    // Pipeline stages on the default scenario's ZeRO-3: refused with DeepSpeed's assert (docs/config.md "Pipeline
+    // parallelism").
+    Result pipeline = run_zerosim({"memory", DEFAULT_SCENARIO, "--set", "training.pipeline_parallel=2"});
+    CHECK(pipeline.status == 2);
+    CHECK(has(pipeline.err, "deepspeed.zero_optimization.stage: expected 0 or 1 with 2 pipeline stages (DeepSpeed's "
+                            "PipelineEngine asserts \"ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism\""));
+
     Result missing = run_zerosim({"memory", "no/such/scenario.yaml"});
     CHECK(missing.status == 2);
     CHECK(has(missing.err, "no/such/scenario.yaml"));

@@ -83,6 +83,12 @@ void check_same(const spec::Scenario& a, const spec::Scenario& b)
   CHECK(t.optimizer == u.optimizer);
   CHECK(t.mode == u.mode);
   CHECK(t.total_tokens == u.total_tokens);
+  CHECK(t.tensor_parallel == u.tensor_parallel);
+  CHECK(t.pipeline_parallel == u.pipeline_parallel);
+  CHECK(t.pipeline.schedule == u.pipeline.schedule);
+  CHECK(t.pipeline.virtual_stages == u.pipeline.virtual_stages);
+  CHECK(t.pipeline.layers == u.pipeline.layers);
+  CHECK(t.pipeline.partition == u.pipeline.partition);
   CHECK(a.software.attention == b.software.attention);
   CHECK(a.software.compile == b.software.compile);
   CHECK(a.software.torch == b.software.torch);

@@ -46,6 +46,8 @@ std::vector<std::string> context_of(const std::string& path)
     return {"training.precision=fp32"};
   if (path == "ddp.bucket_cap_mb")
     return {"ddp.first_bucket_cap_mb=1"};
+  if (under("training.pipeline")) // the block is read with pipeline stages only
+    return {"training.pipeline_parallel=2"};
   return {};
 }
 
@@ -133,6 +135,7 @@ TEST_SUITE("config")
         "training.grad_accum",
         "training.global_batch",
         "training.total_tokens",
+        "training.pipeline.layers",
         "price_per_gpu_hour",
         "deepspeed.train_batch_size",
         "deepspeed.train_micro_batch_size_per_gpu",
@@ -147,6 +150,7 @@ TEST_SUITE("config")
         "deepspeed.data_types.grad_accum_dtype",
         "deepspeed.gradient_clipping",
         "deepspeed.activation_checkpointing.number_checkpoints",
+        "deepspeed.pipeline.partition",
         "fsdp.mixed_precision.param_dtype",
         "fsdp.mixed_precision.reduce_dtype",
         "fsdp.mixed_precision.buffer_dtype",
@@ -164,6 +168,7 @@ TEST_SUITE("config")
     const std::set<std::string> unwritten = {
         "training.flash_attention",
         "training.tensor_parallel",
+        "training.pipeline_parallel",
         "deepspeed.zero_optimization.prefetch_bucket_size",
         "deepspeed.zero_optimization.param_persistence_threshold",
         "deepspeed.zero_optimization.max_live_parameters",
@@ -174,7 +179,8 @@ TEST_SUITE("config")
         "deepspeed.zero_optimization.cpu_offload",
         "deepspeed.zero_optimization.cpu_offload_param",
         "deepspeed.aio.thread_count",
-        "deepspeed.pipeline.stages", // 1 or auto: no pipeline, nothing to write
+        "deepspeed.pipeline.stages",                         // auto: the training block's degree
+        "deepspeed.pipeline.activation_checkpoint_interval", // 0: the module's, nothing to write
         "measured.source",
         "software.model_code", // auto: the framework's usual code, which the absent key gives too
     };
