@@ -105,8 +105,8 @@ std::optional<BreakdownKey> breakdown_key(const spec::Task& t)
     return t.phase == spec::Phase::OPTIMIZER ? BreakdownKey::OPTIMIZER : BreakdownKey::COMPUTE;
   case TaskKind::CPU_COMPUTE:
     return BreakdownKey::OPTIMIZER;
-  case TaskKind::COLLECTIVE:
-    return BreakdownKey::EXPOSED_COMM;
+  case TaskKind::COLLECTIVE: // the tied embedding's all-reduce: the last stage waits there for the first's drain
+    return t.group == spec::CommGroup::EMBEDDING ? BreakdownKey::PIPELINE_BUBBLE : BreakdownKey::EXPOSED_COMM;
   case TaskKind::SEND: // a pipeline neighbour's blocking transfer: the wait on the neighbour and the data
   case TaskKind::RECV:
     return BreakdownKey::PIPELINE_BUBBLE;
@@ -480,6 +480,15 @@ memory::MemoryReport replay_memory_timed(const spec::Scenario& s, const engine::
 
 namespace {
 
+/// A pipeline stage's breakdown: its idle time is the schedule's warm-up and drain (the stage waits on the others
+/// to start or to finish), which the contract counts as pipeline_bubble.
+TimeBreakdown pipeline_breakdown(TimeBreakdown b)
+{
+  b.pipeline_bubble += b.idle;
+  b.idle = 0;
+  return b;
+}
+
 /// Each stage's figures from its first rank (rank stage x D x t, which the replay simulates and
 /// schedule::memory_ranks names), and the bubble fraction over them.
 PipelineMetrics pipeline_metrics(const spec::Scenario& s, const workload::Workload& w, const engine::Timeline& t,
@@ -507,9 +516,9 @@ PipelineMetrics pipeline_metrics(const spec::Scenario& s, const workload::Worklo
     if (timeline == t.ranks.end())
       throw core::InternalError("metrics: pipeline stage " + std::to_string(st) + "'s first rank " +
                                 std::to_string(rank) + " was not simulated");
-    const TimeBreakdown b = time_breakdown(*timeline, t.reuse, t.step_time_s);
+    const TimeBreakdown b = pipeline_breakdown(time_breakdown(*timeline, t.reuse, t.step_time_s));
     sm.pipeline_bubble_s = b.pipeline_bubble;
-    sm.busy_s = t.step_time_s - b.pipeline_bubble - b.idle;
+    sm.busy_s = t.step_time_s - b.pipeline_bubble;
     for (const spec::Task& k : timeline->graph.tasks)
       if (k.kind == spec::TaskKind::SEND || k.kind == spec::TaskKind::RECV)
         sm.p2p_bytes += k.bytes;
@@ -647,8 +656,10 @@ RunMetrics compute_metrics(const spec::Scenario& s, const workload::Workload& w,
       break;
     }
   m.breakdown = windows ? inference_breakdown(rt, *windows, m.step_time_s) : time_breakdown(rt, t.reuse, step);
-  if (s.pp() > 1)
+  if (s.pp() > 1) {
+    m.breakdown = pipeline_breakdown(m.breakdown);
     m.pipeline = pipeline_metrics(s, w, t, gpu_peak_of_rank);
+  }
 
   // Time to train and cost (optional inputs).
   if (s.training.total_tokens && !inference)

@@ -25,8 +25,9 @@ const char* to_string(BreakdownKey k);
 /// The key a task's busy time counts under: COMPUTE -> compute (forward, backward, recompute and any other
 /// GPU kernel but the optimizer's), COMPUTE with phase OPTIMIZER and every CPU_COMPUTE -> optimizer,
 /// COLLECTIVE -> exposed_comm, COPY -> exposed_pcie, NVME_READ / NVME_WRITE -> exposed_nvme, SEND and RECV (a pipeline
-/// stage's blocking transfers with its neighbours, the wait for the neighbour included) -> pipeline_bubble; SYNC (a
-/// host wait, no work) -> none.
+/// stage's blocking transfers with its neighbours, the wait for the neighbour included) and the tied embedding's
+/// all-reduce (CommGroup::EMBEDDING: the last stage waits there for the first stage's drain) -> pipeline_bubble; SYNC
+/// (a host wait, no work) -> none.
 std::optional<BreakdownKey> breakdown_key(const spec::Task& t);
 
 /// time_breakdown_s: every instant of the step attributed to exactly one key, by priority
@@ -130,7 +131,7 @@ StepTimeMap step_time_map(const engine::Timeline& t);
 struct StageMetrics {
   int stage = 0;
   int first_block = -1, last_block = -1; ///< the transformer blocks it runs, inclusive (-1: none)
-  double busy_s = 0;                     ///< the step less its pipeline_bubble and idle time
+  double busy_s = 0; ///< the step less its pipeline_bubble (its waits on neighbours, its warm-up and drain)
   double pipeline_bubble_s = 0;
   std::int64_t peak_memory_bytes = 0; ///< its GPU peak (allocated, torch's max_memory_allocated)
   std::int64_t p2p_bytes = 0;         ///< bytes its rank sends and receives to and from its neighbours in a step

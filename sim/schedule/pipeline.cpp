@@ -54,7 +54,7 @@ public:
     }
     // update_hp_grads (bf16_optimizer.py:510-526): every bf16 gradient cast to fp32 and added into the accumulator:
     // read 2 + 4 bytes, write 4 bytes per element.
-    b.gpu_pass("mb" + std::to_string(mb) + ".update_hp_grads", Phase::BACKWARD, mb, b.psi, 10.0 * b.psi,
+    b.gpu_pass("mb" + std::to_string(mb) + ".update_hp_grads", Phase::GRAD_REDUCE, mb, b.psi, 10.0 * b.psi,
                static_cast<double>(b.psi));
   }
 

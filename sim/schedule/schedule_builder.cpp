@@ -64,7 +64,10 @@ Builder::Builder(const spec::Scenario& scen, const workload::Workload& work, int
         tied_embedding_numel = word->numel;
       }
     }
-    if (stages > 1 && layer.kind == workload::LayerKind::EMBEDDING && end_layer < static_cast<int>(w.layers.size()))
+    // The first stage's word embedding is tied to a head on another stage when that head owns no weight.
+    const workload::Layer& last = w.layers.back();
+    if (stages > 1 && layer.kind == workload::LayerKind::EMBEDDING && end_layer < static_cast<int>(w.layers.size()) &&
+        last.kind == workload::LayerKind::LM_HEAD && last.params.empty())
       for (const workload::ParamTensor& t : layer.params)
         tied_embedding_numel = std::max(tied_embedding_numel, t.numel);
     for (const workload::ParamTensor& t : tensors) {
