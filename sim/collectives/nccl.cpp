@@ -9,6 +9,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <tuple>
@@ -589,6 +590,46 @@ void check_options(const Fabric& f, const Options& o)
   if (o.focus_node < -1 || o.focus_node >= f.nodes)
     throw core::InternalError("collectives: focus node " + std::to_string(o.focus_node) + " outside 0.." +
                               std::to_string(f.nodes - 1));
+  if (!o.focus_nodes.empty() && o.focus_node >= 0)
+    throw core::InternalError("collectives: a focus node and a set of focus nodes at once");
+  for (std::size_t i = 0; i < o.focus_nodes.size(); ++i) {
+    const int n = o.focus_nodes[i];
+    if (n < 0 || n >= f.nodes || (i > 0 && n <= o.focus_nodes[i - 1]))
+      throw core::InternalError("collectives: focus nodes must be ascending nodes of 0.." +
+                                std::to_string(f.nodes - 1) + ", found " + std::to_string(n) + " at position " +
+                                std::to_string(i));
+  }
+}
+
+bool in_focus(int node, const std::vector<int>& nodes)
+{
+  return std::binary_search(nodes.begin(), nodes.end(), node);
+}
+
+Plan plan_over_focus_nodes(const Options& o, const std::function<Plan(const Options&)>& one)
+{
+  Options single = o;
+  single.focus_nodes.clear();
+  single.focus_node = o.focus_nodes.front();
+  if (o.focus_nodes.size() == 1)
+    return one(single);
+  Plan out = one(single);
+  for (std::size_t k = 1; k < o.focus_nodes.size(); ++k) {
+    const int n = o.focus_nodes[k];
+    single.focus_node = n;
+    const Plan more = one(single);
+    if (more.phases.size() != out.phases.size())
+      throw core::InternalError("collectives: the plans of two focus nodes have different phases");
+    for (std::size_t i = 0; i < more.phases.size(); ++i)
+      for (const Flow& fl : more.phases[i].flows) {
+        // A flow between two focus nodes is in both nodes' plans: kept from the lower node's.
+        const int other = fl.src.node == n ? fl.dst.node : fl.src.node;
+        if (other != n && other < n && in_focus(other, o.focus_nodes))
+          continue;
+        out.phases[i].flows.push_back(fl);
+      }
+  }
+  return out;
 }
 
 // ---- NCCL's binary tree over positions 0..n-1, rooted at 0 (src/graph/trees.cc, ncclGetBtree) ----
@@ -633,7 +674,7 @@ std::array<int, 2> btree_children(int r, int n)
 
 using namespace detail;
 
-Fabric fabric_of(const spec::ClusterSpec& c, int tensor_parallel)
+Fabric fabric_of(const spec::ClusterSpec& c, int tensor_parallel, int pipeline_parallel)
 {
   const spec::NodeSpec& nd = c.node;
   Fabric f;
@@ -642,6 +683,7 @@ Fabric fabric_of(const spec::ClusterSpec& c, int tensor_parallel)
   f.nics_per_node = c.network.nics_per_node;
   f.intra_nvlink = nd.nvlink.present;
   f.tensor_parallel = tensor_parallel;
+  f.pipeline_parallel = pipeline_parallel;
   f.intra_Bps = nd.nvlink.present ? nd.nvlink.bandwidth_Bps : nd.pcie.bandwidth_Bps;
   f.intra_latency_s = 2 * (nd.nvlink.present ? nd.nvlink.latency_s : nd.pcie.latency_s);
   f.inter_Bps = c.network.nic_bandwidth_Bps;
@@ -680,12 +722,15 @@ int nccl_ctas(const Fabric& f, spec::CommGroup g, int one_node_ctas)
   // NCCL 2.8-2.24: MAXCHANNELS 32 (src/include/device.h); connect.cc doubles the search's channels.
   constexpr int NCCL_MAX_CHANNELS = 32;
   constexpr int CHANNELS_PER_SEARCH_CHANNEL = 2;
-  const bool one_node = f.nodes <= 1 || g == spec::CommGroup::INTRA_NODE || g == spec::CommGroup::TENSOR;
+  // With a pipeline, a stage of at most one node's GPUs keeps its data-parallel groups inside a node.
+  const bool stage_in_a_node = f.pipeline_parallel > 1 && f.ranks_per_stage() <= f.gpus_per_node;
+  const bool one_node = f.nodes <= 1 || g == spec::CommGroup::INTRA_NODE || g == spec::CommGroup::TENSOR ||
+                        (g == spec::CommGroup::DATA_PARALLEL && stage_in_a_node);
   if (one_node)
     return one_node_ctas;
   const int t = std::max(1, f.tensor_parallel);
-  int gpus = f.gpus_per_node; // the group's GPUs on one node
-  if (g == spec::CommGroup::INTER_NODE)
+  int gpus = f.gpus_per_node;                                              // the group's GPUs on one node
+  if (g == spec::CommGroup::INTER_NODE || g == spec::CommGroup::EMBEDDING) // a tied pair: one GPU on each node
     gpus = 1;
   else if (g == spec::CommGroup::DATA_PARALLEL)
     gpus = std::max(1, f.gpus_per_node / t);
@@ -762,6 +807,8 @@ Plan plan(CollectiveKind kind, std::int64_t bytes, const Fabric& f, const Option
 {
   check_fabric(f);
   check_options(f, o);
+  if (!o.focus_nodes.empty())
+    return plan_over_focus_nodes(o, [&](const Options& one) { return plan(kind, bytes, f, one); });
   if (bytes < 0)
     throw core::InternalError("collectives: negative collective size " + std::to_string(bytes));
   if (f.nodes == 1 && f.gpus_per_node == 1) {

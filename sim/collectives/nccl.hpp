@@ -37,16 +37,24 @@ struct Fabric {
   /// GPUs of a node talk over NVLink (NCCL's NVLINK latency row); false: over PCIe (its PCI row).
   bool intra_nvlink = true;
   /// The tensor-parallel degree t (a divisor of gpus_per_node): TENSOR groups are t consecutive GPUs of a node,
-  /// DATA_PARALLEL groups the GPUs with the same local index modulo t on every node. 1: no tensor parallelism.
+  /// DATA_PARALLEL groups the GPUs with the same local index modulo t on every node (of one stage). 1: no tensor
+  /// parallelism.
   int tensor_parallel = 1;
+  /// The pipeline stages p (docs/pipeline-parallel.md §1): stage s holds the D x t consecutive ranks from s x D x t,
+  /// whole nodes (D x t a multiple of gpus_per_node) or a slice of one node (D x t a divisor of it). DATA_PARALLEL
+  /// groups are each stage's own, EMBEDDING pairs join stage 0's rank r and stage p-1's rank (p-1) x D x t + r.
+  /// 1: no pipeline.
+  int pipeline_parallel = 1;
+  /// The ranks of one pipeline stage, D x t: every rank of the cluster without a pipeline.
+  int ranks_per_stage() const { return nodes * gpus_per_node / (pipeline_parallel > 0 ? pipeline_parallel : 1); }
 };
 
-/// The planner's fabric of cluster `c` at tensor-parallel degree `tensor_parallel`, the one derivation the engine and
-/// calibration share: inside a node NVLink (PCIe when the node has none) at its bandwidth, and two hops of its latency
-/// (the platform's route GPU -> GPU: the sender's link and the receiver's); across nodes c.network's NIC bandwidth,
-/// and network latency + two PCIe hops (the route GPU -> PCIe -> NIC -> NIC -> PCIe -> GPU; docs/engine.md
-/// "Platform").
-Fabric fabric_of(const spec::ClusterSpec& c, int tensor_parallel = 1);
+/// The planner's fabric of cluster `c` at tensor-parallel degree `tensor_parallel` and `pipeline_parallel` stages, the
+/// one derivation the engine and calibration share: inside a node NVLink (PCIe when the node has none) at its
+/// bandwidth, and two hops of its latency (the platform's route GPU -> GPU: the sender's link and the receiver's);
+/// across nodes c.network's NIC bandwidth, and network latency + two PCIe hops (the route GPU -> PCIe -> NIC -> NIC ->
+/// PCIe -> GPU; docs/engine.md "Platform").
+Fabric fabric_of(const spec::ClusterSpec& c, int tensor_parallel = 1, int pipeline_parallel = 1);
 
 enum class Algorithm { AUTO, RING, TREE, HIERARCHICAL };
 
@@ -65,6 +73,9 @@ struct Options {
   bool hierarchical = false;
   /// -1: every flow. n >= 0: only flows with an end on node n (the symmetric replay's representative node).
   int focus_node = -1;
+  /// The node-set replay's simulated nodes (ascending, distinct; docs/engine.md "Pipelines: the node-set replay"):
+  /// only flows with an end on one of them, each once. Empty: focus_node alone decides; {n} is focus_node n.
+  std::vector<int> focus_nodes;
   /// Combine the flows of a phase that have the same (src, dst) into one flow carrying their summed
   /// bytes (fewer flows for the solver). Same time when nothing else shares their links; under
   /// contention a merged flow gets one max-min share where its parts had one each.
@@ -134,16 +145,21 @@ Plan plan(spec::CollectiveKind kind, std::int64_t bytes, const Fabric& f, const 
 /// cluster of `f.nodes` nodes with one GPU and one NIC each, repeated for every local index (the groups
 /// share each node's NICs on the platform). TENSOR is the plan of a node of t GPUs repeated on every group of
 /// every node; DATA_PARALLEL the plan of a cluster of gpus_per_node / t GPUs (and min(NICs, gpus_per_node / t) NICs)
-/// per node, its GPU v being local index v x t + c, repeated for every c < t (docs/tensor-parallel.md §4). Latency
-/// terms are those of one group (the groups run side by side). Honours o.focus_node (only the flows with an end on that
-/// node).
+/// per node, its GPU v being local index v x t + c, repeated for every c < t (docs/tensor-parallel.md §4). With a
+/// pipeline (f.pipeline_parallel = p > 1), DATA_PARALLEL is that plan on each stage's slice of the cluster (its
+/// D x t / G nodes, or its D x t GPUs inside a node), placed at the stage's GPUs, and EMBEDDING every tied pair's
+/// 2-rank plan (NCCL's ring of 2: each GPU sends and receives S in 2 steps of S/2), across the fabric when its two GPUs
+/// are on different nodes (always so on more than one node); without a pipeline EMBEDDING is a group of one ("local").
+/// Latency terms are those of one group (the groups run side by side). Honours o.focus_node and o.focus_nodes (only
+/// the flows with an end on those nodes). Throws core::InputError for a pipeline whose stages neither fill whole nodes
+/// nor divide one.
 Plan plan(spec::CollectiveKind kind, std::int64_t bytes, const Fabric& f, const Options& o, spec::CommGroup g);
 
 /// Every ordered GPU pair (src, dst) on different nodes that some plan of `f` may use (ring channels,
 /// tree edges in both directions, hierarchical rings, the INTER_NODE groups' rings and trees, with tensor
-/// parallelism the DATA_PARALLEL groups' pairs), sorted,
-/// without duplicates: the platform needs a route for each. Honours o.focus_node (only pairs with an end
-/// on that node).
+/// parallelism the DATA_PARALLEL groups' pairs; with a pipeline, each stage's DATA_PARALLEL pairs and the EMBEDDING
+/// pairs), sorted, without duplicates: the platform needs a route for each. Honours o.focus_node and o.focus_nodes
+/// (only pairs with an end on those nodes).
 std::vector<std::pair<spec::Gpu, spec::Gpu>> inter_node_pairs(const Fabric& f, const Options& o = {});
 
 /// The CTAs (thread blocks, one per NCCL channel, each resident on an SM for the whole collective) of one collective
@@ -151,7 +167,9 @@ std::vector<std::pair<spec::Gpu, spec::Gpu>> inter_node_pairs(const Fabric& f, c
 /// (INTRA_NODE, TENSOR, or any group of a one-node cluster) runs `one_node_ctas`, the GPU kind's figure (NCCL's ring
 /// search over the node's NVLinks, doubled). A group across nodes runs NCCL's inter-node ring: one search channel per
 /// NIC its GPUs of a node use (min(NICs, the group's GPUs per node)), doubled by ncclTopoPostset (src/graph/connect.cc
-/// `nChannels*2`), at most MAXCHANNELS (32). Large messages: NCCL drops channels below about 768 KiB (not modelled).
+/// `nChannels*2`), at most MAXCHANNELS (32). With a pipeline, a DATA_PARALLEL group is its stage's (inside one node
+/// when a stage is) and an EMBEDDING pair has one GPU on each of its two nodes. Large messages: NCCL drops channels
+/// below about 768 KiB (not modelled).
 int nccl_ctas(const Fabric& f, spec::CommGroup g, int one_node_ctas);
 
 /// The CTAs of one NCCL send or receive kernel (ncclSend / ncclRecv) between two GPUs (docs/engine.md "SEND and

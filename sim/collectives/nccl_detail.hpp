@@ -3,6 +3,7 @@
 
 #include "collectives/nccl.hpp"
 
+#include <functional>
 #include <vector>
 
 namespace zerosim::collectives::detail {
@@ -16,5 +17,11 @@ PlanPhase inter_phase(spec::CollectiveKind k, double s_ring, const Fabric& f, co
 /// An internal error for a fabric or options the planner cannot serve.
 void check_fabric(const Fabric& f);
 void check_options(const Fabric& f, const Options& o);
+/// Whether `node` is one of `nodes` (ascending).
+bool in_focus(int node, const std::vector<int>& nodes);
+/// The plan for several focus nodes (Options::focus_nodes): `one` of the options focused on each node alone, joined:
+/// each flow once (a flow between two focus nodes is in both plans, kept from the lower node's); the phases'
+/// latencies and predicted_s are the first plan's (the same in each: the focus filters flows only).
+Plan plan_over_focus_nodes(const Options& o, const std::function<Plan(const Options&)>& one);
 
 } // namespace zerosim::collectives::detail

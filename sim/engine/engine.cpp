@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <limits>
 #include <map>
@@ -38,30 +40,54 @@ Replay resolve_replay(const spec::Scenario& s, Replay asked, const std::string& 
     if (nodes_differ.empty())
       r = Replay::SYMMETRIC;
     else if (asked == Replay::SYMMETRIC)
-      throw core::InputError("--replay symmetric: expected every node to issue the same communications (the "
-                             "symmetric replay simulates node 0 and stands the others behind its NICs, docs/engine.md "
-                             "\"Nodes alike\"), found that " +
-                             nodes_differ);
+      throw core::InputError(
+          s.pp() > 1 ? "--replay symmetric: expected the nodes of each pipeline stage to issue the same communications "
+                       "(the symmetric replay simulates the first node of each stage and stands the others behind "
+                       "their NICs, docs/engine.md \"Pipelines: the node-set replay\"), found that " +
+                           nodes_differ
+                     : "--replay symmetric: expected every node to issue the same communications (the symmetric "
+                       "replay simulates node 0 and stands the others behind its NICs, docs/engine.md \"Nodes "
+                       "alike\"), found that " +
+                           nodes_differ);
   }
   if (r == Replay::FULL && s.world() > MAX_FULL_REPLAY_RANKS)
     throw core::InputError("--replay full: expected at most " + std::to_string(MAX_FULL_REPLAY_RANKS) +
                            " ranks for the replay of every rank (one task graph each; measured 4 GiB and 66 s at 512 "
                            "ranks of Llama-2-70B ZeRO-3, docs/engine.md \"Limits\"), found " +
                            std::to_string(s.world()) +
-                           (nodes_differ.empty() ? std::string("; the symmetric replay (the default beyond one node) "
-                                                               "simulates one node")
-                                                 : "; the symmetric replay does not apply: " + nodes_differ));
+                           (nodes_differ.empty()
+                                ? std::string(s.pp() > 1 ? "; the symmetric replay (the default beyond one node) "
+                                                           "simulates one node per pipeline stage"
+                                                         : "; the symmetric replay (the default beyond one node) "
+                                                           "simulates one node")
+                                : "; the symmetric replay does not apply: " + nodes_differ));
   return r;
 }
 
 namespace {
 
-/// Whether every node's rank g issues the communications of node 0's rank g (`graphs`: every rank, node-major).
-bool graphs_alike(const std::vector<spec::TaskGraph>& graphs, int gpus_per_node)
+/// The first node of the pipeline stage of node n's first rank (n itself without a pipeline stage spanning nodes).
+int stage_first_node(const spec::Scenario& s, int n)
 {
-  for (std::size_t i = static_cast<std::size_t>(gpus_per_node); i < graphs.size(); ++i)
-    if (!spec::same_communications(graphs[i % static_cast<std::size_t>(gpus_per_node)], graphs[i]))
+  const std::int64_t G = s.cluster.gpus_per_node;
+  if (s.pp() <= 1)
+    return 0;
+  const std::int64_t per_stage = static_cast<std::int64_t>(s.world()) / s.pp();
+  const std::int64_t stage = n * G / per_stage;
+  return static_cast<int>(stage * per_stage / G);
+}
+
+/// Whether every node's rank g issues the communications of rank g of the first node of its stage (node 0 without a
+/// pipeline; `graphs`: every rank, node-major).
+bool graphs_alike(const spec::Scenario& s, const std::vector<spec::TaskGraph>& graphs)
+{
+  const auto G = static_cast<std::size_t>(s.cluster.gpus_per_node);
+  for (std::size_t i = G; i < graphs.size(); ++i) {
+    const auto n = static_cast<int>(i / G);
+    const auto first = static_cast<std::size_t>(stage_first_node(s, n));
+    if (first != static_cast<std::size_t>(n) && !spec::same_communications(graphs[first * G + i % G], graphs[i]))
       return false;
+  }
   return true;
 }
 
@@ -98,24 +124,73 @@ void add_reused_micro_steps(Timeline& t)
 
 } // namespace
 
+std::vector<int> simulated_nodes(const spec::Scenario& s, Replay resolved)
+{
+  if (resolved == Replay::AUTO)
+    throw core::InternalError("simulated_nodes: the replay is not resolved (engine::resolve_replay)");
+  std::vector<int> nodes;
+  if (resolved == Replay::FULL || s.cluster.nodes <= 1) {
+    for (int n = 0; n < s.cluster.nodes; ++n)
+      nodes.push_back(n);
+    return nodes;
+  }
+  const int p = s.pp();
+  const std::int64_t per_stage = static_cast<std::int64_t>(s.world()) / p, G = s.cluster.gpus_per_node;
+  for (int stage = 0; stage < p; ++stage) {
+    const auto n = static_cast<int>(stage * per_stage / G); // the node of rank stage x D x T
+    if (nodes.empty() || nodes.back() != n)
+      nodes.push_back(n);
+  }
+  return nodes;
+}
+
 Timeline simulate_graphs(const spec::Scenario& s, const workload::Workload& w, std::vector<spec::TaskGraph> graphs,
                          const EngineOptions& o, const std::vector<int>& copy_of)
 {
   const int G = s.cluster.gpus_per_node;
-  bool symmetric = s.cluster.nodes > 1 && graphs.size() == static_cast<std::size_t>(G);
+  // The symmetric replay's nodes: node 0, or the first node of each pipeline stage. When they are every node (stages
+  // within a node), the symmetric replay is the full one.
+  std::vector<int> nodes = simulated_nodes(s, Replay::SYMMETRIC);
+  const bool stand_ins = static_cast<int>(nodes.size()) < s.cluster.nodes;
+  bool symmetric = stand_ins && graphs.size() == nodes.size() * static_cast<std::size_t>(G);
+  std::vector<int> kept_copy_of = copy_of;
   if (s.cluster.nodes > 1 && graphs.size() == static_cast<std::size_t>(s.world()) && o.replay != Replay::FULL) {
-    symmetric = graphs_alike(graphs, G);
-    if (!symmetric && o.replay == Replay::SYMMETRIC)
-      throw core::InputError("--replay symmetric: expected every node to issue the same communications as node 0 "
-                             "(docs/engine.md \"Nodes alike\"), found nodes whose graphs differ");
-    if (symmetric)
-      graphs.resize(static_cast<std::size_t>(G));
+    const bool alike = graphs_alike(s, graphs);
+    if (!alike && o.replay == Replay::SYMMETRIC)
+      throw core::InputError(s.pp() > 1 ? "--replay symmetric: expected the nodes of each pipeline stage to issue the "
+                                          "same communications as its first node (docs/engine.md \"Pipelines: the "
+                                          "node-set replay\"), found nodes whose graphs differ"
+                                        : "--replay symmetric: expected every node to issue the same communications as "
+                                          "node 0 (docs/engine.md \"Nodes alike\"), found nodes whose graphs differ");
+    symmetric = alike && stand_ins;
+    if (symmetric) { // the simulated nodes' graphs, node-major; a copy's original is renumbered, or gone
+      std::vector<int> index(graphs.size(), -1);
+      std::vector<spec::TaskGraph> kept;
+      for (int n : nodes)
+        for (std::size_t g = 0; g < static_cast<std::size_t>(G); ++g) {
+          const std::size_t i = static_cast<std::size_t>(n) * static_cast<std::size_t>(G) + g;
+          index[i] = static_cast<int>(kept.size());
+          kept.push_back(std::move(graphs[i]));
+        }
+      if (!copy_of.empty()) {
+        kept_copy_of.clear();
+        for (int n : nodes)
+          for (std::size_t g = 0; g < static_cast<std::size_t>(G); ++g) {
+            const std::size_t i = static_cast<std::size_t>(n) * static_cast<std::size_t>(G) + g;
+            const int from = i < copy_of.size() ? copy_of[i] : -1;
+            kept_copy_of.push_back(from >= 0 ? index[static_cast<std::size_t>(from)] : -1);
+          }
+      }
+      graphs = std::move(kept);
+    }
   }
   if (symmetric && o.replay == Replay::FULL)
-    throw core::InternalError("simulate_graphs: the full replay needs every rank's graph, given node 0's");
+    throw core::InternalError("simulate_graphs: the full replay needs every rank's graph, given the simulated nodes'");
   if (graphs.empty())
     throw core::InternalError("simulate_graphs: no graph");
-  StepReplay r(s, w, o, symmetric, std::move(graphs), copy_of);
+  if (!symmetric)
+    nodes = simulated_nodes(s, Replay::FULL);
+  StepReplay r(s, w, o, std::move(nodes), std::move(graphs), kept_copy_of);
   Timeline t = r.run();
   add_reused_micro_steps(t);
   return t;

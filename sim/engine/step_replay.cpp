@@ -17,9 +17,9 @@ namespace zerosim::engine::replay {
 
 StepReplay* g_active = nullptr;
 
-StepReplay::StepReplay(const spec::Scenario& s, const workload::Workload& w, const EngineOptions& o, bool symmetric,
-                       std::vector<spec::TaskGraph> graphs, const std::vector<int>& copy_of)
-    : s_(s), o_(o), symmetric_(symmetric)
+StepReplay::StepReplay(const spec::Scenario& s, const workload::Workload& w, const EngineOptions& o,
+                       std::vector<int> nodes, std::vector<spec::TaskGraph> graphs, const std::vector<int>& copy_of)
+    : s_(s), o_(o), nodes_(std::move(nodes)), symmetric_(static_cast<int>(nodes_.size()) < s.cluster.nodes)
 {
   const spec::ClusterSpec& c = s.cluster;
   G_ = c.gpus_per_node;
@@ -29,11 +29,16 @@ StepReplay::StepReplay(const spec::Scenario& s, const workload::Workload& w, con
                            "cluster of " +
                            std::to_string(c.nodes) + " nodes, found 0");
   world_ = s.world();
-  fabric_ = collectives::fabric_of(c, s.tp());
+  fabric_ = collectives::fabric_of(c, s.tp(), s.pp());
+  ranks_per_stage_ = s.pp() > 1 ? fabric_.ranks_per_stage() : 0;
   copts_.all_reduce = o.collectives.all_reduce;
   copts_.hierarchical = o.collectives.hierarchical;
   copts_.protocol = o.collectives.protocol;
-  copts_.focus_node = symmetric_ ? 0 : -1;
+  // The symmetric replay plans only the flows with an end on a simulated node: node 0's, or each stage's first node's.
+  if (symmetric_ && nodes_.size() == 1)
+    copts_.focus_node = nodes_.front();
+  else if (symmetric_)
+    copts_.focus_nodes = nodes_;
   // The scenario's ablation switches (spec::Mechanisms, `--without protocols|busbw`).
   copts_.protocols = s.mechanisms.nccl_protocols;
   copts_.achieved_busbw = s.mechanisms.achieved_busbw;
@@ -60,19 +65,20 @@ StepReplay::StepReplay(const spec::Scenario& s, const workload::Workload& w, con
 
   // The simulated ranks and their graphs; every duration is computed here, before SimGrid runs, so that
   // no exception can come out of a completion callback (docs/simgrid-notes.md §7.4).
-  const int simulated_nodes = symmetric_ ? 1 : c.nodes;
-  if (graphs.size() != static_cast<std::size_t>(simulated_nodes * G_))
+  const std::size_t ranks = nodes_.size() * static_cast<std::size_t>(G_);
+  if (graphs.size() != ranks)
     throw core::InternalError("simulate_graphs: " + std::to_string(graphs.size()) + " graphs for " +
-                              std::to_string(simulated_nodes * G_) + " simulated ranks");
-  for (int n = 0; n < simulated_nodes; ++n)
+                              std::to_string(ranks) + " simulated ranks");
+  for (const int n : nodes_)
     for (int g = 0; g < G_; ++g) {
+      const std::size_t i = timeline_.ranks.size();
       RankTimeline r;
       r.rank = n * G_ + g;
       r.node = n;
       r.local = g;
-      r.graph = std::move(graphs[static_cast<std::size_t>(r.rank)]);
-      if (static_cast<std::size_t>(r.rank) < copy_of.size())
-        r.graph_copy_of = copy_of[static_cast<std::size_t>(r.rank)];
+      r.graph = std::move(graphs[i]);
+      if (i < copy_of.size())
+        r.graph_copy_of = copy_of[i];
       r.times.assign(r.graph.tasks.size(), TaskTime{});
       timeline_.ranks.push_back(std::move(r));
     }
@@ -180,14 +186,33 @@ void StepReplay::prepare_tasks(const spec::Scenario& s, const workload::Workload
 
 int StepReplay::simulated_index(int rank) const
 {
-  return rank >= 0 && rank < static_cast<int>(timeline_.ranks.size()) ? rank : -1;
+  if (rank < 0 || rank >= world_)
+    return -1;
+  const auto it = std::lower_bound(nodes_.begin(), nodes_.end(), rank / G_);
+  if (it == nodes_.end() || *it != rank / G_)
+    return -1;
+  return static_cast<int>(it - nodes_.begin()) * G_ + rank % G_;
+}
+
+bool StepReplay::in_group(spec::CommGroup g, int rank) const
+{
+  if (g != spec::CommGroup::EMBEDDING)
+    return true;
+  if (ranks_per_stage_ < 1) // one stage: the first is the last
+    return true;
+  const int stage = rank / ranks_per_stage_;
+  return stage == 0 || stage == s_.pp() - 1;
 }
 
 int StepReplay::match_collective(std::size_t ri, TaskId t, std::map<Communicator, int>& calls)
 {
   const RankTimeline& rk = timeline_.ranks[ri];
   const Task& k = rk.graph.tasks[static_cast<std::size_t>(t)];
-  const int instance = spec::group_instance(k.group, spec::Gpu{rk.node, rk.local}, G_, fabric_.tensor_parallel);
+  const int instance = instance_of(k.group, spec::Gpu{rk.node, rk.local});
+  if (!in_group(k.group, rk.rank))
+    throw core::InternalError("task graph: collective " + k.name + " of rank " + std::to_string(rk.rank) + " on " +
+                              spec::to_string(k.group) +
+                              ", a group of the first and the last pipeline stages' ranks only");
   const auto key = std::make_pair(k.group, instance);
   const int ordinal = calls[Communicator{static_cast<int>(k.group), instance, -1}]++;
   std::vector<int>& by_ordinal = coll_by_comm_[key];
@@ -209,7 +234,7 @@ int StepReplay::match_collective(std::size_t ri, TaskId t, std::map<Communicator
     std::vector<int> in;
     for (std::size_t r = 0; r < timeline_.ranks.size(); ++r) {
       const RankTimeline& o = timeline_.ranks[r];
-      if (spec::group_instance(k.group, spec::Gpu{o.node, o.local}, G_, fabric_.tensor_parallel) == instance)
+      if (instance_of(k.group, spec::Gpu{o.node, o.local}) == instance && in_group(k.group, o.rank))
         in.push_back(static_cast<int>(r));
     }
     members = members_.emplace(key, std::move(in)).first;
@@ -255,7 +280,7 @@ int StepReplay::match_transfer(std::size_t ri, TaskId t, std::map<std::pair<int,
     transfers_.push_back(std::move(tr));
     it = transfer_of_.emplace(key, static_cast<int>(transfers_.size()) - 1).first;
     const spec::Gpu a = gpu_of(sender), b = gpu_of(receiver);
-    if (!symmetric_ && a.node != b.node)
+    if (a.node != b.node && simulated(a.node) && simulated(b.node)) // a real route through the fabric
       p2p_pairs_.emplace_back(a, b);
   }
   Transfer& tr = transfers_[static_cast<std::size_t>(it->second)];
@@ -306,9 +331,16 @@ Timeline StepReplay::run()
 
   platform::PlatformOptions po;
   po.cpu_core_flops = compute::cpu_core_flops(s_.cluster.node.cpu);
-  po.symmetric = symmetric_;
-  if (!symmetric_ && s_.cluster.nodes > 1) {
+  po.symmetric = symmetric_ && nodes_.size() == 1 && nodes_.front() == 0;
+  if (symmetric_ && !po.symmetric)
+    po.nodes = nodes_;
+  // Routes through the fabric between simulated nodes: every pair a plan may use (the full replay), or those between
+  // two of the node-set replay's nodes; node 0 alone needs none.
+  if (s_.cluster.nodes > 1 && nodes_.size() > 1) {
     po.inter_node_pairs = collectives::inter_node_pairs(fabric_, copts_);
+    if (symmetric_)
+      std::erase_if(po.inter_node_pairs,
+                    [&](const auto& ab) { return !simulated(ab.first.node) || !simulated(ab.second.node); });
     if (!p2p_pairs_.empty()) { // the SEND/RECV transfers' GPU pairs besides the collectives'
       po.inter_node_pairs.insert(po.inter_node_pairs.end(), p2p_pairs_.begin(), p2p_pairs_.end());
       std::sort(po.inter_node_pairs.begin(), po.inter_node_pairs.end());

@@ -11,6 +11,7 @@
 
 #include <simgrid/s4u.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -115,7 +116,8 @@ struct Collective {
 
 /// One point-to-point transfer: the k-th SEND of rank `sender` to rank `receiver` and the k-th RECV of `receiver`
 /// from `sender`, one flow between the two GPUs once every simulated side has reached it (docs/engine.md "SEND and
-/// RECV"). In the symmetric replay a side off node 0 stands behind node 0's NIC, as a collective's remote ranks do.
+/// RECV"). In the symmetric replay a side off the simulated nodes stands behind the other side's NIC, as a collective's
+/// remote ranks do.
 struct Transfer {
   int sender = -1, receiver = -1;     ///< global ranks
   int send_rank = -1, recv_rank = -1; ///< indices into ranks_, -1 for a side the replay does not simulate
@@ -140,9 +142,10 @@ struct SharedDelay {
 
 class StepReplay {
 public:
-  /// `graphs`: one per simulated rank, node-major (every rank, or node 0's when `symmetric`); `copy_of` as
-  /// simulate_graphs's.
-  StepReplay(const spec::Scenario& s, const workload::Workload& w, const EngineOptions& o, bool symmetric,
+  /// `nodes`: the simulated nodes, ascending (every node, or engine::simulated_nodes's for the symmetric replay: the
+  /// others stand behind their NICs); `graphs`: one per rank of those nodes, node-major; `copy_of` as
+  /// simulate_graphs's, indexed like `graphs`.
+  StepReplay(const spec::Scenario& s, const workload::Workload& w, const EngineOptions& o, std::vector<int> nodes,
              std::vector<spec::TaskGraph> graphs, const std::vector<int>& copy_of);
 
   Timeline run();
@@ -160,9 +163,19 @@ private:
   /// Every collective and transfer is issued by every simulated rank it involves (else the replay would stall).
   void check_matched() const;
   /// The index into ranks_ of global rank `rank`, -1 when the replay does not simulate it (the simulated ranks are
-  /// the first ones, node-major).
+  /// those of the simulated nodes, node-major).
   int simulated_index(int rank) const;
+  /// Whether the replay simulates node `node` (else it stands behind the simulated nodes' NICs).
+  bool simulated(int node) const { return std::binary_search(nodes_.begin(), nodes_.end(), node); }
   spec::Gpu gpu_of(int rank) const { return spec::Gpu{rank / G_, rank % G_}; }
+  /// The instance of group kind `g` of GPU `gpu` (spec::group_instance, with the pipeline's stages).
+  int instance_of(spec::CommGroup g, spec::Gpu gpu) const
+  {
+    return spec::group_instance(g, gpu, G_, fabric_.tensor_parallel, ranks_per_stage_);
+  }
+  /// Whether global rank `rank` belongs to its instance of group kind `g`: every rank does, but for EMBEDDING, whose
+  /// pairs are the first and the last stage's ranks.
+  bool in_group(spec::CommGroup g, int rank) const;
   /// The first collective or transfer that some of its ranks reached and others did not (for the stall message).
   std::string stalled_collective() const;
 
@@ -256,7 +269,10 @@ private:
   const spec::Scenario& s_;
   EngineOptions o_;
   int G_ = 1;
-  bool symmetric_ = false;
+  /// The simulated nodes, ascending; the others stand behind their NICs (symmetric_).
+  std::vector<int> nodes_;
+  bool symmetric_ = false;  ///< some node is not simulated
+  int ranks_per_stage_ = 0; ///< D x t with a pipeline (spec::group_instance's), 0 without
   collectives::Fabric fabric_;
   collectives::Options copts_;
   Timeline timeline_;
@@ -288,7 +304,7 @@ private:
   int world_ = 1;                       ///< ranks of the job
   double sm_factor_ = 1;                ///< interference: the calibration's multiplier on the CTAs
   bool serialize_communicators_ = true; ///< a communicator's kernels run one at a time (Mechanisms::communicator)
-  /// Full replay: the GPU pairs on different nodes that SEND/RECV transfers join (routed besides the planner's).
+  /// The GPU pairs on different simulated nodes that SEND/RECV transfers join (routed besides the planner's).
   std::vector<std::pair<spec::Gpu, spec::Gpu>> p2p_pairs_;
   std::deque<std::pair<int, TaskId>> ready_;
   std::vector<std::vector<char>> done_;

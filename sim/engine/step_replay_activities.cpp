@@ -197,8 +197,8 @@ const collectives::Plan* StepReplay::instance_plan(spec::CollectiveKind kind, st
   const auto key = std::make_tuple(kind, bytes, group);
   auto it = plans_.find(key);
   if (it == plans_.end()) {
-    // Every instance's flows (with the symmetric replay's focus: those with an end on node 0), then each instance's:
-    // a group's flows join GPUs of that group, so a flow's source names its instance.
+    // Every instance's flows (with the symmetric replay's focus: those with an end on a simulated node), then each
+    // instance's: a group's flows join GPUs of that group, so a flow's source names its instance.
     const collectives::Plan all = collectives::plan(kind, bytes, fabric_, copts_, group);
     collectives::Plan none = all; // the plan's phases and latencies without flows
     for (collectives::PlanPhase& ph : none.phases)
@@ -206,7 +206,7 @@ const collectives::Plan* StepReplay::instance_plan(spec::CollectiveKind kind, st
     std::map<int, collectives::Plan> split;
     for (std::size_t i = 0; i < all.phases.size(); ++i)
       for (const collectives::Flow& f : all.phases[i].flows) {
-        const int inst = spec::group_instance(group, f.src, G_, fabric_.tensor_parallel);
+        const int inst = instance_of(group, f.src);
         split.try_emplace(inst, none).first->second.phases[i].flows.push_back(f);
       }
     split.emplace(-1, std::move(none)); // for an instance without flows
@@ -266,7 +266,7 @@ void StepReplay::run_phase(int idx)
   std::vector<Edge> edges;
   const int nics = fabric_.nics_per_node;
   for (const collectives::Flow& f : ph.flows) {
-    const bool src_here = !symmetric_ || f.src.node == 0, dst_here = !symmetric_ || f.dst.node == 0;
+    const bool src_here = !symmetric_ || simulated(f.src.node), dst_here = !symmetric_ || simulated(f.dst.node);
     if (!src_here && !dst_here)
       continue;
     int ta = -1, tb = -1;
@@ -279,7 +279,7 @@ void StepReplay::run_phase(int idx)
         tb = track("node" + std::to_string(f.dst.node),
                    "NIC" + std::to_string(spec::nic_of(f.dst.local, G_, nics)) + " rx");
     }
-    // bytes at the flow's achieved efficiency; an end off node 0 of the symmetric replay is its stand-in
+    // bytes at the flow's achieved efficiency; an end off the symmetric replay's nodes is its stand-in
     edges.push_back(Edge{platform_->flow_end(f.src, f.dst), platform_->flow_end(f.dst, f.src), f.wire_bytes(), ta, tb});
   }
   cl.flows_left = static_cast<int>(edges.size());
@@ -335,8 +335,8 @@ void StepReplay::start_transfer(int idx)
   const spec::Gpu a = gpu_of(tr.sender), b = gpu_of(tr.receiver);
   const bool crosses = a.node != b.node;
   const int nics = fabric_.nics_per_node;
-  // A side the symmetric replay does not simulate stands behind node 0's NIC, as a collective's remote ranks do: the
-  // flow leaves through the sending GPU's NIC or comes in through the receiving GPU's (Platform::flow_end).
+  // A side the symmetric replay does not simulate stands behind the other side's NIC, as a collective's remote ranks
+  // do: the flow leaves through the sending GPU's NIC or comes in through the receiving GPU's (Platform::flow_end).
   tr.src = platform_->flow_end(a, b);
   tr.dst = platform_->flow_end(b, a);
   if (crosses && o_.record_tracks) {
@@ -353,8 +353,8 @@ void StepReplay::start_transfer(int idx)
       if (r >= 0 && tr.ctas > 0)
         tr.shares.push_back(take_sm_share(static_cast<std::size_t>(r), tr.ctas, tr.name));
   }
-  // The route's latency as a delay (Platform::route_latency); a route to a remote host holds only node 0's half of
-  // the way, so a transfer with a side behind the NICs pays the whole GPU-to-GPU route's: pcie.latency +
+  // The route's latency as a delay (Platform::route_latency); a route to a remote host holds only the simulated node's
+  // half of the way, so a transfer with a side behind the NICs pays the whole GPU-to-GPU route's: pcie.latency +
   // network.latency + pcie.latency (the planner's inter-node hop).
   const double lat =
       tr.send_rank >= 0 && tr.recv_rank >= 0 ? platform_->route_latency(tr.src, tr.dst) : fabric_.inter_latency_s;

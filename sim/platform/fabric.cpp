@@ -5,6 +5,7 @@
 
 #include <simgrid/s4u.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <map>
 #include <utility>
@@ -35,18 +36,24 @@ FabricPath single_switch(const FabricSite& site)
 {
   const spec::NetworkSpec& net = site.cluster.network;
   const int nics = net.nics_per_node;
-  std::vector<sg4::SplitDuplexLink*> uplink; // per built node
+  std::vector<sg4::SplitDuplexLink*> uplink; // per built node, in site.nodes_built's order
   if (net.oversubscription > 1 && nics > 0)
-    for (int n = 0; n < site.nodes_built; ++n)
+    for (int n : site.nodes_built)
       uplink.push_back(site.link("node" + std::to_string(n) + ".fabric_uplink",
                                  nics * net.nic_bandwidth_Bps / net.oversubscription, 0));
-  return [uplink](NicAt from, std::optional<NicAt> to) {
+  return [uplink, nodes = site.nodes_built](NicAt from, std::optional<NicAt> to) {
     std::vector<sg4::LinkInRoute> r;
     if (uplink.empty())
       return r;
-    r.emplace_back(uplink[static_cast<std::size_t>(from.node)], Dir::UP);
+    const auto of = [&](int node) {
+      const auto it = std::lower_bound(nodes.begin(), nodes.end(), node);
+      if (it == nodes.end() || *it != node)
+        throw core::InternalError("platform: single_switch: node " + std::to_string(node) + " was not built");
+      return uplink[static_cast<std::size_t>(it - nodes.begin())];
+    };
+    r.emplace_back(of(from.node), Dir::UP);
     if (to)
-      r.emplace_back(uplink[static_cast<std::size_t>(to->node)], Dir::DOWN);
+      r.emplace_back(of(to->node), Dir::DOWN);
     return r;
   };
 }

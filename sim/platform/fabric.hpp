@@ -34,12 +34,13 @@ struct NicAt {
   int nic = 0;
 };
 
-/// Where a fabric kind builds: the platform's zone, the cluster, how many nodes the platform builds (every node, or
-/// node 0 alone on the symmetric platform) and the record of link latencies.
+/// Where a fabric kind builds: the platform's zone, the cluster, the nodes the platform builds (every node; node 0
+/// alone on the symmetric platform; the simulated nodes of the node-set replay, docs/engine.md "Pipelines: the node-set
+/// replay"), ascending, and the record of link latencies.
 struct FabricSite {
   simgrid::s4u::NetZone* zone = nullptr;
   const spec::ClusterSpec& cluster;
-  int nodes_built = 0;
+  std::vector<int> nodes_built;
   LinkLatencies& latency;
 
   /// duplex() in the platform's zone.
@@ -50,8 +51,9 @@ struct FabricSite {
 };
 
 /// A built fabric: the links a flow from NIC `from` to NIC `to` of another node crosses between the two NICs (the
-/// NICs' own links are the nodes'), in order, each in its direction. `to` empty: the symmetric platform's stand-in for
-/// the rest of the cluster behind `from` (Platform::remote): the links every flow leaving `from` crosses.
+/// NICs' own links are the nodes'), in order, each in its direction; both nodes are built. `to` empty: the stand-in for
+/// the nodes the platform does not build, behind `from` (Platform::remote): the links every flow leaving `from`
+/// crosses.
 using FabricPath = std::function<std::vector<simgrid::s4u::LinkInRoute>(NicAt from, std::optional<NicAt> to)>;
 
 /// A fabric kind: creates its links on the site and returns its paths. Called once per platform, after the nodes.

@@ -166,16 +166,31 @@ Platform::Platform(const spec::ClusterSpec& c, const PlatformOptions& o)
   const int G = c.gpus_per_node;
   const int switches = std::max(1, (nd.gpus + nd.pcie.gpus_per_switch - 1) / std::max(1, nd.pcie.gpus_per_switch));
   const int nics = c.network.nics_per_node;
-  const int nodes_built = o.symmetric ? 1 : c.nodes;
   if (!(o.cpu_core_flops > 0))
     throw core::InternalError("platform: the CPU core rate (PlatformOptions::cpu_core_flops) is not set");
+  if (!o.nodes.empty()) {
+    nodes_ = o.nodes;
+    for (std::size_t i = 0; i < nodes_.size(); ++i)
+      if (nodes_[i] < 0 || nodes_[i] >= c.nodes || (i > 0 && nodes_[i] <= nodes_[i - 1]))
+        throw core::InternalError("platform: the nodes to build must be ascending nodes of 0.." +
+                                  std::to_string(c.nodes - 1) + ", found " + std::to_string(nodes_[i]));
+  } else {
+    const int nodes_built = o.symmetric ? 1 : c.nodes;
+    for (int n = 0; n < nodes_built; ++n)
+      nodes_.push_back(n);
+  }
+  const bool stand_ins = static_cast<int>(nodes_.size()) < c.nodes;
+  for (const auto& [a, b] : o.inter_node_pairs) // before SimGrid holds anything of this platform
+    if (built(a.node) < 0 || built(b.node) < 0)
+      throw core::InternalError("platform: a route from node " + std::to_string(a.node) + " to node " +
+                                std::to_string(b.node) + ", which the platform does not both build");
 
   sg4::NetZone* zone = sg4::create_full_zone("cluster");
-  std::vector<NodeParts> parts(static_cast<std::size_t>(nodes_built));
+  std::vector<NodeParts> parts(nodes_.size());
 
-  for (int n = 0; n < nodes_built; ++n) {
-    NodeParts& p = parts[static_cast<std::size_t>(n)];
-    p = build_node(zone, c, o.cpu_core_flops, n, switches, link_latency_);
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    NodeParts& p = parts[i];
+    p = build_node(zone, c, o.cpu_core_flops, nodes_[i], switches, link_latency_);
     add_node_routes(zone, nd, G, p);
     nvmes_.push_back(p.nvme);
     gpus_.push_back(p.gpus);
@@ -185,7 +200,7 @@ Platform::Platform(const spec::ClusterSpec& c, const PlatformOptions& o)
   }
 
   // The fabric between the nodes: the links of its kind (platform/fabric.hpp), then the routes through them.
-  const FabricPath fabric = fabric_builder(c.network.fabric)(FabricSite{zone, c, nodes_built, link_latency_});
+  const FabricPath fabric = fabric_builder(c.network.fabric)(FabricSite{zone, c, nodes_, link_latency_});
 
   // GPU -> its NIC (GPUDirect RDMA): the GPU's link, and the switch uplinks when the NIC hangs off another switch.
   auto to_nic = [&](const NodeParts& p, int g, int k) {
@@ -211,32 +226,38 @@ Platform::Platform(const spec::ClusterSpec& c, const PlatformOptions& o)
   };
 
   if (nics > 0 && c.nodes > 1) {
-    if (o.symmetric) {
-      // The rest of the cluster behind each NIC of node 0 (flow_end): out through the NIC and node 0's side of the
-      // fabric, and back the same way.
-      const NodeParts& p = parts[0];
-      for (int k = 0; k < nics; ++k) {
-        remotes_.push_back(zone->create_host("remote_nic" + std::to_string(k), WORK_UNITS_PER_SECOND)->seal());
-        for (int g = 0; g < G; ++g) {
-          std::vector<sg4::LinkInRoute> out = to_nic(p, g, k);
-          append(out, fabric(NicAt{0, k}, std::nullopt));
-          zone->add_route(p.gpus[static_cast<std::size_t>(g)]->get_netpoint(), remotes_.back()->get_netpoint(), nullptr,
-                          nullptr, out, false);
-          zone->add_route(remotes_.back()->get_netpoint(), p.gpus[static_cast<std::size_t>(g)]->get_netpoint(), nullptr,
-                          nullptr, reversed(out), false);
+    if (stand_ins) {
+      // The nodes not built behind each NIC of each built node (flow_end): out through the NIC and the built node's
+      // side of the fabric, and back the same way. Node 0's stand-ins keep the symmetric platform's names.
+      for (std::size_t i = 0; i < nodes_.size(); ++i) {
+        const NodeParts& p = parts[i];
+        const int n = nodes_[i];
+        remotes_.emplace_back();
+        for (int k = 0; k < nics; ++k) {
+          const std::string name = (n == 0 ? std::string() : nid(n) + ".") + "remote_nic" + std::to_string(k);
+          sg4::Host* stand_in = zone->create_host(name, WORK_UNITS_PER_SECOND)->seal();
+          remotes_.back().push_back(stand_in);
+          for (int g = 0; g < G; ++g) {
+            std::vector<sg4::LinkInRoute> out = to_nic(p, g, k);
+            append(out, fabric(NicAt{n, k}, std::nullopt));
+            zone->add_route(p.gpus[static_cast<std::size_t>(g)]->get_netpoint(), stand_in->get_netpoint(), nullptr,
+                            nullptr, out, false);
+            zone->add_route(stand_in->get_netpoint(), p.gpus[static_cast<std::size_t>(g)]->get_netpoint(), nullptr,
+                            nullptr, reversed(out), false);
+          }
         }
       }
-    } else {
-      for (const auto& [a, b] : o.inter_node_pairs) {
-        const NodeParts& pa = parts[static_cast<std::size_t>(a.node)];
-        const NodeParts& pb = parts[static_cast<std::size_t>(b.node)];
-        const int ka = spec::nic_of(a.local, G, nics), kb = spec::nic_of(b.local, G, nics);
-        std::vector<sg4::LinkInRoute> r = to_nic(pa, a.local, ka);
-        append(r, fabric(NicAt{a.node, ka}, NicAt{b.node, kb}));
-        append(r, reversed(to_nic(pb, b.local, kb)));
-        zone->add_route(pa.gpus[static_cast<std::size_t>(a.local)]->get_netpoint(),
-                        pb.gpus[static_cast<std::size_t>(b.local)]->get_netpoint(), nullptr, nullptr, r, false);
-      }
+    }
+    // Routes through the fabric between GPUs of two built nodes.
+    for (const auto& [a, b] : o.inter_node_pairs) {
+      const NodeParts& pa = parts[position(a.node, "a route's source")];
+      const NodeParts& pb = parts[position(b.node, "a route's destination")];
+      const int ka = spec::nic_of(a.local, G, nics), kb = spec::nic_of(b.local, G, nics);
+      std::vector<sg4::LinkInRoute> r = to_nic(pa, a.local, ka);
+      append(r, fabric(NicAt{a.node, ka}, NicAt{b.node, kb}));
+      append(r, reversed(to_nic(pb, b.local, kb)));
+      zone->add_route(pa.gpus[static_cast<std::size_t>(a.local)]->get_netpoint(),
+                      pb.gpus[static_cast<std::size_t>(b.local)]->get_netpoint(), nullptr, nullptr, r, false);
     }
   }
 
@@ -244,34 +265,56 @@ Platform::Platform(const spec::ClusterSpec& c, const PlatformOptions& o)
   zone->seal();
 }
 
+int Platform::built(int node) const
+{
+  const auto it = std::lower_bound(nodes_.begin(), nodes_.end(), node);
+  return it != nodes_.end() && *it == node ? static_cast<int>(it - nodes_.begin()) : -1;
+}
+
+std::size_t Platform::position(int node, const char* what) const
+{
+  const int i = built(node);
+  if (i < 0)
+    throw core::InternalError(std::string("platform: ") + what + ": node " + std::to_string(node) + " was not built");
+  return static_cast<std::size_t>(i);
+}
+
 sg4::Host* Platform::gpu(int node, int local) const
 {
-  return gpus_.at(static_cast<std::size_t>(node)).at(static_cast<std::size_t>(local));
+  return gpus_[position(node, "a GPU")].at(static_cast<std::size_t>(local));
 }
 
 sg4::Host* Platform::gpu_memory(int node, int local) const
 {
-  return gpu_memories_.at(static_cast<std::size_t>(node)).at(static_cast<std::size_t>(local));
+  return gpu_memories_[position(node, "a GPU's memory side")].at(static_cast<std::size_t>(local));
 }
 
 sg4::Host* Platform::cpu(int node) const
 {
-  return cpus_.at(static_cast<std::size_t>(node));
+  return cpus_[position(node, "a CPU")];
 }
 
 sg4::Host* Platform::dram(int node) const
 {
-  return drams_.at(static_cast<std::size_t>(node));
+  return drams_[position(node, "a DRAM")];
 }
 
 sg4::Host* Platform::nvme(int node) const
 {
-  return nvmes_.at(static_cast<std::size_t>(node));
+  return nvmes_[position(node, "an NVMe volume")];
 }
 
 sg4::Host* Platform::remote(int nic) const
 {
-  return remotes_.at(static_cast<std::size_t>(nic));
+  return remote(0, nic);
+}
+
+sg4::Host* Platform::remote(int node, int nic) const
+{
+  const std::size_t i = position(node, "a stand-in's node");
+  if (i >= remotes_.size())
+    throw core::InternalError("platform: every node is built: no stand-in behind node " + std::to_string(node));
+  return remotes_[i].at(static_cast<std::size_t>(nic));
 }
 
 sg4::Host* Platform::timer() const
@@ -281,13 +324,12 @@ sg4::Host* Platform::timer() const
 
 sg4::Host* Platform::flow_end(spec::Gpu end, spec::Gpu peer) const
 {
-  const auto built = static_cast<int>(gpus_.size());
-  if (end.node < built)
+  if (built(end.node) >= 0)
     return gpu(end.node, end.local);
-  if (peer.node >= built)
+  if (built(peer.node) < 0)
     throw core::InternalError("platform: a flow between GPUs of nodes " + std::to_string(end.node) + " and " +
                               std::to_string(peer.node) + ", neither of which the platform built");
-  return remote(spec::nic_of(peer.local, G_, nics_));
+  return remote(peer.node, spec::nic_of(peer.local, G_, nics_));
 }
 
 Route Platform::route(spec::Gpu a, spec::Gpu b) const

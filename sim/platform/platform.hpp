@@ -37,11 +37,17 @@ void configure_network_model();
 std::string network_model_description();
 
 struct PlatformOptions {
-  /// Build only node 0; the other nodes stand behind its NICs as `remote` hosts (symmetric replay).
+  /// Build only node 0; the other nodes stand behind its NICs as `remote` hosts (symmetric replay). The same as
+  /// `nodes` = {0}.
   bool symmetric = false;
+  /// The nodes to build, ascending (the node-set replay's simulated nodes, docs/engine.md "Pipelines: the node-set
+  /// replay"); the nodes not built stand behind each built node's NICs as `remote` hosts. Empty: every node (or node 0
+  /// with `symmetric`).
+  std::vector<int> nodes;
   /// The speed of one host CPU core, in the units CPU work is counted in (the compute model's cpu_core_flops).
   double cpu_core_flops = 0;
-  /// Full replay: the inter-node GPU pairs that need a route (the collective planner's inter_node_pairs).
+  /// The GPU pairs on different built nodes that need a route through the fabric (the collective planner's
+  /// inter_node_pairs, the SEND/RECV pairs). Both nodes of each must be built.
   std::vector<std::pair<spec::Gpu, spec::Gpu>> inter_node_pairs;
 };
 
@@ -74,6 +80,10 @@ public:
   simgrid::s4u::Host* nvme(int node) const;
   /// Symmetric platform: the rest of the cluster seen through NIC `nic` of node 0 (its fabric uplink).
   simgrid::s4u::Host* remote(int nic) const;
+  /// A platform that does not build every node: the nodes not built, seen through NIC `nic` of built node `node`.
+  simgrid::s4u::Host* remote(int node, int nic) const;
+  /// The nodes built, ascending.
+  const std::vector<int>& nodes() const { return nodes_; }
   /// A host of unbounded cores for pure delays (collective latency terms): an execution of
   /// t x WORK_UNITS_PER_SECOND takes t seconds, however many run at once.
   simgrid::s4u::Host* timer() const;
@@ -84,23 +94,29 @@ public:
   double route_latency(const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst) const;
 
   /// The host a flow between GPU `end` and GPU `peer` has at `end`: the GPU's own where the platform built its node;
-  /// on the symmetric platform, for a GPU off node 0, the stand-in behind the NIC the flow crosses on node 0, that of
-  /// `peer` (remote(nic_of(peer))). Throws core::InternalError when neither GPU's node was built.
+  /// for a GPU of a node not built, the stand-in behind the NIC the flow crosses on `peer`'s node, that of `peer`
+  /// (remote(peer.node, nic_of(peer))). Throws core::InternalError when neither GPU's node was built.
   simgrid::s4u::Host* flow_end(spec::Gpu end, spec::Gpu peer) const;
-  /// The route of a flow from GPU `a` to GPU `b` (a != b) between their flow ends: on the full platform, a route
-  /// across nodes exists for the PlatformOptions::inter_node_pairs only; on the symmetric platform, a GPU off node 0
-  /// is its stand-in (flow_end), and the route holds node 0's half of the way.
+  /// The route of a flow from GPU `a` to GPU `b` (a != b) between their flow ends: across built nodes, a route exists
+  /// for the PlatformOptions::inter_node_pairs only; a GPU of a node not built is its stand-in (flow_end), and the
+  /// route holds the built node's half of the way.
   Route route(spec::Gpu a, spec::Gpu b) const;
 
 private:
-  int G_ = 1;    ///< GPUs per node
-  int nics_ = 0; ///< NICs per node
+  /// The position of built node `node` in nodes_, -1 when it was not built.
+  int built(int node) const;
+  /// built(node), or core::InternalError naming `what` when it was not built.
+  std::size_t position(int node, const char* what) const;
+
+  int G_ = 1;              ///< GPUs per node
+  int nics_ = 0;           ///< NICs per node
+  std::vector<int> nodes_; ///< the nodes built, ascending; the per-node vectors below follow it
   std::vector<std::vector<simgrid::s4u::Host*>> gpus_;
   std::vector<std::vector<simgrid::s4u::Host*>> gpu_memories_;
   std::vector<simgrid::s4u::Host*> cpus_;
   std::vector<simgrid::s4u::Host*> drams_;
   std::vector<simgrid::s4u::Host*> nvmes_;
-  std::vector<simgrid::s4u::Host*> remotes_;
+  std::vector<std::vector<simgrid::s4u::Host*>> remotes_; ///< per built node, per NIC; empty when every node is built
   simgrid::s4u::Host* timer_ = nullptr;
   std::unordered_map<const simgrid::s4u::Link*, double> link_latency_; ///< split-duplex sides: the intended latency
   mutable std::map<std::pair<const simgrid::s4u::Host*, const simgrid::s4u::Host*>, double> route_latency_;

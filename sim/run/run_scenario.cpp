@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 namespace zerosim::run {
 
@@ -18,7 +19,7 @@ void add_memory_only_ranks(const spec::Scenario& s, const workload::Workload& w,
   for (const engine::RankTimeline& r : t.ranks)
     if (r.rank >= 0 && r.rank < s.world())
       simulated[static_cast<std::size_t>(r.rank)] = true;
-  const bool one_program = !schedule::graph_depends_on_rank(s);
+  const bool one_program = !schedule::graph_depends_on_rank(s) && s.pp() == 1;
   t.memory_ranks = schedule::memory_ranks(s, w);
   std::sort(t.memory_ranks.begin(), t.memory_ranks.end());
   for (int rank : t.memory_ranks)
@@ -44,20 +45,25 @@ engine::Timeline simulate_step(const spec::Scenario& s, const workload::Workload
   step.simulated_micro_steps = o.reuse_accumulation && g > k && s.pp() == 1 ? k : 0;
   engine::EngineOptions eo = o.engine;
   eo.replay = engine::resolve_replay(s, o.engine.replay, schedule::nodes_differ(s));
-  const int ranks = eo.replay == engine::Replay::SYMMETRIC ? s.cluster.gpus_per_node : s.world();
-  // Where every rank runs the same program (schedule::graph_depends_on_rank), the first rank's graph is built and
-  // the others copy it: the same tasks, buffers and names, only TaskGraph::rank differs.
-  const bool one_program = !schedule::graph_depends_on_rank(s);
+  // The ranks of the nodes the replay simulates, node-major: every node, node 0, or each pipeline stage's first node.
+  const int G = s.cluster.gpus_per_node;
+  std::vector<int> ranks;
+  for (int n : engine::simulated_nodes(s, eo.replay))
+    for (int local = 0; local < G; ++local)
+      ranks.push_back(n * G + local);
+  // Where every rank runs the same program (schedule::graph_depends_on_rank; never across pipeline stages), the first
+  // rank's graph is built and the others copy it: the same tasks, buffers and names, only TaskGraph::rank differs.
+  const bool one_program = !schedule::graph_depends_on_rank(s) && s.pp() == 1;
   std::vector<spec::TaskGraph> graphs;
-  std::vector<int> copy_of(static_cast<std::size_t>(ranks), -1);
-  graphs.reserve(static_cast<std::size_t>(ranks));
-  for (int r = 0; r < ranks; ++r) {
-    if (one_program && r > 0) {
+  std::vector<int> copy_of(ranks.size(), -1);
+  graphs.reserve(ranks.size());
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    if (one_program && i > 0) {
       graphs.push_back(graphs.front());
-      graphs.back().rank = r;
-      copy_of[static_cast<std::size_t>(r)] = 0;
+      graphs.back().rank = ranks[i];
+      copy_of[i] = 0;
     } else {
-      graphs.push_back(schedule::build_step_graph(s, w, r, step));
+      graphs.push_back(schedule::build_step_graph(s, w, ranks[i], step));
     }
   }
   engine::Timeline t = engine::simulate_graphs(s, w, std::move(graphs), eo, copy_of);

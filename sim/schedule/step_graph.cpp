@@ -7,6 +7,7 @@
 #include "schedule/schedule_builder.hpp"
 #include "spec/names.hpp"
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -144,6 +145,16 @@ std::string nodes_differ(const spec::Scenario& s)
            std::to_string(c.gpus_per_node) +
            " GPUs of a node, so the nodes' ranks hold different tensor-parallel "
            "positions";
+  // Pipeline stages run different programs, but the nodes of one stage run alike: the symmetric replay simulates the
+  // first node of each stage (engine::simulated_nodes). That holds when a stage fills whole nodes or a slice of one
+  // (the config layer refuses other splits).
+  const int p = s.pp();
+  if (c.nodes > 1 && p > 1) {
+    const std::int64_t per_stage = static_cast<std::int64_t>(s.world()) / p;
+    if (per_stage * p != s.world() || (per_stage % c.gpus_per_node != 0 && c.gpus_per_node % per_stage != 0))
+      return "a pipeline stage of " + std::to_string(per_stage) + " GPUs neither fills whole nodes of " +
+             std::to_string(c.gpus_per_node) + " GPUs nor divides one, so a node holds parts of two stages";
+  }
   return {};
 }
 

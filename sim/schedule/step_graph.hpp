@@ -55,13 +55,15 @@ std::vector<int> memory_ranks(const spec::Scenario& s, const workload::Workload&
 /// DDP pad every shard to one size; tensor-parallel shards are equal), and the engine builds one graph and copies it.
 bool graph_depends_on_rank(const spec::Scenario& s);
 
-/// Whether every node of `s` issues the same communications, which the symmetric replay assumes (spec::
-/// same_communications, docs/engine.md "Nodes alike"): empty when they do, else why not. Decided from what shapes a
-/// node's program, without building a graph (constant cost at any scale): its ranks' positions in every communicator
-/// that reads one (the tensor-parallel rank, local % t, the same on every node when t divides gpus_per_node; the
-/// data-parallel position reads only ZeRO-1/2's partition cut, which moves local work, not communications), their
-/// pipeline stage (one stage today) and the node's place in the fabric (one switch with one uplink per NIC: every node
-/// alike). tests/unit/schedule/nodes_alike_test.cpp builds every node's graph at up to 64 GPUs and checks the answer.
+/// Whether every node of `s` issues the same communications as the other nodes of its pipeline stage, which the
+/// symmetric replay assumes (spec::same_communications, docs/engine.md "Nodes alike"): empty when they do, else why
+/// not. Decided from what shapes a node's program, without building a graph (constant cost at any scale): its ranks'
+/// positions in every communicator that reads one (the tensor-parallel rank, local % t, the same on every node when t
+/// divides gpus_per_node; the data-parallel position reads only ZeRO-1/2's partition cut, which moves local work, not
+/// communications), their pipeline stage (the nodes of one stage alike when a stage fills whole nodes or a slice of
+/// one; different stages differ, and the symmetric replay simulates the first node of each: docs/engine.md "Pipelines:
+/// the node-set replay") and the node's place in the fabric (one switch with one uplink per NIC: every node alike).
+/// tests/unit/schedule/nodes_alike_test.cpp builds every node's graph at up to 64 GPUs and checks the answer.
 std::string nodes_differ(const spec::Scenario& s);
 
 /// The ordering policy (schedule/step_units.hpp) a training step of `s` is composed with: "sequential" without a
