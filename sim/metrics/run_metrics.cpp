@@ -4,7 +4,6 @@
 #include "core/bytes.hpp"
 #include "core/error.hpp"
 #include "core/text.hpp"
-#include "schedule/pipeline_partition.hpp"
 #include "spec/names.hpp"
 
 #include <algorithm>
@@ -496,20 +495,11 @@ PipelineMetrics pipeline_metrics(const spec::Scenario& s, const workload::Worklo
 {
   PipelineMetrics p;
   const int per_stage = s.dp() * s.tp();
-  const std::vector<schedule::StageLayers> layers = schedule::stage_layers(s, w);
   double bubble_sum = 0;
   std::int64_t peak = -1;
   for (int st = 0; st < s.pp(); ++st) {
     StageMetrics sm;
     sm.stage = st;
-    const schedule::StageLayers& sl = layers[static_cast<std::size_t>(st)];
-    for (int l = sl.first; l < sl.end; ++l) {
-      const int block = w.layers[static_cast<std::size_t>(l)].block;
-      if (block >= 0) {
-        sm.first_block = sm.first_block < 0 ? block : sm.first_block;
-        sm.last_block = block;
-      }
-    }
     const int rank = st * per_stage;
     const auto timeline =
         std::find_if(t.ranks.begin(), t.ranks.end(), [&](const engine::RankTimeline& r) { return r.rank == rank; });
@@ -519,9 +509,18 @@ PipelineMetrics pipeline_metrics(const spec::Scenario& s, const workload::Worklo
     const TimeBreakdown b = pipeline_breakdown(time_breakdown(*timeline, t.reuse, t.step_time_s));
     sm.pipeline_bubble_s = b.pipeline_bubble;
     sm.busy_s = t.step_time_s - b.pipeline_bubble;
-    for (const spec::Task& k : timeline->graph.tasks)
+    for (const spec::Task& k : timeline->graph.tasks) {
       if (k.kind == spec::TaskKind::SEND || k.kind == spec::TaskKind::RECV)
         sm.p2p_bytes += k.bytes;
+      // The blocks the stage runs: those its forward tasks compute.
+      if (k.kind == spec::TaskKind::COMPUTE && k.phase == spec::Phase::FORWARD && k.layer >= 0) {
+        const int block = w.layers[static_cast<std::size_t>(k.layer)].block;
+        if (block >= 0) {
+          sm.first_block = sm.first_block < 0 ? block : std::min(sm.first_block, block);
+          sm.last_block = std::max(sm.last_block, block);
+        }
+      }
+    }
     if (const auto it = gpu_peak_of_rank.find(rank); it != gpu_peak_of_rank.end())
       sm.peak_memory_bytes = it->second;
     if (sm.peak_memory_bytes > peak) {

@@ -139,8 +139,12 @@ std::string framework_line(const spec::Scenario& s)
   std::string line = "DeepSpeed " + version + ", ZeRO-" + std::to_string(z.stage) + ", offload_optimizer " +
                      spec::to_string(z.offload_optimizer.device) + ", offload_param " +
                      spec::to_string(z.offload_param.device);
-  if (s.tp() > 1)
+  if (s.tp() > 1 && s.pp() == 1)
     line += ", tensor parallel " + std::to_string(s.tp()) + " (data parallel " + std::to_string(s.dp()) + ")";
+  if (s.pp() > 1)
+    line += ", tensor parallel " + std::to_string(s.tp()) + " x pipeline " + std::to_string(s.pp()) + " (" +
+            (s.training.pipeline.schedule == spec::PipelineSchedule::GPIPE ? "GPipe" : "1F1B") + ") x data parallel " +
+            std::to_string(s.dp());
   return line;
 }
 

@@ -1,7 +1,7 @@
 // DeepSpeed's PipelineEngine (docs/pipeline-parallel.md): one pipeline stage's units. The stage runs the framework's
 // units over its own layers (Builder::first_layer .. end_layer) and adds the engine's point-to-point instructions, the
 // tensor-parallel split of its messages and the tied-embedding reduction; with bf16 at ZeRO stage 0 its optimizer is
-// DeepSpeed's BF16_Optimizer (§6). "§n" below is docs/pipeline-parallel.md's.
+// DeepSpeed's BF16_Optimizer (docs/pipeline-parallel.md §6); docs/pipeline-parallel.md is cited as §n.
 #include "schedule/schedule_builder.hpp"
 
 #include "core/error.hpp"

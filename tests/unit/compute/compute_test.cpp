@@ -100,6 +100,7 @@ TEST_CASE("gpu_efficiency: every shipped node file maps to a known GPU kind with
       {"hgx-a100-80gb-4gpu", {"A100", 108}},
       {"hgx-a800-80gb", {"A100", 108}}, // the A100's export variant: same GA100
       {"hgx-h200", {"H200", 132}},
+      {"jean-zay-a100-80gb", {"A100", 108}},
       {"workstation-2x-titan-rtx", {"consumer-Turing", 72}},
       {"workstation-a100-pcie-40gb", {"A100-PCIe", 108}},
       {"workstation-rtx3090", {"consumer-Ampere", 82}},

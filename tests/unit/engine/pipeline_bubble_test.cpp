@@ -1,7 +1,7 @@
 // The pipeline bubble (issue 32, docs/pipeline-parallel.md §3): uniform stages with free communication, composed by
 // the schedule's pipeline policies (DeepSpeed's TrainSchedule and GPipe) and replayed by the engine, leave each stage
 // idle for (p - 1) of the m + p - 1 forward-backward periods of the step: the bubble fraction (p - 1) / (m + p - 1)
-// (Huang et al. 2019, GPipe §2.3; Narayanan et al. 2021 §2.2.1 for 1F1B).
+// (Huang et al. 2019, GPipe, section 2.3; Narayanan et al. 2021, section 2.2.1, for 1F1B).
 #include "engine/engine.hpp"
 #include "physics_test_util.hpp"
 #include "schedule/step_units.hpp"

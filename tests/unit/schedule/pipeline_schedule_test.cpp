@@ -1,6 +1,6 @@
-// DeepSpeed's pipeline engine as the schedule composes it (docs/pipeline-parallel.md §2, §3): the layer partition
-// against DeepSpeed 0.7.0's own output, and the TrainSchedule's instruction order against the worked example that
-// running DeepSpeed's TrainSchedule printed (P = 4, m = 8).
+// docs/pipeline-parallel.md is cited as §n. DeepSpeed's pipeline engine as the schedule composes it
+// (docs/pipeline-parallel.md §2, §3): the layer partition against DeepSpeed 0.7.0's own output, and the TrainSchedule's
+// instruction order against the worked example that running DeepSpeed's TrainSchedule printed (P = 4, m = 8).
 #include "schedule/pipeline_partition.hpp"
 #include "schedule/step_units.hpp"
 

@@ -325,9 +325,10 @@ TEST_SUITE("sweep")
     CHECK(fs::exists(dir / "memory.gp"));
     CHECK_FALSE(fs::exists(dir / "memory.png"));
     // Point 5 is micro-batch 2, stage 1: 1 GiB of the 80 GiB capacity, fits; the breakdown's bar is labelled with
-    // those values, then compute 2 s, idle 1 s, fits 1, the step time 3 s and the point.
+    // those values, then compute 2 s, the four other busy keys and pipeline_bubble 0, idle 1 s, fits 1, the step time
+    // 3 s and the point.
     CHECK(slurp(dir / "memory.dat").find("\n2 1 1 80 5\n") != std::string::npos);
-    CHECK(slurp(dir / "breakdown.dat").find("\"mb 2, stage 1\" 2 0 0 0 0 1 1 3 5\n") != std::string::npos);
+    CHECK(slurp(dir / "breakdown.dat").find("\"mb 2, stage 1\" 2 0 0 0 0 0 1 1 3 5\n") != std::string::npos);
   }
 
   TEST_CASE(
