@@ -277,7 +277,7 @@ TEST_SUITE("collectives: pipeline stages")
     }
   }
 
-  TEST_CASE("NCCL's CTAs: a stage inside a node keeps its data-parallel kernels on one node's; a tied pair has 2")
+  TEST_CASE("NCCL's CTAs: a stage inside a node keeps its data-parallel kernels on one node's, a tied pair has 2")
   {
     // docs/engine.md "Interference": one search channel per NIC the group's GPUs of a node use, doubled.
     CHECK(collectives::nccl_ctas(fabric(2, 8, 8, 2, 4), CommGroup::DATA_PARALLEL, 24) == 24); // a stage in a node
