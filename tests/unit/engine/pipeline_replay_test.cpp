@@ -120,7 +120,7 @@ double duration(const engine::RankTimeline& r, std::size_t task)
 
 TEST_SUITE("engine: pipeline stages")
 {
-  TEST_CASE("simulated_nodes: every node for FULL, node 0 or the first node of each stage, for SYMMETRIC")
+  TEST_CASE("simulated_nodes: every node for FULL, node 0 or the first node of each stage for SYMMETRIC")
   {
     using engine::Replay;
     CHECK(engine::simulated_nodes(cluster(4, 2, 1), Replay::SYMMETRIC) == std::vector<int>{0});
