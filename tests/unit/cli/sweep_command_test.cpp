@@ -566,14 +566,14 @@ TEST_SUITE("cli")
                    "memory'"));
     CHECK(has(mgp, "set yrange [0:*]\n"));
     // breakdown: bars labelled with the swept values, the one that does not fit says so and gets the cross (column
-    // 8 is fits, 9 the step time: the label, then the six time_breakdown_s keys).
+    // 9 is fits, 10 the step time: the label, then the seven time_breakdown_s keys).
     const std::string bdat = slurp(dir / "breakdown.dat");
     CHECK(has(bdat, "\n\"mb 1, stage 1\" "));
     CHECK(has(bdat, "\n\"mb 4, stage 3\" "));
     CHECK(has(bdat, "\n\"mb 4, stage 0 (does not fit)\" "));
     CHECK_FALSE(has(bdat, "\"0:"));
     const std::string bgp = slurp(dir / "breakdown.gp");
-    CHECK(has(bgp, "'breakdown.dat' using 0:($8 == 0 ? $9 : 1/0) with points pt 2 ps 2 lw 2 lc rgb 'red' title "
+    CHECK(has(bgp, "'breakdown.dat' using 0:($9 == 0 ? $10 : 1/0) with points pt 2 ps 2 lw 2 lc rgb 'red' title "
                    "'does not fit in GPU memory'"));
     CHECK(has(bgp, "set xlabel \"swept values: mb, stage\""));
     CHECK(has(bgp, "set yrange [0:*]\n"));
