@@ -105,12 +105,13 @@ core::Json pipeline_json(const metrics::RunMetrics& m)
     return nullptr;
   core::Json stages = core::Json::array();
   for (const metrics::StageMetrics& st : m.pipeline->stages)
-    stages.push_back(core::Json::object({{"stage", st.stage},
-                                         {"layers", core::Json::array({st.first_block, st.last_block})},
-                                         {"busy_s", st.busy_s},
-                                         {"pipeline_bubble_s", st.pipeline_bubble_s},
-                                         {"peak_memory_bytes", core::Json::object({{"gpu", st.peak_memory_bytes}})},
-                                         {"p2p_bytes", st.p2p_bytes}}));
+    stages.push_back(core::Json::object(
+        {{"stage", st.stage},
+         {"layers", st.first_block < 0 ? core::Json() : core::Json::array({st.first_block, st.last_block})},
+         {"busy_s", st.busy_s},
+         {"pipeline_bubble_s", st.pipeline_bubble_s},
+         {"peak_memory_bytes", core::Json::object({{"gpu", st.peak_memory_bytes}})},
+         {"p2p_bytes", st.p2p_bytes}}));
   return core::Json::object(
       {{"bubble_fraction", m.pipeline->bubble_fraction}, {"peak_stage", m.pipeline->peak_stage}, {"stages", stages}});
 }
@@ -378,9 +379,11 @@ void write_breakdown_and_replay(std::ostream& out, const metrics::RunMetrics& m,
                   m.pipeline->stages.size(), 100 * m.pipeline->bubble_fraction);
     out << line;
     for (const metrics::StageMetrics& st : m.pipeline->stages) {
-      std::snprintf(line, sizeof line, "  stage %2d  blocks %3d-%-3d  busy %10.3f s  bubble %10.3f s  peak %s%s\n",
-                    st.stage, st.first_block, st.last_block, st.busy_s, st.pipeline_bubble_s,
-                    core::format_gib(st.peak_memory_bytes).c_str(),
+      char blocks[32] = "none   "; // a stage of the head alone (Megatron-DeepSpeed allows it)
+      if (st.first_block >= 0)
+        std::snprintf(blocks, sizeof blocks, "%3d-%-3d", st.first_block, st.last_block);
+      std::snprintf(line, sizeof line, "  stage %2d  blocks %s  busy %10.3f s  bubble %10.3f s  peak %s%s\n", st.stage,
+                    blocks, st.busy_s, st.pipeline_bubble_s, core::format_gib(st.peak_memory_bytes).c_str(),
                     st.stage == m.pipeline->peak_stage ? "  (the largest)" : "");
       out << line;
     }

@@ -31,8 +31,9 @@ struct StageLayers {
 /// Megatron-DeepSpeed's GPTModelPipe list (gpt_model.py: a 16-bit cast, EmbeddingPipe, a transpose, the blocks, a
 /// transpose, the final LayerNorm, the tied EmbeddingPipe as LM head, an fp32 cast; docs/pipeline-parallel.md §2):
 /// "uniform" over its entries, "parameters" by each entry's parameters, "type:REGEX" by whether the entry's class name
-/// matches. One stage (no pipeline): every layer. Throws core::InputError when a stage would hold no transformer block
-/// or the regex matches nothing.
+/// matches. One stage (no pipeline): every layer. A stage may hold no transformer block (the head alone, as
+/// Megatron-DeepSpeed allows with a warning). Throws core::InputError when a stage would hold no layer at all or the
+/// regex matches nothing.
 std::vector<StageLayers> stage_layers(const spec::Scenario& s, const workload::Workload& w);
 
 } // namespace zerosim::schedule
