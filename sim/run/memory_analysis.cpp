@@ -100,7 +100,8 @@ std::vector<std::pair<std::string, spec::Scenario>> ladder_scenarios(const spec:
     return rungs;
   if (cur.pp() > 1) {
     // DeepSpeed's pipeline engine refuses ZeRO-2 and 3 (docs/pipeline-parallel.md §5), and ZeRO-1 under it is not
-    // modelled yet: its one rung is 1F1B, which holds min(p - s, m) micro-batches a stage where GPipe holds all m (§7).
+    // modelled yet: its one rung is 1F1B, which holds min(p - s, m) micro-batches a stage where GPipe holds all m
+    // (docs/pipeline-parallel.md §7).
     if (cur.training.pipeline.schedule == spec::PipelineSchedule::GPIPE) {
       cur.training.pipeline.schedule = spec::PipelineSchedule::ONE_F_ONE_B;
       push("training.pipeline.schedule: 1f1b");
