@@ -141,6 +141,12 @@ void BM_offload_scenario(benchmark::State& state, const char* file)
   run_benchmark(state, source_path(std::string("scenarios/") + file), {});
 }
 
+/// A shipped pipeline scenario (issue 32's speed targets: BLOOM-176B as trained, 384 GPUs, at most 2 s and 500 MB).
+void BM_pipeline_scenario(benchmark::State& state, const char* file)
+{
+  run_benchmark(state, source_path(std::string("scenarios/") + file), {});
+}
+
 /// A 1,000-point sweep of the default scenario (docs/sweep.md): micro-batch 1..16 (5) x grad_accum 1..25 (25) x ZeRO
 /// stage 0..3 (4) x optimizer offload cpu / none (2), two workers (`zerosim sweep -j 2`), into a scratch folder
 /// (files and plots included). Target: at most 120 s, or at most 1.15 x (1,000 x the mean single-run time / 2),
@@ -227,6 +233,10 @@ BENCHMARK_CAPTURE(BM_offload_scenario, zero_infinity_1t, "zero-infinity-1t-dgx2-
     ->Iterations(ITERATIONS)
     ->UseRealTime();
 BENCHMARK_CAPTURE(BM_offload_scenario, bloom_176b_inference, "bloom-176b-inference-1xa100-nvme.yaml")
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(ITERATIONS)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_pipeline_scenario, bloom_176b_3d, "bloom-176b-3d-384xa100.yaml")
     ->Unit(benchmark::kMillisecond)
     ->Iterations(ITERATIONS)
     ->UseRealTime();
