@@ -1,6 +1,7 @@
 #include "run/run_scenario.hpp"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -54,15 +55,33 @@ engine::Timeline simulate_step(const spec::Scenario& s, const workload::Workload
   // Where every rank runs the same program (schedule::graph_depends_on_rank; never across pipeline stages), the first
   // rank's graph is built and the others copy it: the same tasks, buffers and names, only TaskGraph::rank differs.
   const bool one_program = !schedule::graph_depends_on_rank(s) && s.pp() == 1;
+  // A pipeline stage's ranks at ZeRO stage 0 run one program but for their neighbours' ranks (nothing is partitioned
+  // by the data-parallel rank): the stage's first simulated rank's graph, its SEND/RECV peers moved by the rank's
+  // offset from it (docs/pipeline-parallel.md §1: a rank's peers share its data and model coordinates).
+  const bool stage_program = s.pp() > 1 && s.framework == spec::Framework::DEEPSPEED && s.deepspeed.zero.stage == 0;
+  std::map<int, std::size_t> first_of_stage; // stage -> index into graphs
   std::vector<spec::TaskGraph> graphs;
   std::vector<int> copy_of(ranks.size(), -1);
   graphs.reserve(ranks.size());
   for (std::size_t i = 0; i < ranks.size(); ++i) {
+    const int stage = ranks[i] / (s.dp() * s.tp());
+    const auto first = first_of_stage.find(stage);
     if (one_program && i > 0) {
       graphs.push_back(graphs.front());
       graphs.back().rank = ranks[i];
       copy_of[i] = 0;
+    } else if (stage_program && first != first_of_stage.end()) {
+      graphs.push_back(graphs[first->second]);
+      spec::TaskGraph& copy = graphs.back();
+      const int offset = ranks[i] - copy.rank;
+      copy.rank = ranks[i];
+      for (spec::Task& task : copy.tasks)
+        if (task.kind == spec::TaskKind::SEND || task.kind == spec::TaskKind::RECV)
+          task.peer += offset;
+      copy_of[i] = static_cast<int>(first->second);
     } else {
+      if (stage_program)
+        first_of_stage.emplace(stage, i);
       graphs.push_back(schedule::build_step_graph(s, w, ranks[i], step));
     }
   }
