@@ -1,4 +1,5 @@
 #include "run/run_scenario.hpp"
+#include "spec/placement.hpp"
 
 #include <algorithm>
 #include <map>
@@ -64,7 +65,7 @@ engine::Timeline simulate_step(const spec::Scenario& s, const workload::Workload
   std::vector<int> copy_of(ranks.size(), -1);
   graphs.reserve(ranks.size());
   for (std::size_t i = 0; i < ranks.size(); ++i) {
-    const int stage = ranks[i] / (s.dp() * s.tp());
+    const int stage = spec::coords_of(ranks[i], s.tp(), s.dp()).stage;
     const auto first = first_of_stage.find(stage);
     if (one_program && i > 0) {
       graphs.push_back(graphs.front());

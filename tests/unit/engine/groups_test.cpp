@@ -58,28 +58,6 @@ engine::EngineOptions full_replay()
   return o;
 }
 
-/// A host delay of exactly `seconds` (Python work with no device work).
-Task host_wait(const std::string& name, double seconds)
-{
-  Task t;
-  t.kind = TaskKind::SYNC;
-  t.stream = spec::Stream::HOST;
-  t.name = name;
-  t.host_seconds = seconds;
-  return t;
-}
-
-Task p2p(TaskKind kind, const std::string& name, int peer, std::int64_t bytes, spec::Stream stream)
-{
-  Task t;
-  t.kind = kind;
-  t.stream = stream;
-  t.name = name;
-  t.peer = peer;
-  t.bytes = bytes;
-  return t;
-}
-
 /// The planner's ring on one group of n NVLink GPUs of `s`'s node: the fabric the engine passes (intra = NVLink,
 /// route latency 2 x nvlink.latency).
 collectives::Plan ring_of(const spec::Scenario& s, spec::CollectiveKind kind, std::int64_t bytes, int n)
@@ -221,7 +199,7 @@ TEST_SUITE("engine: communicators")
       Task ar = collective_task("tp.ar", AR, S_AR, CommGroup::TENSOR, 2);
       if (r >= 2)
         ar.deps = {0};
-      g.push_back(r < 2 ? graph_of({ar}) : graph_of({host_wait("host", wait), ar}));
+      g.push_back(r < 2 ? graph_of({ar}) : graph_of({host_wait_task("host", wait), ar}));
     }
     const double t_ar = ring_time(s, AR, S_AR, 2);
     const engine::Timeline tl = engine::simulate_graphs(s, EMPTY, g);
@@ -246,13 +224,13 @@ TEST_SUITE("engine: communicators")
     const double flops = 3e12;
     std::vector<TaskGraph> g, alone;
     for (int r = 0; r < 2; ++r) {
-      Task after = host_wait("after", 0.001);
+      Task after = host_wait_task("after", 0.001);
       after.deps = {0};
       g.push_back(graph_of({collective_task("ar", AR, S_AR, CommGroup::INTRA_NODE, 2), after}));
       alone.push_back(graph_of({kernel_task("kernel", flops)}));
     }
     for (int r = 2; r < 4; ++r) {
-      g.push_back(graph_of({host_wait("w0", 0.010), host_wait("w1", 0.010), kernel_task("kernel", flops)}));
+      g.push_back(graph_of({host_wait_task("w0", 0.010), host_wait_task("w1", 0.010), kernel_task("kernel", flops)}));
       alone.push_back(graph_of({kernel_task("kernel", flops)}));
     }
     const double t_ar = ring_time(s, AR, S_AR, 2);
@@ -303,16 +281,16 @@ TEST_SUITE("engine: SEND and RECV")
     const double expected = lat + static_cast<double>(S) / B;
     CHECK(expected == doctest::Approx(0.010002));
     {
-      std::vector<TaskGraph> g{graph_of({p2p(TaskKind::SEND, "send", 1, S, spec::Stream::COMPUTE)}),
-                               graph_of({p2p(TaskKind::RECV, "recv", 0, S, spec::Stream::COMPUTE)})};
+      std::vector<TaskGraph> g{graph_of({p2p_task(TaskKind::SEND, "send", 1, S, 0, spec::Stream::COMPUTE)}),
+                               graph_of({p2p_task(TaskKind::RECV, "recv", 0, S, 0, spec::Stream::COMPUTE)})};
       const engine::Timeline tl = engine::simulate_graphs(s, EMPTY, g);
       CHECK(task_time(tl, 0, 0) == doctest::Approx(expected).epsilon(1e-9));
       CHECK(task_time(tl, 1, 0) == doctest::Approx(expected).epsilon(1e-9));
     }
-    Task recv = p2p(TaskKind::RECV, "recv", 0, S, spec::Stream::COMPUTE);
+    Task recv = p2p_task(TaskKind::RECV, "recv", 0, S, 0, spec::Stream::COMPUTE);
     recv.deps = {0};
-    std::vector<TaskGraph> g{graph_of({p2p(TaskKind::SEND, "send", 1, S, spec::Stream::COMPUTE)}),
-                             graph_of({host_wait("host", 0.005), recv})};
+    std::vector<TaskGraph> g{graph_of({p2p_task(TaskKind::SEND, "send", 1, S, 0, spec::Stream::COMPUTE)}),
+                             graph_of({host_wait_task("host", 0.005), recv})};
     const engine::Timeline tl = engine::simulate_graphs(s, EMPTY, g);
     CHECK(tl.ranks[0].times[0].start == doctest::Approx(0.0));
     CHECK(tl.ranks[0].times[0].end == doctest::Approx(0.005 + expected).epsilon(1e-9));
@@ -334,15 +312,15 @@ TEST_SUITE("engine: SEND and RECV")
     const double lat = s.cluster.node.pcie.latency_s + s.cluster.network.latency_s + s.cluster.node.pcie.latency_s;
     const double expected = lat + static_cast<double>(S) / B_nic;
     CHECK(expected == doctest::Approx(0.080007));
-    std::vector<TaskGraph> g{graph_of({p2p(TaskKind::SEND, "send", 1, S, spec::Stream::COMPUTE)}),
-                             graph_of({p2p(TaskKind::RECV, "recv", 0, S, spec::Stream::COMPUTE)})};
+    std::vector<TaskGraph> g{graph_of({p2p_task(TaskKind::SEND, "send", 1, S, 0, spec::Stream::COMPUTE)}),
+                             graph_of({p2p_task(TaskKind::RECV, "recv", 0, S, 0, spec::Stream::COMPUTE)})};
     const engine::Timeline full = engine::simulate_graphs(s, EMPTY, g, full_replay());
     REQUIRE(full.ranks.size() == 2);
     CHECK(task_time(full, 0, 0) == doctest::Approx(expected).epsilon(1e-9));
     CHECK(task_time(full, 1, 0) == doctest::Approx(expected).epsilon(1e-9));
     for (const TaskKind kind : {TaskKind::SEND, TaskKind::RECV}) {
       const engine::Timeline sym =
-          engine::simulate_graphs(s, EMPTY, {graph_of({p2p(kind, "p2p", 1, S, spec::Stream::COMPUTE)})});
+          engine::simulate_graphs(s, EMPTY, {graph_of({p2p_task(kind, "p2p", 1, S, 0, spec::Stream::COMPUTE)})});
       REQUIRE(sym.ranks.size() == 1);
       CHECK(task_time(sym, 0, 0) == doctest::Approx(expected).epsilon(1e-9));
     }
@@ -357,10 +335,10 @@ TEST_SUITE("engine: SEND and RECV")
     const spec::Scenario s = cluster(1, 2);
     const std::int64_t S = 1'000'000'000;
     const double T = 2 * s.cluster.node.nvlink.latency_s + static_cast<double>(S) / s.cluster.node.nvlink.bandwidth_Bps;
-    std::vector<TaskGraph> g{graph_of({p2p(TaskKind::SEND, "send.0", 1, S, spec::Stream::COMPUTE),
-                                       p2p(TaskKind::SEND, "send.1", 1, S, spec::Stream::REDUCTION)}),
-                             graph_of({p2p(TaskKind::RECV, "recv.0", 0, S, spec::Stream::COMPUTE),
-                                       p2p(TaskKind::RECV, "recv.1", 0, S, spec::Stream::REDUCTION)})};
+    std::vector<TaskGraph> g{graph_of({p2p_task(TaskKind::SEND, "send.0", 1, S, 0, spec::Stream::COMPUTE),
+                                       p2p_task(TaskKind::SEND, "send.1", 1, S, 0, spec::Stream::REDUCTION)}),
+                             graph_of({p2p_task(TaskKind::RECV, "recv.0", 0, S, 0, spec::Stream::COMPUTE),
+                                       p2p_task(TaskKind::RECV, "recv.1", 0, S, 0, spec::Stream::REDUCTION)})};
     const engine::Timeline tl = engine::simulate_graphs(s, EMPTY, g);
     for (std::size_t r = 0; r < 2; ++r) {
       CHECK(tl.ranks[r].times[0].end == doctest::Approx(T).epsilon(1e-9));
@@ -381,11 +359,11 @@ TEST_SUITE("engine: SEND and RECV")
   TEST_CASE("a SEND without its RECV is refused before the replay")
   {
     const spec::Scenario s = cluster(1, 2);
-    std::vector<TaskGraph> g{graph_of({p2p(TaskKind::SEND, "send", 1, 1000, spec::Stream::COMPUTE)}),
-                             graph_of({host_wait("host", 0.001)})};
+    std::vector<TaskGraph> g{graph_of({p2p_task(TaskKind::SEND, "send", 1, 1000, 0, spec::Stream::COMPUTE)}),
+                             graph_of({host_wait_task("host", 0.001)})};
     CHECK_THROWS_AS(engine::simulate_graphs(s, EMPTY, g), core::InternalError);
-    std::vector<TaskGraph> self{graph_of({p2p(TaskKind::SEND, "send", 0, 1000, spec::Stream::COMPUTE)}),
-                                graph_of({host_wait("host", 0.001)})};
+    std::vector<TaskGraph> self{graph_of({p2p_task(TaskKind::SEND, "send", 0, 1000, 0, spec::Stream::COMPUTE)}),
+                                graph_of({host_wait_task("host", 0.001)})};
     CHECK_THROWS_AS(engine::simulate_graphs(s, EMPTY, self), core::InternalError);
   }
 
@@ -421,9 +399,10 @@ TEST_SUITE("engine: SEND and RECV")
       const spec::Scenario s = load(h100 + c.cluster, TRAIN);
       engine::EngineOptions o = full_replay();
       std::vector<TaskGraph> alone{graph_of({kernel_task("kernel", flops)}), graph_of({kernel_task("kernel", flops)})};
-      std::vector<TaskGraph> over{
-          graph_of({kernel_task("kernel", flops), p2p(TaskKind::SEND, "send", 1, big, spec::Stream::REDUCTION)}),
-          graph_of({kernel_task("kernel", flops), p2p(TaskKind::RECV, "recv", 0, big, spec::Stream::REDUCTION)})};
+      std::vector<TaskGraph> over{graph_of({kernel_task("kernel", flops),
+                                            p2p_task(TaskKind::SEND, "send", 1, big, 0, spec::Stream::REDUCTION)}),
+                                  graph_of({kernel_task("kernel", flops),
+                                            p2p_task(TaskKind::RECV, "recv", 0, big, 0, spec::Stream::REDUCTION)})};
       const double t_alone = task_time(engine::simulate_graphs(s, EMPTY, alone, o), 0, 0);
       const engine::Timeline tl = engine::simulate_graphs(s, EMPTY, over, o);
       for (std::size_t r = 0; r < 2; ++r) {

@@ -68,16 +68,7 @@ public:
   TaskGraph graph;
 
 private:
-  Task p2p(TaskKind kind, const std::string& name, int peer) const
-  {
-    Task t;
-    t.kind = kind;
-    t.stream = spec::Stream::COMPUTE;
-    t.name = name;
-    t.peer = peer;
-    t.bytes = bytes_;
-    return t;
-  }
+  Task p2p(TaskKind kind, const std::string& name, int peer) const { return p2p_task(kind, name, peer, bytes_); }
   void add(Task t, int mb)
   {
     t.micro_step = mb;

@@ -69,6 +69,32 @@ inline spec::Task kernel_task(const std::string& name, double flops, std::vector
   return t;
 }
 
+/// A point-to-point SEND or RECV of `bytes` with global rank `peer` (the k-th SEND of a to b and the k-th RECV of b
+/// from a are one transfer), in micro-step `micro_step`, on `stream`.
+inline spec::Task p2p_task(spec::TaskKind kind, const std::string& name, int peer, std::int64_t bytes,
+                           int micro_step = 0, spec::Stream stream = spec::Stream::COMPUTE)
+{
+  spec::Task t;
+  t.kind = kind;
+  t.stream = stream;
+  t.name = name;
+  t.peer = peer;
+  t.bytes = bytes;
+  t.micro_step = micro_step;
+  return t;
+}
+
+/// A host delay of exactly `seconds` (Python work with no device work).
+inline spec::Task host_wait_task(const std::string& name, double seconds)
+{
+  spec::Task t;
+  t.kind = spec::TaskKind::SYNC;
+  t.stream = spec::Stream::HOST;
+  t.name = name;
+  t.host_seconds = seconds;
+  return t;
+}
+
 /// DeepSpeedCPUAdam over `elements`: 28 B of DRAM traffic per element (docs/deepspeed-schedule.md §9.1), 14 FLOPs.
 inline spec::Task cpu_adam_task(std::int64_t elements)
 {

@@ -49,16 +49,7 @@ private:
     s += what;
     return s;
   }
-  static Task p2p(TaskKind kind, std::string name, int peer)
-  {
-    Task t;
-    t.kind = kind;
-    t.stream = spec::Stream::COMPUTE;
-    t.name = std::move(name);
-    t.peer = peer;
-    t.bytes = 1;
-    return t;
-  }
+  static Task p2p(TaskKind kind, const std::string& name, int peer) { return p2p_task(kind, name, peer, 1); }
   void add(Task t, int mb)
   {
     t.micro_step = mb;
@@ -71,10 +62,7 @@ private:
 /// The mean over stages of the time a stage's GPU does not compute, over the step.
 double bubble_fraction(const engine::Timeline& t)
 {
-  double step = 0;
-  for (const engine::RankTimeline& r : t.ranks)
-    for (const engine::TaskTime& x : r.times)
-      step = std::max(step, x.end);
+  const double step = t.step_time_s;
   double sum = 0;
   for (const engine::RankTimeline& r : t.ranks) {
     double busy = 0;

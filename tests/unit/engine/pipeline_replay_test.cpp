@@ -60,28 +60,6 @@ engine::EngineOptions replay(engine::Replay r)
   return o;
 }
 
-Task host_wait(const std::string& name, double seconds)
-{
-  Task t;
-  t.kind = TaskKind::SYNC;
-  t.stream = spec::Stream::HOST;
-  t.name = name;
-  t.host_seconds = seconds;
-  return t;
-}
-
-Task p2p(TaskKind kind, const std::string& name, int peer, std::int64_t bytes, int micro_step = 0)
-{
-  Task t;
-  t.kind = kind;
-  t.stream = spec::Stream::COMPUTE;
-  t.name = name;
-  t.peer = peer;
-  t.bytes = bytes;
-  t.micro_step = micro_step;
-  return t;
-}
-
 /// Every rank's graph, `of(rank)`, each with its rank.
 template <class Of> std::vector<TaskGraph> every_rank(const spec::Scenario& s, Of of)
 {
@@ -149,7 +127,8 @@ TEST_SUITE("engine: pipeline stages")
         2 * s.cluster.node.nvlink.latency_s + static_cast<double>(S) / s.cluster.node.nvlink.bandwidth_Bps;
     CHECK(expected == doctest::Approx(0.010002));
     const engine::Timeline tl = engine::simulate_graphs(
-        s, EMPTY, {graph_of({p2p(TaskKind::SEND, "send", 1, S)}), graph_of({p2p(TaskKind::RECV, "recv", 0, S)})});
+        s, EMPTY,
+        {graph_of({p2p_task(TaskKind::SEND, "send", 1, S)}), graph_of({p2p_task(TaskKind::RECV, "recv", 0, S)})});
     CHECK(tl.replay == "full");
     CHECK(task_time(tl, 0, 0) == doctest::Approx(expected).epsilon(1e-9));
     CHECK(task_time(tl, 1, 0) == doctest::Approx(expected).epsilon(1e-9));
@@ -169,8 +148,8 @@ TEST_SUITE("engine: pipeline stages")
         2 * s.cluster.node.pcie.latency_s + s.cluster.network.latency_s + static_cast<double>(S) / B_nic;
     CHECK(expected == doctest::Approx(0.080007));
     const std::vector<TaskGraph> all = every_rank(s, [&](int r) {
-      return r < 4 ? graph_of({p2p(TaskKind::SEND, "send_activations", r + 4, S)})
-                   : graph_of({p2p(TaskKind::RECV, "recv_activations", r - 4, S)});
+      return r < 4 ? graph_of({p2p_task(TaskKind::SEND, "send_activations", r + 4, S)})
+                   : graph_of({p2p_task(TaskKind::RECV, "recv_activations", r - 4, S)});
     });
     const engine::Timeline full = engine::simulate_graphs(s, EMPTY, all, replay(engine::Replay::FULL));
     REQUIRE(full.ranks.size() == 8);
@@ -219,7 +198,7 @@ TEST_SUITE("engine: pipeline stages")
       if (r < 4)
         return graph_of({ar});
       ar.deps = {0};
-      return graph_of({host_wait("host", wait), ar});
+      return graph_of({host_wait_task("host", wait), ar});
     });
     const engine::Timeline full = engine::simulate_graphs(s, EMPTY, all, replay(engine::Replay::FULL));
     const engine::Timeline set = engine::simulate_graphs(s, EMPTY, all);
@@ -289,22 +268,22 @@ TEST_SUITE("engine: pipeline stages")
       for (int mb = 0; mb < m; ++mb) {
         const std::string p = "mb" + std::to_string(mb) + ".";
         if (!first)
-          t.push_back(p2p(TaskKind::RECV, p + "recv_activations", r - R, A, mb));
+          t.push_back(p2p_task(TaskKind::RECV, p + "recv_activations", r - R, A, mb));
         Task f = kernel_task(p + "fwd", F);
         f.micro_step = mb;
         t.push_back(f);
         if (first)
-          t.push_back(p2p(TaskKind::SEND, p + "send_activations", r + R, A, mb));
+          t.push_back(p2p_task(TaskKind::SEND, p + "send_activations", r + R, A, mb));
       }
       for (int mb = m - 1; mb >= 0; --mb) {
         const std::string p = "mb" + std::to_string(mb) + ".";
         if (first)
-          t.push_back(p2p(TaskKind::RECV, p + "recv_gradients", r + R, A, mb));
+          t.push_back(p2p_task(TaskKind::RECV, p + "recv_gradients", r + R, A, mb));
         Task b = kernel_task(p + "bwd", 2 * F);
         b.micro_step = mb;
         t.push_back(b);
         if (!first)
-          t.push_back(p2p(TaskKind::SEND, p + "send_gradients", r - R, A, mb));
+          t.push_back(p2p_task(TaskKind::SEND, p + "send_gradients", r - R, A, mb));
       }
       t.push_back(collective_task("tied.ar", spec::CollectiveKind::ALL_REDUCE, E, CommGroup::EMBEDDING, 2));
       t.push_back(collective_task("dp.ar", spec::CollectiveKind::ALL_REDUCE, Gs, CommGroup::DATA_PARALLEL, 4));
