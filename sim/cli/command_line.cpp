@@ -28,8 +28,9 @@ const CommandDoc COMMAND_DOCS[] = {
         MFU, peak memory at simulated times, the time breakdown; --out DIR writes summary.json,
         scenario.resolved.yaml and, with --trace, trace.json (Chrome trace events, opens in Perfetto),
         with --plots the memory over the step and one micro-step's timeline (gnuplot, SVG and PNG);
-        --every-micro-step simulates every micro-step of gradient accumulation instead of three and
-        the measured period of the repeated ones, and for inference every decode pass instead of a
+        --every-micro-step simulates every micro-step of gradient accumulation instead of three (a
+        1F1B pipeline of p stages: p + 4) and the measured period of the repeated ones, and for
+        inference every decode pass instead of a
         sample of them (slower, the same answer to about 1e-3)
 )"},
     {"memory", R"(  zerosim memory SCENARIO [--set K=V]... [--json] [--out DIR]

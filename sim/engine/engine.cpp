@@ -6,6 +6,7 @@
 #include "core/text.hpp"
 #include "platform/platform.hpp"
 #include "spec/names.hpp"
+#include "spec/placement.hpp"
 
 #include <simgrid/s4u.hpp>
 
@@ -93,8 +94,10 @@ bool graphs_alike(const spec::Scenario& s, const std::vector<spec::TaskGraph>& g
 
 /// Accumulation reuse (docs/design.md "Speed and scale"): the middle micro-steps run the same program from the same
 /// state, so the graphs hold micro-steps 0 .. k-2 and g-1, and each of the g - k others adds the period between the
-/// first starts of micro-steps k-2 and g-1 (consecutive in the simulated timeline). docs/engine.md.
-void add_reused_micro_steps(Timeline& t)
+/// first starts of micro-steps k-2 and g-1 (consecutive in the simulated timeline). Under a pipeline the starts are
+/// stage 0's (its forward of a micro-batch, the micro-batch's first work; a later stage may post its receive for it
+/// earlier and wait): docs/engine.md "Accumulation reuse under a pipeline".
+void add_reused_micro_steps(const spec::Scenario& s, Timeline& t)
 {
   const spec::TaskGraph& first = t.ranks.front().graph;
   const int g = first.micro_steps;
@@ -105,7 +108,9 @@ void add_reused_micro_steps(Timeline& t)
   }
   const int before = k - 2;
   double start1 = std::numeric_limits<double>::infinity(), start2 = start1;
-  for (const RankTimeline& rt : t.ranks)
+  for (const RankTimeline& rt : t.ranks) {
+    if (s.pp() > 1 && spec::coords_of(rt.rank, s.tp(), s.dp()).stage != 0)
+      continue;
     for (std::size_t i = 0; i < rt.times.size(); ++i) {
       const int mb = rt.graph.tasks[i].micro_step;
       if (mb == before)
@@ -113,6 +118,7 @@ void add_reused_micro_steps(Timeline& t)
       else if (mb == g - 1)
         start2 = std::min(start2, rt.times[i].start);
     }
+  }
   const double period = start2 - start1;
   if (!std::isfinite(period) || !(period > 0))
     throw core::InternalError("engine: accumulation reuse found no period between micro-steps " +
@@ -192,7 +198,7 @@ Timeline simulate_graphs(const spec::Scenario& s, const workload::Workload& w, s
     nodes = simulated_nodes(s, Replay::FULL);
   StepReplay r(s, w, o, std::move(nodes), std::move(graphs), kept_copy_of);
   Timeline t = r.run();
-  add_reused_micro_steps(t);
+  add_reused_micro_steps(s, t);
   return t;
 }
 

@@ -509,9 +509,12 @@ PipelineMetrics pipeline_metrics(const spec::Scenario& s, const workload::Worklo
     const TimeBreakdown b = pipeline_breakdown(time_breakdown(*timeline, t.reuse, t.step_time_s));
     sm.pipeline_bubble_s = b.pipeline_bubble;
     sm.busy_s = t.step_time_s - b.pipeline_bubble;
+    // Under accumulation reuse each micro-batch not simulated moves what the repeated one (the window's, micro-step
+    // k-2) moves.
+    const int repeated_micro_step = t.reuse.simulated_micro_steps - 2;
     for (const spec::Task& k : timeline->graph.tasks) {
       if (k.kind == spec::TaskKind::SEND || k.kind == spec::TaskKind::RECV)
-        sm.p2p_bytes += k.bytes;
+        sm.p2p_bytes += k.bytes * (k.micro_step == repeated_micro_step ? 1 + t.reuse.repeated() : 1);
       // The blocks the stage runs: those its forward tasks compute.
       if (k.kind == spec::TaskKind::COMPUTE && k.phase == spec::Phase::FORWARD && k.layer >= 0) {
         const int block = w.layers[static_cast<std::size_t>(k.layer)].block;

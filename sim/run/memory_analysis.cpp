@@ -24,11 +24,9 @@ memory::MemoryReport analyze_memory(const spec::Scenario& s)
   // same fact), so a long accumulation is replayed as its first micro-steps and its last: the same peak, in a graph
   // whose size does not grow with training.grad_accum.
   schedule::StepOptions step;
-  // A pipeline's in-flight micro-batches depend on their count (min(p - s, m), docs/pipeline-parallel.md §7): its
-  // micro-steps are all built.
-  if (s.training.mode == spec::Mode::TRAIN && s.training.grad_accum > schedule::REUSE_SIMULATED_MICRO_STEPS &&
-      s.pp() == 1)
-    step.simulated_micro_steps = schedule::REUSE_SIMULATED_MICRO_STEPS;
+  // A 1F1B pipeline's in-flight micro-batches depend on their count only up to p (min(p - s, m),
+  // docs/pipeline-parallel.md §7), which the reused graph holds; GPipe's grow with every one: all are built.
+  step.simulated_micro_steps = schedule::reused_micro_steps_to_build(s);
   // Where every rank runs one program (ZeRO-0 and 3, FSDP, DDP, inference), rank 0 stands for all. ZeRO-1/2 ranks
   // own different ends of the flat buffer: the ranks among which the largest peak lies are each replayed, and the
   // largest reported (lowest rank on ties), as `zerosim run` does (metrics::compute_metrics).

@@ -40,11 +40,8 @@ void add_memory_only_ranks(const spec::Scenario& s, const workload::Workload& w,
 
 engine::Timeline simulate_step(const spec::Scenario& s, const workload::Workload& w, const RunOptions& o)
 {
-  const int g = s.training.grad_accum;
-  const int k = schedule::REUSE_SIMULATED_MICRO_STEPS;
   schedule::StepOptions step = o.step;
-  // A pipeline's micro-batches do not repeat alike (warm-up, steady state and drain differ): every one is simulated.
-  step.simulated_micro_steps = o.reuse_accumulation && g > k && s.pp() == 1 ? k : 0;
+  step.simulated_micro_steps = o.reuse_accumulation ? schedule::reused_micro_steps_to_build(s) : 0;
   engine::EngineOptions eo = o.engine;
   eo.replay = engine::resolve_replay(s, o.engine.replay, schedule::nodes_differ(s));
   // The ranks of the nodes the replay simulates, node-major: every node, node 0, or each pipeline stage's first node.

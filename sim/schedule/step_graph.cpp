@@ -124,6 +124,19 @@ std::string ordering_policy_of(const spec::Scenario& s)
                          "(docs/pipeline-parallel.md §3); expected 1f1b or gpipe");
 }
 
+int reused_micro_steps_to_build(const spec::Scenario& s)
+{
+  if (s.training.mode != spec::Mode::TRAIN)
+    return 0;
+  int k = REUSE_SIMULATED_MICRO_STEPS;
+  if (s.pp() > 1) {
+    if (ordering_policy_of(s) != ONE_F_ONE_B_POLICY)
+      return 0;
+    k = s.pp() + PIPELINE_REUSE_SETTLE;
+  }
+  return s.training.grad_accum > k ? k : 0;
+}
+
 bool graph_depends_on_rank(const spec::Scenario& s)
 {
   // Only ZeRO-1/2's partition of the flat buffer reads the rank (Builder::dp_rank in stage12.cpp). Inference keeps

@@ -24,6 +24,18 @@ inline constexpr int INFERENCE_SAMPLED_DECODE_PASSES = 16;
 /// is 1.2e-4 shorter than the settled one two micro-steps later); the cost of simulating that settling (2 more
 /// micro-steps) is 5/3 of this replay's, and the error it removes is below 1e-3 of the step (tested).
 inline constexpr int REUSE_SIMULATED_MICRO_STEPS = 3;
+/// Under a 1F1B pipeline of p stages the micro-batches repeat only in the steady state, once the first backward has
+/// come back to stage 0 (its forward of micro-batch p waits for it) and before stage 0's last forward (the drain follows
+/// it): the graph holds the first p + PIPELINE_REUSE_SETTLE micro-batches, the last labelled as the step's last, and
+/// the engine's period is the span between stage 0's forwards of the last two (docs/engine.md "Accumulation reuse
+/// under a pipeline"). Tested against every micro-batch simulated (tests/unit/engine/pipeline_reuse_test.cpp).
+inline constexpr int PIPELINE_REUSE_SETTLE = 4;
+
+/// The micro-steps a training step of `s` is built with under accumulation reuse (StepOptions::simulated_micro_steps):
+/// REUSE_SIMULATED_MICRO_STEPS without a pipeline, p + PIPELINE_REUSE_SETTLE under 1F1B, 0 (every one) when the step
+/// has no more than that, under GPipe (every forward precedes every backward: nothing repeats alike, and its memory
+/// grows with the micro-batches) and in inference.
+int reused_micro_steps_to_build(const spec::Scenario& s);
 
 /// Which optimizer step of the run the graph describes.
 struct StepOptions {

@@ -153,3 +153,87 @@ TEST_CASE("the symmetric replay agrees with the full replay")
     CHECK(sym.m.memory.cpu_per_node == full.m.memory.cpu_per_node);
   }
 }
+
+namespace {
+
+/// Llama-2-7B (32 blocks, 32 heads) as a DeepSpeed pipeline of `p` stages at tensor parallel `t` on `nodes` nodes of
+/// `gpus_per_node` GPUs (DGX A100 80GB),
+/// `m` micro-batches of one sequence through the 1F1B TrainSchedule, ZeRO stage 0 (BF16_Optimizer in bf16,
+/// FP16_Optimizer in fp16: docs/pipeline-parallel.md §5).
+spec::Scenario pipeline_job(int nodes, int gpus_per_node, int t, int p, int m, const std::string& precision)
+{
+  const int dp = nodes * gpus_per_node / (t * p);
+  const std::string text =
+      "name: fast-path pipeline\nmodel: llama2-7b\ncluster:\n  node: dgx-a100-80gb\n  nodes: " + std::to_string(nodes) +
+      "\n  gpus_per_node: " + std::to_string(gpus_per_node) +
+      "\n  network: {nic_bandwidth: 200 Gbps, nics_per_node: " + std::to_string(std::max(1, gpus_per_node / 4)) +
+      "}\ntraining: {seq_len: 1024, micro_batch: 1, global_batch: " + std::to_string(m * dp) +
+      ", precision: " + precision + ", activation_checkpointing: full, tensor_parallel: " + std::to_string(t) +
+      ", pipeline_parallel: " + std::to_string(p) + ", pipeline: {schedule: 1f1b}}\ndeepspeed_version: \"0.16\"\n" +
+      "deepspeed: {zero_optimization: {stage: 0}}\n";
+  return config::load_scenario_text(text, std::string(ZEROSIM_SOURCE_DIR) + "/scenarios/fast-path-test.yaml");
+}
+
+} // namespace
+
+TEST_CASE("accumulation reuse under a 1F1B pipeline gives the step of every micro-batch simulated")
+{
+  // docs/engine.md "Accumulation reuse under a pipeline": the first p + PIPELINE_REUSE_SETTLE micro-batches are
+  // simulated, the last labelled as the step's last; every other adds one period, stage 0's forward-to-forward span
+  // in the steady state. Expected values are the replay of every micro-batch: step time, each breakdown key, each
+  // stage's busy time and bubble within 1e-6 of the step (SimGrid's precision: the steady state repeats exactly;
+  // BLOOM-176B agrees to 1e-13, docs/engine.md), memory exactly, and each stage's p2p bytes exactly (every
+  // micro-batch moves the same activations and gradients).
+  struct Case {
+    std::string label;
+    spec::Scenario s;
+  };
+  const std::vector<Case> cases = {
+      {"p 4, 1 node of 4, bf16", pipeline_job(1, 4, 1, 4, 16, "bf16")},
+      {"p 2 x t 2 x d 2, 2 nodes of 4, fp16", pipeline_job(2, 4, 2, 2, 12, "fp16")},
+      {"p 4 x d 2, 4 nodes of 2, bf16", pipeline_job(4, 2, 1, 4, 20, "bf16")},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.label);
+    const int m = c.s.training.grad_accum;
+    const Run all = replay_step(c.s, options(engine::Replay::AUTO, false));
+    const Run reused = replay_step(c.s, options(engine::Replay::AUTO, true));
+    REQUIRE(all.t.reuse.repeated() == 0);
+    REQUIRE(reused.t.reuse.simulated_micro_steps == c.s.pp() + schedule::PIPELINE_REUSE_SETTLE);
+    CHECK(reused.t.reuse.repeated() == m - c.s.pp() - schedule::PIPELINE_REUSE_SETTLE);
+    const double step = all.m.step_time_s;
+    CHECK(reused.m.step_time_s == doctest::Approx(step).epsilon(1e-6));
+    for (int k = 0; k < metrics::BREAKDOWN_KEY_COUNT; ++k) {
+      const auto key = static_cast<metrics::BreakdownKey>(k);
+      CAPTURE(metrics::to_string(key));
+      CHECK(reused.m.breakdown.at(key) == doctest::Approx(all.m.breakdown.at(key)).epsilon(1e-6).scale(step));
+    }
+    CHECK(reused.m.memory.gpu == all.m.memory.gpu);
+    REQUIRE(reused.m.pipeline.has_value());
+    REQUIRE(all.m.pipeline.has_value());
+    CHECK(reused.m.pipeline->bubble_fraction == doctest::Approx(all.m.pipeline->bubble_fraction).epsilon(1e-6));
+    for (std::size_t st = 0; st < all.m.pipeline->stages.size(); ++st) {
+      CAPTURE(st);
+      const metrics::StageMetrics& a = all.m.pipeline->stages[st];
+      const metrics::StageMetrics& b = reused.m.pipeline->stages[st];
+      CHECK(b.busy_s == doctest::Approx(a.busy_s).epsilon(1e-6).scale(step));
+      CHECK(b.pipeline_bubble_s == doctest::Approx(a.pipeline_bubble_s).epsilon(1e-6).scale(step));
+      CHECK(b.peak_memory_bytes == a.peak_memory_bytes);
+      CHECK(b.p2p_bytes == a.p2p_bytes);
+    }
+  }
+}
+
+TEST_CASE("accumulation reuse under a pipeline: the replay's size does not grow with the micro-batches")
+{
+  // 16 and 256 micro-batches through 4 stages build the same p + PIPELINE_REUSE_SETTLE micro-batches: the same SimGrid
+  // activities and flows, and the step grows by exactly 240 periods (SimGrid's precision, as above).
+  const spec::Scenario s16 = pipeline_job(1, 4, 1, 4, 16, "bf16");
+  const spec::Scenario s256 = pipeline_job(1, 4, 1, 4, 256, "bf16");
+  const Run a = replay_step(s16, {});
+  const Run b = replay_step(s256, {});
+  CHECK(a.t.activities == b.t.activities);
+  CHECK(a.t.flows == b.t.flows);
+  CHECK(b.t.reuse.period_s == doctest::Approx(a.t.reuse.period_s).epsilon(1e-4));
+  CHECK(b.m.step_time_s == doctest::Approx(a.m.step_time_s + 240 * a.t.reuse.period_s).epsilon(1e-4));
+}
