@@ -7,6 +7,7 @@
 #include "metrics/run_metrics.hpp"
 #include "report/memory_report.hpp"
 #include "spec/names.hpp"
+#include "spec/placement.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -655,11 +656,18 @@ void write_trace(std::ostream& out, const spec::Scenario& s, const engine::Timel
         args["flops"] = task.flops;
       core::Json e =
           core::Json::object({{"name", task.name}, {"cat", kind_name(task.kind)}, {"args", std::move(args)}});
+      // Under a pipeline a micro-batch's tasks spread over the step (its forward early, its backward late, on every
+      // stage): the cut of accumulation reuse is an instant, so a task moves by when it starts, not by its micro-step
+      // (docs/engine.md "Accumulation reuse under a pipeline").
+      const double moved = map.shift(r.times[i].start, s.pp() > 1 ? -1 : task.micro_step);
       by_stream[static_cast<size_t>(task.stream)].push_back(
-          slice(r.times[i].start, r.times[i].end, map.shift(r.times[i].start, task.micro_step), i, std::move(e)));
+          slice(r.times[i].start, r.times[i].end, moved, i, std::move(e)));
     }
-    const int pid = trace.new_process("rank " + std::to_string(r.rank) + " (node " + std::to_string(r.node) + ", GPU " +
-                                      std::to_string(r.local) + ")");
+    // Under a pipeline each rank names its stage; the ranks come stage by stage (rank = stage x D x T + ...).
+    const std::string stage =
+        s.pp() > 1 ? "stage " + std::to_string(spec::coords_of(r.rank, s.tp(), s.dp()).stage) + ", " : "";
+    const int pid = trace.new_process("rank " + std::to_string(r.rank) + " (" + stage + "node " +
+                                      std::to_string(r.node) + ", GPU " + std::to_string(r.local) + ")");
     for (int st = 0; st < STREAMS; ++st)
       if (!by_stream[static_cast<size_t>(st)].empty())
         trace.thread(pid, stream_name(static_cast<spec::Stream>(st)), std::move(by_stream[static_cast<size_t>(st)]));

@@ -377,3 +377,56 @@ TEST_SUITE("cli")
     CHECK(spans.last_end_us == doctest::Approx(request * 1e6).epsilon(1e-3));
   }
 }
+
+TEST_SUITE("cli")
+{
+  TEST_CASE("trace of a pipeline under accumulation reuse: ranks named by stage, the micro-batches not simulated "
+            "marked, every event where it lies in the real step")
+  {
+    // Llama-2-7B as 4 pipeline stages on one node of 4 A100s, 16 micro-batches through DeepSpeed's 1F1B: the replay
+    // simulates p + 4 = 8 (docs/engine.md "Accumulation reuse under a pipeline"); the 8 others are one mark. Under a
+    // pipeline a task moves by when it starts (docs/outputs.md §6), so no rank's event starts inside the mark, and the
+    // last event ends at the step time (to the nanosecond grid; 1e-3 allowed as for the default scenario).
+    const std::string dir = fresh_dir("pipeline");
+    fs::create_directories(dir);
+    const fs::path scenario = fs::path(dir) / "pipeline.yaml";
+    {
+      std::ofstream f(scenario);
+      f << "name: trace of a pipeline\nmodel: llama2-7b\ncluster: {node: dgx-a100-80gb, nodes: 1, gpus_per_node: 4}\n"
+           "training: {seq_len: 1024, micro_batch: 1, global_batch: 16, precision: bf16, activation_checkpointing: "
+           "full, pipeline_parallel: 4, pipeline: {schedule: 1f1b}}\ndeepspeed_version: \"0.16\"\n"
+           "deepspeed: {zero_optimization: {stage: 0}}\n";
+    }
+    const std::string out = (fs::path(dir) / "out").string();
+    const Result r = run_zerosim({"run", scenario.string(), "--out", out, "--trace"});
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    const Json summary = Json::parse(read_file(fs::path(out) / "summary.json"));
+    const Json trace = Json::parse(read_file(fs::path(out) / "trace.json"));
+    const double step = summary.at("step_time_s").get<double>();
+    CHECK(summary.at("simulation").at("micro_steps_simulated").get<int>() == 8);
+    const TraceSpans spans = trace_spans(trace);
+    REQUIRE(spans.marks.size() == 1);
+    const Json& mark = spans.marks.front();
+    CHECK(mark.at("args").at("count").get<int>() == 16 - 8);
+    CHECK(spans.last_end_us == doctest::Approx(step * 1e6).epsilon(1e-3));
+    std::vector<std::string> ranks;
+    std::map<int, std::string> process;
+    for (const Json& e : trace.at("traceEvents"))
+      if (e.at("ph") == "M" && e.at("name") == "process_name") {
+        process[e.at("pid").get<int>()] = e.at("args").at("name").get<std::string>();
+        if (process[e.at("pid").get<int>()].rfind("rank ", 0) == 0)
+          ranks.push_back(process[e.at("pid").get<int>()]);
+      }
+    CHECK(ranks == std::vector<std::string>{"rank 0 (stage 0, node 0, GPU 0)", "rank 1 (stage 1, node 0, GPU 1)",
+                                            "rank 2 (stage 2, node 0, GPU 2)", "rank 3 (stage 3, node 0, GPU 3)"});
+    const double from = mark.at("ts").get<double>(), to = from + mark.at("dur").get<double>();
+    int inside = 0;
+    for (const Json& e : trace.at("traceEvents"))
+      if (e.at("ph") == "X" && process[e.at("pid").get<int>()].rfind("rank ", 0) == 0) {
+        const double ts = e.at("ts").get<double>();
+        inside += ts > from && ts < to ? 1 : 0;
+      }
+    CHECK(inside == 0);
+  }
+}
