@@ -522,7 +522,7 @@ spec::SourceRule read_source(const YAML::Node& root, const std::string& file)
   for_each_entry(r, "pipeline", pipeline_schema(), [&](FieldReader& e) {
     spec::SourcePipeline p;
     p.when = read_when(e);
-    // The names of training.pipeline.schedule; a source's runs had one schedule, not "auto".
+    // The names of training.pipeline.schedule but "auto": a source's runs had one schedule.
     const std::optional<spec::PipelineSchedule> schedule =
         e.opt_enum<spec::PipelineSchedule>("schedule", pipeline_schedule_names());
     if (!schedule)

@@ -298,8 +298,8 @@ TEST_CASE("a per-source pipeline entry names a schedule the source's runs used a
                             "    note: x\n";
   const std::string m2 = source_error(autos, "S12.yaml");
   CHECK(m2.find("S12.yaml:3:") != std::string::npos);
-  CHECK(m2.find("pipeline[0].schedule: expected the schedule the source's runs used") != std::string::npos);
-  CHECK(m2.find("found \"auto\"") != std::string::npos);
+  CHECK(m2.find("pipeline[0].schedule: expected the schedule the source's runs used: 1f1b, gpipe, interleaved_1f1b or "
+                "zero_bubble, found \"auto\"") != std::string::npos);
   const std::string method = "source_id: S12\n"
                              "pipeline:\n"
                              "  - schedule: 1f1b\n"
@@ -314,7 +314,7 @@ TEST_CASE("a per-source pipeline entry names a schedule the source's runs used a
                             "    zero_note: x\n";
   const std::string m4 = source_error(stage, "S12.yaml");
   CHECK(m4.find("S12.yaml:3:") != std::string::npos);
-  CHECK(m4.find("zero_optimization.stage: expected an integer 0-1, found 2") != std::string::npos);
+  CHECK(m4.find("deepspeed[0].zero_optimization.stage: expected an integer 0-1, found \"2\"") != std::string::npos);
 }
 
 TEST_CASE("a per-source cell reading or figure left out names a column of published.csv")
