@@ -32,6 +32,7 @@ const Schema& when_schema()
        text_key("precision_contains", "the precision cell contains it"),
        text_key("checkpointing_contains", "the activation_checkpointing cell contains it"),
        modelled_key("stage", "integer 0-3", "any", "the row's DeepSpeed stage"),
+       modelled_key("pipeline", "bool", "any", "the row's pp cell is above 1 (true) or not (false)"),
        modelled_key("offload_any", "list of 'optimizer|param cpu|nvme'", "any", "one of these offloads is the row's")}};
   return s;
 }
@@ -68,7 +69,8 @@ const Schema& zero_schema()
                              modelled_key("max_in_cpu", "count", "DeepSpeed's", "")}};
   static const Schema opt{"offload_optimizer", {modelled_key("device", "one of cpu, nvme", "the row's", "")}};
   static const Schema s{"zero_optimization",
-                        {modelled_key("reduce_bucket_size", "count", "DeepSpeed's", ""),
+                        {modelled_key("stage", "integer 0-1", "the row's", "the stage the run's ds_config set"),
+                         modelled_key("reduce_bucket_size", "count", "DeepSpeed's", ""),
                          modelled_key("allgather_bucket_size", "count", "DeepSpeed's", ""),
                          modelled_key("contiguous_gradients", "bool", "DeepSpeed's", ""),
                          modelled_key("overlap_comm", "bool", "DeepSpeed's", ""),
@@ -98,6 +100,17 @@ const Schema& deepspeed_entry_schema()
                          modelled_key("cpu_checkpoints", "one of never, always, where_needed", "never", ""),
                          text_key("checkpoint_note", ""), text_key("where_needed_text", ""),
                          modelled_key("known_runs", "list of mappings", "none", "", &run), text_key("citation", "")}};
+  return s;
+}
+
+const Schema& pipeline_schema()
+{
+  static const Schema s{"pipeline",
+                        {modelled_key("when", "mapping", "every row", "", &when_schema()),
+                         modelled_key("schedule", "one of 1f1b, gpipe, interleaved_1f1b, zero_bubble", "required", ""),
+                         text_key("partition", "DeepSpeed's partition_method (type:transformer|embedding)",
+                                  "Megatron-DeepSpeed's type:transformer"),
+                         text_key("note", "printed with the row", "required"), text_key("citation", "")}};
   return s;
 }
 
@@ -179,7 +192,7 @@ const Schema& cell_reading_schema()
 {
   static const Schema s{"cell_readings",
                         {modelled_key("when", "mapping", "every row", "", &when_schema()),
-                         text_key("column", "one of total_gpus, global_batch", "required"),
+                         text_key("column", "one of total_gpus, global_batch, vocab", "required"),
                          modelled_key("value", "integer >= 1", "required", "what the scenario is built with"),
                          text_key("note", "printed with the row; {cell}: the cell as written", "required")}};
   return s;
@@ -216,6 +229,7 @@ const Schema& source_schema()
        modelled_key("model_sizes", "list of mappings", "none", "", &model_size_schema()),
        modelled_key("heads_by_hidden", "mapping", "none", "", &heads_schema()),
        modelled_key("deepspeed", "list of mappings", "none", "", &deepspeed_entry_schema()),
+       modelled_key("pipeline", "list of mappings", "none", "", &pipeline_schema()),
        modelled_key("mixed_precision", "list of mappings", "none", "", &mixed_precision_schema()),
        modelled_key("fsdp", "mapping", "none", "", &fsdp_schema_of_source()),
        modelled_key("sharding_by_size", "list of mappings", "none", "", &sharding_schema()),
@@ -257,6 +271,7 @@ spec::RowMatch read_when(FieldReader& r)
       w->fail_expected("stage", "an integer 0-3");
     m.stage = static_cast<int>(*st);
   }
+  m.pipeline = w->opt_bool("pipeline");
   YAML::Node list = w->take("offload_any");
   if (!list.IsDefined() || list.IsNull())
     return m;
@@ -282,6 +297,13 @@ std::optional<spec::Dtype> read_dtype(FieldReader& r, const std::string& key)
 spec::SourceZeroKeys read_zero_keys(FieldReader& z)
 {
   spec::SourceZeroKeys k;
+  // Under DeepSpeed's pipeline engine only stages 0 and 1 run (docs/pipeline-parallel.md §5); a source states a stage
+  // only where its rows name another.
+  if (auto st = z.opt_int("stage", 0, "an integer 0-1")) {
+    if (*st > 1)
+      z.fail_expected("stage", "an integer 0-1");
+    k.stage = static_cast<int>(*st);
+  }
   k.reduce_bucket_size = z.opt_count("reduce_bucket_size", 1, "a count >= 1 (5e8)");
   k.allgather_bucket_size = z.opt_count("allgather_bucket_size", 1, "a count >= 1 (5e8)");
   k.contiguous_gradients = z.opt_bool("contiguous_gradients");
@@ -497,6 +519,27 @@ spec::SourceRule read_source(const YAML::Node& root, const std::string& file)
   }
   for_each_entry(r, "deepspeed", deepspeed_entry_schema(),
                  [&](FieldReader& e) { s.deepspeed.push_back(read_deepspeed_entry(e)); });
+  for_each_entry(r, "pipeline", pipeline_schema(), [&](FieldReader& e) {
+    spec::SourcePipeline p;
+    p.when = read_when(e);
+    // The names of training.pipeline.schedule but "auto": a source's runs had one schedule.
+    const std::optional<spec::PipelineSchedule> schedule =
+        e.opt_enum<spec::PipelineSchedule>("schedule", pipeline_schedule_names());
+    if (!schedule)
+      e.fail_missing("schedule");
+    if (*schedule == spec::PipelineSchedule::AUTO)
+      e.fail_expected("schedule", "the schedule the source's runs used: 1f1b, gpipe, interleaved_1f1b or zero_bubble");
+    p.schedule = *schedule;
+    if (std::optional<std::string> method = e.opt_string("partition")) {
+      const std::optional<std::string> known = partition_method(*method);
+      if (!known)
+        e.fail_expected("partition", "parameters, uniform or type:REGEX (DeepSpeed's partition_method)");
+      p.partition = *known;
+    }
+    p.note = e.req_string("note");
+    p.citation = opt_text(e, "citation");
+    s.pipeline.push_back(p);
+  });
   read_fsdp_parts(r, s);
   read_row_parts(r, s);
   return s;

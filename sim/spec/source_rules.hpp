@@ -42,12 +42,16 @@ struct RowMatch {
   std::string precision_contains;     ///< the precision cell contains it
   std::string checkpointing_contains; ///< the activation_checkpointing cell contains it
   std::optional<int> stage;           ///< the row's DeepSpeed stage
+  std::optional<bool> pipeline;       ///< the row's pp cell is above 1 (true), or not (false)
   /// At least one holds: "optimizer nvme", "param cpu", "param nvme", ... (the row's offload columns).
   std::vector<std::string> offload_any;
 };
 
 /// The zero_optimization keys a source's published ds_config sets (DeepSpeed's names; absent: the default).
 struct SourceZeroKeys {
+  /// The stage the run's ds_config set, where the row's zero_stage cell names what the run was equivalent to (BLOOM:
+  /// "1 (BF16_Optimizer ...)" ran ZERO_STAGE=0, DeepSpeed's BF16_Optimizer sharding the optimizer itself).
+  std::optional<int> stage;
   std::optional<std::int64_t> reduce_bucket_size;
   std::optional<std::int64_t> allgather_bucket_size;
   std::optional<bool> contiguous_gradients;
@@ -166,7 +170,7 @@ inline const char* const FIGURE_COLUMNS[] = {
     "mfu",         "hfu",           "derived_step_time_s"};
 
 /// The columns a cell reading may give (the counts the scenario is built with).
-inline const char* const READABLE_COLUMNS[] = {"total_gpus", "global_batch"};
+inline const char* const READABLE_COLUMNS[] = {"total_gpus", "global_batch", "vocab"};
 
 /// A cell of the source's rows that the scenario is built with another value than its leading number: the source
 /// says which count the figure was measured at (a screenshot's busy GPUs, a section heading's batch).
@@ -191,6 +195,17 @@ struct SourceOlderFormula {
   std::string citation;
 };
 
+/// How the source's pipeline-parallel runs were scheduled and split (docs/pipeline-parallel.md), for the rows `when`
+/// selects (first match). A pipeline row no entry selects runs DeepSpeed's TrainSchedule (1F1B) with Megatron-DeepSpeed's
+/// default partition (PipelineSpec's defaults).
+struct SourcePipeline {
+  RowMatch when;
+  PipelineSchedule schedule = PipelineSchedule::ONE_F_ONE_B;
+  std::string partition; ///< DeepSpeed's partition_method ("type:transformer|embedding"); "": PipelineSpec's default
+  std::string note;      ///< printed with the row
+  std::string citation;
+};
+
 /// Everything one source's file gives.
 struct SourceRule {
   std::string source_id;
@@ -199,6 +214,7 @@ struct SourceRule {
   std::string heads_missing_from; ///< "Table 1": where the rows' heads are missing
   std::vector<SourceHeads> heads_by_hidden;
   std::vector<SourceDeepSpeed> deepspeed;
+  std::vector<SourcePipeline> pipeline;
   std::vector<SourceMixedPrecision> mixed_precision;
   std::optional<SourceFsdp> fsdp;
   std::vector<SourceSharding> sharding_by_size;

@@ -255,6 +255,12 @@ void map_row(const PublishedRow& row, const NodeLoader& load_node, RowMapping& i
     return;
   }
   auto why = exclusions(row, rules);
+  // The throughput validation compares pipeline rows (docs/validation.md, "Pipeline rows"); their memory figures are
+  // per-stage peaks of runs whose metric (nvidia-smi, the first or last stage) the memory mapping does not read.
+  if (why.empty() && pipeline_parallel_of(row) > 1)
+    why.push_back({CAT_TP_PP, "pipeline parallelism (pp " + trim(field(row, "pp")) +
+                                  "): the memory validation does not map pipeline runs' per-stage figures ('" +
+                                  field(row, "mem_metric") + "'); the throughput validation compares the row's time"});
   if (!why.empty()) {
     std::string reason = joined(why);
     std::string kind = has_mem ? "memory" : claimed_size(field(row, "max_model_fit")) ? "max-model" : "fit";

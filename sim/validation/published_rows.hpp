@@ -51,6 +51,8 @@ struct RowInfo {
   /// The sharding group of the statistics: "stage N" for DeepSpeed, "FSDP FULL_SHARD" (SHARD_GRAD_OP,
   /// HYBRID_SHARD, NO_SHARD) for FSDP, "DDP" for DDP.
   std::string strategy;
+  /// Pipeline rows: the schedule and degree of the report's group ("1f1b pp 12"); "" without a pipeline.
+  std::string pipeline;
 };
 
 /// A published memory figure and how to predict it.

@@ -146,6 +146,8 @@ bool matches(const spec::RowMatch& when, const PublishedRow& row, std::optional<
       return false;
   if (when.stage && when.stage != stage)
     return false;
+  if (when.pipeline && *when.pipeline != (pipeline_parallel_of(row) > 1))
+    return false;
   if (when.offload_any.empty())
     return true;
   for (const std::string& o : when.offload_any) {

@@ -60,6 +60,7 @@ inline constexpr const char* CAT_NO_FIGURE = "no time or throughput figure";
 inline constexpr const char* CAT_FAIRSCALE = "FairScale sharded DDP";
 inline constexpr const char* CAT_AC = "activation checkpointing variant not modelled";
 inline constexpr const char* CAT_TP_PP = "tensor / pipeline parallelism (README trap 6)";
+inline constexpr const char* CAT_PP_SCHEDULE = "pipeline schedule not modelled";
 inline constexpr const char* CAT_FP8 = "FP8 / context parallelism / ZeRO++ (README trap 4)";
 inline constexpr const char* CAT_ENCODER = "encoder-decoder or encoder-only model (README trap 8)";
 inline constexpr const char* CAT_TILING = "memory-centric tiling";
@@ -111,6 +112,12 @@ struct Shape {
 /// column is empty or not a number ("not stated (likely 1)"). exclusions() keeps out the rows whose degree is not
 /// given ("<=16 (MP within node ...)").
 int tensor_parallel_of(const PublishedRow& row);
+/// The pipeline degree of a row: its pp column's leading number ("12 (inferred)" -> 12), 1 when the column is empty or
+/// not a number.
+int pipeline_parallel_of(const PublishedRow& row);
+/// How the row's source scheduled and split its pipeline runs (the first of its `pipeline` entries that selects the
+/// row), nullptr when none does: DeepSpeed's TrainSchedule with Megatron-DeepSpeed's default partition.
+const spec::SourcePipeline* pipeline_of(const PublishedRow& row, const spec::MappingRules& rules);
 /// FlashAttention in the run's code, for a row stacks.csv does not list.
 bool flash_attention_of(const PublishedRow& row, const spec::SourceRule* src);
 RowInfo info_of(const PublishedRow& row);

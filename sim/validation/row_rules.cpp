@@ -137,21 +137,37 @@ std::vector<Exclusion> exclusions(const PublishedRow& row, const spec::MappingRu
   if (is_fairscale(row))
     why.push_back({CAT_FAIRSCALE, "FairScale sharded DDP (OSS/SDP) is not modelled"});
   auto tp = leading_number(field(row, "tp"));
-  auto pp = leading_number(field(row, "pp"));
+  const bool pipeline = pipeline_parallel_of(row) > 1;
   // "<=16 (MP within node ...)", "Megatron MP (degree not given)": model parallelism of a degree not given.
   bool mp_text = contains(field(row, "tp"), "mp ") || contains(field(row, "tp"), "<=");
-  // Megatron tensor parallelism under DeepSpeed is modelled (docs/tensor-parallel.md); pipeline parallelism, a
-  // model-parallel degree not given, and the PyTorch frameworks' tensor parallelism (DTensor, metaseq) are not.
-  if ((pp && *pp > 1) || contains(stage, "mp") || mp_text)
-    why.push_back({CAT_TP_PP, "pipeline parallelism or a model-parallel degree not given (tp " +
-                                  trim(field(row, "tp")) + ", pp " + trim(field(row, "pp")) +
+  // Megatron tensor parallelism and DeepSpeed's PipelineEngine are modelled (docs/tensor-parallel.md,
+  // docs/pipeline-parallel.md); a model-parallel degree not given, a split nobody recorded, the PyTorch frameworks'
+  // tensor and pipeline parallelism (DTensor, torch.distributed.pipelining, metaseq) and the schedules DeepSpeed's
+  // engine does not have are not.
+  const std::string split = "tp " + trim(field(row, "tp")) + ", pp " + trim(field(row, "pp"));
+  if (contains(stage, "mp") || mp_text)
+    why.push_back({CAT_TP_PP, "a model-parallel degree not given (" + split +
                                   (contains(stage, "mp") ? ", " + stage : "") + ") is not modelled (README trap 6)"});
+  else if (pipeline && fw != spec::Framework::DEEPSPEED)
+    why.push_back({CAT_TP_PP, "pipeline parallelism with " + field(row, "framework") + " (" + split +
+                                  "): only DeepSpeed's PipelineEngine is modelled (docs/pipeline-parallel.md)"});
+  else if (pipeline && (contains(field(row, "tp"), "unverified") || contains(field(row, "pp"), "unverified")))
+    why.push_back({CAT_TP_PP, "the pipeline split is an unverified recollection (" + split +
+                                  "): the stages the run had are not known"});
+  else if (const spec::SourcePipeline* pl = pipeline ? pipeline_of(row, rules) : nullptr;
+           pl && pl->schedule != spec::PipelineSchedule::ONE_F_ONE_B && pl->schedule != spec::PipelineSchedule::GPIPE)
+    why.push_back({CAT_PP_SCHEDULE, pl->note + " (" + split + "); DeepSpeed's PipelineEngine, the pipeline modelled, "
+                                                              "has only its non-interleaved TrainSchedule "
+                                                              "(docs/pipeline-parallel.md §3)"});
   else if (tp && *tp > 1 && fw != spec::Framework::DEEPSPEED)
     why.push_back({CAT_TP_PP, "tensor parallelism (tp " + trim(field(row, "tp")) + ") with " + field(row, "framework") +
                                   ": only Megatron-DeepSpeed's is modelled (docs/tensor-parallel.md)"});
   if (contains(field(row, "precision"), "float8") || contains(field(row, "precision"), "fp8") ||
       contains(other, "float8") || contains(other, "cp ") || contains(other, "context parallel"))
     why.push_back({CAT_FP8, "FP8 / context parallelism is not modelled (README trap 4)"});
+  if (contains(other, "asynctp"))
+    why.push_back({CAT_FP8, "AsyncTP (torchtitan's tensor parallelism overlapping its collectives with the matmuls "
+                            "they feed) is not modelled"});
   if (contains_any(model, rules.general.encoder_models))
     why.push_back({CAT_ENCODER, "encoder-decoder or encoder-only model (" + model +
                                     "): not expressible as a decoder-only transformer (README trap 8)"});
@@ -173,6 +189,15 @@ std::vector<Exclusion> exclusions(const PublishedRow& row, const spec::MappingRu
       why.push_back({CAT_STAGE, "ZeRO stage '" + stage + "' is not one DeepSpeed stage"});
   }
   return why;
+}
+
+const spec::SourcePipeline* pipeline_of(const PublishedRow& row, const spec::MappingRules& rules)
+{
+  if (const spec::SourceRule* src = rule_of(row, rules))
+    for (const spec::SourcePipeline& p : src->pipeline)
+      if (matches(p.when, row))
+        return &p;
+  return nullptr;
 }
 
 std::string joined(const std::vector<Exclusion>& why)

@@ -152,20 +152,41 @@ spec::NetworkSpec network_for(const PublishedRow& row, const spec::NodeSpec& nod
   return net;
 }
 
-/// The DeepSpeed zero_optimization block of a row: DeepSpeed 0.19's defaults as the config layer resolves them
-/// (docs/deepspeed-schedule.md §11: overlap_comm = stage 3 unless given; pin_memory true), then the keys of the first
-/// entry of the source's `deepspeed` data that selects the row (the source's published ds_config).
-spec::ZeroSpec zero_for(const PublishedRow& row, int stage, std::string& notes, const spec::SourceRule* src)
+int pipeline_parallel_of(const PublishedRow& row)
 {
-  spec::ZeroSpec z;
-  z.set_stage(stage); // overlap_comm: the stage's default
-  z.offload_optimizer.device = parse_offload(field(row, "offload_optimizer"));
-  z.offload_param.device = parse_offload(field(row, "offload_param"));
-  const spec::SourceDeepSpeed* found = nullptr;
+  auto pp = leading_number(field(row, "pp"));
+  return pp && *pp >= 1 ? static_cast<int>(*pp) : 1;
+}
+
+struct BuildInputs {
+  Shape shape;
+  int seq_len = 0;
+  int total_gpus = 0;
+  int row_stage = 0; ///< the stage the row's zero_stage cell names (what the source's entries are selected by)
+  int stage = 0;     ///< the stage the run's ds_config set (the source's zero_optimization.stage, else row_stage)
+};
+
+/// The first entry of the source's `deepspeed` data with zero_optimization keys that selects the row, nullptr when none
+/// does.
+const spec::SourceDeepSpeed* source_zero_entry(const PublishedRow& row, int row_stage, const spec::SourceRule* src)
+{
   if (src)
     for (const spec::SourceDeepSpeed& d : src->deepspeed)
-      if (!found && d.zero && matches(d.when, row, stage))
-        found = &d;
+      if (d.zero && matches(d.when, row, row_stage))
+        return &d;
+  return nullptr;
+}
+
+/// The DeepSpeed zero_optimization block of a row: DeepSpeed 0.19's defaults as the config layer resolves them
+/// (docs/deepspeed-schedule.md §11: overlap_comm = stage 3 unless given; pin_memory true), then the keys of the first
+/// entry of the source's `deepspeed` data that selects the row (the source's published ds_config), its stage included.
+spec::ZeroSpec zero_for(const PublishedRow& row, const BuildInputs& in, std::string& notes, const spec::SourceRule* src)
+{
+  spec::ZeroSpec z;
+  z.set_stage(in.stage); // overlap_comm: the stage's default
+  z.offload_optimizer.device = parse_offload(field(row, "offload_optimizer"));
+  z.offload_param.device = parse_offload(field(row, "offload_param"));
+  const spec::SourceDeepSpeed* found = source_zero_entry(row, in.row_stage, src);
   if (!found) {
     add_note(notes, "zero_optimization keys other than stage/offload not published: DeepSpeed 0.19 defaults");
     return z;
@@ -348,6 +369,27 @@ int grad_accum_of(const PublishedRow& row, int micro_batch, int gpus, std::strin
   return 1;
 }
 
+/// The micro-batches a pipeline step runs: DeepSpeed's PipelineEngine runs gradient_accumulation_steps of them and
+/// asserts train_batch_size = micro_batch x micro_batches x dp (pipe/engine.py:81-94, docs/pipeline-parallel.md §5), so
+/// a stated global batch decides over a grad_accum cell that disagrees with it (the disagreement is noted).
+int pipeline_micro_batches(const PublishedRow& row, const spec::Scenario& s, int grad_accum, std::string& notes,
+                           const spec::SourceRule* src)
+{
+  std::optional<double> global = leading_number(field(row, "global_batch"));
+  if (const spec::SourceCellReading* c = cell_reading(row, "global_batch", src))
+    global = c->value;
+  if (!global)
+    return grad_accum;
+  const double m = *global / (static_cast<double>(s.training.micro_batch) * s.dp());
+  if (m < 1 || m != std::floor(m) || static_cast<int>(m) == grad_accum)
+    return grad_accum;
+  add_note(notes, "micro-batches " + number_text(m) + " = global batch " + number_text(*global) + " / (micro-batch " +
+                      std::to_string(s.training.micro_batch) + " x dp " + std::to_string(s.dp()) +
+                      "), DeepSpeed's PipelineEngine's; the grad_accum cell '" + trim(field(row, "grad_accum")) +
+                      "' disagrees");
+  return static_cast<int>(m);
+}
+
 /// The Megatron tensor-parallel degree of a row: its tp column's leading number ("8 (inferred)" -> 8), 1 when the
 /// column is empty or not a number ("not stated (likely 1)"). exclusions() keeps out the rows whose degree is not
 /// given ("<=16 (MP within node ...)").
@@ -356,13 +398,6 @@ int tensor_parallel_of(const PublishedRow& row)
   auto tp = leading_number(field(row, "tp"));
   return tp && *tp >= 1 ? static_cast<int>(*tp) : 1;
 }
-
-struct BuildInputs {
-  Shape shape;
-  int seq_len = 0;
-  int total_gpus = 0;
-  int stage = 0;
-};
 
 /// Checkpoints on the CPU where needed (cpu_checkpoints where_needed): where the row asks for it and the 16-bit
 /// checkpoints of a micro-batch (one per layer, micro-batch x seq x hidden x 2 B each) exceed the GPU, or the run is
@@ -399,7 +434,7 @@ void source_code_settings(const PublishedRow& row, const BuildInputs& in, spec::
   if (!src)
     return;
   for (const spec::SourceDeepSpeed& d : src->deepspeed) {
-    if (!d.aio || !matches(d.when, row, in.stage))
+    if (!d.aio || !matches(d.when, row, in.row_stage))
       continue;
     s.deepspeed.aio.block_size = d.aio->block_size;
     s.deepspeed.aio.queue_depth = d.aio->queue_depth;
@@ -407,7 +442,7 @@ void source_code_settings(const PublishedRow& row, const BuildInputs& in, spec::
     add_note(notes, d.aio_note);
   }
   for (const spec::SourceDeepSpeed& d : src->deepspeed) {
-    if (d.cpu_checkpoints == spec::CpuCheckpoints::NEVER || !matches(d.when, row, in.stage))
+    if (d.cpu_checkpoints == spec::CpuCheckpoints::NEVER || !matches(d.when, row, in.row_stage))
       continue;
     if (d.cpu_checkpoints == spec::CpuCheckpoints::WHERE_NEEDED) {
       checkpoints_where_needed(row, in, d, s, notes);
@@ -419,6 +454,36 @@ void source_code_settings(const PublishedRow& row, const BuildInputs& in, spec::
   }
 }
 
+/// DeepSpeed's pipeline engine for a pipeline row (docs/pipeline-parallel.md): the degree of its pp cell, the schedule
+/// and partition its source's data gives (`pipeline`), else TrainSchedule (1F1B) with Megatron-DeepSpeed's default
+/// partition (PipelineSpec's). exclusions() lets through no schedule DeepSpeed's engine lacks.
+void pipeline_for(const PublishedRow& row, spec::Scenario& s, RowInfo& info, const spec::MappingRules& rules)
+{
+  spec::PipelineSpec& p = s.training.pipeline;
+  p.schedule = spec::PipelineSchedule::ONE_F_ONE_B;
+  if (!plain_int(field(row, "pp")))
+    add_note(info.assumptions, "pp " + std::to_string(s.pp()) + " from '" + trim(field(row, "pp")) + "'");
+  if (const spec::SourcePipeline* pl = pipeline_of(row, rules)) {
+    p.schedule = pl->schedule;
+    if (!pl->partition.empty())
+      p.partition = pl->partition;
+    add_note(info.assumptions, pl->note);
+  } else {
+    add_note(info.assumptions, "pipeline: DeepSpeed's TrainSchedule (1F1B) and Megatron-DeepSpeed's default partition '" +
+                                   p.partition + "' (the source states neither)");
+  }
+  const char* schedule = p.schedule == spec::PipelineSchedule::GPIPE ? "gpipe" : "1f1b";
+  info.pipeline = std::string(schedule) + " pp " + std::to_string(s.pp());
+  // BF16_Optimizer at ZeRO stage 0 behaves at 0.16 as at 0.7.0, the 2022 runs' DeepSpeed; 0.19 accumulates in bf16
+  // and refuses the fp32 accumulator without ZeRO (docs/pipeline-parallel.md §5's table).
+  if (s.training.precision == spec::Precision::BF16 && s.deepspeed.zero.stage == 0) {
+    s.deepspeed_version = "0.16";
+    s.deepspeed_version_requested = "0.16";
+    add_note(info.assumptions, "DeepSpeed 0.16: BF16_Optimizer at ZeRO stage 0 as at 0.7.0 (fp32 gradient "
+                               "accumulator; docs/pipeline-parallel.md §5)");
+  }
+}
+
 spec::Scenario build_scenario(const PublishedRow& row, const NodeLoader& load_node, const BuildInputs& in,
                               RowInfo& info, const spec::MappingRules& rules)
 {
@@ -426,6 +491,12 @@ spec::Scenario build_scenario(const PublishedRow& row, const NodeLoader& load_no
   s.name = "published.csv row " + field(row, "row_id");
   s.file = "results/validation/published.csv";
   s.model = model_from_shape(row, in.shape, in.seq_len, rules.general, info.assumptions);
+  const spec::SourceRule* src = rule_of(row, rules);
+  // The vocabulary the run padded the row's to, where its source says so (cell_readings: Megatron's padding).
+  if (const spec::SourceCellReading* c = cell_reading(row, "vocab", src)) {
+    s.model.vocab = c->value;
+    add_note(info.assumptions, reading_note(*c, row));
+  }
   spec::NodeSpec node = node_for(row, load_node, rules.general, info.assumptions);
   s.cluster.node = node;
   s.cluster.gpus_per_node = std::min(in.total_gpus, node.gpus);
@@ -436,12 +507,12 @@ spec::Scenario build_scenario(const PublishedRow& row, const NodeLoader& load_no
   s.cluster.network = network_for(row, node, s.cluster.nodes, info.assumptions);
 
   const spec::Framework fw = framework_of(row);
-  const spec::SourceRule* src = rule_of(row, rules);
   s.training.seq_len = in.seq_len;
   s.training.micro_batch = in.shape.micro_batch;
   s.training.tensor_parallel = fw != spec::Framework::DEEPSPEED ? 1
                                : in.shape.tensor_parallel > 0   ? in.shape.tensor_parallel
                                                                 : tensor_parallel_of(row);
+  s.training.pipeline_parallel = fw == spec::Framework::DEEPSPEED ? pipeline_parallel_of(row) : 1;
   auto ga = plain_int(field(row, "grad_accum"));
   s.training.grad_accum = ga ? *ga : 1;
   s.training.global_batch = spec::global_batch_of(s);
@@ -463,10 +534,12 @@ spec::Scenario build_scenario(const PublishedRow& row, const NodeLoader& load_no
   std::ostringstream cfg;
   info.framework = framework_label(row);
   if (fw == spec::Framework::DEEPSPEED) {
-    s.deepspeed.zero = zero_for(row, in.stage, info.assumptions, src);
+    s.deepspeed.zero = zero_for(row, in, info.assumptions, src);
     source_code_settings(row, in, s, info.assumptions, src);
     s.deepspeed.communication_data_type = spec::model_dtype(s.training.precision); // docs/deepspeed-schedule.md §1.3
     s.deepspeed.grad_accum_dtype = spec::model_dtype(s.training.precision);
+    if (s.pp() > 1)
+      pipeline_for(row, s, info, rules);
     info.stage = in.stage;
     info.strategy = "stage " + std::to_string(in.stage);
     const auto& z = s.deepspeed.zero;
@@ -521,6 +594,8 @@ spec::Scenario build_scenario(const PublishedRow& row, const NodeLoader& load_no
   }
   if (s.tp() > 1)
     cfg << ", tp " << s.tp();
+  if (s.pp() > 1)
+    cfg << ", pp " << s.pp() << " (" << info.pipeline << ", partition " << s.training.pipeline.partition << ")";
   cfg << ", " << in.total_gpus << " x " << node.gpu.model << ", " << s.model.layers << "x" << s.model.hidden << ", mb "
       << s.training.micro_batch << ", seq " << in.seq_len << ", " << spec::to_string(s.training.precision) << ", ckpt "
       << spec::to_string(s.training.activation_checkpointing);
@@ -594,10 +669,16 @@ spec::Scenario row_scenario(const PublishedRow& row, const NodeLoader& load_node
   in.total_gpus = total_gpus(row, info.assumptions, src);
   // A PyTorch row has no DeepSpeed stage; build_scenario sets the one its strategy is equivalent to. exclusions()
   // lets no DeepSpeed row without one stage through.
-  in.stage = framework_of(row) == spec::Framework::DEEPSPEED ? *stage_of(field(row, "zero_stage")) : 0;
+  in.row_stage = framework_of(row) == spec::Framework::DEEPSPEED ? *stage_of(field(row, "zero_stage")) : 0;
+  // The stage the run's ds_config set, where the source says the row's cell names what it was equivalent to
+  // (zero_optimization.stage: BLOOM's "ZeRO-1 via BF16_Optimizer" ran ZERO_STAGE=0); zero_for notes why.
+  const spec::SourceDeepSpeed* ds = source_zero_entry(row, in.row_stage, src);
+  in.stage = ds && ds->zero->stage ? *ds->zero->stage : in.row_stage;
   spec::Scenario s = build_scenario(row, load_node, in, info, rules);
   spec::TrainingSpec& t = s.training;
   t.grad_accum = grad_accum_of(row, t.micro_batch, s.dp(), info.assumptions, src);
+  if (s.pp() > 1)
+    t.grad_accum = pipeline_micro_batches(row, s, t.grad_accum, info.assumptions, src);
   t.global_batch = spec::global_batch_of(s);
   t.global_batch_given = !trim(field(row, "global_batch")).empty();
   // The software stack the run used, as build_scenario took it (software_of): stacks.csv's, quoted from the source or

@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <filesystem>
 #include <iostream>
 #include <limits>
@@ -148,7 +149,8 @@ void add_group_stats(std::vector<core::ErrorStats>& out, const std::string& pref
     out.push_back(core::error_stats(prefix + k, v));
 }
 
-/// The report's groups: source, framework, ZeRO stage or strategy, offload, GPU kind, scale band, overall.
+/// The report's groups: source, framework, ZeRO stage or strategy, offload, GPU kind, scale band, pipeline schedule and
+/// degree (pipeline rows), overall.
 std::vector<core::ErrorStats> stats_of(const std::vector<const ThroughputComparison*>& rows, const ErrorOf& error_of)
 {
   std::vector<core::ErrorStats> out;
@@ -166,6 +168,12 @@ std::vector<core::ErrorStats> stats_of(const std::vector<const ThroughputCompari
   add_group_stats(out, "GPU / framework ", rows, error_of,
                   [](const ThroughputComparison& r) { return spec::accuracy_group(r.c.scenario); });
   add_group_stats(out, "scale ", rows, error_of, [](const ThroughputComparison& r) { return scale_band(r.c); });
+  // Pipeline rows also by schedule and pipeline degree ("pipeline 1f1b pp 12"); the other rows are in no such group.
+  std::vector<const ThroughputComparison*> pipelined;
+  std::copy_if(rows.begin(), rows.end(), std::back_inserter(pipelined),
+               [](const ThroughputComparison* r) { return !r->c.info.pipeline.empty(); });
+  add_group_stats(out, "pipeline ", pipelined, error_of,
+                  [](const ThroughputComparison& r) { return r.c.info.pipeline; });
   out.push_back(core::error_stats("overall", all));
   return out;
 }

@@ -241,7 +241,8 @@ std::string render_throughput_markdown(const ThroughputReport& r)
      << "judged three ways below, in this order: leave-one-source-out (each source predicted with the calibration\n"
      << "parameters fitted without it: the figure to trust for a run the project has not seen), in-sample (fitted on\n"
      << "every source) and on the priors alone (no calibration: `--calibration none`). Each table groups the rows by\n"
-     << "source, framework, ZeRO stage or FSDP strategy, offload mode, GPU kind and scale band (nodes).\n";
+     << "source, framework, ZeRO stage or FSDP strategy, offload mode, GPU kind, scale band (nodes) and, for pipeline\n"
+     << "rows, pipeline schedule and degree (\"pipeline 1f1b pp 12\").\n";
   calibrated_sections(md, r);
   md << "\n## Priors only\n\n"
      << "Every row predicted on the model's priors (`--calibration none`): kernel and link figures from sources\n"

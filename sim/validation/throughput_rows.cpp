@@ -190,6 +190,16 @@ PublishedRow completed_row(const PublishedRow& row, const std::vector<PublishedR
     add_note(notes, "micro-batch " + field(*paper, "micro_batch") + ", global batch " + field(*paper, "global_batch") +
                         " of " + with_row(src->rerun->note, field(*paper, "row_id")));
   }
+  // A layer count the row does not list, for a model of a size and hidden size the source's data gives a shape
+  // (model_sizes: the BLOOM prequel's topology tables, whose layers were "tweaked to fit PP").
+  if (src && !dimension_of(field(r, "layers")))
+    for (const spec::SourceModelSize& m : src->model_sizes)
+      if (contains(field(r, "model"), " " + m.size) && dimension_of(field(r, "hidden")) == m.hidden) {
+        r["layers"] = std::to_string(m.layers);
+        add_note(notes, "layers " + std::to_string(m.layers) + " (row: '" + field(row, "layers") + "'; " + m.size +
+                            " at hidden " + std::to_string(m.hidden) + ": " + m.citation + ")");
+        break;
+      }
   auto hidden = plain_int(field(r, "hidden"));
   // The heads the source (or the source of the rerun configuration) gives a hidden size (heads_by_hidden).
   const spec::SourceRule* heads_src = paper ? rules.find(src->rerun->source_id) : src;
@@ -308,7 +318,10 @@ void map_throughput_row(const PublishedRow& row, const std::vector<PublishedRow>
                        : !trim(field(row, "peak_mem_GB")).empty() || !trim(field(row, "max_model_fit")).empty()
                            ? "only a memory figure or a fit statement (memory.md compares it)"
                            : "no figure at all";
-    not_covered(CAT_NO_FIGURE, "the row has " + what);
+    // What would also keep the row out (FP8, a pipeline DeepSpeed's engine does not run, ...), so that every row
+    // left out of a modelled feature is listed with why.
+    const std::vector<Exclusion> also = exclusions(row, rules);
+    not_covered(CAT_NO_FIGURE, "the row has " + what + (also.empty() ? "" : "; nor could it run: " + joined(also)));
     return;
   }
   std::string notes;

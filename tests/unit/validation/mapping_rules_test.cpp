@@ -283,6 +283,40 @@ TEST_CASE("a malformed general rule names the file, line, key, expected and foun
   CHECK(no_default.find("frameworks: expected the entry without a condition (the default) last") != std::string::npos);
 }
 
+TEST_CASE("a per-source pipeline entry names a schedule the source's runs used and DeepSpeed's partition method")
+{
+  const std::string no_schedule = "source_id: S12\n"
+                                  "pipeline:\n"
+                                  "  - partition: type:transformer\n"
+                                  "    note: x\n";
+  const std::string m1 = source_error(no_schedule, "S12.yaml");
+  CHECK(m1.find("S12.yaml:3:") != std::string::npos);
+  CHECK(m1.find("pipeline[0].schedule") != std::string::npos);
+  const std::string autos = "source_id: S12\n"
+                            "pipeline:\n"
+                            "  - schedule: auto\n"
+                            "    note: x\n";
+  const std::string m2 = source_error(autos, "S12.yaml");
+  CHECK(m2.find("S12.yaml:3:") != std::string::npos);
+  CHECK(m2.find("pipeline[0].schedule: expected the schedule the source's runs used: 1f1b, gpipe, interleaved_1f1b or "
+                "zero_bubble, found \"auto\"") != std::string::npos);
+  const std::string method = "source_id: S12\n"
+                             "pipeline:\n"
+                             "  - schedule: 1f1b\n"
+                             "    partition: layers\n"
+                             "    note: x\n";
+  const std::string m3 = source_error(method, "S12.yaml");
+  CHECK(m3.find("S12.yaml:4:") != std::string::npos);
+  CHECK(m3.find("pipeline[0].partition: expected parameters, uniform or type:REGEX") != std::string::npos);
+  const std::string stage = "source_id: S12\n"
+                            "deepspeed:\n"
+                            "  - zero_optimization: {stage: 2}\n"
+                            "    zero_note: x\n";
+  const std::string m4 = source_error(stage, "S12.yaml");
+  CHECK(m4.find("S12.yaml:3:") != std::string::npos);
+  CHECK(m4.find("deepspeed[0].zero_optimization.stage: expected an integer 0-1, found \"2\"") != std::string::npos);
+}
+
 TEST_CASE("a per-source cell reading or figure left out names a column of published.csv")
 {
   const std::string reading = "source_id: S09\n"
@@ -292,7 +326,7 @@ TEST_CASE("a per-source cell reading or figure left out names a column of publis
                               "    note: x\n";
   const std::string message = source_error(reading, "S09.yaml");
   CHECK(message.find("S09.yaml:3:") != std::string::npos);
-  CHECK(message.find("cell_readings[0].column: expected one of total_gpus, global_batch, found \"total_gpu\"") !=
+  CHECK(message.find("cell_readings[0].column: expected one of total_gpus, global_batch, vocab, found \"total_gpu\"") !=
         std::string::npos);
 
   const std::string figure = "source_id: S18\n"

@@ -720,10 +720,15 @@ TEST_SUITE("validation")
     PublishedRow fp8 = row_350(); // S14 rows 420-426
     fp8["precision"] = "amp_fp8 (MP mode DEFAULT)";
     CHECK(category_of(fp8) == "FP8 / context parallelism / ZeRO++ (README trap 4)");
-    PublishedRow tp = row_211(); // a pipeline-parallel row (the BLOOM runs, S12 rows 255-311)
+    PublishedRow tp = row_568(); // torchtitan's 3D rows 586-591: a pipeline under FSDP2
     tp["tp"] = "8";
-    tp["pp"] = "12";
+    tp["pp"] = "8";
     CHECK(category_of(tp) == "tensor / pipeline parallelism (README trap 6)");
+    CHECK(map_one(tp).not_covered[0].reason.find("only DeepSpeed's PipelineEngine") != std::string::npos);
+    PublishedRow recalled = row_211(); // S07 row 189: a split recalled, unverified
+    recalled["tp"] = "8 (unverified recollection)";
+    recalled["pp"] = "35 (unverified recollection)";
+    CHECK(category_of(recalled) == "tensor / pipeline parallelism (README trap 6)");
     PublishedRow dtensor = row_568(); // torchtitan's 2D (FSDP + DTensor TP) rows 584-585
     dtensor["tp"] = "8";
     CHECK(category_of(dtensor) == "tensor / pipeline parallelism (README trap 6)");
@@ -818,13 +823,14 @@ TEST_SUITE("validation")
       } else {
         CHECK(c.info.framework == (c.scenario.framework == spec::Framework::FSDP ? "FSDP" : "DDP"));
       }
-      // Megatron tensor parallelism is modelled under DeepSpeed only (docs/tensor-parallel.md), and it is the
-      // row's degree; pipeline parallelism is not modelled.
+      // Megatron tensor parallelism and DeepSpeed's pipeline engine are modelled under DeepSpeed only
+      // (docs/tensor-parallel.md, docs/pipeline-parallel.md), each at the row's degree.
       const int tp = static_cast<int>(leading_number(r.at("tp")).value_or(1));
-      if (tp > 1)
+      const int pp = static_cast<int>(leading_number(r.at("pp")).value_or(1));
+      if (tp > 1 || pp > 1)
         CHECK(c.scenario.framework == spec::Framework::DEEPSPEED);
       CHECK(c.scenario.tp() == std::max(1, tp));
-      CHECK(leading_number(r.at("pp")).value_or(1) <= 1);
+      CHECK(c.scenario.pp() == std::max(1, pp));
       CHECK(r.at("precision").find("fp8") == std::string::npos);
       CHECK(c.completeness != "C");
       CHECK_FALSE(c.figures.empty());
