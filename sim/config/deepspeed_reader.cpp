@@ -485,6 +485,14 @@ void read_deepspeed(FieldReader& r, spec::Scenario& s, TrainingBatchGiven given)
   FieldReader ac = r.map_or_empty("activation_checkpointing");
   read_activation_checkpointing(ac, d.activation_checkpointing, s);
 
+  // DeepSpeedZeroOptimizer under the pipeline engine (not BF16_Optimizer: bf16 with an fp32 grad_accum_dtype and no
+  // offload) runs without overlap_comm: engine.py _configure_zero_optimizer warns and turns it off for a PipelineModule
+  // (docs/pipeline-parallel.md §5).
+  if (s.pp() > 1 && d.zero.stage == 1 && d.zero.overlap_comm && !spec::pipeline_runs_bf16_optimizer(s))
+    s.warnings.push_back("deepspeed.zero_optimization.overlap_comm: true has no effect with pipeline stages: "
+                         "DeepSpeed's engine warns \"Pipeline parallelism does not support overlapped communication, "
+                         "will be disabled.\" and reduces after the pipeline on the compute stream "
+                         "(docs/pipeline-parallel.md §5)");
   // The pipeline block was read before the batch keys (read_deepspeed_pipeline); a value that is not a mapping is
   // reported here.
   r.opt_map("pipeline");

@@ -522,6 +522,59 @@ void read_deepspeed_version(FieldReader& r, spec::Scenario& s)
                          "and calls aio.intra_op_parallelism thread_count");
 }
 
+/// The minor version N of a deepspeed_version "0.N" older than the modelled ones (N from 1 to 13); nullopt otherwise.
+std::optional<int> older_deepspeed_minor(const FieldReader& r)
+{
+  const YAML::Node v = r.node()["deepspeed_version"];
+  if (!v.IsDefined() || !v.IsScalar())
+    return std::nullopt;
+  const std::string text = v.Scalar();
+  if (text.size() < 3 || text.size() > 4 || !text.starts_with("0.") ||
+      text.find_first_not_of("0123456789", 2) != std::string::npos || text[2] == '0')
+    return std::nullopt;
+  const int minor = std::stoi(text.substr(2));
+  return minor <= 13 ? std::optional<int>(minor) : std::nullopt;
+}
+
+/// The last minor version whose PipelineEngine refuses bf16 at ZeRO stage 1 (its last patch, v0.8.3, as every minor
+/// version is read): ReduceGrads asserts "only bf16 + z1 are supported" and raises NotImplementedError up to v0.9.1;
+/// #3399 (v0.9.2) lets it through (docs/pipeline-parallel.md §5).
+constexpr int LAST_MINOR_REFUSING_BF16_ZERO1_PIPELINE = 8;
+
+/// deepspeed_version, read (read_deepspeed_version) unless it is older than the modelled ones: then its minor version
+/// is returned and its refusal waits until the blocks are read (refuse_older_deepspeed_version), so that it can give
+/// DeepSpeed's own reason; the blocks are read meanwhile with 0.16's defaults.
+std::optional<int> read_deepspeed_version_or_defer(FieldReader& r, spec::Scenario& s)
+{
+  const std::optional<int> older = older_deepspeed_minor(r);
+  if (!older) {
+    read_deepspeed_version(r, s);
+    return std::nullopt;
+  }
+  s.deepspeed_version = "0.16";
+  s.deepspeed_version_requested = "0.16";
+  return older;
+}
+
+/// A deepspeed_version older than the modelled ones (`minor`, older_deepspeed_minor) is refused once the blocks are
+/// read: with DeepSpeed's own reason where its pipeline engine would refuse the run (bf16 at ZeRO stage 1 with
+/// pipeline stages, before 0.9), else as any version outside 0.14-0.19.
+[[noreturn]] void refuse_older_deepspeed_version(FieldReader& r, spec::Scenario& s, int minor)
+{
+  if (minor <= LAST_MINOR_REFUSING_BF16_ZERO1_PIPELINE && s.pp() > 1 && s.framework == spec::Framework::DEEPSPEED &&
+      s.training.precision == spec::Precision::BF16 && s.deepspeed.zero.stage == 1)
+    r.fail("deepspeed_version",
+           "DeepSpeed 0." + std::to_string(minor) +
+               "'s PipelineEngine refuses training.precision bf16 with deepspeed.zero_optimization.stage 1 and " +
+               std::to_string(s.pp()) +
+               " pipeline stages: ReduceGrads asserts \"only bf16 + z1 are supported\" and raises "
+               "NotImplementedError (deepspeed/runtime/pipe/engine.py _exec_reduce_grads, up to 0.9.1; "
+               "docs/pipeline-parallel.md §5); use ZeRO stage 0 (BF16_Optimizer, as BLOOM ran) or a deepspeed_version "
+               "from 0.14 to 0.19 (zerosim models those)");
+  read_deepspeed_version(r, s); // the refusal of a version outside 0.14-0.19
+  throw core::InternalError("config: deepspeed_version 0." + std::to_string(minor) + " was not refused");
+}
+
 spec::Scenario read_scenario(ScenarioDocument& doc)
 {
   require_mapping(doc.root, doc.file);
@@ -536,7 +589,7 @@ spec::Scenario read_scenario(ScenarioDocument& doc)
   spec::Scenario s;
   s.file = doc.file;
   s.name = r.opt_string("name").value_or(fs::path(doc.file).stem().string());
-  read_deepspeed_version(r, s);
+  const std::optional<int> older_minor = read_deepspeed_version_or_defer(r, s);
 
   FieldReader t = r.req_map("training");
   TrainingRead tr = read_training(t, s.training);
@@ -606,6 +659,8 @@ spec::Scenario read_scenario(ScenarioDocument& doc)
       read_ddp_block(*d, s);
   }
   check_pipeline_framework(tr, pipeline_degree, ds_pipeline, s);
+  if (older_minor)
+    refuse_older_deepspeed_version(r, s, *older_minor);
   if (s.tp() > 1 && s.framework != spec::Framework::DEEPSPEED)
     t.fail("tensor_parallel", std::string("tensor parallelism is modelled as Megatron-DeepSpeed runs it (a deepspeed "
                                           "block); with ") +

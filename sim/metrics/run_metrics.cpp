@@ -489,7 +489,8 @@ TimeBreakdown pipeline_breakdown(TimeBreakdown b)
 }
 
 /// Each stage's figures from its first rank (rank stage x D x t, which the replay simulates and
-/// schedule::memory_ranks names), and the bubble fraction over them.
+/// schedule::memory_ranks names), its GPU peak the largest over the stage's replayed ranks (under ZeRO-1 the
+/// data-parallel ranks own different partitions), and the bubble fraction over them.
 PipelineMetrics pipeline_metrics(const spec::Scenario& s, const workload::Workload& w, const engine::Timeline& t,
                                  const std::map<int, std::int64_t>& gpu_peak_of_rank)
 {
@@ -524,8 +525,9 @@ PipelineMetrics pipeline_metrics(const spec::Scenario& s, const workload::Worklo
         }
       }
     }
-    if (const auto it = gpu_peak_of_rank.find(rank); it != gpu_peak_of_rank.end())
-      sm.peak_memory_bytes = it->second;
+    for (auto it = gpu_peak_of_rank.lower_bound(rank); it != gpu_peak_of_rank.end() && it->first < rank + per_stage;
+         ++it)
+      sm.peak_memory_bytes = std::max(sm.peak_memory_bytes, it->second);
     if (sm.peak_memory_bytes > peak) {
       peak = sm.peak_memory_bytes;
       p.peak_stage = st;

@@ -97,12 +97,24 @@ std::vector<std::pair<std::string, spec::Scenario>> ladder_scenarios(const spec:
   if (cur.framework != spec::Framework::DEEPSPEED)
     return rungs;
   if (cur.pp() > 1) {
-    // DeepSpeed's pipeline engine refuses ZeRO-2 and 3 (docs/pipeline-parallel.md §5), and ZeRO-1 under it is not
-    // modelled yet: its one rung is 1F1B, which holds min(p - s, m) micro-batches a stage where GPipe holds all m
-    // (docs/pipeline-parallel.md §7).
+    // DeepSpeed's pipeline engine refuses ZeRO-2 and 3 (docs/pipeline-parallel.md §5). Its rungs: 1F1B, which holds
+    // min(p - s, m) micro-batches a stage where GPipe holds all m (§7); ZeRO stage 1, DeepSpeedZeroOptimizer's
+    // master and moments sharded over the stage's data-parallel group without BF16_Optimizer's unsharded fp32
+    // accumulator (§5, §6); the optimizer offloaded to the CPU, which DeepSpeed's source accepts at stage 1 (§5),
+    // skipped where zerosim refuses it (a grad_accum_dtype other than the model's, schedule::build_step_graph).
+    auto& z = cur.deepspeed.zero;
     if (cur.training.pipeline.schedule == spec::PipelineSchedule::GPIPE) {
       cur.training.pipeline.schedule = spec::PipelineSchedule::ONE_F_ONE_B;
       push("training.pipeline.schedule: 1f1b");
+    }
+    if (training && z.stage < 1) {
+      z.set_stage(1);
+      push("deepspeed.zero_optimization.stage: 1");
+    }
+    if (training && z.offload_optimizer.device == spec::OffloadDevice::NONE &&
+        cur.deepspeed.grad_accum_dtype == spec::model_dtype(cur.training.precision)) {
+      z.offload_optimizer.device = spec::OffloadDevice::CPU;
+      push("deepspeed.zero_optimization.offload_optimizer.device: cpu");
     }
     return rungs;
   }

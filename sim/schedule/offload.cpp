@@ -22,21 +22,29 @@ void stage12_offload_residents(Builder& b, std::int64_t part, std::int64_t p_in)
   b.resident("optimizer_states", Device::HOST, MemCategory::OPTIMIZER, part * b.opt_state_bytes, false);
   if (!b.v016) // 0.19: param_buffer_of_bit16_for_cpu_offload_groups, P·b_lp (§3.6, §14)
     b.resident("lp_staging_partition", Device::HOST, MemCategory::BUFFERS, part * b.b_lp, pin);
-  if (b.g > 1) // accumulated_grads_in_cpu: Σ numel of the params touching the partition (§10.1)
+  if (stage12_offload_accumulates(b)) // accumulated_grads_in_cpu: Σ numel of the params touching the partition (§10.1)
     b.resident("accumulated_grads_in_cpu", Device::HOST, MemCategory::GRADS, p_in * b.b_lp, pin);
   b.resident("temp_grad_buffer_for_cpu_offload", Device::HOST, MemCategory::BUFFERS, b.largest_param * b.b_lp, pin);
   b.resident("temp_grad_buffer_for_gpu_offload", Device::GPU, MemCategory::BUFFERS, b.largest_param * b.b_lp);
 }
 
-TaskId stage12_offload_bucket_copies(Builder& b, const std::string& name, int mb, bool boundary, std::int64_t e_in,
-                                     std::int64_t e_slice, Stream st)
+bool stage12_offload_accumulates(const Builder& b)
+{
+  return b.g > 1 && (b.stages == 1 || b.v016);
+}
+
+TaskId stage12_offload_bucket_copies(Builder& b, const std::string& name, int mb, int micro_step_id, bool boundary,
+                                     std::int64_t e_in, std::int64_t e_slice, Stream st)
 {
   const bool pin = b.s.deepspeed.zero.offload_optimizer.pin_memory;
   TaskId last = -1;
-  // async_accumulate_grad_in_cpu_via_gpu when micro_step_id > 0 or not at the boundary (§3.6).
-  // micro_step_id is the micro-step index: stage 1 reduces only at the boundary, micro-step g-1.
-  if ((mb > 0 || !boundary) && e_in > 0) {
-    if (mb == 0) {
+  // async_accumulate_grad_in_cpu_via_gpu (copy_grads_in_partition, §3.6): 0.19 when micro_step_id > 0 or not at the
+  // boundary; 0.16 whenever gradient_accumulation_steps > 1. Without a pipeline micro_step_id is the micro-step index
+  // and the two agree (stage 1 reduces only at the boundary, micro-step g-1); at a pipeline's ReduceGrads it is 0
+  // (docs/pipeline-parallel.md §6), so 0.19 skips the path and 0.16 copies the gradients to the host.
+  const bool accumulate = b.v016 ? b.g > 1 : micro_step_id > 0 || !boundary;
+  if (accumulate && e_in > 0) {
+    if (micro_step_id == 0) {
       last = b.copy(name + ".d2h_accumulate", Phase::GRAD_REDUCE, st, CopyDirection::D2H, e_in * b.b_lp, pin, mb);
     } else {
       // 0.19: H2D of the CPU accumulator into temp_grad_buffer_for_gpu_offload, add, D2H back.

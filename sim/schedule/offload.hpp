@@ -17,10 +17,18 @@ namespace zerosim::schedule::detail {
 void stage12_offload_residents(Builder& b, std::int64_t part, std::int64_t p_in);
 
 /// The PCIe copies after one bucket's all-reduce, for its in-partition params (§3.6 backward path):
-/// `e_in` elements of the params touching the partition, `e_slice` elements inside it.
+/// `e_in` elements of the params touching the partition, `e_slice` elements inside it; `mb` labels the tasks,
+/// `micro_step_id` is DeepSpeedZeroOptimizer's (the backwards the step ran before this one: the micro-step index
+/// without a pipeline, 0 at a pipeline stage's ReduceGrads, docs/pipeline-parallel.md §6).
 /// Issued on `st` (the stream of the reduction). Returns the last task issued (or -1).
-TaskId stage12_offload_bucket_copies(Builder& b, const std::string& name, int mb, bool boundary, std::int64_t e_in,
-                                     std::int64_t e_slice, Stream st);
+TaskId stage12_offload_bucket_copies(Builder& b, const std::string& name, int mb, int micro_step_id, bool boundary,
+                                     std::int64_t e_in, std::int64_t e_slice, Stream st);
+
+/// Whether a stage-1/2 ZeRO-Offload step ever accumulates gradients through the host (async_accumulate_grad_in_cpu_
+/// via_gpu, §3.6), which allocates accumulated_grads_in_cpu: with g > 1 micro-steps; on a pipeline stage only at
+/// 0.16, whose condition is g > 1 alone (0.19's also needs micro_step_id > 0, which a pipeline's one ReduceGrads never
+/// has).
+bool stage12_offload_accumulates(const Builder& b);
 
 /// The CPU step (§3.6 `step()` cpu_offload branch): CPU Adam over P, then the lp update back to the
 /// GPU (0.19: cast into the pinned lp staging buffer + H2D P·b_lp; 0.16: H2D 4P + cast on the GPU).

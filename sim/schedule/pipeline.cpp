@@ -1,10 +1,10 @@
 // DeepSpeed's PipelineEngine (docs/pipeline-parallel.md): one pipeline stage's units. The stage runs the framework's
 // units over its own layers (Builder::first_layer .. end_layer) and adds the engine's point-to-point instructions, the
-// tensor-parallel split of its messages and the tied-embedding reduction; with bf16 at ZeRO stage 0 its optimizer is
-// DeepSpeed's BF16_Optimizer (docs/pipeline-parallel.md §6); docs/pipeline-parallel.md is cited as §n.
+// tensor-parallel split of its messages and the tied-embedding reduction; its optimizer is the one DeepSpeed's engine
+// picks (§5's table): BF16_Optimizer (§6), FP16_Optimizer or the plain optimizer at ZeRO stage 0,
+// DeepSpeedZeroOptimizer at ZeRO stage 1 (stage12.cpp, with its CPU offload); docs/pipeline-parallel.md is cited as §n.
 #include "schedule/schedule_builder.hpp"
 
-#include "core/error.hpp"
 #include "spec/placement.hpp"
 
 #include <map>
@@ -94,8 +94,9 @@ private:
 /// tied-embedding reduction (§2) around them.
 class PipelineStage : public StepUnits {
 public:
-  PipelineStage(Builder& builder, std::unique_ptr<StepUnits> inner_units)
-      : b(builder), inner(std::move(inner_units)), ranks_per_stage(builder.n * builder.tp)
+  /// `hp_tied_grad`: the inner optimizer is BF16_Optimizer, whose fp32 gradient of the tied weight is reduced.
+  PipelineStage(Builder& builder, std::unique_ptr<StepUnits> inner_units, bool hp_tied_grad)
+      : b(builder), inner(std::move(inner_units)), ranks_per_stage(builder.n * builder.tp), hp_tied(hp_tied_grad)
   {
     // The message of one micro-batch between stages: the [s, b, h] activation (or its gradient) in the compute dtype,
     // split over the tensor-parallel group when t > 1 (PartitionedTensor, §4).
@@ -167,9 +168,10 @@ public:
   void epilogue() override
   {
     // ReduceTiedGrads before ReduceGrads (§2): the first and last stages all-reduce the tied embedding's gradient,
-    // BF16_Optimizer's fp32 accumulator under bf16, the model-dtype .grad otherwise; whole tensor, not bucketed.
+    // BF16_Optimizer's fp32 accumulator (weight._hp_grad) under it, the model-dtype .grad otherwise (pipe/engine.py
+    // _exec_reduce_tied_grads); whole tensor, not bucketed.
     if (b.tied_embedding_numel > 0) {
-      const std::int64_t elem = b.s.training.precision == spec::Precision::BF16 ? 4 : b.b_lp;
+      const std::int64_t elem = hp_tied ? 4 : b.b_lp;
       b.collective("step.reduce_tied_grads", Phase::GRAD_REDUCE, Stream::COMPUTE, CollectiveKind::ALL_REDUCE,
                    b.tied_embedding_numel * elem, b.g - 1, {}, CommGroup::EMBEDDING);
     }
@@ -190,6 +192,7 @@ private:
   Builder& b;
   std::unique_ptr<StepUnits> inner;
   int ranks_per_stage = 1;
+  bool hp_tied = false;
   std::int64_t full_bytes = 0;
   std::int64_t message_bytes = 0;
   std::map<int, BufferId> output_chunk; ///< per micro-batch in flight, the kept output chunk (t > 1)
@@ -199,18 +202,19 @@ private:
 
 std::unique_ptr<StepUnits> pipeline_units(Builder& b)
 {
-  const spec::ZeroSpec& z = b.s.deepspeed.zero;
+  // The optimizer DeepSpeed's engine builds (engine.py _do_optimizer_sanity_check, §5's table): BF16_Optimizer for
+  // bf16 at ZeRO stage 0 and for bf16 at stage 1 with an fp32 grad_accum_dtype and no optimizer offload; the stage-0
+  // units (FP16_Optimizer, or the plain optimizer for fp32) at stage 0; DeepSpeedZeroOptimizer at stage 1, its
+  // gradients reduced by ReduceGrads (stage12.cpp). ZeRO-2/3 are refused before (check_supported).
   std::unique_ptr<StepUnits> inner;
-  if (z.stage == 0 && b.s.training.precision == spec::Precision::BF16)
+  const bool bf16_optimizer = spec::pipeline_runs_bf16_optimizer(b.s);
+  if (bf16_optimizer)
     inner = std::make_unique<Bf16Optimizer>(b);
-  else if (z.stage == 0)
+  else if (b.s.deepspeed.zero.stage == 0)
     inner = stage0_units(b); // FP16_Optimizer (fp16) or the plain optimizer (fp32), §5's table
   else
-    throw core::UnsupportedError(scenario_label(b.s) + ": ZeRO stage " + std::to_string(z.stage) +
-                                 " under DeepSpeed's pipeline engine (DeepSpeedZeroOptimizer's reduce_gradients("
-                                 "pipeline_parallel=True), docs/pipeline-parallel.md §5) is not modelled yet; ZeRO "
-                                 "stage 0 is (BF16_Optimizer with bf16, FP16_Optimizer with fp16)");
-  return std::make_unique<PipelineStage>(b, std::move(inner));
+    inner = stage12_units(b);
+  return std::make_unique<PipelineStage>(b, std::move(inner), bf16_optimizer);
 }
 
 } // namespace zerosim::schedule::detail

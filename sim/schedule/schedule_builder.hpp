@@ -331,8 +331,8 @@ std::unique_ptr<StepUnits> ddp_units(Builder& b);
 /// PyTorch FullyShardedDataParallel, FSDP1 and FSDP2 (docs/fsdp.md).
 std::unique_ptr<StepUnits> fsdp_units(Builder& b);
 /// One stage of DeepSpeed's PipelineEngine (pipeline.cpp, docs/pipeline-parallel.md): the framework's units over the
-/// stage's layers with the engine's point-to-point instructions and tied-embedding reduction; BF16_Optimizer under
-/// bf16 at ZeRO stage 0.
+/// stage's layers with the engine's point-to-point instructions and tied-embedding reduction; BF16_Optimizer, the
+/// stage-0 units or DeepSpeedZeroOptimizer's ZeRO-1 (stage12_units) as DeepSpeed's engine picks them (§5).
 std::unique_ptr<StepUnits> pipeline_units(Builder& b);
 
 } // namespace zerosim::schedule::detail

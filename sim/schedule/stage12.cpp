@@ -1,4 +1,5 @@
-// ZeRO stages 1 and 2 (DeepSpeedZeroOptimizer, docs/deepspeed-schedule.md §3), with ZeRO-Offload (§3.6).
+// ZeRO stages 1 and 2 (DeepSpeedZeroOptimizer, docs/deepspeed-schedule.md §3), with ZeRO-Offload (§3.6), and ZeRO-1
+// on a stage of DeepSpeed's pipeline engine (docs/pipeline-parallel.md §6, "ZeRO-1 with DeepSpeedZeroOptimizer").
 #include "schedule/offload.hpp"
 
 #include <algorithm>
@@ -42,6 +43,14 @@ void for_each_in_partition(const std::vector<std::int64_t>& begin, std::size_t f
   }
 }
 
+/// overlap_comm as DeepSpeedZeroOptimizer runs it: the config's, except on a pipeline stage, where
+/// _configure_zero_optimizer turns it off for a PipelineModule ("Pipeline parallelism does not support overlapped
+/// communication, will be disabled.", docs/pipeline-parallel.md §5).
+bool overlap_comm_of(const Builder& b)
+{
+  return b.s.deepspeed.zero.overlap_comm && b.stages == 1;
+}
+
 /// The IPG bucket's rule (§3.2): a bucket holding `filled` elements is flushed before a param of `numel` that would
 /// overflow B_r (a param larger than B_r alone still goes into an empty bucket).
 bool bucket_overflows(std::int64_t filled, std::int64_t numel, std::int64_t br)
@@ -65,7 +74,12 @@ struct Stage12 : StepUnits {
   void prologue() override { residents(); }
   void forward(int m, int chunk) override;
   void backward(int m, int chunk) override;
-  void epilogue() override { step(); }
+  void epilogue() override
+  {
+    if (pipeline)
+      reduce_after_pipeline();
+    step();
+  }
 
   /// Model states (§3.1, §10.1 rows 1, 2).
   void residents();
@@ -82,10 +96,15 @@ struct Stage12 : StepUnits {
   TaskId backward_layers();
   /// The end of a micro-step (§3.2): the epilogue's synchronize, stage 2's accumulation, the releases.
   void end_micro_step(TaskId last_bwd);
+  /// A pipeline stage's backward of one micro-batch: nothing reduced (docs/pipeline-parallel.md §6).
+  void pipeline_backward(int m);
+  /// A pipeline stage's ReduceGrads: reduce_gradients(pipeline_parallel=True) (docs/pipeline-parallel.md §6).
+  void reduce_after_pipeline();
 
   Builder& b;
   const spec::ZeroSpec& z;
   bool stage2 = false;
+  bool pipeline = false; ///< a stage of DeepSpeed's pipeline engine: the reduction waits for ReduceGrads
   bool overlap = false;
   bool offload = false;    ///< any offload_optimizer device other than none is CPU offload (§3.6 last bullet)
   bool contiguous = false; ///< forced True with CPU offload (§3.6)
@@ -98,11 +117,14 @@ struct Stage12 : StepUnits {
   std::vector<char> touches;       ///< per param: it touches this rank's partition
   std::int64_t p_in = 0;           ///< Σ numel of the params touching the partition
   std::vector<BufferId> stage1_grads;
-  BufferId accumulated = -1; ///< the in-partition grads held until the step (freed by it)
-  TaskId last_red = -1;      ///< the last task issued on the reduction path
+  BufferId accumulated = -1;      ///< the in-partition grads held until the step (freed by it)
+  TaskId last_red = -1;           ///< the last task issued on the reduction path
+  TaskId first_red = -1;          ///< the first bucket reduction of the step
+  std::vector<BufferId> held_ipg; ///< pipeline: the IPG bucket of micro-batch 0's first hook, held until ReduceGrads
 
   // The micro-step being built.
   int mb = 0;
+  int micro_step_id = 0; ///< DeepSpeedZeroOptimizer's micro_step_id: backwards before this one in the step (§3.6)
   std::string mbs;
   bool boundary = false;
   bool reduce_in_bwd = false;
@@ -114,7 +136,7 @@ struct Stage12 : StepUnits {
 };
 
 Stage12::Stage12(Builder& builder)
-    : b(builder), z(b.s.deepspeed.zero), stage2(z.stage == 2), overlap(z.overlap_comm),
+    : b(builder), z(b.s.deepspeed.zero), stage2(z.stage == 2), pipeline(b.stages > 1), overlap(overlap_comm_of(b)),
       offload(z.offload_optimizer.device != spec::OffloadDevice::NONE), contiguous(z.contiguous_gradients || offload),
       br(z.reduce_bucket_size), nl(static_cast<int>(b.w.layers.size())),
       red_stream(overlap ? Stream::REDUCTION : Stream::COMPUTE) // §3.2 "Streams"
@@ -166,6 +188,8 @@ void Stage12::flush(TaskId trigger)
     b.scratch(ar, nm + ".cast", MemCategory::BUFFERS, bk.elements * b.b_c);
   for (BufferId eg : bk.extra_grads)
     b.free_on(ar, eg);
+  if (first_red < 0)
+    first_red = ar;
   TaskId last = ar;
   if (!offload) {
     if (bk.e_in > 0 && gip < 0) {
@@ -173,7 +197,7 @@ void Stage12::flush(TaskId trigger)
       b.alloc_on(ar, gip);
     }
   } else {
-    const TaskId c = stage12_offload_bucket_copies(b, nm, mb, boundary, bk.e_in, bk.e_slice, red_stream);
+    const TaskId c = stage12_offload_bucket_copies(b, nm, mb, micro_step_id, boundary, bk.e_in, bk.e_slice, red_stream);
     if (c >= 0)
       last = c;
   }
@@ -198,10 +222,10 @@ void Stage12::add_param(int pi, TaskId producer, BufferId extra_grad)
 TaskId Stage12::backward_layers()
 {
   TaskId last_bwd = -1;
-  for (int l = nl - 1; l >= 0; --l) {
+  for (int l = b.end_layer - 1; l >= b.first_layer; --l) { // a pipeline stage's layers, or every layer
     const auto [first, bwd] = b.backward(mb, l);
     last_bwd = bwd;
-    if (l == nl - 1)
+    if (l == b.end_layer - 1)
       for (BufferId ib : ipg)
         b.alloc_on(first, ib);
     const std::string& lname = b.w.layers[static_cast<std::size_t>(l)].name;
@@ -268,6 +292,7 @@ void Stage12::end_micro_step(TaskId last_bwd)
 void Stage12::begin_micro_step(int m)
 {
   mb = m;
+  micro_step_id = m;
   mbs = "mb" + std::to_string(mb);
   boundary = mb == b.g - 1;
   // Stage 2 reduces in the hooks of every backward; stage 1 only at the boundary, in the hooks
@@ -279,12 +304,16 @@ void Stage12::begin_micro_step(int m)
 void Stage12::forward(int m, int /*chunk*/)
 {
   begin_micro_step(m);
-  for (int l = 0; l < nl; ++l)
+  for (int l = b.first_layer; l < b.end_layer; ++l) // a pipeline stage's layers, or every layer
     b.forward(mb, l);
 }
 
 void Stage12::backward(int m, int /*chunk*/)
 {
+  if (pipeline) {
+    pipeline_backward(m);
+    return;
+  }
   begin_micro_step(m);
   // IPG buffers: setup_buckets() at the first grad hook of each backward, B_r elements of the
   // model dtype, a second one with overlap_comm; freed at the epilogue (§3.2, §10.3, §14).
@@ -305,6 +334,53 @@ void Stage12::backward(int m, int /*chunk*/)
   if (reduce_in_bwd || reduce_post_bwd)
     flush(last_bwd);
   end_micro_step(last_bwd);
+}
+
+void Stage12::pipeline_backward(int m)
+{
+  begin_micro_step(m);
+  // The engine backpropagates each micro-batch itself (torch.autograd.backward off the last stage, the optimizer's
+  // backward on it, pipe/engine.py _exec_backward_pass) and reduces nothing: the lp gradients accumulate in param.grad
+  // (stage 1, allocated by micro-batch 0's backward, held until ReduceGrads). With contiguous_gradients the gradient
+  // hooks, registered for it, allocate the IPG bucket at the step's first hook (backward_prologue at 0.16,
+  // setup_buckets at 0.19) and keep it: nothing releases it before ReduceGrads' epilogue (docs/pipeline-parallel.md
+  // §6).
+  ipg.clear();
+  if (contiguous && mb == 0)
+    ipg.push_back(b.transient(mbs + ".ipg_bucket.0", Device::GPU, MemCategory::BUFFERS, br * b.b_lp));
+  backward_layers();
+  held_ipg.insert(held_ipg.end(), ipg.begin(), ipg.end());
+  ipg.clear();
+}
+
+void Stage12::reduce_after_pipeline()
+{
+  // ReduceGrads (docs/pipeline-parallel.md §6): _exec_reduce_grads forces the boundary and calls allreduce_gradients,
+  // which runs reduce_gradients(pipeline_parallel=True): with contiguous_gradients a bucket of B_r elements (0.19
+  // appends it beside the hooks' one, 0.16 replaces that one), then, overlap_comm being off, every parameter in flat
+  // order through §3.2's buckets, each all-reduced over the stage's data-parallel group on the compute stream, and
+  // the epilogue: the in-partition gradients kept (averaged_gradients), the buckets released, param.grad cleared.
+  begin_micro_step(b.g - 1);
+  mbs = "step.reduce_grads";
+  micro_step_id = 0; // the step's one setup_buckets / backward_prologue counted one backward: 0 (§3.6)
+  gip = -1;
+  bk = IpgBucket{};
+  bucket_index = 0;
+  const TaskId before = b.last_task();
+  for (std::size_t pi = 0; pi < b.params.size(); ++pi)
+    add_param(static_cast<int>(pi), before, -1);
+  flush(before);
+  if (contiguous && !b.v016) {
+    const BufferId second = b.transient(mbs + ".ipg_bucket.1", Device::GPU, MemCategory::BUFFERS, br * b.b_lp);
+    b.alloc_on(first_red, second);
+    held_ipg.push_back(second);
+  }
+  const TaskId epi = b.last_task();
+  accumulated = gip;
+  for (BufferId ib : held_ipg)
+    b.free_on(epi, ib);
+  for (BufferId gb : stage1_grads)
+    b.free_on(epi, gb);
 }
 
 void Stage12::step()
@@ -340,11 +416,12 @@ std::vector<int> stage12_memory_dp_ranks(const Builder& b)
   const std::size_t np = b.params.size();
 
   // The order the gradient hooks fill the IPG buckets: backward (layers and their params reversed) for stage 2 and
-  // for stage 1 with overlap_comm; stage 1 without it reduces after backward in flat order (§3.2-§3.4). The
+  // for stage 1 with overlap_comm; stage 1 without it (and on a pipeline stage) reduces after backward in flat order
+  // (§3.2-§3.4). The
   // buckets follow Stage12::add_param's rule, which no rank changes: a bucket is flushed when the next param would
   // overflow B_r.
   std::vector<int> order;
-  if (z.stage == 2 || z.overlap_comm) {
+  if (z.stage == 2 || overlap_comm_of(b)) {
     for (auto l = b.layer_params.rbegin(); l != b.layer_params.rend(); ++l)
       order.insert(order.end(), l->rbegin(), l->rend());
   } else {

@@ -60,9 +60,20 @@ void check_supported(const spec::Scenario& s, const workload::Workload& w, int r
                                  "(docs/deepspeed-schedule.md §14), which is not modelled yet (use deepspeed_version "
                                  "0.19 or ZeRO stage >= 1)");
   if (bf16 && z.stage == 1 && s.deepspeed.grad_accum_dtype == spec::Dtype::FP32 &&
-      z.offload_optimizer.device == spec::OffloadDevice::NONE)
+      z.offload_optimizer.device == spec::OffloadDevice::NONE && s.pp() == 1)
     throw core::UnsupportedError(where + ": bf16 with ZeRO stage 1 and grad_accum_dtype fp32 runs BF16_Optimizer "
-                                         "(docs/deepspeed-schedule.md §1.2), which is not modelled yet");
+                                         "(docs/deepspeed-schedule.md §1.2), which is not modelled yet without a "
+                                         "pipeline (it is under DeepSpeed's pipeline engine)");
+  // DeepSpeedZeroOptimizer with a grad_accum_dtype other than the model's keeps an extra accumulator per parameter
+  // (stage_1_and_2.py use_grad_accum_attribute, "Stage 1, Mode 2"), which the pipeline's ZeRO-1 does not model.
+  if (s.pp() > 1 && z.stage == 1 && !spec::pipeline_runs_bf16_optimizer(s) &&
+      s.deepspeed.grad_accum_dtype != spec::model_dtype(p))
+    throw core::UnsupportedError(
+        where + ": deepspeed.data_types.grad_accum_dtype " + spec::to_string(s.deepspeed.grad_accum_dtype) +
+        " with training.precision " + spec::to_string(p) +
+        " and ZeRO stage 1 under the pipeline engine: DeepSpeedZeroOptimizer then accumulates each gradient in a "
+        "separate grad_accum tensor (stage_1_and_2.py use_grad_accum_attribute), which is not modelled yet; leave "
+        "grad_accum_dtype at the model dtype (docs/pipeline-parallel.md §5)");
   if (z.reduce_bucket_size < 1)
     throw core::InputError(where + ": reduce_bucket_size: expected >= 1 element");
 }
@@ -175,9 +186,22 @@ std::vector<int> memory_ranks(const spec::Scenario& s, const workload::Workload&
 {
   const int n = s.world();
   std::vector<int> ranks;
-  if (s.pp() > 1) { // one rank a stage: a stage's ranks run alike (ZeRO stage 0 under the pipeline engine)
-    for (int stage = 0; stage < s.pp(); ++stage)
-      ranks.push_back(stage * s.dp() * s.tp());
+  if (s.pp() > 1) {
+    // One rank a stage where a stage's ranks run alike (ZeRO stage 0, BF16_Optimizer); under DeepSpeedZeroOptimizer's
+    // ZeRO-1 each stage's data-parallel ranks own different cuts of the stage's flat buffer: per stage, the ranks
+    // stage12_memory_dp_ranks names on the stage's first rank's builder (its rank = stage·D·t + data·t).
+    const bool zero1 =
+        s.deepspeed.zero.stage == 1 && !spec::pipeline_runs_bf16_optimizer(s) && s.training.mode == spec::Mode::TRAIN;
+    for (int stage = 0; stage < s.pp(); ++stage) {
+      const int first = stage * s.dp() * s.tp();
+      if (!zero1) {
+        ranks.push_back(first);
+        continue;
+      }
+      const detail::Builder b(s, w, first);
+      for (int dp_rank : detail::stage12_memory_dp_ranks(b))
+        ranks.push_back(first + dp_rank * b.tp);
+    }
     return ranks;
   }
   if (graph_depends_on_rank(s)) {

@@ -355,4 +355,17 @@ inline std::int64_t global_batch_of(const Scenario& s)
   return global_batch_of(s.training.micro_batch, s.training.grad_accum, s.dp());
 }
 
+/// Whether DeepSpeed's engine runs BF16_Optimizer on a pipeline of `s` (engine.py _do_optimizer_sanity_check,
+/// docs/pipeline-parallel.md §5's table): bf16 at ZeRO stage 0, or at stage 1 with data_types.grad_accum_dtype fp32
+/// and no optimizer offload. Otherwise ZeRO stage 1 runs DeepSpeedZeroOptimizer, whose data-parallel ranks own
+/// different partitions, and stage 0 FP16_Optimizer or the plain optimizer.
+inline bool pipeline_runs_bf16_optimizer(const Scenario& s)
+{
+  const ZeroSpec& z = s.deepspeed.zero;
+  if (s.training.precision != Precision::BF16)
+    return false;
+  return z.stage == 0 || (z.stage == 1 && s.deepspeed.grad_accum_dtype == Dtype::FP32 &&
+                          z.offload_optimizer.device == OffloadDevice::NONE);
+}
+
 } // namespace zerosim::spec

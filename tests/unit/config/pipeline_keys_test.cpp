@@ -5,6 +5,8 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 using namespace zerosim;
 using namespace zerosim::config;
 using namespace zerosim::config::test;
@@ -230,6 +232,51 @@ TEST_SUITE("config")
               replaced(replaced(BLOOM, "{stage: 0}", zero), "deepspeed:\n", "deepspeed:\n" + dtype);
           CHECK(load_scenario_text(text, SCEN).pp() == 12);
         }
+  }
+
+  // docs/pipeline-parallel.md §5: up to v0.9.1 PipelineEngine._exec_reduce_grads asserts "only bf16 + z1 are
+  // supported" and raises NotImplementedError for bf16 at ZeRO stage 1; a minor version is read at its last patch, so
+  // 0.8 (v0.8.3) and older refuse, 0.9 (v0.9.5) does not. zerosim models 0.14-0.19: an older version is refused either
+  // way, with DeepSpeed's reason where DeepSpeed refuses the run.
+  TEST_CASE("pipeline keys: bf16 with ZeRO-1 at a DeepSpeed before 0.9 is refused with its assert")
+  {
+    const std::string bf16_zero1 = replaced(BLOOM, "{stage: 0}", "{stage: 1}");
+    const std::string quote =
+        "'s PipelineEngine refuses training.precision bf16 with deepspeed.zero_optimization.stage 1 and 12 pipeline "
+        "stages: ReduceGrads asserts \"only bf16 + z1 are supported\" and raises NotImplementedError "
+        "(deepspeed/runtime/pipe/engine.py _exec_reduce_grads, up to 0.9.1; docs/pipeline-parallel.md §5); use ZeRO "
+        "stage 0 (BF16_Optimizer, as BLOOM ran) or a deepspeed_version from 0.14 to 0.19 (zerosim models those)";
+    CHECK(load_error(bf16_zero1 + "deepspeed_version: \"0.7\"\n") ==
+          SCEN + ":16:20: deepspeed_version: DeepSpeed 0.7" + quote);
+    CHECK(load_error(bf16_zero1 + "deepspeed_version: \"0.8\"\n") ==
+          SCEN + ":16:20: deepspeed_version: DeepSpeed 0.8" + quote);
+    // 0.9 runs it, and fp16 at 0.7 too: refused only as versions zerosim does not model.
+    CHECK(load_error(bf16_zero1 + "deepspeed_version: \"0.9\"\n") ==
+          SCEN + ":16:20: deepspeed_version: expected one of 0.19, 0.18, 0.17, 0.16, 0.15, 0.14, found \"0.9\"");
+    const std::string fp16_zero1 = replaced(replaced(bf16_zero1, "bf16: {enabled: true}", "fp16: {enabled: true}"),
+                                            "  seq_len: 2048\n", "  seq_len: 2048\n  precision: fp16\n");
+    CHECK(load_error(fp16_zero1 + "deepspeed_version: \"0.7\"\n") ==
+          SCEN + ":17:20: deepspeed_version: expected one of 0.19, 0.18, 0.17, 0.16, 0.15, 0.14, found \"0.7\"");
+    CHECK(load_error(BLOOM + "deepspeed_version: \"0.7\"\n") ==
+          SCEN + ":16:20: deepspeed_version: expected one of 0.19, 0.18, 0.17, 0.16, 0.15, 0.14, found \"0.7\"");
+  }
+
+  // engine.py _configure_zero_optimizer turns overlap_comm off for a PipelineModule with a warning (§5); BF16_Optimizer
+  // (bf16, ZeRO-1, fp32 grad_accum_dtype) is not the ZeRO optimizer and says nothing.
+  TEST_CASE("pipeline keys: overlap_comm under the pipeline's ZeRO-1 is turned off with DeepSpeed's warning")
+  {
+    const auto warned = [](const spec::Scenario& s) {
+      return std::any_of(s.warnings.begin(), s.warnings.end(), [](const std::string& w) {
+        return w == "deepspeed.zero_optimization.overlap_comm: true has no effect with pipeline stages: DeepSpeed's "
+                    "engine warns \"Pipeline parallelism does not support overlapped communication, will be "
+                    "disabled.\" and reduces after the pipeline on the compute stream (docs/pipeline-parallel.md §5)";
+      });
+    };
+    const std::string zero1 = replaced(BLOOM, "{stage: 0}", "{stage: 1, overlap_comm: true}");
+    CHECK(warned(load_scenario_text(zero1, SCEN)));
+    CHECK_FALSE(warned(load_scenario_text(replaced(BLOOM, "{stage: 0}", "{stage: 1}"), SCEN)));
+    CHECK_FALSE(warned(load_scenario_text(
+        replaced(zero1, "deepspeed:\n", "deepspeed:\n  data_types: {grad_accum_dtype: fp32}\n"), SCEN)));
   }
 
   TEST_CASE("pipeline keys: other frameworks and inference have no pipeline")

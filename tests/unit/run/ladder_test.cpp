@@ -99,6 +99,30 @@ TEST_SUITE("run")
     CHECK(rungs[6].second.deepspeed.zero.offload_param.nvme_path == "/local_nvme");
   }
 
+  TEST_CASE("ladder: a DeepSpeed pipeline climbs 1F1B, ZeRO stage 1, then CPU optimizer offload")
+  {
+    // docs/pipeline-parallel.md §5-§7: DeepSpeed's engine refuses ZeRO-2/3; 1F1B holds min(p - s, m) micro-batches a
+    // stage where GPipe holds m, ZeRO-1 shards the optimizer over the stage's data-parallel group, and the source
+    // accepts its CPU optimizer offload. 2 stages on 8 GPUs: dp 4.
+    auto s = base();
+    s.training.pipeline_parallel = 2;
+    s.training.grad_accum = 4; // 64 / (4 x 4)
+    s.training.pipeline.schedule = spec::PipelineSchedule::GPIPE;
+    const auto rungs = run::ladder_scenarios(s);
+    REQUIRE(rungs.size() == 5);                       // micro-batch 1, activation checkpointing, 1f1b, stage 1, offload
+    CHECK(rungs[0].second.training.grad_accum == 16); // 64 / (1 x 4)
+    CHECK(rungs[2].first == "training.pipeline.schedule: 1f1b");
+    CHECK(rungs[3].first == "deepspeed.zero_optimization.stage: 1");
+    CHECK(rungs[3].second.deepspeed.zero.stage == 1);
+    CHECK(rungs[4].first == "deepspeed.zero_optimization.offload_optimizer.device: cpu");
+    CHECK(rungs[4].second.deepspeed.zero.offload_optimizer.device == spec::OffloadDevice::CPU);
+    CHECK(rungs[4].second.deepspeed.zero.stage == 1);
+    // With grad_accum_dtype fp32 (not the model dtype) the offloaded DeepSpeedZeroOptimizer is not modelled: no rung.
+    s.deepspeed.grad_accum_dtype = spec::Dtype::FP32;
+    s.training.precision = spec::Precision::BF16;
+    CHECK(run::ladder_scenarios(s).size() == 4);
+  }
+
   TEST_CASE("ladder: FSDP climbs to FULL_SHARD and CPU offload, DDP has nothing beyond checkpointing")
   {
     // docs/fsdp.md §5, §7: what FSDP offers to fit is sharding everything over all GPUs, then the CPU offload.
