@@ -91,7 +91,9 @@ const CommandDoc COMMAND_DOCS[] = {
         optimizer / parameter offload, activation checkpointing and micro-batch x accumulation split (and each
         GPU count of --gpus) simulated, ranked, the pruned ones with their shortfall; writes DIR/ds_config.json,
         DIR/scenario.yaml (naming it), DIR/hf_trainer.py and DIR/candidates.csv (without --out, a new folder
-        <scenario stem>.recommend, or .recommend-2, ...)
+        <scenario stem>.recommend, or .recommend-2, ...); on a DeepSpeed pipeline scenario the tensor-parallel and
+        pipeline degrees x ZeRO stage 0/1 x checkpointing x micro-batch, each pruned by the memory analysis before
+        any is simulated, and DIR/megatron_deepspeed_args.sh in place of hf_trainer.py
 )"},
     {"compare", R"(  zerosim compare SCENARIO LOG... [--skip N] [--out DIR] | zerosim compare --runs CSV [-j N] [--out DIR]
         the scenario's predictions beside what real runs measured, read from their logs (Megatron iteration

@@ -393,7 +393,17 @@ std::string deepspeed_json(const spec::Scenario& s)
 {
   const DeepSpeedKeyTable& table = deepspeed_key_table();
   const DeepSpeedVersionKeys& v = table.at(s.deepspeed_version_requested);
-  const YAML::Node n = minimal(deepspeed_node(s), "", v, table, s);
+  YAML::Node full = deepspeed_node(s);
+  // DeepSpeed's pipeline block (runtime/config.py get_pipeline_config): the degree, and the partition method unless an
+  // explicit split gives it. DeepSpeed keeps both in config.pipeline and its engine reads neither (the model code's
+  // PipelineModule takes them, from Megatron-DeepSpeed's launch arguments); they state the pipeline in the file, and
+  // zerosim reads them back as training.pipeline_parallel and the partition (docs/recommend.md "Pipeline scenarios").
+  if (s.pp() > 1) {
+    full["pipeline"]["stages"] = s.pp();
+    if (s.training.pipeline.layers.empty())
+      full["pipeline"]["partition"] = s.training.pipeline.partition;
+  }
+  const YAML::Node n = minimal(full, "", v, table, s);
   check_keys_exist(n, "", v, table);
   std::string out;
   write_json(n, out, 0);

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <iterator>
 #include <sstream>
 
 namespace zerosim::sweep {
@@ -139,12 +140,42 @@ std::string hf_snippet(const Candidate& c, const spec::Scenario& s)
 
 } // namespace
 
+void run_candidates(const RecommendOptions& o, std::vector<Candidate>& all, const std::vector<std::size_t>& todo,
+                    const std::function<std::string(const Candidate&)>& work,
+                    const std::function<void(Candidate&, const Json&)>& done,
+                    const std::function<void(std::size_t)>& progress)
+{
+  core::PoolOptions pool;
+  pool.jobs = o.jobs;
+  pool.time_limit_s = 600;
+  std::size_t finished = 0;
+  core::run_pool(
+      core::count_to(todo.size()), [&](std::size_t k) { return work(all[todo[k]]); },
+      [&](std::size_t k, const core::WorkOutcome& w) {
+        Candidate& c = all[todo[k]];
+        if (w.status == core::WorkStatus::DONE)
+          done(c, Json::parse(w.payload));
+        else
+          c.status = w.status == core::WorkStatus::REJECTED      ? "refused: " + w.message
+                     : w.status == core::WorkStatus::UNSUPPORTED ? "not modelled: " + w.message
+                                                                 : "failed: " + w.message;
+        progress(++finished);
+      },
+      pool);
+}
+
 std::string Candidate::label() const
 {
-  return (sharding.empty() ? "stage " + std::to_string(stage) : sharding) + ", " +
-         (offload == "none" ? "no offload" : offload) + ", " +
-         (checkpointing == "none" ? std::string("no checkpointing") : "checkpointing " + checkpointing) + ", mb " +
-         std::to_string(micro_batch) + " x ga " + std::to_string(grad_accum) + ", " + std::to_string(gpus) + " GPUs";
+  const std::string head =
+      (sharding.empty() ? "stage " + std::to_string(stage) : sharding) + ", " +
+      (offload == "none" ? "no offload" : offload) + ", " +
+      (checkpointing == "none" ? std::string("no checkpointing") : "checkpointing " + checkpointing);
+  if (pipeline_parallel > 0) // DeepSpeed's gradient_accumulation_steps is the pipeline's micro-batches per step
+    return head + ", tp " + std::to_string(tensor_parallel) + " x pp " + std::to_string(pipeline_parallel) + " x dp " +
+           std::to_string(gpus / (tensor_parallel * pipeline_parallel)) + ", mb " + std::to_string(micro_batch) +
+           " x " + std::to_string(grad_accum) + " micro-batches, " + std::to_string(gpus) + " GPUs";
+  return head + ", mb " + std::to_string(micro_batch) + " x ga " + std::to_string(grad_accum) + ", " +
+         std::to_string(gpus) + " GPUs";
 }
 
 std::vector<Candidate> candidates(const RecommendOptions& o)
@@ -173,6 +204,16 @@ std::vector<Candidate> candidates(const RecommendOptions& o)
     if (gpus <= 0 || gpus % gpn != 0)
       throw core::InputError("--gpus: " + std::to_string(gpus) + " is not a whole number of " + std::to_string(gpn) +
                              "-GPU nodes (cluster.gpus_per_node)");
+    if (s.framework == spec::Framework::DEEPSPEED && s.pp() > 1) { // DeepSpeed's pipeline engine: its own search
+      std::vector<Candidate> p = pipeline_candidates(s, gpus);
+      if (p.empty())
+        throw core::InputError("recommend: no tensor-parallel and pipeline degree of " + std::to_string(gpus) +
+                               " GPUs keeps the global batch " + std::to_string(global) +
+                               " (the data-parallel degree GPUs / (t x p) must divide it; docs/recommend.md "
+                               "\"Pipeline scenarios\")");
+      std::move(p.begin(), p.end(), std::back_inserter(out));
+      continue;
+    }
     const int dp = spec::data_parallel_of(gpus, s.tp());
     if (global % dp != 0)
       throw core::InputError("recommend: the global batch " + std::to_string(global) + " does not split over " +
@@ -274,60 +315,63 @@ std::vector<const Candidate*> tight_ones(const std::vector<Candidate>& all)
 
 namespace {
 
-/// Simulates every candidate (at most o.jobs at once) and fills in its status and figures from the point's JSON.
+/// Simulates every candidate not yet judged (status empty; prune_by_memory judges pipeline candidates first), at most
+/// o.jobs at once, and fills in its status and figures from the point's JSON.
 void simulate_candidates(const RecommendOptions& o, std::vector<Candidate>& all, std::ostream& err)
 {
   Plan plan; // the pipeline's inputs: the scenario, its overrides and calibration (no axes: each candidate its own)
   plan.scenario = o.scenario;
   plan.sets = o.sets;
   plan.calibration = o.calibration;
-  err << "recommend: " << all.size() << " candidates, " << o.jobs << " at once\n";
-  core::PoolOptions pool;
-  pool.jobs = o.jobs;
-  pool.time_limit_s = 600;
-  std::size_t finished = 0;
-  core::run_pool(
-      core::count_to(all.size()), [&](std::size_t i) { return simulate_point(plan, all[i].sets); },
-      [&](std::size_t i, const core::WorkOutcome& w) {
-        Candidate& c = all[i];
-        if (w.status != core::WorkStatus::DONE) {
-          c.status = w.status == core::WorkStatus::REJECTED      ? "refused: " + w.message
-                     : w.status == core::WorkStatus::UNSUPPORTED ? "not modelled: " + w.message
-                                                                 : "failed: " + w.message;
-        } else {
-          const Json r = Json::parse(w.payload);
-          c.status = "done";
-          c.fits = r.value("fits", false);
-          c.step_time_s = core::number_at(r, {"step_time_s"}).value_or(0);
-          c.tokens_per_s = core::number_at(r, {"tokens_per_s"}).value_or(0);
-          c.tflops_model = core::number_at(r, {"tflops_per_gpu", "model"}).value_or(0);
-          c.gpu_device_bytes = core::number_at(r, {"peak_memory_bytes", "gpu_device"}).value_or(0);
-          c.capacity_bytes = core::number_at(r, {"capacity_bytes", "gpu"}).value_or(0);
-          c.shortfall_bytes = core::number_at(r, {"shortfall_bytes"}).value_or(0);
-          c.tight = c.fits && memory::is_tight(c.gpu_device_bytes, c.capacity_bytes, o.headroom);
-          if (const auto per_step = core::number_at(r, {"cost", "per_step"}); per_step && c.tokens_per_s > 0)
-            c.cost_per_million_tokens = *per_step / (c.tokens_per_s * c.step_time_s) * 1e6;
-        }
-        if (++finished % 20 == 0 || finished == all.size())
-          err << "recommend: " << finished << "/" << all.size() << " simulated\n";
+  std::vector<std::size_t> todo;
+  for (std::size_t i = 0; i < all.size(); ++i)
+    if (all[i].status.empty())
+      todo.push_back(i);
+  if (todo.size() == all.size())
+    err << "recommend: " << all.size() << " candidates, " << o.jobs << " at once\n";
+  else
+    err << "recommend: " << todo.size() << " of " << all.size() << " candidates to simulate, " << o.jobs
+        << " at once\n";
+  run_candidates(
+      o, all, todo, [&](const Candidate& c) { return simulate_point(plan, c.sets); },
+      [&](Candidate& c, const Json& r) {
+        c.status = "done";
+        c.fits = r.value("fits", false);
+        c.step_time_s = core::number_at(r, {"step_time_s"}).value_or(0);
+        c.tokens_per_s = core::number_at(r, {"tokens_per_s"}).value_or(0);
+        c.tflops_model = core::number_at(r, {"tflops_per_gpu", "model"}).value_or(0);
+        c.gpu_device_bytes = core::number_at(r, {"peak_memory_bytes", "gpu_device"}).value_or(0);
+        c.capacity_bytes = core::number_at(r, {"capacity_bytes", "gpu"}).value_or(0);
+        c.shortfall_bytes = core::number_at(r, {"shortfall_bytes"}).value_or(0);
+        c.tight = c.fits && memory::is_tight(c.gpu_device_bytes, c.capacity_bytes, o.headroom);
+        if (const auto per_step = core::number_at(r, {"cost", "per_step"}); per_step && c.tokens_per_s > 0)
+          c.cost_per_million_tokens = *per_step / (c.tokens_per_s * c.step_time_s) * 1e6;
       },
-      pool);
+      [&](std::size_t finished) {
+        if (finished % 20 == 0 || finished == todo.size())
+          err << "recommend: " << finished << "/" << todo.size() << " simulated\n";
+      });
 }
 
-/// candidates.csv: every candidate, its rank among `best` (empty when not ranked) first.
+/// candidates.csv: every candidate, its rank among `best` (empty when not ranked) first; a pipeline search adds the
+/// tensor-parallel and pipeline degrees after the GPUs.
 void write_candidates_csv(const fs::path& dir, const std::vector<Candidate>& all,
                           const std::vector<const Candidate*>& best)
 {
+  const bool pipeline = std::any_of(all.begin(), all.end(), [](const Candidate& c) { return c.pipeline_parallel > 0; });
   std::ostringstream csv;
-  csv << "rank,gpus,stage,sharding,offload,activation_checkpointing,micro_batch,grad_accum,status,fits,tight,"
+  csv << "rank,gpus," << (pipeline ? "tensor_parallel,pipeline_parallel," : "")
+      << "stage,sharding,offload,activation_checkpointing,micro_batch,grad_accum,status,fits,tight,"
          "step_time_s,"
          "tokens_per_s,tflops_per_gpu_model,gpu_device_bytes,capacity_bytes,shortfall_bytes,cost_per_million_"
          "tokens\n";
   for (const Candidate& c : all) {
     const auto it = std::find(best.begin(), best.end(), &c);
-    csv << (it == best.end() ? std::string() : std::to_string(it - best.begin() + 1)) << "," << c.gpus << "," << c.stage
-        << "," << core::csv_field(c.sharding) << "," << core::csv_field(c.offload) << "," << c.checkpointing << ","
-        << c.micro_batch << "," << c.grad_accum << "," << core::csv_field(c.status) << ","
+    csv << (it == best.end() ? std::string() : std::to_string(it - best.begin() + 1)) << "," << c.gpus << ",";
+    if (pipeline)
+      csv << c.tensor_parallel << "," << c.pipeline_parallel << ",";
+    csv << c.stage << "," << core::csv_field(c.sharding) << "," << core::csv_field(c.offload) << "," << c.checkpointing
+        << "," << c.micro_batch << "," << c.grad_accum << "," << core::csv_field(c.status) << ","
         << (c.fits ? "true" : "false") << "," << (c.tight ? "true" : "false") << "," << number(c.step_time_s) << ","
         << number(c.tokens_per_s) << "," << number(c.tflops_model) << "," << number(c.gpu_device_bytes) << ","
         << number(c.capacity_bytes) << "," << number(c.shortfall_bytes) << ","
@@ -338,9 +382,160 @@ void write_candidates_csv(const fs::path& dir, const std::vector<Candidate>& all
 
 } // namespace
 
+namespace {
+
+/// How the candidates ended: simulated and fitting (tight or not), not fitting, judged by the memory analysis alone
+/// (pipeline searches: PRUNED_BY_MEMORY, tight or not fitting), or not run (refused, not modelled, failed).
+struct Tally {
+  int short_of = 0, memory_short = 0, memory_tight = 0, not_run = 0;
+  explicit Tally(const std::vector<Candidate>& all)
+  {
+    for (const Candidate& c : all) {
+      short_of += c.status == "done" && !c.fits ? 1 : 0;
+      memory_short += c.status == PRUNED_BY_MEMORY && !c.fits ? 1 : 0;
+      memory_tight += c.status == PRUNED_BY_MEMORY && c.tight ? 1 : 0;
+      not_run += c.status != "done" && c.status != PRUNED_BY_MEMORY ? 1 : 0;
+    }
+  }
+};
+
+/// The search's first lines: what was searched, how many fit, the headroom.
+void print_search(const RecommendOptions& o, const std::vector<Candidate>& all, std::size_t best, std::size_t tight,
+                  std::ostream& out)
+{
+  const Tally n(all);
+  const bool pipeline = std::any_of(all.begin(), all.end(), [](const Candidate& c) { return c.pipeline_parallel > 0; });
+  out << "recommend: searched " << all.size() << " candidates of " << o.scenario
+      << (pipeline ? " (tensor-parallel x pipeline degree x ZeRO stage 0 or 1 x optimizer offload x activation "
+                     "checkpointing x micro-batch, global batch fixed"
+                   : " (sharding: ZeRO stage or FSDP strategy x offload x activation checkpointing x micro-batch, "
+                     "global batch fixed")
+      << (o.gpus.empty() ? "" : ", x GPU count") << "): " << best << " fit with "
+      << core::format_fixed(100 * o.headroom, 1) << " % of the GPU free, " << tight + n.memory_tight << " fit tightly, "
+      << n.short_of + n.memory_short << " do not fit, " << n.not_run << " not simulated\n";
+  if (n.memory_short + n.memory_tight > 0)
+    out << "Judged by the memory analysis alone, before any simulation (docs/recommend.md \"Pipeline scenarios\"): "
+        << n.memory_short << " that do not fit, " << n.memory_tight << " tight\n";
+  out << "Headroom " << core::format_fixed(100 * o.headroom, 1)
+      << " %: a candidate must leave that share of the GPU free to be ranked; reserved memory is predicted a median "
+      << core::format_fixed(100 * memory::DEFAULT_HEADROOM, 1)
+      << " % off on published runs (docs/recommend.md \"Headroom\"; --headroom FRACTION changes it)\n\n";
+}
+
+/// The ten best ranked, or why there is none.
+void print_ranked(const std::vector<const Candidate*>& best, bool any_tight, bool any_short, const fs::path& dir,
+                  std::ostream& out)
+{
+  if (best.empty()) {
+    out << (any_tight ? "No candidate fits with the headroom free." : "No candidate fits.")
+        << (any_short ? " The nearest that do not fit, by shortfall, are below.\n" : "\n");
+    return;
+  }
+  const bool priced = best.front()->cost_per_million_tokens.has_value();
+  out << "Ranked (" << (priced ? "cheapest per million tokens first" : "fastest first") << "):\n"
+      << "  rank  step time      tokens/s  TFLOPs/GPU  GPU memory (headroom)     " << (priced ? "$/Mtok  " : "")
+      << "configuration\n";
+  for (std::size_t k = 0; k < best.size() && k < 10; ++k) {
+    const Candidate& c = *best[k];
+    char line[512];
+    std::snprintf(line, sizeof line, "  %4zu  %9.3f s  %10.1f  %10.1f  %6.1f GiB (%5.1f GiB)  ", k + 1, c.step_time_s,
+                  c.tokens_per_s, c.tflops_model, c.gpu_device_bytes / core::GIB,
+                  (c.capacity_bytes - c.gpu_device_bytes) / core::GIB);
+    out << line << (priced ? core::format_fixed(*c.cost_per_million_tokens, 3) + "  " : "") << c.label() << "\n";
+  }
+  if (best.size() > 10)
+    out << "  ... " << best.size() - 10 << " more in " << (dir / "candidates.csv").string() << "\n";
+}
+
+/// "X of Y GiB (Z % free)" of a candidate that fits.
+std::string filled(const Candidate& c)
+{
+  return core::format_fixed(c.gpu_device_bytes / core::GIB, 1) + " of " +
+         core::format_fixed(c.capacity_bytes / core::GIB, 1) + " GiB (" +
+         core::format_fixed(100 * (c.capacity_bytes - c.gpu_device_bytes) / c.capacity_bytes, 1) + " % free)";
+}
+
+/// The tight ones simulated (fastest first) and those the memory analysis found tight (least memory first).
+void print_tight(const RecommendOptions& o, const std::vector<Candidate>& all,
+                 const std::vector<const Candidate*>& tight, const fs::path& dir, std::ostream& out)
+{
+  if (!tight.empty()) {
+    out << "\nTight (fit, but with less than " << core::format_fixed(100 * o.headroom, 1)
+        << " % of the GPU free: never ranked; fastest first):\n";
+    for (std::size_t k = 0; k < tight.size() && k < 5; ++k)
+      out << "  tight  " << core::format_fixed(tight[k]->step_time_s, 3) << " s, " << filled(*tight[k]) << ": "
+          << tight[k]->label() << "\n";
+    if (tight.size() > 5)
+      out << "  ... " << tight.size() - 5 << " more in " << (dir / "candidates.csv").string() << "\n";
+  }
+  std::vector<const Candidate*> by_memory;
+  for (const Candidate& c : all)
+    if (c.status == PRUNED_BY_MEMORY && c.tight)
+      by_memory.push_back(&c);
+  std::stable_sort(by_memory.begin(), by_memory.end(),
+                   [](const Candidate* a, const Candidate* b) { return a->gpu_device_bytes < b->gpu_device_bytes; });
+  if (by_memory.empty())
+    return;
+  out << "\nTight by the memory analysis (less than " << core::format_fixed(100 * o.headroom, 1)
+      << " % of the GPU free: not simulated; least memory first):\n";
+  for (std::size_t k = 0; k < by_memory.size() && k < 5; ++k)
+    out << "  tight  " << filled(*by_memory[k]) << ": " << by_memory[k]->label() << "\n";
+  if (by_memory.size() > 5)
+    out << "  ... " << by_memory.size() - 5 << " more in " << (dir / "candidates.csv").string() << "\n";
+}
+
+/// The candidates that do not fit, simulated or judged by the memory analysis, nearest first.
+void print_short(const std::vector<Candidate>& all, const fs::path& dir, std::ostream& out)
+{
+  std::vector<const Candidate*> short_of;
+  for (const Candidate& c : all)
+    if ((c.status == "done" || c.status == PRUNED_BY_MEMORY) && !c.fits)
+      short_of.push_back(&c);
+  std::stable_sort(short_of.begin(), short_of.end(),
+                   [](const Candidate* a, const Candidate* b) { return a->shortfall_bytes < b->shortfall_bytes; });
+  if (short_of.empty())
+    return;
+  out << "\nPruned (do not fit; nearest first, shortfall of the tier that overflows):\n";
+  for (std::size_t k = 0; k < short_of.size() && k < 5; ++k)
+    out << "  short by " << core::format_fixed(short_of[k]->shortfall_bytes / core::GIB, 1)
+        << (short_of[k]->status == PRUNED_BY_MEMORY ? " GiB (memory analysis): " : " GiB: ") << short_of[k]->label()
+        << "\n";
+  if (short_of.size() > 5)
+    out << "  ... " << short_of.size() - 5 << " more in " << (dir / "candidates.csv").string() << "\n";
+}
+
+/// The winner's files in `dir`; returns their paths as the last line names them.
+std::string write_winner(const RecommendOptions& o, const Candidate& win, const fs::path& dir)
+{
+  // The winner's resolved scenario naming the ds_config.json (or holding the fsdp: block) beside it.
+  config::LoadOptions lo;
+  lo.sets = o.sets;
+  lo.sets.insert(lo.sets.end(), win.sets.begin(), win.sets.end());
+  lo.calibration = o.calibration;
+  spec::Scenario s = config::load_scenario(o.scenario, lo);
+  s.sweep.clear();
+  s.name += " (zerosim recommend: " + win.label() + ")";
+  if (s.framework == spec::Framework::FSDP) {
+    core::write_file(dir / "scenario.yaml", config::resolved_yaml(s));
+    core::write_file(dir / "fsdp_settings.py", fsdp_snippet(win, s));
+    return (dir / "scenario.yaml").string() + " (zerosim run gives these figures), " +
+           (dir / "fsdp_settings.py").string();
+  }
+  core::write_file(dir / "ds_config.json", config::deepspeed_json(s));
+  core::write_file(dir / "scenario.yaml", config::resolved_yaml(s, "ds_config.json"));
+  // The Hugging Face Trainer has no DeepSpeed pipeline: a pipeline winner gets Megatron-DeepSpeed's arguments.
+  const fs::path launch = s.pp() > 1 ? dir / "megatron_deepspeed_args.sh" : dir / "hf_trainer.py";
+  core::write_file(launch, s.pp() > 1 ? megatron_deepspeed_args(win, s) : hf_snippet(win, s));
+  return (dir / "ds_config.json").string() + ", " + (dir / "scenario.yaml").string() +
+         " (zerosim run gives these figures), " + launch.string();
+}
+
+} // namespace
+
 int recommend(const RecommendOptions& o, std::ostream& out, std::ostream& err)
 {
   std::vector<Candidate> all = candidates(o);
+  prune_by_memory(o, all, err); // pipeline candidates only: the rest are all simulated
   simulate_candidates(o, all, err);
 
   const std::vector<const Candidate*> best = ranked(all);
@@ -350,93 +545,15 @@ int recommend(const RecommendOptions& o, std::ostream& out, std::ostream& err)
   write_candidates_csv(dir, all, best);
 
   const std::vector<const Candidate*> tight = tight_ones(all);
-  int pruned = 0, failed = 0;
-  for (const Candidate& c : all) {
-    pruned += c.status == "done" && !c.fits ? 1 : 0;
-    failed += c.status != "done" ? 1 : 0;
-  }
-  out << "recommend: searched " << all.size() << " candidates of " << o.scenario
-      << " (sharding: ZeRO stage or FSDP strategy x offload x activation checkpointing x micro-batch, global batch "
-         "fixed"
-      << (o.gpus.empty() ? "" : ", x GPU count") << "): " << best.size() << " fit with "
-      << core::format_fixed(100 * o.headroom, 1) << " % of the GPU free, " << tight.size() << " fit tightly, " << pruned
-      << " do not fit, " << failed << " not simulated\n"
-      << "Headroom " << core::format_fixed(100 * o.headroom, 1)
-      << " %: a candidate must leave that share of the GPU free to be ranked; reserved memory is predicted a median "
-      << core::format_fixed(100 * memory::DEFAULT_HEADROOM, 1)
-      << " % off on published runs (docs/recommend.md \"Headroom\"; --headroom FRACTION changes it)\n\n";
-  if (best.empty()) {
-    out << (tight.empty() ? "No candidate fits." : "No candidate fits with the headroom free.")
-        << (pruned > 0 ? " The nearest that do not fit, by shortfall, are below.\n" : "\n");
-  } else {
-    const bool priced = best.front()->cost_per_million_tokens.has_value();
-    out << "Ranked (" << (priced ? "cheapest per million tokens first" : "fastest first") << "):\n"
-        << "  rank  step time      tokens/s  TFLOPs/GPU  GPU memory (headroom)     " << (priced ? "$/Mtok  " : "")
-        << "configuration\n";
-    for (std::size_t k = 0; k < best.size() && k < 10; ++k) {
-      const Candidate& c = *best[k];
-      char line[512];
-      std::snprintf(line, sizeof line, "  %4zu  %9.3f s  %10.1f  %10.1f  %6.1f GiB (%5.1f GiB)  ", k + 1, c.step_time_s,
-                    c.tokens_per_s, c.tflops_model, c.gpu_device_bytes / core::GIB,
-                    (c.capacity_bytes - c.gpu_device_bytes) / core::GIB);
-      out << line << (priced ? core::format_fixed(*c.cost_per_million_tokens, 3) + "  " : "") << c.label() << "\n";
-    }
-    if (best.size() > 10)
-      out << "  ... " << best.size() - 10 << " more in " << (dir / "candidates.csv").string() << "\n";
-  }
-  if (!tight.empty()) {
-    out << "\nTight (fit, but with less than " << core::format_fixed(100 * o.headroom, 1)
-        << " % of the GPU free: never ranked; fastest first):\n";
-    for (std::size_t k = 0; k < tight.size() && k < 5; ++k) {
-      const Candidate& c = *tight[k];
-      out << "  tight  " << core::format_fixed(c.step_time_s, 3) << " s, "
-          << core::format_fixed(c.gpu_device_bytes / core::GIB, 1) << " of "
-          << core::format_fixed(c.capacity_bytes / core::GIB, 1) << " GiB ("
-          << core::format_fixed(100 * (c.capacity_bytes - c.gpu_device_bytes) / c.capacity_bytes, 1)
-          << " % free): " << c.label() << "\n";
-    }
-    if (tight.size() > 5)
-      out << "  ... " << tight.size() - 5 << " more in " << (dir / "candidates.csv").string() << "\n";
-  }
-  std::vector<const Candidate*> short_of;
-  for (const Candidate& c : all)
-    if (c.status == "done" && !c.fits)
-      short_of.push_back(&c);
-  std::stable_sort(short_of.begin(), short_of.end(),
-                   [](const Candidate* a, const Candidate* b) { return a->shortfall_bytes < b->shortfall_bytes; });
-  if (!short_of.empty()) {
-    out << "\nPruned (do not fit; nearest first, shortfall of the tier that overflows):\n";
-    for (std::size_t k = 0; k < short_of.size() && k < 5; ++k)
-      out << "  short by " << core::format_fixed(short_of[k]->shortfall_bytes / core::GIB, 1)
-          << " GiB: " << short_of[k]->label() << "\n";
-    if (short_of.size() > 5)
-      out << "  ... " << short_of.size() - 5 << " more in " << (dir / "candidates.csv").string() << "\n";
-  }
+  const Tally n(all);
+  print_search(o, all, best.size(), tight.size(), out);
+  print_ranked(best, !tight.empty() || n.memory_tight > 0, n.short_of + n.memory_short > 0, dir, out);
+  print_tight(o, all, tight, dir, out);
+  print_short(all, dir, out);
   if (best.empty())
     return 1;
-
-  // The winner, written out: its resolved scenario naming the ds_config.json beside it.
   const Candidate& win = *best.front();
-  config::LoadOptions lo;
-  lo.sets = o.sets;
-  lo.sets.insert(lo.sets.end(), win.sets.begin(), win.sets.end());
-  lo.calibration = o.calibration;
-  spec::Scenario s = config::load_scenario(o.scenario, lo);
-  s.sweep.clear();
-  s.name += " (zerosim recommend: " + win.label() + ")";
-  std::string written;
-  if (s.framework == spec::Framework::FSDP) {
-    core::write_file(dir / "scenario.yaml", config::resolved_yaml(s));
-    core::write_file(dir / "fsdp_settings.py", fsdp_snippet(win, s));
-    written =
-        (dir / "scenario.yaml").string() + " (zerosim run gives these figures), " + (dir / "fsdp_settings.py").string();
-  } else {
-    core::write_file(dir / "ds_config.json", config::deepspeed_json(s));
-    core::write_file(dir / "scenario.yaml", config::resolved_yaml(s, "ds_config.json"));
-    core::write_file(dir / "hf_trainer.py", hf_snippet(win, s));
-    written = (dir / "ds_config.json").string() + ", " + (dir / "scenario.yaml").string() +
-              " (zerosim run gives these figures), " + (dir / "hf_trainer.py").string();
-  }
+  const std::string written = write_winner(o, win, dir);
   out << "\nRecommended: " << win.label() << ": " << core::format_fixed(win.step_time_s, 3) << " s per step, "
       << core::format_fixed(win.tokens_per_s, 1) << " tokens/s.\nWritten: " << written << ", "
       << (dir / "candidates.csv").string() << "\n";

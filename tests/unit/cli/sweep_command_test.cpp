@@ -395,6 +395,80 @@ TEST_SUITE("cli")
     CHECK(std::stod(p[2]) == doctest::Approx(8 * 2.0 * std::stod(p[1]) / 3600 / 524288 * 1e6).epsilon(0.002).scale(0));
   }
 
+  // Issue 32: recommend on a small DeepSpeed pipeline (tests/data/scenarios/pipeline-recommend.yaml: 4 GPUs, 8 blocks,
+  // global batch 8). The search: t 1, 2, 4 x p 2, 4 (11 splits of the batch) x checkpointing off or full x ZeRO 0, 1,
+  // 1 with the optimizer on the CPU = 66 candidates; ZeRO-1 under the pipeline is not modelled yet, so its 44 are
+  // skipped with that reason (docs/pipeline-parallel.md §10). The winner is written as DeepSpeed's config with the
+  // pipeline block, the scenario naming it (zerosim run gives the printed step time) and Megatron-DeepSpeed's
+  // arguments (no Hugging Face snippet: the Trainer has no DeepSpeed pipeline).
+  TEST_CASE("recommend: a small DeepSpeed pipeline, its degrees searched, the winner's config and launch arguments")
+  {
+    const fs::path base = fresh_dir("cli-recommend-pipeline");
+    const fs::path dir = base / "out";
+    const std::string pipeline = ZEROSIM_SOURCE_DIR "/tests/data/scenarios/pipeline-recommend.yaml";
+    CHECK(wait_for(spawn({BINARY, "recommend", pipeline, "-j", "2", "--out", dir.string()}, (base / "stderr").string(),
+                         (base / "stdout").string())) == 0);
+    const std::string printed = slurp(base / "stdout");
+    INFO(printed);
+    CHECK(has(printed, "recommend: searched 66 candidates of " + pipeline +
+                           " (tensor-parallel x pipeline degree x ZeRO stage 0 or 1 x optimizer offload x activation "
+                           "checkpointing x micro-batch, global batch fixed): "));
+    CHECK(has(printed, ", 44 not simulated\n"));
+    CHECK(has(slurp(base / "stderr"), "recommend: 66 candidates, their memory analysed first, 2 at once\n"));
+    std::smatch m;
+    REQUIRE(std::regex_search(printed, m,
+                              std::regex("Recommended: stage 0, [^,]+, [^,]+, tp ([0-9]+) x pp ([0-9]+) x dp ([0-9]+), "
+                                         "mb ([0-9]+) x ([0-9]+) micro-batches, 4 GPUs: [0-9.]+ s per step")));
+    const int t = std::stoi(m[1]), p = std::stoi(m[2]), dp = std::stoi(m[3]), mb = std::stoi(m[4]),
+              micro = std::stoi(m[5]);
+    CHECK(t * p * dp == 4);
+    CHECK(mb * micro * dp == 8); // the global batch kept
+    // candidates.csv: the degrees after the GPUs; every stage-1 row skipped as not modelled.
+    std::istringstream csv(slurp(dir / "candidates.csv"));
+    std::string line;
+    std::getline(csv, line);
+    CHECK(line.rfind("rank,gpus,tensor_parallel,pipeline_parallel,stage,sharding,offload,", 0) == 0);
+    int rows = 0, skipped = 0;
+    std::string winner_step; // step_time_s of rank 1 (cell 13 with the two degree columns)
+    while (std::getline(csv, line)) {
+      const std::vector<std::string> cells = comma_cells(line);
+      ++rows;
+      if (cells[4] == "1") {
+        CHECK(has(line, "not modelled: "));
+        ++skipped;
+      }
+      if (cells[0] == "1")
+        winner_step = cells[13];
+    }
+    REQUIRE_FALSE(winner_step.empty());
+    CHECK(rows == 66);
+    CHECK(skipped == 44);
+    // ds_config.json: DeepSpeed's pipeline block and batch keys; the scenario naming it gives the printed figures.
+    const zerosim::core::Json ds = zerosim::core::Json::parse(slurp(dir / "ds_config.json"));
+    CHECK(ds["pipeline"]["stages"] == p);
+    CHECK(ds["train_batch_size"] == 8);
+    CHECK(ds["train_micro_batch_size_per_gpu"] == mb);
+    CHECK(ds["gradient_accumulation_steps"] == micro);
+    CHECK(ds["zero_optimization"]["stage"] == 0);
+    CHECK(wait_for(spawn({BINARY, "run", (dir / "scenario.yaml").string(), "--json"}, "/dev/null",
+                         (base / "run.json").string())) == 0);
+    const zerosim::core::Json run = zerosim::core::Json::parse(slurp(base / "run.json"));
+    CHECK(run["step_time_s"].get<double>() == doctest::Approx(std::stod(winner_step)).epsilon(1e-12));
+    CHECK(run["parallelism"]["tp"] == t);
+    CHECK(run["parallelism"]["pp"] == p);
+    // Megatron-DeepSpeed's arguments: valid bash, the degrees, batch, stage and config of the winner.
+    CHECK_FALSE(fs::exists(dir / "hf_trainer.py"));
+    const std::string args = slurp(dir / "megatron_deepspeed_args.sh");
+    CHECK(wait_for(spawn({"/bin/bash", "-n", (dir / "megatron_deepspeed_args.sh").string()})) == 0);
+    for (const std::string& a : std::vector<std::string>{
+             "--tensor-model-parallel-size " + std::to_string(t), "--pipeline-model-parallel-size " + std::to_string(p),
+             "--pp-partition-method 'type:transformer'", "--micro-batch-size " + std::to_string(mb),
+             "--global-batch-size 8", "--num-layers 8", "--hidden-size 1024", "--num-attention-heads 16",
+             "--seq-length 1024", "--max-position-embeddings 1024", "--bf16", "--deepspeed_config ds_config.json",
+             "--zero-stage 0"})
+      CHECK_MESSAGE(has(args, "    " + a + "\n"), a);
+  }
+
   TEST_CASE("sweep: under mpirun -np 2 (each rank forking 2 workers) and as two merged shards, the local run's files")
   {
     const fs::path base = fresh_dir("cli-sweep-mpi");

@@ -249,3 +249,60 @@ TEST_CASE("deepspeed keys: a .json ds_config is strict JSON, a trailing comma re
                                      "string literal");
   fs::remove_all(dir);
 }
+
+// Issue 32: a pipeline winner's ds_config.json (zerosim recommend) carries DeepSpeed's pipeline block: `stages` the
+// degree and `partition` the method (runtime/config.py get_pipeline_config; docs/recommend.md "Pipeline scenarios"),
+// beside the batch keys of the pipeline (train_batch_size = micro-batch x micro-batches x dp, DeepSpeed's
+// PipelineEngine assert, docs/pipeline-parallel.md §5). Every key exists in each version, and the file with the
+// scenario naming it loads back to the same scenario.
+TEST_CASE("deepspeed keys: a pipeline's ds_config.json has its stages and partition and loads back, every version")
+{
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(ZEROSIM_BINARY_DIR) / "tests-tmp" / "ds-config-pipeline";
+  fs::create_directories(dir);
+  // BLOOM-176B's degrees and batch (docs/pipeline-parallel.md §8) on the test node: 384 GPUs, t 4, p 12, dp 8,
+  // micro-batch 2, global batch 2048: 2048 / (2 x 8) = 128 micro-batches a step.
+  const std::string bloom = "name: bloom-like\nmodel: {name: bloom, layers: 70, hidden: 14336, heads: 112, vocab: "
+                            "250880, position: alibi}\ncluster: {node: test-node, nodes: 48}\ntraining:\n"
+                            "  seq_len: 2048\n  micro_batch: 2\n  global_batch: 2048\n  precision: bf16\n"
+                            "  activation_checkpointing: full\n  tensor_parallel: 4\n  pipeline_parallel: 12\n"
+                            "  pipeline: {partition: \"type:transformer|embedding\"}\n";
+  for (const std::string& v : VERSIONS) {
+    CAPTURE(v);
+    const spec::Scenario s = load_scenario_text(
+        bloom + "deepspeed_version: \"" + v + "\"\ndeepspeed: {zero_optimization: {stage: 0}}\n", SCEN);
+    const std::string json = deepspeed_json(s);
+    const nlohmann::json j = nlohmann::json::parse(json);
+    CHECK(j["pipeline"]["stages"] == 12);
+    CHECK(j["pipeline"]["partition"] == "type:transformer|embedding");
+    CHECK(j["train_batch_size"] == 2048);
+    CHECK(j["train_micro_batch_size_per_gpu"] == 2);
+    CHECK(j["gradient_accumulation_steps"] == 128);
+    CHECK(j["zero_optimization"]["stage"] == 0);
+    CHECK(j["bf16"]["enabled"] == true);
+    const DeepSpeedVersionKeys& keys = deepspeed_key_table().at(v);
+    for (const std::string& k : key_paths(json))
+      if (!k.starts_with("pipeline.")) // DeepSpeed reads the block as a dict it updates: no key of it is refused
+        CHECK_MESSAGE(keys.has(k), k);
+    std::ofstream(dir / "ds_config.json") << json;
+    std::ofstream(dir / "scenario.yaml") << resolved_yaml(s, "ds_config.json");
+    const spec::Scenario back = load_scenario((dir / "scenario.yaml").string());
+    CHECK(back.pp() == 12);
+    CHECK(back.tp() == 4);
+    CHECK(back.training.grad_accum == 128);
+    CHECK(back.training.pipeline.partition == "type:transformer|embedding");
+    CHECK(resolved_yaml(back) == resolved_yaml(s));
+  }
+  // An explicit split has no partition method: the block has the stages only (a partition beside layers is refused).
+  const spec::Scenario split =
+      load_scenario_text(bloom.substr(0, bloom.find("  pipeline: {")) +
+                             "  pipeline: {layers: [5, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 5]}\ndeepspeed_version: \"0.16\"\n"
+                             "deepspeed: {zero_optimization: {stage: 0}}\n",
+                         SCEN);
+  const nlohmann::json j = nlohmann::json::parse(deepspeed_json(split));
+  CHECK(j["pipeline"] == nlohmann::json{{"stages", 12}});
+  // Without a pipeline, no block.
+  CHECK_FALSE(
+      nlohmann::json::parse(deepspeed_json(load_scenario_text(offload_scenario("0.16"), SCEN))).contains("pipeline"));
+  fs::remove_all(dir);
+}

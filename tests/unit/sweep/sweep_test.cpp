@@ -228,6 +228,40 @@ TEST_SUITE("sweep")
     CHECK(second["result"]["step_time_s"].get<double>() > 0);
   }
 
+  // Issue 32: the pipeline keys are sweep axes like any other (docs/config.md "Pipeline parallelism"). On a small
+  // DeepSpeed pipeline (4 GPUs, global batch 8), each point runs at its degree and schedule: p stages of 4 / p
+  // data-parallel ranks, one pipeline.stages entry per stage.
+  TEST_CASE("sweep: training.pipeline_parallel and training.pipeline.schedule are axes, each point runs its own")
+  {
+    const std::string pipeline = std::string(ZEROSIM_SOURCE_DIR) + "/tests/data/scenarios/pipeline-recommend.yaml";
+    const Plan plan = make_plan(pipeline, {}, "none",
+                                {"training.pipeline_parallel=2,4", "training.pipeline.schedule=1f1b,gpipe",
+                                 "training.pipeline.partition=uniform"},
+                                Shard{});
+    REQUIRE(plan.grid().size() == 4);
+    const fs::path dir = fresh_dir("pipeline-axes");
+    SweepOptions o;
+    o.out_dir = dir.string();
+    o.jobs = 2;
+    std::ostringstream out, err;
+    CHECK(run_sweep(plan, o, out, err) == 0);
+    std::istringstream jsonl(slurp(dir / "sweep.jsonl"));
+    std::string line;
+    int points = 0;
+    while (std::getline(jsonl, line)) {
+      const core::Json r = core::Json::parse(line);
+      CAPTURE(line.substr(0, 300));
+      REQUIRE(r["status"] == "done");
+      const int p = std::stoi(r["values"]["training.pipeline_parallel"].get<std::string>());
+      CHECK(r["result"]["parallelism"]["pp"] == p);
+      CHECK(r["result"]["parallelism"]["dp"] == 4 / p);
+      CHECK(r["result"]["parallelism"]["schedule"] == r["values"]["training.pipeline.schedule"]);
+      CHECK(r["result"]["pipeline"]["stages"].size() == static_cast<std::size_t>(p));
+      ++points;
+    }
+    CHECK(points == 4);
+  }
+
   // The run JSON's tight.gpu (a fit within memory::DEFAULT_HEADROOM) is named on its row, and only there.
   TEST_CASE("sweep: the summary marks a point that fits within the memory headroom as tight")
   {
