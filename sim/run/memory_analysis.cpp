@@ -98,9 +98,9 @@ std::vector<std::pair<std::string, spec::Scenario>> ladder_scenarios(const spec:
     return rungs;
   if (cur.pp() > 1) {
     // DeepSpeed's pipeline engine refuses ZeRO-2 and 3 (docs/pipeline-parallel.md §5). Its rungs: 1F1B, which holds
-    // min(p - s, m) micro-batches a stage where GPipe holds all m (§7); ZeRO stage 1, DeepSpeedZeroOptimizer's
+    // min(p - s, m) micro-batches a stage where GPipe holds all m (docs/pipeline-parallel.md §7); ZeRO stage 1, DeepSpeedZeroOptimizer's
     // master and moments sharded over the stage's data-parallel group without BF16_Optimizer's unsharded fp32
-    // accumulator (§5, §6); the optimizer offloaded to the CPU, which DeepSpeed's source accepts at stage 1 (§5),
+    // accumulator (docs/pipeline-parallel.md §5, §6); the CPU optimizer offload DeepSpeed accepts at stage 1,
     // skipped where zerosim refuses it (a grad_accum_dtype other than the model's, schedule::build_step_graph).
     auto& z = cur.deepspeed.zero;
     if (cur.training.pipeline.schedule == spec::PipelineSchedule::GPIPE) {

@@ -66,8 +66,8 @@ void Builder::ckpt_offload(int mb, int layer, int id, int newest_id)
       continue;
     }
     const auto sl = static_cast<std::size_t>(it->second);
-    free_on(d2h, act_kept_[sl]);
-    act_kept_[sl] = -1;
+    free_on(d2h, act_kept(mb, sl));
+    act_kept(mb, sl) = -1;
     it = ckpt_.stash.erase(it);
   }
   ckpt_.host[li] =
@@ -174,9 +174,9 @@ void Builder::checkpoint_backward_begin(int mb, int layer)
   const bool async = ckpt_.config.copy == DsCheckpointing::Copy::ASYNC;
   const TaskId h2d = copy(mbs + ".ckpt_h2d." + l.name, Phase::RECOMPUTE, async ? ACT_OFFLOAD_STREAM : Stream::COMPUTE,
                           CopyDirection::H2D, l.activation_bytes_kept, async, mb);
-  act_kept_[li] =
+  act_kept(mb, li) =
       transient(mbs + ".act_restored." + l.name, Device::GPU, MemCategory::ACTIVATIONS, l.activation_bytes_kept);
-  alloc_on(h2d, act_kept_[li]);
+  alloc_on(h2d, act_kept(mb, li));
   free_on(h2d, ckpt_.host[li]);
   ckpt_.host[li] = -1;
   ckpt_.pending_deps.push_back(h2d);

@@ -1,8 +1,8 @@
-// DeepSpeed's PipelineEngine (docs/pipeline-parallel.md): one pipeline stage's units. The stage runs the framework's
-// units over its own layers (Builder::first_layer .. end_layer) and adds the engine's point-to-point instructions, the
-// tensor-parallel split of its messages and the tied-embedding reduction; its optimizer is the one DeepSpeed's engine
-// picks (§5's table): BF16_Optimizer (§6), FP16_Optimizer or the plain optimizer at ZeRO stage 0,
-// DeepSpeedZeroOptimizer at ZeRO stage 1 (stage12.cpp, with its CPU offload); docs/pipeline-parallel.md is cited as §n.
+// DeepSpeed's PipelineEngine (docs/pipeline-parallel.md, cited as §n): one pipeline stage's units. The stage runs the
+// framework's units over its own layers (Builder::first_layer .. end_layer) and adds the engine's point-to-point
+// instructions, the tensor-parallel split of its messages and the tied-embedding reduction; its optimizer is the one
+// DeepSpeed's engine picks (§5's table): BF16_Optimizer (§6), FP16_Optimizer or the plain optimizer at ZeRO stage 0,
+// DeepSpeedZeroOptimizer at ZeRO stage 1 (stage12.cpp, with its CPU offload).
 #include "schedule/schedule_builder.hpp"
 
 #include "spec/placement.hpp"

@@ -91,7 +91,6 @@ Builder::Builder(const spec::Scenario& scen, const workload::Workload& work, int
       largest_param = std::max(largest_param, t.numel);
     }
   }
-  act_kept_.assign(w.layers.size(), -1);
   ckpt_ = CheckpointState(s, w, v016);
   graph.dp = n;
   graph.rank = rank;
@@ -395,9 +394,9 @@ TaskId Builder::forward(int mb, int layer, std::vector<TaskId> deps, const Compu
         ckpt_.slots_mb = mb;
         for (int cl : ckpt_.layers) {
           const workload::Layer& c = w.layers[static_cast<std::size_t>(cl)];
-          act_kept_[static_cast<std::size_t>(cl)] = transient(mbs + ".ckpt_contiguous." + c.name, Device::GPU,
+          act_kept(mb, static_cast<std::size_t>(cl)) = transient(mbs + ".ckpt_contiguous." + c.name, Device::GPU,
                                                               MemCategory::ACTIVATIONS, c.activation_bytes_kept);
-          alloc_on(compute, act_kept_[static_cast<std::size_t>(cl)]);
+          alloc_on(compute, act_kept(mb, static_cast<std::size_t>(cl)));
         }
         ckpt_.unused_slots =
             transient(mbs + ".ckpt_contiguous.unused", Device::GPU, MemCategory::ACTIVATIONS,
@@ -405,23 +404,23 @@ TaskId Builder::forward(int mb, int layer, std::vector<TaskId> deps, const Compu
         alloc_on(compute, ckpt_.unused_slots);
       }
     } else {
-      act_kept_[li] = -1;
+      act_kept(mb, li) = -1;
     }
   } else {
     const BufferId kept =
         transient(mbs + ".act." + l.name, Device::GPU, MemCategory::ACTIVATIONS, l.activation_bytes_kept);
     tensors_of(kept, l.kept_tensors);
     alloc_on(compute, kept);
-    act_kept_[li] = kept;
+    act_kept(mb, li) = kept;
   }
   const BufferId work = transient(mbs + ".fwd_working." + l.name, Device::GPU, MemCategory::ACTIVATIONS,
                                   l.activation_bytes_forward_working);
   tensors_of(work, l.forward_working_tensors);
   // The caching allocator sees the forward op by op (docs/memory.md §2.1): the kept buffer carries the trace of
   // every request, its transients among them, and the working set's own requests are skipped.
-  if (s.mechanisms.allocation_order && act_kept_[li] >= 0 && l.activation_bytes_kept > 0 && !l.forward_trace.empty() &&
+  if (s.mechanisms.allocation_order && act_kept(mb, li) >= 0 && l.activation_bytes_kept > 0 && !l.forward_trace.empty() &&
       !(ck && (ckpt_.config.copy == DsCheckpointing::Copy::BLOCKING || ckpt_.config.contiguous))) {
-    spec::Buffer& kb = graph.buffers[static_cast<std::size_t>(act_kept_[li])];
+    spec::Buffer& kb = graph.buffers[static_cast<std::size_t>(act_kept(mb, li))];
     kb.trace_bytes = l.forward_trace_bytes;
     kb.trace = l.forward_trace;
     graph.buffers[static_cast<std::size_t>(work)].in_trace = true;
@@ -496,8 +495,8 @@ std::array<TaskId, 2> Builder::backward(int mb, int layer, std::vector<TaskId> d
     alloc_on(id, work);
   }
   free_on(id, work);
-  free_on(id, act_kept_[li]);
-  act_kept_[li] = -1;
+  free_on(id, act_kept(mb, li));
+  act_kept(mb, li) = -1;
   for (BufferId b : ckpt_.pending_frees)
     free_on(first, b);
   ckpt_.pending_frees.clear();

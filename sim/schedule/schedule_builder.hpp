@@ -12,6 +12,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -298,7 +299,11 @@ private:
   /// when there are none (t = 1, or nothing to reduce).
   TaskId tensor_parallel_collectives(int mb, int layer, Phase ph, TaskId after);
 
-  std::vector<BufferId> act_kept_; ///< per layer, the current micro-step's kept activations
+  /// The kept activations of each (micro-step, layer) until its backward frees them: under a pipeline's 1F1B a stage
+  /// runs the forwards of several micro-batches before the first of their backwards (docs/pipeline-parallel.md §7).
+  std::map<std::pair<int, std::size_t>, BufferId> act_kept_;
+  /// act_kept_'s entry of `layer` in micro-step `mb`, -1 when none is kept.
+  BufferId& act_kept(int mb, std::size_t layer) { return act_kept_.try_emplace({mb, layer}, -1).first->second; }
   CheckpointState ckpt_;           ///< DeepSpeed activation checkpointing (docs/offload.md)
   std::array<TaskId, STREAM_COUNT> last_on_stream_ = [] {
     std::array<TaskId, STREAM_COUNT> a{};

@@ -261,7 +261,7 @@ TEST_SUITE("config")
           SCEN + ":16:20: deepspeed_version: expected one of 0.19, 0.18, 0.17, 0.16, 0.15, 0.14, found \"0.7\"");
   }
 
-  // engine.py _configure_zero_optimizer turns overlap_comm off for a PipelineModule with a warning (§5); BF16_Optimizer
+  // engine.py _configure_zero_optimizer turns overlap_comm off for a PipelineModule with a warning (docs/pipeline-parallel.md §5); BF16_Optimizer
   // (bf16, ZeRO-1, fp32 grad_accum_dtype) is not the ZeRO optimizer and says nothing.
   TEST_CASE("pipeline keys: overlap_comm under the pipeline's ZeRO-1 is turned off with DeepSpeed's warning")
   {

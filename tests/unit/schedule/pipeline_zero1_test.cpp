@@ -210,7 +210,7 @@ TEST_CASE("pipeline zero1: the tied embedding is all-reduced in fp16 before Redu
   }
 }
 
-TEST_CASE("pipeline zero1: with CPU offload the host holds the partition's master and moments; the step copies")
+TEST_CASE("pipeline zero1: with CPU offload the host holds the partition's master and moments, and the step copies")
 {
   // ZeRO-Offload on a pipeline stage (docs/pipeline-parallel.md §5, §6; docs/deepspeed-schedule.md §3.6): the fp32
   // master (4P), its fp32 gradient (4P) and Adam's moments (8P) on the host; after each bucket's all-reduce the
