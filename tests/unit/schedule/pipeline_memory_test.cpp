@@ -86,10 +86,10 @@ TEST_CASE("pipeline memory: stage 0 holds p micro-batches' activations under 1F1
 
 TEST_CASE("pipeline memory: every micro-batch's kept activations are freed by its own backward")
 {
-  // Under 1F1B stage 0 runs the forwards of p micro-batches before the first of their backwards (docs/pipeline-
-  // parallel.md §7): each backward must free its own micro-batch's kept activations, so that after the last backward
-  // (at the step's reductions) no activation is alive on any stage, under 1F1B and GPipe alike. (One kept slot per
-  // layer, overwritten by the next forward, left micro-batch 0's allocated to the end of the step.)
+  // Under 1F1B stage 0 runs the forwards of p micro-batches before the first of their backwards
+  // (docs/pipeline-parallel.md §7): each backward must free its own micro-batch's kept activations, so that after the
+  // last backward (at the step's reductions) no activation is alive on any stage, under 1F1B and GPipe alike. (One kept
+  // slot per layer, overwritten by the next forward, left micro-batch 0's allocated to the end of the step.)
   for (const std::string schedule : {"1f1b", "gpipe"}) {
     CAPTURE(schedule);
     const spec::Scenario s = small_pipeline(schedule);
