@@ -687,6 +687,9 @@ Fabric fabric_of(const spec::ClusterSpec& c, int tensor_parallel, int pipeline_p
   f.intra_Bps = nd.nvlink.present ? nd.nvlink.bandwidth_Bps : nd.pcie.bandwidth_Bps;
   f.intra_latency_s = 2 * (nd.nvlink.present ? nd.nvlink.latency_s : nd.pcie.latency_s);
   f.inter_Bps = c.network.nic_bandwidth_Bps;
+  // A measured fraction belongs to the node's own NICs: a scenario that gives another NIC rate gets the prior.
+  if (c.network.nic_bandwidth_Bps == nd.nics.bandwidth_Bps)
+    f.inter_busbw_fraction = nd.nics.busbw_fraction;
   f.inter_latency_s = c.network.latency_s + 2 * nd.pcie.latency_s;
   return f;
 }
@@ -714,7 +717,8 @@ double achieved_fraction(const Fabric& f, bool crosses_nodes, const Options& o)
     return f.intra_nvlink ? std::min(1.0, NVLINK_BUSBW_FRACTION * o.busbw_factor_nvlink)
                           : std::min(1.0, PCIE_BUSBW_FRACTION * o.busbw_factor_pcie);
   const double doublings = f.nodes > 2 ? std::log2(f.nodes / 2.0) : 0.0;
-  return std::min(1.0, NET_BUSBW_FRACTION * o.busbw_factor_net) / (1.0 + NET_BUSBW_FALLOFF_PER_DOUBLING * doublings);
+  const double two_nodes = f.inter_busbw_fraction > 0 ? f.inter_busbw_fraction : NET_BUSBW_FRACTION;
+  return std::min(1.0, two_nodes * o.busbw_factor_net) / (1.0 + NET_BUSBW_FALLOFF_PER_DOUBLING * doublings);
 }
 
 int nccl_ctas(const Fabric& f, spec::CommGroup g, int one_node_ctas)

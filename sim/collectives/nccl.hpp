@@ -32,6 +32,9 @@ struct Fabric {
   int nics_per_node = 0;
   double intra_Bps = 0;       ///< per GPU, per direction, between GPUs of a node (NVLink, or PCIe if none)
   double inter_Bps = 0;       ///< per NIC, per direction (the engine may pass min(NIC, GPU PCIe link))
+  /// The node's measured NIC bus-bandwidth fraction (spec::NicSpec::busbw_fraction) in place of NET_BUSBW_FRACTION;
+  /// 0: the prior.
+  double inter_busbw_fraction = 0;
   double intra_latency_s = 0; ///< one hop inside the node (route GPU -> GPU)
   double inter_latency_s = 0; ///< one hop between nodes (route GPU -> PCIe -> NIC -> fabric -> NIC -> PCIe -> GPU)
   /// GPUs of a node talk over NVLink (NCCL's NVLINK latency row); false: over PCIe (its PCI row).

@@ -56,6 +56,11 @@ double tile_rate(Tile t)
 /// epilogue. A stated assumption: 128.
 constexpr double K_OVERHEAD = 128;
 
+/// A GEMM operand's row is 16-byte aligned when its length is a multiple of 8 16-bit elements: cuBLAS's
+/// tensor-core kernels load operands 16 bytes at a time (NVIDIA, Matrix Multiplication Background User's Guide,
+/// DU-09799-001, section 2.2 "Tensor Core Requirements").
+constexpr std::int64_t MISALIGNED_ELEMENTS = 8;
+
 /// FlashAttention-2 thread blocks cover 128 query rows (flash-attention csrc/flash_attn/src/
 /// flash_fwd_launch_template.h, run_mha_fwd_hdim128: kBlockM = 128 on sm80).
 constexpr double FLASH_BLOCK_ROWS = 128;
@@ -156,6 +161,11 @@ GpuEfficiency gpu_efficiency(const spec::GpuSpec& gpu, const spec::SoftwareSpec&
   e.sms = kind.sms;
   e.kernel_overhead_s = KERNEL_OVERHEAD_S;
   e.clock = sustained_clock(gpu, table); // a power cap's sustained SM clock (docs/compute.md §1.8)
+  if (!kind.misaligned_gemm.empty()) {
+    const spec::MisalignedGemmGeneration& m = spec::nearest_generation(kind.misaligned_gemm, software.torch);
+    e.misaligned_fp16 = m.fp16;
+    e.misaligned_bf16 = m.bf16;
+  }
   return e;
 }
 
@@ -165,6 +175,8 @@ GpuEfficiency gpu_efficiency(const spec::Scenario& s)
   GpuEfficiency e = gpu_efficiency(s.cluster.node.gpu, s.priced_software(), s.kernels);
   if (!s.mechanisms.sustained_clock)
     e.clock = 1.0;
+  if (!s.mechanisms.alignment)
+    e.misaligned_fp16 = e.misaligned_bf16 = 1.0;
   // The calibration profile's multipliers on the kind's figures (docs/calibration.md), each kept a fraction.
   e.gemm_max = spec::scaled_fraction(e.gemm_max, s.calibration.factor("gemm." + e.kind));
   e.hbm = spec::scaled_fraction(e.hbm, s.calibration.factor("hbm." + e.kind));
@@ -220,6 +232,26 @@ double gemm_efficiency(std::int64_t m, std::int64_t n, std::int64_t k, const Gpu
   return e.gemm_max * wave_fraction(m, n, e.sms) * depth;
 }
 
+double alignment_share(const workload::Op& op, spec::Precision p, const GpuEfficiency& e)
+{
+  // Row-major C[m×n] = A[m×k]·B[k×n]: the operands' rows are k and n elements long, in the forward and in both
+  // backward products (dY's rows are n long, X's and W's k); m only counts rows. 16 bytes = 8 16-bit elements.
+  const bool aligned = op.n % MISALIGNED_ELEMENTS == 0 && op.k % MISALIGNED_ELEMENTS == 0;
+  if (aligned)
+    return 1.0;
+  switch (p) {
+  case spec::Precision::FP16:
+  case spec::Precision::AMP_FP16:
+    return e.misaligned_fp16;
+  case spec::Precision::BF16:
+  case spec::Precision::AMP_BF16:
+    return e.misaligned_bf16;
+  case spec::Precision::FP32:
+    break;
+  }
+  return 1.0; // tf32 / fp32: no figure
+}
+
 namespace {
 
 /// op_time's seconds and the SM-bound part of them (TaskTime::sm_seconds).
@@ -269,13 +301,14 @@ TaskTime op_times(const workload::Op& op, bool backward, const spec::GpuSpec& gp
         compute =
             work * head_dim / (peak * (backward ? e.attention_bwd : e.attention_fwd) * seq * wave_share(blocks, e.sms));
       } else if (!backward) {
-        compute = gemm_seconds(flops, op.m, op.n, op.k, peak, e);
+        compute = gemm_seconds(flops, op.m, op.n, op.k, peak, e) / alignment_share(op, p, e);
       } else {
         // dX[m×k] = dY[m×n]·W[n×k] and dW[n×k] = dYᵀ[n×m]·X[m×k]: two GEMMs of half the FLOPs each. Unfused
         // attention's products (cuBLAS strided-batched GEMMs, docs/compute.md §1.3) are priced as GEMMs: both
         // operands are activations, and the two gradient products have the shapes of dX and dW.
         compute =
             gemm_seconds(flops / 2, op.m, op.k, op.n, peak, e) + gemm_seconds(flops / 2, op.n, op.k, op.m, peak, e);
+        compute /= alignment_share(op, p, e);
       }
     }
     break;

@@ -32,6 +32,10 @@ struct GpuEfficiency {
   /// Sustained SM clock / the clock the peak and the efficiency figures hold at (1 at the rated power; below 1
   /// under a power cap, docs/compute.md §1.8). Scales every compute roof, not HBM bandwidth.
   double clock = 1.0;
+  /// A 16-bit GEMM whose n or k is not a multiple of 8 elements: its share of the aligned rate, per type
+  /// (calibration/kernels.yaml `misaligned_gemm` for the priced torch; 1 without a figure). docs/compute.md §1.2.
+  double misaligned_fp16 = 1.0;
+  double misaligned_bf16 = 1.0;
 };
 
 /// The efficiency data of `gpu` under `software` from `table` (calibration/kernels.yaml): the kind matched on
@@ -68,6 +72,11 @@ double peak_flops(const spec::GpuSpec& gpu, spec::Precision p);
 /// SM-slots its waves occupy (tile and wave quantisation) and depth(k) = k / (k + 128) the
 /// main-loop share of a tile's time. Never above gemm_max.
 double gemm_efficiency(std::int64_t m, std::int64_t n, std::int64_t k, const GpuEfficiency& e);
+
+/// The share of the aligned rate a GEMM or unfused attention product `op` runs at in precision `p`: 1 when its n
+/// and k are multiples of 8 elements, else the kind's misaligned_fp16 / misaligned_bf16 (docs/compute.md §1.2
+/// "Alignment"); 1 for tf32 / fp32.
+double alignment_share(const workload::Op& op, spec::Precision p, const GpuEfficiency& e);
 
 /// Seconds of one operation's forward (backward = false) or backward on one GPU, one micro-batch: the roofline
 /// plus op_kernels() launches. An operation with neither FLOPs nor bytes in that direction launches nothing and

@@ -43,6 +43,20 @@ const Schema& gemm_schema()
   return s;
 }
 
+const Schema& misaligned_schema()
+{
+  static const Schema s = [] {
+    Schema m{"misaligned_gemm", figure_keys("required")};
+    m.keys.erase(m.keys.begin()); // no `value`: one share per 16-bit type
+    m.keys.insert(m.keys.begin(),
+                  {modelled_key("torch", "major.minor string", "required", "the first torch generation it applies to"),
+                   modelled_key("fp16", "number in (0, 1]", "required", "fp16: share of the aligned GEMM's rate"),
+                   modelled_key("bf16", "number in (0, 1]", "required", "bf16: share of the aligned GEMM's rate")});
+    return m;
+  }();
+  return s;
+}
+
 const Schema& attention_schema()
 {
   static const Schema s = [] {
@@ -73,6 +87,8 @@ const Schema& kind_schema()
        modelled_key("hbm_nonvectorized", "mapping", "none: as streaming",
                     "non-vectorized element-wise kernels' bandwidth / the streaming kernel's", &figure_schema()),
        modelled_key("gemm", "list of mappings", "required", "large-GEMM cap by torch generation"),
+       modelled_key("misaligned_gemm", "list of mappings", "none: priced as aligned",
+                    "16-bit GEMMs with n or k not a multiple of 8, by torch generation"),
        modelled_key("attention", "mapping of kernel -> figures", "required",
                     "fused attention kernels that run on this kind"),
        modelled_key("nccl_ctas", "mapping (value: CTAs)", "interference.nccl_ctas",
@@ -295,6 +311,19 @@ spec::GpuKindData read_kind(FieldReader& r, const std::string& name, bool last)
   k.gemm = read_generations<spec::GemmGeneration>(
       r, "gemm", gemm_schema(), true,
       [](FieldReader& g, spec::GemmGeneration& gen) { gen.max = read_figure(g, true); });
+
+  k.misaligned_gemm = read_generations<spec::MisalignedGemmGeneration>(
+      r, "misaligned_gemm", misaligned_schema(), false, [](FieldReader& g, spec::MisalignedGemmGeneration& gen) {
+        gen.fp16 = g.req_number("fp16", FRACTION_LO, 1.0, FRACTION);
+        gen.bf16 = g.req_number("bf16", FRACTION_LO, 1.0, FRACTION);
+        std::optional<std::string> status =
+            g.opt_enum<std::string>("status", {{"measured", "measured"}, {"stated", "stated"}});
+        if (!status)
+          g.fail_missing("status");
+        gen.figure.status = *status;
+        gen.figure.source = g.req_string("source");
+        g.opt_string("note");
+      });
 
   read_entries(r, "attention", attention_schema(), "at least one fused attention kernel",
                "a non-empty mapping of attention kernels to their figures",

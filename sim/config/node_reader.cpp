@@ -132,6 +132,7 @@ spec::NodeSpec read_node(FieldReader& r, std::optional<spec::Precision> precisio
     n.nics.bandwidth_Bps = nics.req_quantity("bandwidth", UnitKind::BANDWIDTH);
   else
     n.nics.bandwidth_Bps = nics.opt_quantity("bandwidth", UnitKind::BANDWIDTH).value_or(0);
+  n.nics.busbw_fraction = nics.opt_number("busbw_fraction", 1e-3, 1.0, "a number in (0, 1]").value_or(0);
 
   n.source = r.get_string("source");
   if (std::optional<std::string> c = r.opt_string("calibration")) {

@@ -104,6 +104,8 @@ YAML::Node node_node(const spec::NodeSpec& nd)
   n["nics"]["count"] = nd.nics.count;
   if (nd.nics.count > 0)
     n["nics"]["bandwidth"] = q(nd.nics.bandwidth_Bps, UnitKind::BANDWIDTH);
+  if (nd.nics.busbw_fraction > 0)
+    n["nics"]["busbw_fraction"] = num(nd.nics.busbw_fraction);
   n["source"] = nd.source;
   return n;
 }

@@ -163,7 +163,10 @@ const Schema& node_schema()
                                 "per wave of aio write requests; Micron 9200 datasheet, typical QD1 write latency")}};
   static const Schema nics{"node.nics",
                            {key("count", "integer >= 0", "0", "NICs for the inter-node fabric"),
-                            key("bandwidth", "bandwidth", "required when count > 0", "per NIC, per direction")}};
+                            key("bandwidth", "bandwidth", "required when count > 0", "per NIC, per direction"),
+                            key("busbw_fraction", "number in (0, 1]", "the network prior, 0.96",
+                                "NCCL's measured bus bandwidth through one NIC of this cluster / its line rate, two "
+                                "nodes, large messages (docs/collectives.md \"Achieved bus bandwidth\")")}};
   static const Schema s{
       "node",
       {key("name", "string", "required", "the server's name, as printed in reports"),

@@ -394,7 +394,7 @@ void write_breakdown_and_replay(std::ostream& out, const metrics::RunMetrics& m,
       << ", " << t.flows << " flows";
   if (t.reuse.repeated() > 0)
     out << ", " << t.reuse.simulated_micro_steps << " of " << t.reuse.micro_steps
-        << " micro-steps simulated (the others at the measured period, " << core::format_number(t.reuse.period_s)
+        << " micro-steps simulated (the others at the measured period, " << core::format_fixed(t.reuse.period_s, 4)
         << " s)";
   if (m.inference && m.inference->simulated_passes < m.inference->passes)
     out << ", " << m.inference->simulated_passes << " of " << m.inference->passes

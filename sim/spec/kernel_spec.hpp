@@ -60,6 +60,16 @@ struct GemmGeneration {
   KernelFigure max;  ///< achieved / dense peak of a large, well-shaped GEMM
 };
 
+/// What a 16-bit GEMM with an operand row not a multiple of 16 bytes (n or k not a multiple of 8 elements) runs at,
+/// as a share of the same GEMM aligned, from torch version `torch` on (docs/compute.md §1.2 "Alignment"). 1: no
+/// figure, priced as aligned.
+struct MisalignedGemmGeneration {
+  std::string torch; ///< "1.0"
+  double fp16 = 1;
+  double bf16 = 1;
+  KernelFigure figure; ///< status and source (value unused)
+};
+
 /// A fused attention kernel's achieved fraction of the dense peak, in the kernel's own FLOP count.
 struct AttentionFigure {
   KernelFigure fwd;
@@ -98,6 +108,7 @@ struct GpuKindData {
   /// mixed-dtype and casting paths) / that of the streaming kernel; value 0: not given, priced as streaming.
   KernelFigure hbm_nonvectorized;
   std::vector<GemmGeneration> gemm; ///< ascending torch versions
+  std::vector<MisalignedGemmGeneration> misaligned_gemm; ///< ascending torch versions; empty: priced as aligned
   /// Fused kernels that run on this kind, in file order (the first is the fallback of attention_figure).
   std::vector<std::pair<AttentionKernel, AttentionFigure>> attention;
   /// CTAs of an NCCL collective kernel inside one node of this kind (interference); value 0: the table's nccl_ctas.

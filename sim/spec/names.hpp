@@ -166,6 +166,7 @@ inline constexpr std::pair<const char*, bool Mechanisms::*> MECHANISMS[] = {
     {"allocator", &Mechanisms::allocator},
     {"alloc_order", &Mechanisms::allocation_order},
     {"model_code", &Mechanisms::model_code},
+    {"alignment", &Mechanisms::alignment},
 };
 
 inline const char* to_string(AttentionKernel k)

@@ -54,6 +54,9 @@ struct NvmeSpec {
 struct NicSpec {
   int count = 0;
   double bandwidth_Bps = 0; ///< per NIC, per direction
+  /// NCCL's measured bus bandwidth through one NIC of this cluster / bandwidth_Bps (two nodes, large messages);
+  /// 0: not measured, collectives::NET_BUSBW_FRACTION (docs/collectives.md "Achieved bus bandwidth").
+  double busbw_fraction = 0;
 };
 
 struct NodeSpec {

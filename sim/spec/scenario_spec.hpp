@@ -291,6 +291,9 @@ struct Mechanisms {
   /// "model_code": each block's element-wise kernels as the model code launches them (docs/workload.md §5.2; off:
   /// one fused kernel per element-wise op over its 16-bit tensors)
   bool model_code = true;
+  /// "alignment": 16-bit GEMMs with n or k not a multiple of 8 at calibration/kernels.yaml's `misaligned_gemm`
+  /// share of the aligned rate (docs/compute.md §1.2; off: priced as aligned)
+  bool alignment = true;
 };
 
 struct Scenario {

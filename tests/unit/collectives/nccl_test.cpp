@@ -1321,6 +1321,39 @@ TEST_CASE("achieved bus bandwidth: a calibration profile's busbw multipliers sca
   CHECK(collectives::achieved_fraction(fabric(2, 8, 8), true, o) == 1.0);
 }
 
+TEST_CASE("achieved bus bandwidth: a node's measured NIC fraction replaces the prior, the fall-off on top")
+{
+  // docs/collectives.md "Achieved bus bandwidth", topologies/jean-zay-a100-80gb.yaml: BigScience's all_reduce
+  // benchmark on 4 Jean Zay A100 nodes (experiments/bandwidth/all_reduce_bench-a100-n4.txt, NCCL 2.10.3) measured a
+  // median busbw of 40.54 Gb/s through one 100 Gb/s Omni-Path port; the node file's 0.424 is that with the 4-node
+  // fall-off undone. Data check: at 4 nodes the model gives the measured 0.4054 back.
+  Fabric f = fabric(4, 8, 4);
+  f.inter_busbw_fraction = 0.424;
+  Options o;
+  CHECK(collectives::achieved_fraction(f, true, o) == doctest::Approx(40.54 / 100).epsilon(0.002).scale(0));
+  f.nodes = 2;
+  CHECK(collectives::achieved_fraction(f, true, o) == doctest::Approx(0.424));
+  CHECK(collectives::achieved_fraction(f, false, o) == doctest::Approx(0.80)); // NVLink keeps its prior
+  o.busbw_factor_net = 2.0;                                                  // a profile's multiplier still applies
+  CHECK(collectives::achieved_fraction(f, true, o) == doctest::Approx(0.848));
+  o.achieved_busbw = false;
+  CHECK(collectives::achieved_fraction(f, true, o) == 1.0);
+
+  // fabric_of takes the node's fraction while the scenario keeps the node's NIC rate; another rate gets the prior.
+  spec::ClusterSpec c;
+  c.nodes = 4;
+  c.gpus_per_node = 8;
+  c.node.gpus = 8;
+  c.node.nics.count = 4;
+  c.node.nics.bandwidth_Bps = 12.5e9;
+  c.node.nics.busbw_fraction = 0.424;
+  c.network.nics_per_node = 4;
+  c.network.nic_bandwidth_Bps = 12.5e9;
+  CHECK(collectives::fabric_of(c).inter_busbw_fraction == 0.424);
+  c.network.nic_bandwidth_Bps = 25e9;
+  CHECK(collectives::fabric_of(c).inter_busbw_fraction == 0.0);
+}
+
 TEST_CASE("nccl_ctas: the kind's figure inside a node, two per NIC across nodes, at most 32")
 {
   // docs/research/nccl-ctas.md: NCCL's ring search finds one channel per NIC between nodes (DGX A100, 8 HDR NICs:

@@ -584,3 +584,42 @@ TEST_CASE("calibration: the gemm, hbm and attention multipliers scale the GPU ki
   s.calibration.factors = {{"host.deepspeed", 2.0}};
   CHECK(compute::host_task_time(t, w, s) == doctest::Approx(2.0 * host));
 }
+
+TEST_CASE("alignment: a 16-bit GEMM with n or k not a multiple of 8 runs at the published share of the aligned rate")
+{
+  // docs/compute.md §1.2 "Alignment"; the figures are pytorch/pytorch#83272's (A100, torch.bmm with rows of 140
+  // elements against 128): CUDA 11.6 (torch up to 1.12) fp16 53.89 / 132.48 TFLOPS, bf16 12.21 / 132.71; CUDA 11.7
+  // (torch 1.13 on) fp16 85.82 / 132.46, bf16 85.55 / 132.32.
+  const spec::GpuSpec a100 = node("dgx-a100-80gb").gpu;
+  spec::SoftwareSpec t111;
+  t111.torch = "1.11";
+  spec::SoftwareSpec t113;
+  t113.torch = "1.13";
+  const GpuEfficiency old_stack = eff(a100, t111);
+  GpuEfficiency aligned_pricing = old_stack;
+  aligned_pricing.misaligned_fp16 = aligned_pricing.misaligned_bf16 = 1.0;
+  // The issue's own shape, per batch: 1024 x 140 x 1024 (n = 140), 384 of them flattened into m.
+  const Op odd = gemm(384 * 1024, 140, 1024);
+  // Forward and backward (two GEMMs, two launches) alike: the compute time over the share.
+  for (bool backward : {false, true}) {
+    const double launches = (backward ? 2 : 1) * OVERHEAD;
+    const double base = compute::op_time(odd, backward, a100, spec::Precision::BF16, aligned_pricing) - launches;
+    const double slow = compute::op_time(odd, backward, a100, spec::Precision::BF16, old_stack) - launches;
+    CHECK(base / slow == doctest::Approx(12.21 / 132.71).epsilon(0.01).scale(0));
+  }
+  // Forward only, per type and stack: the share is the published ratio.
+  const double base = compute::op_time(odd, false, a100, spec::Precision::FP16, aligned_pricing) - OVERHEAD;
+  CHECK(base / (compute::op_time(odd, false, a100, spec::Precision::FP16, old_stack) - OVERHEAD) ==
+        doctest::Approx(53.89 / 132.48).epsilon(0.01).scale(0));
+  CHECK(base / (op_time(odd, false, a100, spec::Precision::BF16, t113) - OVERHEAD) ==
+        doctest::Approx(85.55 / 132.32).epsilon(0.01).scale(0));
+  CHECK(base / (op_time(odd, false, a100, spec::Precision::FP16, t113) - OVERHEAD) ==
+        doctest::Approx(85.82 / 132.46).epsilon(0.01).scale(0));
+  // k misaligned counts too (an odd head dim in QKᵀ: k = 225); m does not (it only counts rows).
+  CHECK(compute::alignment_share(gemm(4096, 2048, 225), spec::Precision::BF16, old_stack) == doctest::Approx(0.092));
+  CHECK(compute::alignment_share(gemm(4095, 2048, 128), spec::Precision::BF16, old_stack) == 1.0);
+  // tf32 / fp32 have no figure; neither does a kind without the entry (H100); nor the ablation.
+  CHECK(compute::alignment_share(odd, spec::Precision::FP32, old_stack) == 1.0);
+  CHECK(compute::alignment_share(odd, spec::Precision::AMP_BF16, old_stack) == doctest::Approx(0.092));
+  CHECK(compute::alignment_share(odd, spec::Precision::BF16, eff(node("dgx-h100").gpu, t111)) == 1.0);
+}
