@@ -184,7 +184,8 @@ void add_run(CLI::App& c, Args& a)
   add_out(c, a, "write summary.json, scenario.resolved.yaml and, with --trace, trace.json into DIR");
   c.add_flag("--trace", a.trace, "write DIR/trace.json, Chrome trace events of every task (opens in Perfetto)");
   c.add_flag("--plots", a.plots,
-             "draw DIR/memory_over_step and DIR/micro_step_timeline with gnuplot (SVG, PNG, their .gp and .dat)");
+             "draw DIR/memory_over_step, DIR/micro_step_timeline (and under a pipeline DIR/pipeline_schedule) with "
+             "gnuplot (SVG, PNG, their .gp and .dat)");
   c.add_option("--replay", a.replay, "replay every rank (full) or one per symmetric class (default)")
       ->type_name("full|symmetric");
   c.add_option("--all-reduce", a.all_reduce, "NCCL's all-reduce algorithm: auto (its tuner, default), ring or tree")

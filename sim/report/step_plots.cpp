@@ -14,7 +14,9 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <sstream>
+#include <utility>
 
 namespace zerosim::report {
 
@@ -25,6 +27,7 @@ namespace {
 constexpr const char* ORIGIN = "zerosim run --plots (docs/outputs.md \"Plots\")";
 constexpr const char* MEMORY = "memory_over_step";
 constexpr const char* TIMELINE = "micro_step_timeline";
+constexpr const char* PIPELINE = "pipeline_schedule";
 
 /// Seconds on the trace's nanosecond grid, written exactly: "12.345678901".
 std::string seconds(double s)
@@ -247,6 +250,81 @@ StepPlot timeline_plot(const fs::path& dir, const spec::Scenario& s, const run::
   return StepPlot{name, {name + ".dat", name + "_resources.dat", name + ".gp", name + ".svg", name + ".png"}, false};
 }
 
+/// Under a pipeline: each stage's forward and backward of each micro-batch, one box per (micro-batch, phase) from its
+/// first layer's start to its last layer's end, on the first simulated rank of the stage, at the trace's times
+/// (docs/outputs.md "Plots"). A checkpointed block's recomputed forward runs just before its backward, block by block:
+/// it is in the backward's box.
+StepPlot pipeline_plot(const fs::path& dir, const spec::Scenario& s, const run::RunResult& result)
+{
+  const engine::Timeline& t = result.timeline;
+  const int stages = s.training.pipeline_parallel;
+  const int per_stage = s.cluster.total_gpus() / stages;
+  const metrics::StepTimeMap map = metrics::step_time_map(t);
+  static const char* phase_names[] = {"forward", "backward (with the recomputed forward)"};
+  static const char* colours[] = {"#4e79a7", "#e15759"};
+  struct Box {
+    double start = 0, end = 0;
+  };
+  std::ostringstream dat;
+  dat << "# zerosim run --plots: each pipeline stage's forward (0) and backward (1, with the recomputed forward) of "
+         "each micro-batch on the stage's first simulated rank, at the trace's times (s; docs/outputs.md \"Plots\")\n"
+      << "# stage start_s end_s phase_index micro_batch rank\n";
+  double from = 0, to = 0;
+  bool any = false;
+  for (int st = 0; st < stages; ++st) {
+    const engine::RankTimeline* r = nullptr;
+    for (const engine::RankTimeline& c : t.ranks)
+      if (c.rank / per_stage == st && (!r || c.rank < r->rank))
+        r = &c;
+    if (!r)
+      throw core::InternalError("plots: no simulated rank of pipeline stage " + std::to_string(st));
+    std::map<std::pair<int, int>, Box> boxes; // (micro-batch, phase) -> span
+    for (size_t i = 0; i < r->graph.tasks.size(); ++i) {
+      const spec::Task& task = r->graph.tasks[i];
+      const bool forward = task.phase == spec::Phase::FORWARD;
+      const bool backward = task.phase == spec::Phase::BACKWARD || task.phase == spec::Phase::RECOMPUTE;
+      if (task.kind != spec::TaskKind::COMPUTE || task.micro_step < 0 || !(forward || backward))
+        continue;
+      const double sh = map.shift(r->times[i].start, task.micro_step);
+      const double a = r->times[i].start + sh, b = std::max(r->times[i].start, r->times[i].end) + sh;
+      const std::pair<int, int> key{task.micro_step, forward ? 0 : 1};
+      auto [it, fresh] = boxes.try_emplace(key, Box{a, b});
+      it->second.start = std::min(it->second.start, a);
+      it->second.end = std::max(it->second.end, b);
+      (void)fresh;
+    }
+    for (const auto& [key, box] : boxes) {
+      dat << st << " " << seconds(box.start) << " " << seconds(box.end) << " " << key.second << " " << key.first << " "
+          << r->rank << "\n";
+      from = any ? std::min(from, box.start) : box.start;
+      to = any ? std::max(to, box.end) : box.end;
+      any = true;
+    }
+  }
+  if (!any)
+    throw core::InternalError("plots: the pipeline has no forward or backward task");
+  const std::string name = PIPELINE;
+  core::write_file(dir / (name + ".dat"), dat.str());
+
+  std::ostringstream body;
+  body << "set title "
+       << core::gnuplot_quoted("pipeline schedule, " + std::to_string(stages) + " stages (white: the bubble): " + s.name)
+       << " font ',10'"
+       << "\nset grid xtics\nset key outside bottom center horizontal\nset xlabel 'time in the step (s)'\nset ylabel 'stage'\n"
+       << "set xrange [" << seconds(from) << ":" << seconds(to) << "]\n"
+       << "set yrange [" << stages << " - 0.5:-0.5]\nset ytics 1\n"
+       << unsimulated_objects(map, from, to) << "set style fill solid 0.85 border rgb 'white'\n"
+       << "minimum = " << core::format_number((to - from) * 0.012) << " # boxes at least this long are numbered\nplot ";
+  for (size_t k = 0; k < std::size(phase_names); ++k)
+    body << (k ? ", " : "") << "'" << name << ".dat' using ($4 == " << k
+         << " ? ($2 + $3) / 2 : 1/0):1:(($3 - $2) / 2):(0.4) with boxxyerror lc rgb '" << colours[k] << "' title "
+         << core::gnuplot_quoted(phase_names[k]);
+  body << ", '" << name << ".dat' using (($2 + $3) / 2):1:($3 - $2 >= minimum ? sprintf('%d', $5) : '') with labels "
+       << "font ',7' notitle\n";
+  core::write_file(dir / (name + ".gp"), core::two_terminal_script(name, body.str(), ORIGIN));
+  return StepPlot{name, {name + ".dat", name + ".gp", name + ".svg", name + ".png"}, false};
+}
+
 } // namespace
 
 int drawn_micro_step(const engine::Timeline& t)
@@ -265,6 +343,8 @@ std::vector<StepPlot> write_step_plots(const std::string& dir_text, const spec::
 {
   const fs::path dir(dir_text);
   std::vector<StepPlot> plots = {memory_plot(dir, s, result), timeline_plot(dir, s, result)};
+  if (s.training.pipeline_parallel > 1)
+    plots.push_back(pipeline_plot(dir, s, result));
   std::string failed;
   for (StepPlot& p : plots) {
     std::string why;

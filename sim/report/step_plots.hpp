@@ -1,11 +1,14 @@
-// `zerosim run --out DIR --plots` (docs/outputs.md "Plots"): two pictures of the step, drawn with gnuplot as SVG and
+// `zerosim run --out DIR --plots` (docs/outputs.md "Plots"): two pictures of the step (three under a pipeline), drawn with gnuplot as SVG and
 // PNG, each with its data (.dat) and script (.gp) beside it so that a user can restyle and redraw it:
 //  - memory_over_step: torch's allocated and the caching allocator's reserved GPU memory over the step, allocated
 //    stacked by what it holds, the peaks and the breakdown at the allocated peak marked, the micro-steps (decode
 //    passes) not simulated shaded;
 //  - micro_step_timeline: one micro-step (decode pass) of one rank, a row per stream it uses (compute, each
 //    collective stream, host, NVMe aio) and per resource of its node (its PCIe directions, the NICs, its CPU work,
-//    NVMe), a box per task or busy interval, at the times the trace gives them.
+//    NVMe), a box per task or busy interval, at the times the trace gives them;
+//  - pipeline_schedule (pipeline_parallel > 1): a row per stage, a box per micro-batch's forward and backward (the
+//    recomputed forward in it) on the stage's first simulated rank, numbered by micro-batch: the 1F1B or GPipe
+//    schedule and its bubble as the replay ran them.
 #pragma once
 
 #include "run/run_scenario.hpp"

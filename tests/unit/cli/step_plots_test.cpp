@@ -429,4 +429,65 @@ TEST_SUITE("cli")
       }
     CHECK(inside == 0);
   }
+
+  TEST_CASE("run --plots under a pipeline: pipeline_schedule has each stage's forward and backward of each simulated "
+            "micro-batch, in DeepSpeed's 1F1B order")
+  {
+    // The scenario of the test above: Llama-2-7B as p = 4 stages on 4 A100s, 16 micro-batches, full checkpointing;
+    // the replay simulates p + 4 = 8. DeepSpeed's TrainSchedule (docs/pipeline-parallel.md §2): stage s runs
+    // p - s - 1 warm-up forwards, then alternates, so p - s forwards start before its first backward. A micro-batch's
+    // forward on stage s + 1 starts after it ends on stage s (the activation is sent), its backward on stage s after
+    // it ends on stage s + 1 (the gradient is sent back).
+    const int p = 4, simulated = 8;
+    const std::string dir = fresh_dir("pipeline-plot");
+    fs::create_directories(dir);
+    const fs::path scenario = fs::path(dir) / "pipeline.yaml";
+    {
+      std::ofstream f(scenario);
+      f << "name: plot of a pipeline\nmodel: llama2-7b\ncluster: {node: dgx-a100-80gb, nodes: 1, gpus_per_node: 4}\n"
+           "training: {seq_len: 1024, micro_batch: 1, global_batch: 16, precision: bf16, activation_checkpointing: "
+           "full, pipeline_parallel: 4, pipeline: {schedule: 1f1b}}\ndeepspeed_version: \"0.16\"\n"
+           "deepspeed: {zero_optimization: {stage: 0}}\n";
+    }
+    const std::string out = (fs::path(dir) / "out").string();
+    const Result r = run_zerosim({"run", scenario.string(), "--out", out, "--plots"});
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    if (!zerosim::core::find_gnuplot().empty()) {
+      check_png(read_file(fs::path(out) / "pipeline_schedule.png"));
+      check_svg(read_file(fs::path(out) / "pipeline_schedule.svg"));
+    }
+    // box[stage][micro-batch][phase] = (start, end); phases 0 forward, 1 backward (with the recomputed forward).
+    std::map<int, std::map<int, std::map<int, std::pair<double, double>>>> box;
+    for (const auto& row : data_rows(fs::path(out) / "pipeline_schedule.dat")) {
+      REQUIRE(row.size() == 6);
+      CHECK(std::stoi(row[5]) == std::stoi(row[0])); // stage s's first rank is rank s (one GPU a stage)
+      box[std::stoi(row[0])][std::stoi(row[4])][std::stoi(row[3])] = {std::stod(row[1]), std::stod(row[2])};
+    }
+    REQUIRE(box.size() == static_cast<size_t>(p));
+    for (int st = 0; st < p; ++st) {
+      CAPTURE(st);
+      REQUIRE(box[st].size() == static_cast<size_t>(simulated));
+      double first_backward = 1e30;
+      for (const auto& [mb, phases] : box[st]) {
+        CHECK(phases.size() == 2);
+        first_backward = std::min(first_backward, phases.at(1).first);
+      }
+      int forwards_before = 0;
+      for (const auto& [mb, phases] : box[st])
+        forwards_before += phases.at(0).first < first_backward ? 1 : 0;
+      CHECK(forwards_before == p - st);
+      if (st + 1 < p)
+        for (const auto& [mb, phases] : box[st]) {
+          CAPTURE(mb);
+          CHECK(box[st + 1].at(mb).at(0).first >= phases.at(0).second);
+          CHECK(phases.at(1).first >= box[st + 1].at(mb).at(1).second);
+        }
+    }
+    const std::string gp = read_file(fs::path(out) / "pipeline_schedule.gp");
+    for (const char* piece : {"set output 'pipeline_schedule.svg'", "title \"forward\"",
+                              "title \"backward (with the recomputed forward)\"", "pipeline schedule, 4 stages",
+                              "not simulated"})
+      CHECK_MESSAGE(gp.find(piece) != std::string::npos, piece);
+  }
 }
