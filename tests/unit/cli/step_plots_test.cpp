@@ -57,6 +57,21 @@ std::string fresh_dir(const std::string& name)
   return dir.string();
 }
 
+/// A 4-stage pipeline on one node (Llama-2-7B on 4 A100s, 16 micro-batches through DeepSpeed's 1F1B, full
+/// checkpointing) written to a fresh folder `name`; returns the scenario file.
+fs::path pipeline_scenario(const std::string& name)
+{
+  const std::string dir = fresh_dir(name);
+  fs::create_directories(dir);
+  const fs::path scenario = fs::path(dir) / "pipeline.yaml";
+  std::ofstream f(scenario);
+  f << "name: " << name << "\nmodel: llama2-7b\ncluster: {node: dgx-a100-80gb, nodes: 1, gpus_per_node: 4}\n"
+       "training: {seq_len: 1024, micro_batch: 1, global_batch: 16, precision: bf16, activation_checkpointing: "
+       "full, pipeline_parallel: 4, pipeline: {schedule: 1f1b}}\ndeepspeed_version: \"0.16\"\n"
+       "deepspeed: {zero_optimization: {stage: 0}}\n";
+  return scenario;
+}
+
 /// The PNG signature and its first chunk, IHDR (PNG specification, ISO/IEC 15948, sections 5.2-5.3 and 11.2.2): 8
 /// signature bytes, then length 13, "IHDR", width and height (big-endian); two_terminal_script draws 900 x 600.
 void check_png(const std::string& bytes)
@@ -387,17 +402,8 @@ TEST_SUITE("cli")
     // simulates p + 4 = 8 (docs/engine.md "Accumulation reuse under a pipeline"); the 8 others are one mark. Under a
     // pipeline a task moves by when it starts (docs/outputs.md §6), so no rank's event starts inside the mark, and the
     // last event ends at the step time (to the nanosecond grid; 1e-3 allowed as for the default scenario).
-    const std::string dir = fresh_dir("pipeline");
-    fs::create_directories(dir);
-    const fs::path scenario = fs::path(dir) / "pipeline.yaml";
-    {
-      std::ofstream f(scenario);
-      f << "name: trace of a pipeline\nmodel: llama2-7b\ncluster: {node: dgx-a100-80gb, nodes: 1, gpus_per_node: 4}\n"
-           "training: {seq_len: 1024, micro_batch: 1, global_batch: 16, precision: bf16, activation_checkpointing: "
-           "full, pipeline_parallel: 4, pipeline: {schedule: 1f1b}}\ndeepspeed_version: \"0.16\"\n"
-           "deepspeed: {zero_optimization: {stage: 0}}\n";
-    }
-    const std::string out = (fs::path(dir) / "out").string();
+    const fs::path scenario = pipeline_scenario("pipeline");
+    const std::string out = (scenario.parent_path() / "out").string();
     const Result r = run_zerosim({"run", scenario.string(), "--out", out, "--trace"});
     INFO(r.err);
     REQUIRE(r.status == 0);
@@ -439,17 +445,8 @@ TEST_SUITE("cli")
     // forward on stage s + 1 starts after it ends on stage s (the activation is sent), its backward on stage s after
     // it ends on stage s + 1 (the gradient is sent back).
     const int p = 4, simulated = 8;
-    const std::string dir = fresh_dir("pipeline-plot");
-    fs::create_directories(dir);
-    const fs::path scenario = fs::path(dir) / "pipeline.yaml";
-    {
-      std::ofstream f(scenario);
-      f << "name: plot of a pipeline\nmodel: llama2-7b\ncluster: {node: dgx-a100-80gb, nodes: 1, gpus_per_node: 4}\n"
-           "training: {seq_len: 1024, micro_batch: 1, global_batch: 16, precision: bf16, activation_checkpointing: "
-           "full, pipeline_parallel: 4, pipeline: {schedule: 1f1b}}\ndeepspeed_version: \"0.16\"\n"
-           "deepspeed: {zero_optimization: {stage: 0}}\n";
-    }
-    const std::string out = (fs::path(dir) / "out").string();
+    const fs::path scenario = pipeline_scenario("pipeline-plot");
+    const std::string out = (scenario.parent_path() / "out").string();
     const Result r = run_zerosim({"run", scenario.string(), "--out", out, "--plots"});
     INFO(r.err);
     REQUIRE(r.status == 0);
