@@ -30,8 +30,8 @@ struct Fabric {
   int nodes = 1;
   int gpus_per_node = 1;
   int nics_per_node = 0;
-  double intra_Bps = 0;       ///< per GPU, per direction, between GPUs of a node (NVLink, or PCIe if none)
-  double inter_Bps = 0;       ///< per NIC, per direction (the engine may pass min(NIC, GPU PCIe link))
+  double intra_Bps = 0; ///< per GPU, per direction, between GPUs of a node (NVLink, or PCIe if none)
+  double inter_Bps = 0; ///< per NIC, per direction (the engine may pass min(NIC, GPU PCIe link))
   /// The node's measured NIC bus-bandwidth fraction (spec::NicSpec::busbw_fraction) in place of NET_BUSBW_FRACTION;
   /// 0: the prior.
   double inter_busbw_fraction = 0;

@@ -150,11 +150,9 @@ const std::string FRACTION = "a number in (0, 1]";
 
 /// The figure of mapping `r`: its number at `key` in [lo, hi] (`required`: absent is "required key is missing";
 /// otherwise 0 when absent), status, source and note.
-spec::KernelFigure read_figure(FieldReader& r, bool required, const std::string& key = "value", double lo = FRACTION_LO,
-                               double hi = 1.0, const std::string& what = FRACTION)
+/// A figure's provenance in mapping `r`: its status and source into `f`; its note read and dropped.
+void read_provenance(FieldReader& r, spec::KernelFigure& f)
 {
-  spec::KernelFigure f;
-  f.value = required ? r.req_number(key, lo, hi, what) : r.opt_number(key, lo, hi, what).value_or(0);
   std::optional<std::string> status =
       r.opt_enum<std::string>("status", {{"measured", "measured"}, {"stated", "stated"}});
   if (!status)
@@ -162,6 +160,14 @@ spec::KernelFigure read_figure(FieldReader& r, bool required, const std::string&
   f.status = *status;
   f.source = r.req_string("source");
   r.opt_string("note");
+}
+
+spec::KernelFigure read_figure(FieldReader& r, bool required, const std::string& key = "value", double lo = FRACTION_LO,
+                               double hi = 1.0, const std::string& what = FRACTION)
+{
+  spec::KernelFigure f;
+  f.value = required ? r.req_number(key, lo, hi, what) : r.opt_number(key, lo, hi, what).value_or(0);
+  read_provenance(r, f);
   return f;
 }
 
@@ -316,13 +322,7 @@ spec::GpuKindData read_kind(FieldReader& r, const std::string& name, bool last)
       r, "misaligned_gemm", misaligned_schema(), false, [](FieldReader& g, spec::MisalignedGemmGeneration& gen) {
         gen.fp16 = g.req_number("fp16", FRACTION_LO, 1.0, FRACTION);
         gen.bf16 = g.req_number("bf16", FRACTION_LO, 1.0, FRACTION);
-        std::optional<std::string> status =
-            g.opt_enum<std::string>("status", {{"measured", "measured"}, {"stated", "stated"}});
-        if (!status)
-          g.fail_missing("status");
-        gen.figure.status = *status;
-        gen.figure.source = g.req_string("source");
-        g.opt_string("note");
+        read_provenance(g, gen.figure);
       });
 
   read_entries(r, "attention", attention_schema(), "at least one fused attention kernel",

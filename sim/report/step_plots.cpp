@@ -288,10 +288,9 @@ StepPlot pipeline_plot(const fs::path& dir, const spec::Scenario& s, const run::
       const double sh = map.shift(r->times[i].start, task.micro_step);
       const double a = r->times[i].start + sh, b = std::max(r->times[i].start, r->times[i].end) + sh;
       const std::pair<int, int> key{task.micro_step, forward ? 0 : 1};
-      auto [it, fresh] = boxes.try_emplace(key, Box{a, b});
-      it->second.start = std::min(it->second.start, a);
-      it->second.end = std::max(it->second.end, b);
-      (void)fresh;
+      Box& box = boxes.try_emplace(key, Box{a, b}).first->second;
+      box.start = std::min(box.start, a);
+      box.end = std::max(box.end, b);
     }
     for (const auto& [key, box] : boxes) {
       dat << st << " " << seconds(box.start) << " " << seconds(box.end) << " " << key.second << " " << key.first << " "
@@ -308,9 +307,11 @@ StepPlot pipeline_plot(const fs::path& dir, const spec::Scenario& s, const run::
 
   std::ostringstream body;
   body << "set title "
-       << core::gnuplot_quoted("pipeline schedule, " + std::to_string(stages) + " stages (white: the bubble): " + s.name)
+       << core::gnuplot_quoted("pipeline schedule, " + std::to_string(stages) +
+                               " stages (white: the bubble): " + s.name)
        << " font ',10'"
-       << "\nset grid xtics\nset key outside bottom center horizontal\nset xlabel 'time in the step (s)'\nset ylabel 'stage'\n"
+       << "\nset grid xtics\nset key outside bottom center horizontal\nset xlabel 'time in the step (s)'\nset ylabel "
+          "'stage'\n"
        << "set xrange [" << seconds(from) << ":" << seconds(to) << "]\n"
        << "set yrange [" << stages << " - 0.5:-0.5]\nset ytics 1\n"
        << unsimulated_objects(map, from, to) << "set style fill solid 0.85 border rgb 'white'\n"

@@ -1,5 +1,6 @@
-// `zerosim run --out DIR --plots` (docs/outputs.md "Plots"): two pictures of the step (three under a pipeline), drawn with gnuplot as SVG and
-// PNG, each with its data (.dat) and script (.gp) beside it so that a user can restyle and redraw it:
+// `zerosim run --out DIR --plots` (docs/outputs.md "Plots"): two pictures of the step (three under a pipeline), drawn
+// with gnuplot as SVG and PNG, each with its data (.dat) and script (.gp) beside it so that a user can restyle and
+// redraw it:
 //  - memory_over_step: torch's allocated and the caching allocator's reserved GPU memory over the step, allocated
 //    stacked by what it holds, the peaks and the breakdown at the allocated peak marked, the micro-steps (decode
 //    passes) not simulated shaded;

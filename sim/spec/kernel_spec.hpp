@@ -107,7 +107,7 @@ struct GpuKindData {
   /// Achieved bandwidth of PyTorch's non-vectorized element-wise kernels (TensorIterator's broadcast, strided,
   /// mixed-dtype and casting paths) / that of the streaming kernel; value 0: not given, priced as streaming.
   KernelFigure hbm_nonvectorized;
-  std::vector<GemmGeneration> gemm; ///< ascending torch versions
+  std::vector<GemmGeneration> gemm;                      ///< ascending torch versions
   std::vector<MisalignedGemmGeneration> misaligned_gemm; ///< ascending torch versions; empty: priced as aligned
   /// Fused kernels that run on this kind, in file order (the first is the fallback of attention_figure).
   std::vector<std::pair<AttentionKernel, AttentionFigure>> attention;

@@ -65,7 +65,8 @@ fs::path pipeline_scenario(const std::string& name)
   fs::create_directories(dir);
   const fs::path scenario = fs::path(dir) / "pipeline.yaml";
   std::ofstream f(scenario);
-  f << "name: " << name << "\nmodel: llama2-7b\ncluster: {node: dgx-a100-80gb, nodes: 1, gpus_per_node: 4}\n"
+  f << "name: " << name
+    << "\nmodel: llama2-7b\ncluster: {node: dgx-a100-80gb, nodes: 1, gpus_per_node: 4}\n"
        "training: {seq_len: 1024, micro_batch: 1, global_batch: 16, precision: bf16, activation_checkpointing: "
        "full, pipeline_parallel: 4, pipeline: {schedule: 1f1b}}\ndeepspeed_version: \"0.16\"\n"
        "deepspeed: {zero_optimization: {stage: 0}}\n";
@@ -482,9 +483,9 @@ TEST_SUITE("cli")
         }
     }
     const std::string gp = read_file(fs::path(out) / "pipeline_schedule.gp");
-    for (const char* piece : {"set output 'pipeline_schedule.svg'", "title \"forward\"",
-                              "title \"backward (with the recomputed forward)\"", "pipeline schedule, 4 stages",
-                              "not simulated"})
+    for (const char* piece :
+         {"set output 'pipeline_schedule.svg'", "title \"forward\"", "title \"backward (with the recomputed forward)\"",
+          "pipeline schedule, 4 stages", "not simulated"})
       CHECK_MESSAGE(gp.find(piece) != std::string::npos, piece);
   }
 }

@@ -1334,7 +1334,7 @@ TEST_CASE("achieved bus bandwidth: a node's measured NIC fraction replaces the p
   f.nodes = 2;
   CHECK(collectives::achieved_fraction(f, true, o) == doctest::Approx(0.424));
   CHECK(collectives::achieved_fraction(f, false, o) == doctest::Approx(0.80)); // NVLink keeps its prior
-  o.busbw_factor_net = 2.0;                                                  // a profile's multiplier still applies
+  o.busbw_factor_net = 2.0;                                                    // a profile's multiplier still applies
   CHECK(collectives::achieved_fraction(f, true, o) == doctest::Approx(0.848));
   o.achieved_busbw = false;
   CHECK(collectives::achieved_fraction(f, true, o) == 1.0);

@@ -295,10 +295,12 @@ cpu: {cores: 8, memory: 64 GiB, memory_bandwidth: 50 GB/s}
     CHECK(error_of([&] { load_node_text(replaced(node, "cores: 8", "cores: 8, reserved: 70 GiB"), "n.yaml"); }) ==
           "n.yaml:5:27: cpu.reserved: expected less than cpu.memory (64 GiB), found \"70 GiB\"");
     // A measured NIC fraction is a share of the line rate: (0, 1].
-    CHECK(error_of([&] { load_node_text(node + "nics: {count: 4, bandwidth: 100 Gbps, busbw_fraction: 1.2}\n", "n.yaml"); }) ==
-          "n.yaml:6:55: nics.busbw_fraction: expected a number in (0, 1], found \"1.2\"");
-    CHECK(error_of([&] { load_node_text(node + "nics: {count: 4, bandwidth: 100 Gbps, busbw_fraction: 0}\n", "n.yaml"); }) ==
-          "n.yaml:6:55: nics.busbw_fraction: expected a number in (0, 1], found \"0\"");
+    CHECK(error_of([&] {
+            load_node_text(node + "nics: {count: 4, bandwidth: 100 Gbps, busbw_fraction: 1.2}\n", "n.yaml");
+          }) == "n.yaml:6:55: nics.busbw_fraction: expected a number in (0, 1], found \"1.2\"");
+    CHECK(error_of([&] {
+            load_node_text(node + "nics: {count: 4, bandwidth: 100 Gbps, busbw_fraction: 0}\n", "n.yaml");
+          }) == "n.yaml:6:55: nics.busbw_fraction: expected a number in (0, 1], found \"0\"");
     // A V100-like node without bf16 used for a bf16 run.
     CHECK(load_error(replaced(
               BASE, "  node: test-node",
