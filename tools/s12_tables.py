@@ -9,6 +9,13 @@ Rows (results/validation/published.csv, column row_id):
 
     python3 tools/s12_tables.py --write-scenarios   # (re)write scenarios/validation-s12/row-NNN.yaml
     python3 tools/s12_tables.py                     # run build/sim/zerosim on each, rewrite the report's tables
+    python3 tools/s12_tables.py --fit-held-out      # fit results/calibration/without-s12.yaml (about 7 minutes)
+    python3 tools/s12_tables.py --held-out results/calibration/without-s12.yaml   # and a profile fitted without S12
+
+Each row is run with what `zerosim run` uses by default (the shipped calibration/default.yaml, fitted on every
+source, S12 included), on the priors alone (`--calibration none`) and, with --held-out, with a profile fitted on
+every source but S12 (`zerosim calibrate ... --hold` on a copy of published.csv without S12's rows): the figure
+that says how the model does on runs it was not fitted to.
 
 Every configuration value and every measured figure is read from published.csv; only the layer counts the csv
 leaves "not listed" are derived here (LAYERS below, with the derivation). The report section between the
@@ -203,9 +210,48 @@ def write_scenarios(rows):
     print(f"wrote {len(ALL_ROWS)} scenarios under {os.path.relpath(SCEN_DIR, ROOT)}")
 
 
-def run_one(binary, row_id):
+HELD_OUT_PROFILE = os.path.join(ROOT, "results/calibration/without-s12.yaml")
+SHIPPED_HOLD = "hbm,busbw.nvlink,busbw.pcie"  # calibration::SHIPPED_HELD (docs/calibration.md §8)
+
+
+def fit_held_out(binary, jobs):
+    """The shipped profile's fit (docs/calibration.md §8) on every source but S12: published.csv and stacks.csv
+    without S12's rows, beside copies of the files the rows' mapping reads (rules.yaml, sources/)."""
+    import shutil
+    import tempfile
+    src = os.path.dirname(CSV)
+    with tempfile.TemporaryDirectory(prefix="zerosim-without-s12-") as tmp:
+        for name in ("published.csv", "stacks.csv"):
+            with open(os.path.join(src, name), newline="") as f:
+                rows = list(csv.reader(f))
+            col = rows[0].index("source_id")
+            with open(os.path.join(tmp, name), "w", newline="") as f:
+                csv.writer(f).writerows([rows[0]] + [r for r in rows[1:] if r[col] != "S12"])
+        shutil.copy(os.path.join(src, "rules.yaml"), tmp)
+        shutil.copytree(os.path.join(src, "sources"), os.path.join(tmp, "sources"))
+        out = os.path.relpath(HELD_OUT_PROFILE, ROOT)
+        tail = ["--hold", SHIPPED_HOLD, "--no-loso", "--out", out, "--jobs", str(jobs)]
+        cmd = [binary, "calibrate", "--runs", os.path.join(tmp, "published.csv")] + tail
+        print(" ".join(cmd), file=sys.stderr)
+        rc = subprocess.run(cmd, cwd=ROOT).returncode
+    if rc != 0:
+        return rc
+    # The profile records its command line: name the temporary copy by what it holds, so the file does not carry a
+    # machine path and two fits of the same build give the same bytes.
+    with open(HELD_OUT_PROFILE) as f:
+        lines = f.read().split("\n")
+    canonical = ("python3 tools/s12_tables.py --fit-held-out (zerosim calibrate --runs <published.csv and stacks.csv "
+                 "without source S12> " + " ".join(tail) + ")")
+    lines = [f'command: "{canonical}"' if ln.startswith("command: ") else ln for ln in lines]
+    with open(HELD_OUT_PROFILE, "w") as f:
+        f.write("\n".join(lines))
+    return 0
+
+
+def run_one(binary, row_id, calibration):
     path = scen_path(row_id)
-    p = subprocess.run([binary, "run", path, "--json"], cwd=ROOT, capture_output=True, text=True)
+    extra = ["--calibration", calibration] if calibration else []
+    p = subprocess.run([binary, "run", path, "--json"] + extra, cwd=ROOT, capture_output=True, text=True)
     if p.returncode != 0:
         msg = (p.stderr.strip() or p.stdout.strip()).splitlines()
         return row_id, None, f"exit {p.returncode}: " + " | ".join(msg[:4])
@@ -247,6 +293,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--write-scenarios", action="store_true", help="(re)write the scenario files and stop")
     ap.add_argument("--binary", default=os.path.join(ROOT, "build/sim/zerosim"))
+    ap.add_argument("--held-out", help="a calibration profile fitted without S12's rows (a third view)")
+    ap.add_argument("--fit-held-out", action="store_true",
+                    help=f"fit {os.path.relpath(HELD_OUT_PROFILE, ROOT)} (the shipped fit without S12) and stop")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--stdout", action="store_true", help="print the generated section instead of writing the report")
     args = ap.parse_args()
@@ -254,88 +303,115 @@ def main():
     if args.write_scenarios:
         write_scenarios(rows)
         return 0
+    if args.fit_held_out:
+        return fit_held_out(args.binary, args.jobs)
     cfg = {r: row_config(r, rows[r]) for r in ALL_ROWS}
-    results, failures = {}, {}
+    # (key, label, --calibration argument): the default first, it is what a user gets.
+    views = [("default", "shipped profile (default)", None), ("priors", "priors only", "none")]
+    if args.held_out:
+        views.append(("held_out", "profile fitted without S12", os.path.abspath(args.held_out)))
+    results = {v[0]: {} for v in views}
+    failures = {}
+    jobs = [(v, r) for v in views for r in ALL_ROWS]
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as ex:
-        for row_id, j, err in ex.map(lambda r: run_one(args.binary, r), ALL_ROWS):
-            if err:
-                failures[row_id] = err
-                print(f"row {row_id}: {err}", file=sys.stderr)
+        for (v, _), (row_id, j, e) in zip(jobs, ex.map(lambda vr: run_one(args.binary, vr[1], vr[0][2]), jobs)):
+            if e:
+                failures[row_id] = e
+                print(f"row {row_id} ({v[0]}): {e}", file=sys.stderr)
             else:
-                results[row_id] = j
-                print(f"row {row_id}: {j['tflops_per_gpu']['hardware']:.2f} TFLOPs", file=sys.stderr)
+                results[v[0]][row_id] = j
+                print(f"row {row_id} ({v[0]}): {j['tflops_per_gpu']['hardware']:.2f} TFLOPs", file=sys.stderr)
 
-    def pred(r):
-        return results[r]["tflops_per_gpu"]["hardware"]
+    def pred(r, view="default"):
+        return results[view][r]["tflops_per_gpu"]["hardware"]
 
-    def err(r):
-        return (pred(r) / cfg[r]["measured"] - 1) * 100
+    def err(r, view="default"):
+        return (pred(r, view) / cfg[r]["measured"] - 1) * 100
 
+    def ran(r):
+        return all(r in results[v[0]] for v in views)
+
+    def rho_of(rs, view):
+        return spearman([pred(r, view) for r in rs], [cfg[r]["measured"] for r in rs]) if len(rs) > 2 else float("nan")
+
+    view_names = "; ".join(f"{label}: `zerosim run FILE --json`" + (f" `--calibration {os.path.relpath(arg, ROOT)}`"
+                                                                      if arg else "") for _, label, arg in views)
     out = [BEGIN, "", f"Binary: `{os.path.relpath(args.binary, ROOT)}`; scenarios: `scenarios/validation-s12/row-NNN.yaml`. "
            "Measured = published.csv `tflops_per_gpu` (hardware TFLOPs, recompute included), as published; "
-           "predicted = `tflops_per_gpu.hardware` of `zerosim run FILE --json`; error = predicted / measured - 1.", ""]
+           "predicted = `tflops_per_gpu.hardware`; error = predicted / measured - 1. Views: " + view_names + ".", ""]
     summary = []
     readme = [README_BEGIN, ""]
+    heads = " | ".join(f"{label} TFLOPs | error %" for _, label, _ in views)
     for key, title, table_rows in TABLES:
         out += [f"### Table {key}: {title}", "",
-                "| row | configuration | measured TFLOPs | predicted TFLOPs | error % | predicted step s | measured step s |",
-                "|---:|---|---:|---:|---:|---:|---:|"]
-        ok = [r for r in table_rows if r in results]
+                f"| row | configuration | measured TFLOPs | {heads} | predicted step s (default) | measured step s |",
+                "|---:|---|---:|" + "---:|---:|" * len(views) + "---:|---:|"]
+        ok = [r for r in table_rows if ran(r)]
         for r in table_rows:
             c = cfg[r]
             meas = f"{c['measured']:.2f}" + (f" (or {ROW299_ALT})" if r == 299 else "")
             mstep = "134.02" if r == 299 else c["step_raw"]
-            if r in results:
-                out.append(f"| {r} | {fmt_cfg(c)} | {meas} | {pred(r):.2f} | {err(r):+.1f} | "
-                           f"{results[r]['step_time_s']:.2f} | {mstep} |")
+            if ran(r):
+                cells = " | ".join(f"{pred(r, v):.2f} | {err(r, v):+.1f}" for v, _, _ in views)
+                out.append(f"| {r} | {fmt_cfg(c)} | {meas} | {cells} | {results['default'][r]['step_time_s']:.2f} | "
+                           f"{mstep} |")
             else:
-                out.append(f"| {r} | {fmt_cfg(c)} | {meas} | not run: {failures[r]} | | | {mstep} |")
-        rho = spearman([pred(r) for r in ok], [cfg[r]["measured"] for r in ok]) if len(ok) > 2 else float("nan")
-        readme += [f"Table {key}, {title}: Spearman **{rho:.3f}**", "",
-                   "| row | configuration | measured TFLOPs | predicted | error |", "|---:|---|---:|---:|---:|"]
-        readme += [f"| {r} | {fmt_cfg(cfg[r])} | {cfg[r]['measured']:.2f} | {pred(r):.2f} | {err(r):+.1f} % |"
-                   for r in ok]
+                out.append(f"| {r} | {fmt_cfg(c)} | {meas} | not run: {failures[r]} |" + " |" * (2 * len(views)) +
+                           f" {mstep} |")
+        rhos = {v: rho_of(ok, v) for v, _, _ in views}
+        readme += [f"Table {key}, {title}: Spearman " +
+                   ", ".join(f"**{rhos[v]:.3f}** ({label})" for v, label, _ in views), "",
+                   "| row | configuration | measured TFLOPs | " +
+                   " | ".join(f"{label}" for _, label, _ in views) + " |",
+                   "|---:|---|---:|" + "---:|" * len(views)]
+        readme += [f"| {r} | {fmt_cfg(cfg[r])} | {cfg[r]['measured']:.2f} | " +
+                   " | ".join(f"{pred(r, v):.2f} ({err(r, v):+.1f} %)" for v, _, _ in views) + " |" for r in ok]
         readme.append("")
-        line = f"Spearman (predicted vs measured TFLOPs, {len(ok)} rows): **{rho:.3f}**"
-        line += " (target >= 0.7: " + ("holds" if rho >= 0.7 else "does not hold") + ")"
-        summary.append((key, rho))
+        line = f"Spearman (predicted vs measured TFLOPs, {len(ok)} rows): " + ", ".join(
+            f"{label} **{rhos[v]:.3f}**" for v, label, _ in views)
+        line += " (target >= 0.7 with the default: " + ("holds" if rhos["default"] >= 0.7 else "does not hold") + ")"
+        summary.append((key, rhos))
         out += ["", "- " + line]
         if key == "B":
-            ok2 = [r for r in B_WITH_MBS1 if r in results]
-            rho2 = spearman([pred(r) for r in ok2], [cfg[r]["measured"] for r in ok2])
-            out.append(f"- with the sweeps' micro-batch-1 rows (266, 270, 271, 272) added: {rho2:.3f} ({len(ok2)} rows)")
+            ok2 = [r for r in B_WITH_MBS1 if ran(r)]
+            out.append("- with the sweeps' micro-batch-1 rows (266, 270, 271, 272) added: " +
+                       ", ".join(f"{label} {rho_of(ok2, v):.3f}" for v, label, _ in views) + f" ({len(ok2)} rows)")
             for pp in (6, 10, 11, 12):
                 sw = [r for r in ok2 if cfg[r]["pp"] == pp]
                 bm = max(sw, key=lambda r: cfg[r]["measured"])
                 bp = max(sw, key=pred)
-                out.append(f"- PP {pp} sweep: measured best MBS {cfg[bm]['mbs']}, predicted best MBS {cfg[bp]['mbs']}")
+                out.append(f"- PP {pp} sweep: measured best MBS {cfg[bm]['mbs']}, predicted best MBS (default) "
+                           f"{cfg[bp]['mbs']}")
         if key == "C":
             alt = [ROW299_ALT if r == 299 else cfg[r]["measured"] for r in ok]
-            rho_alt = spearman([pred(r) for r in ok], alt)
-            out.append(f"- with row 299 read as {ROW299_ALT} TFLOPs: {rho_alt:.3f}")
+            out.append(f"- with row 299 read as {ROW299_ALT} TFLOPs: " +
+                       ", ".join(f"{label} {spearman([pred(r, v) for r in ok], alt):.3f}" for v, label, _ in views))
         out.append("")
-    all_ok = [r for r in ALL_ROWS if r in results]
-    med = statistics.median(abs(err(r)) for r in all_ok)
+    all_ok = [r for r in ALL_ROWS if ran(r)]
     tab_ok = [r for r in all_ok if r != 284]
-    med_tab = statistics.median(abs(err(r)) for r in tab_ok)
-    mean_err = statistics.fmean(err(r) for r in all_ok)
-    out += ["### Summary", "",
-            f"- Median |error| over all {len(all_ok)} rows run (the three tables and row 284): **{med:.1f} %** "
-            f"(target <= 15 %: {'holds' if med <= 15 else 'does not hold'}); over the tables' {len(tab_ok)} rows only: "
-            f"{med_tab:.1f} %; mean signed error {mean_err:+.1f} %."]
-    for key, rho in summary:
-        out.append(f"- Table {key}: Spearman {rho:.3f} ({'>= 0.7, holds' if rho >= 0.7 else 'below 0.7, does not hold'}).")
+    out += ["### Summary", ""]
+    for v, label, _ in views:
+        med = statistics.median(abs(err(r, v)) for r in all_ok)
+        med_tab = statistics.median(abs(err(r, v)) for r in tab_ok)
+        mean_err = statistics.fmean(err(r, v) for r in all_ok)
+        out.append(f"- {label}: median |error| over all {len(all_ok)} rows run (the three tables and row 284) "
+                   f"**{med:.1f} %**; over the tables' {len(tab_ok)} rows only {med_tab:.1f} %; mean signed error "
+                   f"{mean_err:+.1f} %.")
+    for key, rhos in summary:
+        out.append(f"- Table {key}: Spearman " + ", ".join(
+            f"{label} {rhos[v]:.3f} ({'holds' if rhos[v] >= 0.7 else 'below 0.7'})" for v, label, _ in views) + ".")
     a, b = PAIR
-    if a in results and b in results:
+    if ran(a) and ran(b):
         dm = cfg[b]["measured"] / cfg[a]["measured"] - 1
-        dp = pred(b) / pred(a) - 1
-        same = (dm > 0) == (dp > 0)
-        out.append(f"- Hidden-size pair, row {a} ({cfg[a]['layers']}x{cfg[a]['hidden']}) -> row {b} "
-                   f"({cfg[b]['layers']}x{cfg[b]['hidden']}), PP 10 MBS 1: measured {cfg[a]['measured']:.2f} -> "
-                   f"{cfg[b]['measured']:.2f} ({dm * 100:+.1f} %), predicted {pred(a):.2f} -> {pred(b):.2f} "
-                   f"({dp * 100:+.1f} %): direction {'predicted' if same else 'NOT predicted'}; the measured step "
-                   f"time falls {cfg[a]['step_raw']} -> {cfg[b]['step_raw']} s, predicted "
-                   f"{results[a]['step_time_s']:.2f} -> {results[b]['step_time_s']:.2f} s.")
+        for v, label, _ in views:
+            dp = pred(b, v) / pred(a, v) - 1
+            same = (dm > 0) == (dp > 0)
+            out.append(f"- Hidden-size pair ({label}), row {a} ({cfg[a]['layers']}x{cfg[a]['hidden']}) -> row {b} "
+                       f"({cfg[b]['layers']}x{cfg[b]['hidden']}), PP 10 MBS 1: measured {cfg[a]['measured']:.2f} -> "
+                       f"{cfg[b]['measured']:.2f} ({dm * 100:+.1f} %), predicted {pred(a, v):.2f} -> {pred(b, v):.2f} "
+                       f"({dp * 100:+.1f} %): direction {'predicted' if same else 'NOT predicted'}; the measured step "
+                       f"time falls {cfg[a]['step_raw']} -> {cfg[b]['step_raw']} s, predicted "
+                       f"{results[v][a]['step_time_s']:.2f} -> {results[v][b]['step_time_s']:.2f} s.")
     if failures:
         out.append("- Rows zerosim did not run: " + "; ".join(f"{r}: `{m}`" for r, m in sorted(failures.items())))
     out += ["", END]

@@ -39,14 +39,20 @@ ThroughputCase with_factors(const ThroughputCase& c, const std::vector<std::stri
   return out;
 }
 
-void check_name(const std::string& name)
+/// The families' prefixes, for an error message ("gemm, attention, ...").
+std::string family_names()
 {
-  const std::optional<spec::ParamFamilyInfo> f = spec::param_family_of(name);
   std::string families;
   for (const spec::ParamFamilyInfo& g : spec::param_families())
     families += (families.empty() ? "" : ", ") + std::string(g.prefix);
+  return families;
+}
+
+void check_name(const std::string& name)
+{
+  const std::optional<spec::ParamFamilyInfo> f = spec::param_family_of(name);
   if (!f)
-    throw core::InputError("--params: unknown parameter '" + name + "'; families: " + families +
+    throw core::InputError("--params: unknown parameter '" + name + "'; families: " + family_names() +
                            " (docs/calibration.md)");
   const std::string key = spec::param_key(name);
   bool ok = f->family == spec::ParamFamily::INTERFERENCE ? key.empty() : !key.empty();
@@ -57,7 +63,27 @@ void check_name(const std::string& name)
                            " family (docs/calibration.md lists its names)");
 }
 
+/// A --hold entry: a family ("hbm") or one of its parameters ("busbw.nvlink").
+void check_held(const std::string& name)
+{
+  if (name.find('.') != std::string::npos || name == "interference") {
+    check_name(name);
+    return;
+  }
+  if (!spec::param_family_of(name))
+    throw core::InputError("--hold: unknown parameter family '" + name + "'; families: " + family_names() +
+                           " (docs/calibration.md)");
+}
+
 } // namespace
+
+std::string held_list(const std::vector<std::string>& held)
+{
+  std::string s;
+  for (const std::string& h : held)
+    s += (s.empty() ? "" : ",") + h;
+  return s;
+}
 
 std::vector<double> row_weights(const std::vector<std::string>& sources)
 {
@@ -406,6 +432,12 @@ std::vector<std::string> fit_names(const std::vector<Observation>& observations,
   std::vector<std::string> names = options.params;
   for (const std::string& n : names)
     check_name(n);
+  for (const std::string& h : options.held)
+    check_held(h);
+  if (!names.empty() && !options.held.empty())
+    throw core::InputError("calibrate: --hold " + held_list(options.held) +
+                           " and --fit-params both given: --fit-params names the whole set, so nothing is left to hold "
+                           "(give one of them)");
   if (names.empty()) {
     std::set<std::string> all;
     for (const Observation& o : observations)
@@ -413,6 +445,8 @@ std::vector<std::string> fit_names(const std::vector<Observation>& observations,
         all.insert(n);
     for (const auto& [n, v] : options.fixed)
       all.erase(n);
+    for (const std::string& h : options.held)
+      std::erase_if(all, [&](const std::string& n) { return n == h || n.starts_with(h + "."); });
     names.assign(all.begin(), all.end());
   }
   std::sort(names.begin(), names.end());

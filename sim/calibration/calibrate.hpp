@@ -29,6 +29,16 @@ struct Observation {
 using BatchPredictor =
     std::function<std::vector<validation::RowOutcome>(const std::vector<validation::ThroughputCase>&)>;
 
+/// What the validation's fit and the shipped profile hold at their priors (docs/calibration.md "The shipped
+/// profile"): every GPU kind's HBM fraction and the NVLink and PCIe bus bandwidths. On the validation data those
+/// parameters went past what the hardware can do (hbm.A100 and hbm.V100 above the line rate once multiplied,
+/// busbw.nvlink at its upper bound, 1.04 of NVLink's line rate): they stood in for something other than what they
+/// name, so they are not fitted.
+inline const std::vector<std::string> SHIPPED_HELD = {"hbm", "busbw.nvlink", "busbw.pcie"};
+
+/// `held` as the command line writes it ("hbm,busbw.nvlink,busbw.pcie").
+std::string held_list(const std::vector<std::string>& held);
+
 /// The worker-pool predictor (`jobs` processes, `row_time_limit_s` each).
 BatchPredictor pool_predictor(int jobs, double row_time_limit_s);
 
@@ -38,6 +48,9 @@ struct CalibrateOptions {
   std::vector<std::string> params;
   /// Parameters held at a value for every simulation and left out of the fit (an nccl-tests fit of a transport).
   std::map<std::string, double> fixed;
+  /// Parameters held at their priors and left out of the default set (--hold): a name ("busbw.nvlink") or a family
+  /// ("hbm": every GPU kind's). Ignored when `params` names the set.
+  std::vector<std::string> held;
   bool loso = true;             ///< leave-one-source-out after the fit
   int max_linearisations = 6;   ///< re-linearise while the surrogate is off by more than 2 % on some row
   double initial_radius = 0.3;  ///< the first trust region, in ln(multiplier)

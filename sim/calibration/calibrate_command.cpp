@@ -583,6 +583,7 @@ int calibrate_command(const CalibrateArgs& a, std::ostream& out, std::ostream& p
   }
   CalibrateOptions opts;
   opts.params = a.params;
+  opts.held = a.held;
   opts.fixed = fixed_params;
   opts.loso = a.loso;
   opts.progress = &progress;

@@ -34,6 +34,7 @@ struct CalibrateArgs {
   std::vector<std::string> runs;      ///< --runs CSV (measured runs or a validation CSV)
   std::vector<std::string> scenarios; ///< --scenario FILE
   std::vector<std::string> params;    ///< --fit-params A,B (empty: the default set)
+  std::vector<std::string> held;      ///< --hold A,B: families or parameters left out of the default set
   std::vector<std::string> nccl;      ///< --nccl FILE[:COLLECTIVE]: nccl-tests tables
   std::string node;                   ///< --node NAME|PATH: the node the nccl-tests tables and the GEMMs ran on
   std::string gemm;                   ///< --gemm CSV: timed GEMMs (m, n, k, dtype, seconds)

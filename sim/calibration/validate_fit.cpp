@@ -60,6 +60,7 @@ validation::CalibratedErrors fit_validation_rows(const std::string& csv, const v
     ob.c.scenario.mechanisms = o.mechanisms;
   CalibrateOptions co;
   co.loso = o.loso;
+  co.held = SHIPPED_HELD; // the validation judges the fit that ships (calibration/default.yaml)
   co.progress = &progress;
   validation::CalibratedErrors k;
   try {
@@ -71,7 +72,8 @@ validation::CalibratedErrors fit_validation_rows(const std::string& csv, const v
     k = {};
     k.not_run = std::string("the fit's guards refused these rows: ") + e.what();
   }
-  k.command = "zerosim calibrate --runs " + csv + (o.loso ? "" : " --no-loso") + " --jobs " + std::to_string(o.jobs);
+  k.command = "zerosim calibrate --runs " + csv + " --hold " + held_list(SHIPPED_HELD) + (o.loso ? "" : " --no-loso") +
+              " --jobs " + std::to_string(o.jobs);
   return k;
 }
 

@@ -49,7 +49,7 @@ const CommandDoc COMMAND_DOCS[] = {
         results/validation/published.csv; output to DIR, default the CSV's folder): --memory peak
         memory (memory.md, memory.csv), --run step time and throughput, one scenario per worker
         process, N at once, default 2 (report.md, report.csv), judged leave-one-source-out,
-        in-sample and on the priors (the fit and its folds take about 17 minutes on 2 cores; --no-loso fits
+        in-sample and on the priors (the fit and its folds take about an hour on 2 cores; --no-loso fits
         without the folds, --priors-only skips the fit); neither flag: both
 )"},
     {"validate", R"(  zerosim validate --scenarios DIR [CSV]
@@ -61,7 +61,7 @@ const CommandDoc COMMAND_DOCS[] = {
         default in turn: ablation.md, the change in median error on the rows each mechanism acts on
 )"},
     {"calibrate", R"(  zerosim calibrate [--runs CSV]... [--scenario FILE]... [--nccl FILE[:COLLECTIVE]]... [--gemm CSV] [--node NODE]
-        [--fit-params A,B,...] [--fold-by source] [--no-loso] [--out PROFILE] [--json] [--jobs N]
+        [--fit-params A,B,... | --hold A,B,...] [--fold-by source] [--no-loso] [--out PROFILE] [--json] [--jobs N]
         [--synthetic TRUE_PROFILE [--noise SD] [--seed N]]
         fits the named multipliers of the model's priors (docs/calibration.md) to measured runs (a
         measured-runs CSV, docs/calibration-inputs.md, or a validation CSV such as
@@ -251,6 +251,9 @@ void add_calibrate(CLI::App& c, Args& a)
   c.add_option("--gemm", a.gemm, "measured GEMM rates: fits the GPU kind's GEMM fraction")->type_name("CSV");
   c.add_option("--node", a.node, "the node --nccl and --gemm ran on")->type_name("NAME|PATH");
   c.add_option("--fit-params", a.fit_params, "the multipliers to fit (default: all the runs inform)")
+      ->type_name("A,B,...");
+  c.add_option("--hold", a.hold,
+               "families or parameters held at their priors, left out of the default set (e.g. hbm,busbw.nvlink)")
       ->type_name("A,B,...");
   c.add_option("--fold-by", a.fold_by, "the leave-one-out grouping (source, the only one)")->type_name("source");
   c.add_flag("--no-loso", a.no_loso, "skip the leave-one-source-out folds");

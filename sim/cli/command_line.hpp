@@ -43,6 +43,7 @@ struct Args {
   std::vector<std::string> runs;            ///< --runs CSV (calibrate, compare)
   std::vector<std::string> scenario_files;  ///< --scenario FILE
   std::optional<std::string> fit_params;    ///< --fit-params A,B
+  std::optional<std::string> hold;          ///< --hold A,B
   std::optional<std::string> fold_by;       ///< --fold-by source
   std::vector<std::string> nccl;            ///< --nccl FILE[:COLLECTIVE]
   std::optional<std::string> node;          ///< --node NAME|PATH

@@ -286,12 +286,18 @@ int calibrate_cli(const Args& a, const std::vector<std::string>& args, std::ostr
   c.nccl = a.nccl;
   c.node = a.node.value_or("");
   c.gemm = a.gemm.value_or("");
-  if (a.fit_params) {
-    std::stringstream ss(*a.fit_params);
+  const auto split = [](const std::string& list) {
+    std::vector<std::string> items;
+    std::stringstream ss(list);
     for (std::string item; std::getline(ss, item, ',');)
       if (!item.empty())
-        c.params.push_back(item);
-  }
+        items.push_back(item);
+    return items;
+  };
+  if (a.fit_params)
+    c.params = split(*a.fit_params);
+  if (a.hold)
+    c.held = split(*a.hold);
   c.out = a.out_dir.value_or("");
   c.calibration = a.calibration.value_or("");
   c.json = a.json;

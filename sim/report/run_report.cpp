@@ -287,6 +287,9 @@ void write_accuracy(std::ostream& out, const spec::Scenario& s)
     if (priors)
       line += "priors only (no calibration profile): no error band (" + std::string(config::SHIPPED_PRIORS_ACCURACY) +
               " not found)";
+    else if (s.calibration.accuracy.empty())
+      line += "the calibration " + s.calibration.path +
+              " has no leave-one-source-out bands (fitted with --no-loso): no error band";
     else
       line += "no measured runs of " + acc.group + " in the calibration " + s.calibration.path + ": no error band";
     out << line << "\n";

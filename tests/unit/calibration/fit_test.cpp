@@ -8,6 +8,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -366,6 +367,57 @@ TEST_SUITE("calibration")
 
 TEST_SUITE("calibration")
 {
+  TEST_CASE("calibrate: held families stay at their priors and out of the default set, and --hold is checked")
+  {
+    // t = 10 / (g h) on 12 rows of two sources, "measured" at g = 0.8 (t = 12.5). Without a hold, hbm.A100 is in the
+    // default set (fitted, or listed as left at its prior by the guards). Holding the hbm family, it is in neither
+    // list, h stays at its prior and g alone takes the data: ln g = ln 0.8 x 4800 / (4800 + 100) (the rows' weight
+    // 12 x 1 / 0.05^2 against the prior's 1 / 0.10^2, residuals inside Huber's threshold at the fit), g = 0.804.
+    const spec::Scenario s = default_scenario();
+    auto model = [](double g, double h) { return 10.0 / (g * h); };
+    std::vector<Observation> obs;
+    for (int i = 0; i < 12; ++i)
+      obs.push_back(step_observation(s, i, model(0.8, 1.0), "S" + std::to_string(i % 2)));
+    const BatchPredictor stand_in = step_time_model([&](const validation::ThroughputCase& c) {
+      return model(c.scenario.calibration.factor("gemm.A100"), c.scenario.calibration.factor("hbm.A100"));
+    });
+    const auto fitted = [](const CalibrationResult& r, const std::string& name) {
+      return std::find_if(r.params.begin(), r.params.end(), [&](const ParameterResult& p) { return p.name == name; });
+    };
+    CalibrateOptions opt;
+    opt.loso = false;
+    const auto listed = [&](const CalibrationResult& r, const std::string& name) {
+      return fitted(r, name) != r.params.end() ||
+             std::any_of(r.uninformed.begin(), r.uninformed.end(),
+                         [&](const std::string& u) { return u.rfind(name + ":", 0) == 0; });
+    };
+    CHECK(listed(calibrate(obs, opt, stand_in), "hbm.A100"));
+    opt.held = SHIPPED_HELD;
+    const CalibrationResult r = calibrate(obs, opt, stand_in);
+    CHECK_FALSE(listed(r, "hbm.A100"));
+    for (const ParameterResult& p : r.params) {
+      INFO(p.name);
+      CHECK(p.name.rfind("hbm.", 0) != 0);
+      CHECK(p.name != "busbw.nvlink");
+      CHECK(p.name != "busbw.pcie");
+    }
+    const auto g = fitted(r, "gemm.A100");
+    REQUIRE(g != r.params.end());
+    CHECK(g->value == doctest::Approx(std::exp(std::log(0.8) * 4800.0 / 4900.0)).epsilon(0.005).scale(0));
+    CHECK(held_list(SHIPPED_HELD) == "hbm,busbw.nvlink,busbw.pcie");
+    // A family the registry does not know, a key the family does not take, and --hold beside --fit-params.
+    opt.held = {"hmb"};
+    CHECK_THROWS_WITH_AS(calibrate(obs, opt, stand_in), doctest::Contains("--hold: unknown parameter family 'hmb'"),
+                         core::InputError);
+    opt.held = {"busbw.infiniband"};
+    CHECK_THROWS_WITH_AS(calibrate(obs, opt, stand_in), doctest::Contains("is no parameter of the busbw family"),
+                         core::InputError);
+    opt.held = {"hbm"};
+    opt.params = {"gemm.A100"};
+    CHECK_THROWS_WITH_AS(calibrate(obs, opt, stand_in), doctest::Contains("--hold hbm and --fit-params both given"),
+                         core::InputError);
+  }
+
   TEST_CASE("gemm fit: timings made by the compute model at a GEMM multiplier of 0.85 with 3 % noise give it back")
   {
     // The model's own times for a sweep of shapes on a DGX A100 (topologies/dgx-a100-80gb.yaml), at gemm.A100 = 0.85,

@@ -128,11 +128,11 @@ TEST_SUITE("cli")
     CHECK(has(r.out, "offload_param.buffer_size: 899153921 (the largest partition must fit one swap buffer)"));
   }
 
-  TEST_CASE("cli: without a calibration profile, run prints the priors' error band of its group as report.md has it")
+  TEST_CASE("cli: on the priors alone, run prints the priors' error band of its group as report.md has it")
   {
-    // The default scenario (A100, DeepSpeed) on the priors: the band is the "GPU / framework A100 / deepspeed" row of
-    // the committed report's "Priors only" table (results/validation/report.md), which validate --run also writes
-    // into priors-accuracy.yaml.
+    // The default scenario (A100, DeepSpeed) with --calibration none: the band is the "GPU / framework A100 /
+    // deepspeed" row of the committed report's "Priors only" table (results/validation/report.md), which validate --run
+    // also writes into priors-accuracy.yaml.
     const std::string report = read_file(std::string(ZEROSIM_SOURCE_DIR) + "/results/validation/report.md");
     const std::size_t section = report.find("## Priors only");
     REQUIRE(section != std::string::npos);
@@ -148,7 +148,7 @@ TEST_SUITE("cli")
 
     const std::string dir = (std::filesystem::temp_directory_path() / "zerosim-cli-test-priors-band").string();
     std::filesystem::remove_all(dir);
-    Result r = run_zerosim({"run", DEFAULT_SCENARIO, "--out", dir});
+    Result r = run_zerosim({"run", DEFAULT_SCENARIO, "--out", dir, "--calibration", "none"});
     INFO(r.err);
     REQUIRE(r.status == 0);
     char expected[256];
@@ -170,6 +170,36 @@ TEST_SUITE("cli")
     CHECK(a.at("p90_abs_error").get<double>() * 100 == doctest::Approx(p90).epsilon(0.051 / p90));
     CHECK(a.at("from") == "results/validation/priors-accuracy.yaml");
     std::filesystem::remove_all(dir);
+  }
+
+  TEST_CASE(
+      "cli: with the shipped profile, run prints its leave-one-source-out band, and a profile without folds has none")
+  {
+    // calibration/default.yaml (docs/calibration.md §8) is what run uses without --calibration. Its accuracy block
+    // holds the fit's leave-one-source-out median and p90 |error| per group; the default scenario is A100 / deepspeed.
+    const std::string profile = read_file(std::string(ZEROSIM_SOURCE_DIR) + "/calibration/default.yaml");
+    const std::string key = "\"A100 / deepspeed\": {";
+    const std::size_t at = profile.find(key);
+    REQUIRE(at != std::string::npos);
+    double median = 0, p90 = 0;
+    int rows = 0;
+    REQUIRE(std::sscanf(profile.c_str() + at + key.size(),
+                        "loso_median_abs_error: %lf, loso_p90_abs_error: %lf, rows: %d", &median, &p90, &rows) == 3);
+    Result r = run_zerosim({"run", DEFAULT_SCENARIO});
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    char expected[256];
+    std::snprintf(expected, sizeof expected,
+                  "accuracy               runs like this (A100 / deepspeed) were predicted within %.0f %% (median) / "
+                  "%.0f %% (p90) of measured, each source left out of the fit (%d runs)",
+                  median, p90, rows);
+    INFO(r.out);
+    CHECK(has(r.out, expected));
+    // results/calibration/without-s12.yaml was fitted with --no-loso: it has no bands, and says so.
+    Result held_out = run_zerosim({"run", DEFAULT_SCENARIO, "--calibration",
+                                   std::string(ZEROSIM_SOURCE_DIR) + "/results/calibration/without-s12.yaml"});
+    REQUIRE(held_out.status == 0);
+    CHECK(has(held_out.out, "has no leave-one-source-out bands (fitted with --no-loso): no error band"));
   }
 
   TEST_CASE("cli: the same input gives the same bytes")
