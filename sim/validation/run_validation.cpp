@@ -20,9 +20,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <iterator>
 #include <filesystem>
 #include <iostream>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <set>
@@ -528,6 +528,23 @@ bool multi_gpu(const ThroughputComparison& c)
   return c.c.scenario.world() > 1;
 }
 
+/// A row with a GEMM the alignment rule slows (compute::alignment_share below 1: a 16-bit GEMM, or an unfused
+/// attention product, with n or k not a multiple of 8, on a GPU kind with a `misaligned_gemm` figure).
+bool misaligned_gemm(const ThroughputComparison& c)
+{
+  const spec::Scenario& s = c.c.scenario;
+  const compute::GpuEfficiency e = compute::gpu_efficiency(s);
+  const workload::Workload w = workload::build_workload(s.model, workload::workload_options(s));
+  for (const workload::Layer& layer : w.layers)
+    for (const workload::Op& op : layer.ops) {
+      const bool product = op.kind == workload::OpKind::GEMM ||
+                           (op.kind == workload::OpKind::ATTENTION && !workload::is_fused_attention(op));
+      if (product && compute::alignment_share(op, s.training.precision, e) < 1.0)
+        return true;
+    }
+  return false;
+}
+
 const AblationTarget ABLATION_TARGETS[] = {
     {&spec::Mechanisms::stack, "every row with a stack in stacks.csv",
      [](const ThroughputComparison& c) { return c.c.scenario.software.stated; }},
@@ -552,6 +569,7 @@ const AblationTarget ABLATION_TARGETS[] = {
      }},
     {&spec::Mechanisms::model_code, "every row (each runs its model code's element-wise kernels)",
      [](const ThroughputComparison&) { return true; }},
+    {&spec::Mechanisms::alignment, "rows with a 16-bit GEMM whose n or k is not a multiple of 8", misaligned_gemm},
 };
 
 /// One line of ablation.md: the medians with the mechanism on (`a`) and off (`b`) over the same rows; "none" when
