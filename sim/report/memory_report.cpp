@@ -190,6 +190,14 @@ std::string scenario_header(const spec::Scenario& s, std::int64_t params)
   row("stack", "torch " + sw.torch + ", " + spec::to_string(sw.attention) + " attention, " +
                    spec::to_string(s.model_code()) + " model code, " + (sw.compile ? "torch.compile" : "eager") +
                    (sw.stated ? "" : " (no software: block: today's stack assumed)"));
+  // The calibration profile the figures use (docs/calibration.md §5, §8), or the priors alone; named as meta names it.
+  const spec::Calibration& cal = s.calibration;
+  const std::string multipliers = std::to_string(cal.factors.size()) + " multipliers";
+  if (cal.path.empty() || cal.path == "none")
+    row("profile", "none: the priors alone (no calibration profile)");
+  else
+    row("profile",
+        data_file_name(cal.path) + ", the calibration (" + multipliers + "; --calibration none: the priors)");
   return out;
 }
 
