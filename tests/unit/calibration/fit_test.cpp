@@ -412,6 +412,9 @@ TEST_SUITE("calibration")
     opt.held = {"busbw.infiniband"};
     CHECK_THROWS_WITH_AS(calibrate(obs, opt, stand_in), doctest::Contains("is no parameter of the busbw family"),
                          core::InputError);
+    opt.held = {"interference"}; // a family that is one parameter: held by its name, fitted without it
+    const CalibrationResult no_interference = calibrate(obs, opt, stand_in);
+    CHECK_FALSE(listed(no_interference, "interference"));
     opt.held = {"hbm"};
     opt.params = {"gemm.A100"};
     CHECK_THROWS_WITH_AS(calibrate(obs, opt, stand_in), doctest::Contains("--hold hbm and --fit-params both given"),
