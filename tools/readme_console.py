@@ -2,7 +2,8 @@
 """Refresh the README's console excerpts from this build.
 
 Each ```console block that starts with `$ zerosim ...` quotes lines of that command's output, with `...` where lines
-were left out. This script reruns every such command with build/sim/zerosim (from the repository root) and replaces
+were left out. This script reruns every such command with build/sim/zerosim (from the repository root), or reads
+the committed file a `# in FILE` line names (for `$ tools/dev.sh bench` and the like), and replaces
 each quoted line by the output line that has the same words and differs from it in the fewest numbers (searched in
 order after the previous line's match), so the excerpt keeps its choice of lines and takes this build's figures. A
 quoted line that no output line matches is reported and left as it was; the script exits 1 if any was.
@@ -53,10 +54,10 @@ def best_match(quoted, output, start):
 
 
 def blocks(lines):
-    """(first, last) line indices of each console block's body whose command is zerosim's."""
+    """(first, last) line indices of each console block's body that starts with a command."""
     i = 0
     while i < len(lines):
-        if lines[i].strip() == "```console" and i + 1 < len(lines) and lines[i + 1].startswith("$ zerosim "):
+        if lines[i].strip() == "```console" and i + 1 < len(lines) and lines[i + 1].startswith("$ "):
             j = i + 1
             while j < len(lines) and lines[j].strip() != "```":
                 j += 1
@@ -91,8 +92,13 @@ def main():
         if only and not any(w in cmd for w in only):
             continue
         given = [f for w, f in saved.items() if w in cmd]
+        in_file = [ln[len("# in "):].strip() for ln in lines[last + 1:end] if ln.startswith("# in ")]
         if given:
             output = Path(given[0]).read_text().split("\n")
+        elif in_file and not (" validate" in cmd or " calibrate --runs" in cmd):
+            output = (ROOT / in_file[0]).read_text().split("\n")  # the committed file the command writes
+        elif not cmd.startswith("zerosim "):
+            continue
         elif " validate" in cmd or " calibrate --runs" in cmd:
             print(f"README.md:{first + 1}: skipped (long; give its output with --saved): {cmd}")
             continue
