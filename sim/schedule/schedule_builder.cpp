@@ -395,7 +395,7 @@ TaskId Builder::forward(int mb, int layer, std::vector<TaskId> deps, const Compu
         for (int cl : ckpt_.layers) {
           const workload::Layer& c = w.layers[static_cast<std::size_t>(cl)];
           act_kept(mb, static_cast<std::size_t>(cl)) = transient(mbs + ".ckpt_contiguous." + c.name, Device::GPU,
-                                                              MemCategory::ACTIVATIONS, c.activation_bytes_kept);
+                                                                 MemCategory::ACTIVATIONS, c.activation_bytes_kept);
           alloc_on(compute, act_kept(mb, static_cast<std::size_t>(cl)));
         }
         ckpt_.unused_slots =
@@ -418,7 +418,8 @@ TaskId Builder::forward(int mb, int layer, std::vector<TaskId> deps, const Compu
   tensors_of(work, l.forward_working_tensors);
   // The caching allocator sees the forward op by op (docs/memory.md §2.1): the kept buffer carries the trace of
   // every request, its transients among them, and the working set's own requests are skipped.
-  if (s.mechanisms.allocation_order && act_kept(mb, li) >= 0 && l.activation_bytes_kept > 0 && !l.forward_trace.empty() &&
+  if (s.mechanisms.allocation_order && act_kept(mb, li) >= 0 && l.activation_bytes_kept > 0 &&
+      !l.forward_trace.empty() &&
       !(ck && (ckpt_.config.copy == DsCheckpointing::Copy::BLOCKING || ckpt_.config.contiguous))) {
     spec::Buffer& kb = graph.buffers[static_cast<std::size_t>(act_kept(mb, li))];
     kb.trace_bytes = l.forward_trace_bytes;
@@ -587,7 +588,10 @@ TaskId Builder::torch_optimizer(std::string name, std::int64_t elements, std::in
 
 TaskId Builder::cpu_optimizer(std::string name, std::int64_t elements, std::vector<TaskId> deps)
 {
-  return cpu_work(std::move(name), Phase::OPTIMIZER, elements, static_cast<double>(elements) * opt_bytes_per_elem,
+  // Adam's DRAM traffic is the node's (cpu.adam_bytes_per_param, 28 B/elem by default: §9.1).
+  const double bytes_per_elem =
+      s.training.optimizer == spec::Optimizer::SGD ? opt_bytes_per_elem : s.cluster.node.cpu.adam_bytes_per_param;
+  return cpu_work(std::move(name), Phase::OPTIMIZER, elements, static_cast<double>(elements) * bytes_per_elem,
                   static_cast<double>(elements) * opt_flops_per_elem, std::move(deps));
 }
 
