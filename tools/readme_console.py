@@ -1,21 +1,17 @@
 #!/usr/bin/env python3
 """Refresh the README's console excerpts from this build.
 
-Each ```console block that starts with `$ zerosim ...` quotes lines of that command's output, with `...` where lines
-were left out. This script reruns every such command with build/sim/zerosim (from the repository root), or reads
-the committed file a `# in FILE` line names (for `$ tools/dev.sh bench` and the like), and replaces
-each quoted line by the output line that has the same words and differs from it in the fewest numbers (searched in
-order after the previous line's match), so the excerpt keeps its choice of lines and takes this build's figures. A
-quoted line that no output line matches is reported and left as it was; the script exits 1 if any was.
+Each ```console block that starts with `$ COMMAND` quotes lines of that command's output, with `...` where lines were
+left out. The rules are the README test's (docs/testing.md "README figures"): a block with a `# in FILE` line
+quotes FILE, the committed file the command writes (regenerate it first by running the command: validate, calibrate,
+tools/dev.sh bench); any other `$ zerosim ...` block is rerun with build/sim/zerosim from the repository root. Each
+quoted line is replaced by the output line that has the same words and differs from it in the fewest numbers
+(searched in order after the previous line's match), so the excerpt keeps its choice of lines and takes this build's
+figures. A quoted line that no output line matches is reported and left as it was; the script exits 1 if any was.
 
   python3 tools/readme_console.py            # rewrite README.md in place
   python3 tools/readme_console.py --check    # exit 1 if any excerpt differs from this build's output
   python3 tools/readme_console.py --only recommend,bloom   # only the blocks whose command contains a word
-  python3 tools/readme_console.py --saved "validate --run=/tmp/validate.txt"   # that block from a saved output
-
-Blocks whose command runs `validate` or `calibrate --runs` (tens of minutes) are skipped unless --saved gives their
-output (the report they write: results/validation/report.md, results/calibration/default-fit.md). A line `# in FILE`
-in a block says where the lines below it are read, and is kept as it is.
 
 Prose figures around the blocks (errors in %, "X s here") are not touched: update them by hand.
 """
@@ -75,15 +71,25 @@ def command_of(lines, first):
     return text, k
 
 
+def output_of(cmd, body):
+    """The lines the block quotes: its `# in FILE`, else the zerosim command's output; None for other commands."""
+    in_file = [ln[len("# in "):].strip() for ln in body if ln.startswith("# in ")]
+    if in_file:
+        return (ROOT / in_file[0]).read_text().split("\n")
+    if not cmd.startswith("zerosim "):
+        return None
+    argv = [os.path.expanduser(a) for a in shlex.split(cmd)]  # as a shell would expand ~/...
+    argv[0] = str(ROOT / "build/sim/zerosim")
+    run = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
+    return (run.stdout + run.stderr).split("\n")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="report differences, change nothing")
     ap.add_argument("--only", default="", help="comma-separated words: only blocks whose command contains one")
-    ap.add_argument("--saved", action="append", default=[], metavar="WORDS=FILE",
-                    help="the block whose command contains WORDS is matched against FILE, not rerun")
     args = ap.parse_args()
     only = [w for w in args.only.split(",") if w]
-    saved = dict(x.rsplit("=", 1) for x in args.saved)
     readme = ROOT / "README.md"
     lines = readme.read_text().split("\n")
     unmatched = changed = 0
@@ -91,22 +97,9 @@ def main():
         cmd, last = command_of(lines, first)
         if only and not any(w in cmd for w in only):
             continue
-        given = [f for w, f in saved.items() if w in cmd]
-        in_file = [ln[len("# in "):].strip() for ln in lines[last + 1:end] if ln.startswith("# in ")]
-        if given:
-            output = Path(given[0]).read_text().split("\n")
-        elif in_file and not (" validate" in cmd or " calibrate --runs" in cmd):
-            output = (ROOT / in_file[0]).read_text().split("\n")  # the committed file the command writes
-        elif not cmd.startswith("zerosim "):
+        output = output_of(cmd, lines[last + 1:end])
+        if output is None:
             continue
-        elif " validate" in cmd or " calibrate --runs" in cmd:
-            print(f"README.md:{first + 1}: skipped (long; give its output with --saved): {cmd}")
-            continue
-        else:
-            argv = [os.path.expanduser(a) for a in shlex.split(cmd)]  # as a shell would expand ~/...
-            argv[0] = str(ROOT / "build/sim/zerosim")
-            run = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
-            output = (run.stdout + run.stderr).split("\n")
         pos = 0
         for k in range(last + 1, end):
             if lines[k].strip() == "..." or lines[k].startswith("# in "):

@@ -588,9 +588,11 @@ TaskId Builder::torch_optimizer(std::string name, std::int64_t elements, std::in
 
 TaskId Builder::cpu_optimizer(std::string name, std::int64_t elements, std::vector<TaskId> deps)
 {
-  // Adam's DRAM traffic is the node's (cpu.adam_bytes_per_param, 28 B/elem by default: §9.1).
-  const double bytes_per_elem =
-      s.training.optimizer == spec::Optimizer::SGD ? opt_bytes_per_elem : s.cluster.node.cpu.adam_bytes_per_param;
+  // Adam's DRAM traffic is the node's (cpu.adam_bytes_per_param; unset: DeepSpeedCPUAdam's 28 B/elem, §9.1).
+  const double node_adam = s.cluster.node.cpu.adam_bytes_per_param;
+  const double bytes_per_elem = s.training.optimizer == spec::Optimizer::SGD ? opt_bytes_per_elem
+                                : node_adam > 0                              ? node_adam
+                                                                             : ADAM_BYTES_PER_ELEM;
   return cpu_work(std::move(name), Phase::OPTIMIZER, elements, static_cast<double>(elements) * bytes_per_elem,
                   static_cast<double>(elements) * opt_flops_per_elem, std::move(deps));
 }

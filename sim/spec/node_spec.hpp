@@ -38,9 +38,9 @@ struct CpuSpec {
   std::int64_t memory_bytes = 0;
   double memory_bandwidth_Bps = 0; ///< achievable, all sockets together
   std::int64_t reserved_bytes = 0; ///< host memory kept for the OS and the framework, not usable
-  /// DRAM traffic of one CPU-Adam element update: DeepSpeedCPUAdam reads p, g, m, v and writes p, m, v in fp32
-  /// (docs/deepspeed-schedule.md §9.1); node files' `cpu.adam_bytes_per_param`.
-  double adam_bytes_per_param = 28;
+  /// DRAM traffic of one CPU-Adam element update (node files' `cpu.adam_bytes_per_param`, whose default the schema
+  /// states); 0: DeepSpeedCPUAdam's own, schedule::ADAM_BYTES_PER_ELEM (docs/deepspeed-schedule.md §9.1).
+  double adam_bytes_per_param = 0;
 };
 
 /// The node's NVMe drives, striped as one RAID-0 volume (DeepSpeed's nvme_path; docs/engine.md).

@@ -30,11 +30,10 @@ TEST_SUITE("schedule")
     CHECK(gr.tasks[static_cast<std::size_t>(adam)].elements == p);
     CHECK(gr.tasks[static_cast<std::size_t>(adam)].mem_bytes == doctest::Approx(28.0 * p));
     // A node file's cpu.adam_bytes_per_param replaces the 28 (the GPU optimizer's traffic is not the node's CPU's).
-    s.cluster.node.cpu.adam_bytes_per_param = 32;
-    const TaskGraph node32 = build_step_graph(s, w, 0);
-    CHECK(node32.tasks[static_cast<std::size_t>(find_task(node32, "step.cpu_adam"))].mem_bytes ==
-          doctest::Approx(32.0 * p));
-    s.cluster.node.cpu.adam_bytes_per_param = 28;
+    spec::Scenario node32 = s;
+    node32.cluster.node.cpu.adam_bytes_per_param = 32;
+    const TaskGraph g32 = build_step_graph(node32, w, 0);
+    CHECK(g32.tasks[static_cast<std::size_t>(find_task(g32, "step.cpu_adam"))].mem_bytes == doctest::Approx(32.0 * p));
     // The post-step AG waits for the H2D (§3.6: CPU Adam -> H2D 2P -> AG(Ψ)).
     CHECK(collectives(gr, CollectiveKind::ALL_GATHER).bytes == 4000 * 2);
     // Host (§10.1 row "1/2 + offload cpu", g = 1): fp32 4P + fp32 grad 4P + m,v 8P + lp staging 2P
